@@ -1,0 +1,198 @@
+package countersign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Verdict is what a decider asks for.
+type Verdict = store.Verdict
+
+// The verdicts.
+const (
+	Approve = store.VerdictApproved
+	Reject  = store.VerdictRejected
+)
+
+// RoleOperator may resolve reconciling and unknown proposals.
+const RoleOperator = "operator"
+
+// Decision is one approver's decision on a proposal.
+type Decision struct {
+	Identity   Identity
+	ProposalID string
+	Verdict    Verdict
+	// Via is the channel: "api" (default), "web", "cli", "text", "mcp".
+	Via    string
+	Reason string
+	// Remember asks for a grant (run or thread) with an approval, when the
+	// rule allows it.
+	Remember Scope
+}
+
+// DecideStatus is the answer to a decision (API.md §Decisions).
+type DecideStatus = store.DecideOutcome
+
+// The decision answers. A missing proposal is an error wrapping ErrNotFound.
+const (
+	DecideApplied   = store.DecideApplied
+	DecideUnchanged = store.DecideUnchanged
+	DecideConflict  = store.DecideConflict
+	DecideExpired   = store.DecideExpired
+)
+
+// DecideResult is a decision's answer and the proposal after it.
+type DecideResult struct {
+	Status   DecideStatus
+	Proposal *store.Proposal
+}
+
+// Decide records a decision as one compare-and-set. It returns
+// *ForbiddenError when the actor may not decide, an error wrapping
+// ErrNotFound for a missing proposal, and otherwise applied, unchanged,
+// conflict or expired.
+func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error) {
+	if d.Verdict != Approve && d.Verdict != Reject {
+		return nil, fmt.Errorf("%w: verdict %q: want approved or rejected", ErrInvalidCall, d.Verdict)
+	}
+	via := d.Via
+	if via == "" {
+		via = "api"
+	}
+	if d.Remember != "" && (!d.Remember.Valid() || d.Verdict != Approve) {
+		return nil, fmt.Errorf("%w: remember %q: only run or thread, and only with an approval", ErrInvalidCall, d.Remember)
+	}
+	p, err := e.Get(ctx, d.Identity, d.ProposalID)
+	if err != nil {
+		return nil, fmt.Errorf("decide: %w", err)
+	}
+	var hook func(context.Context, Identity, *store.Proposal) bool
+	if r := e.policy.match(p.Action); r != nil {
+		hook = r.CanDecide
+	}
+	if err := mayDecide(ctx, p, d.Identity, d.Verdict, via, hook); err != nil {
+		return nil, err
+	}
+	params := &store.DecideParams{
+		Tenant: d.Identity.Tenant, ID: p.ID, Actor: d.Identity.Actor, Verdict: d.Verdict,
+		Via: via, Reason: d.Reason, Remember: d.Remember,
+	}
+	if d.Remember != "" {
+		if !slices.Contains(p.RememberScopes, d.Remember) {
+			return nil, &ForbiddenError{ProposalID: p.ID, Actor: d.Identity.Actor, Reason: fmt.Sprintf("the rule does not allow remembering for a %s", d.Remember)}
+		}
+		params.Grant = e.grantFor(p, d)
+	}
+	res, err := e.store.Decide(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("decide: %w", err)
+	}
+	if res.From != res.To || res.Outcome == DecideApplied {
+		e.changed(ctx, res.Proposal, res.From)
+	}
+	return &DecideResult{Status: res.Outcome, Proposal: res.Proposal}, nil
+}
+
+// grantFor describes the grant an approval asks for. It goes live only when
+// the proposal's execution succeeds.
+func (e *Engine) grantFor(p *store.Proposal, d *Decision) *store.Grant {
+	g := &store.Grant{
+		ID:            "grt_" + newID(),
+		Tenant:        p.Tenant,
+		Requester:     p.Requester,
+		Scope:         d.Remember,
+		ThreadID:      p.ThreadID,
+		Action:        p.Action,
+		ActionVersion: p.ActionVersion,
+		InputDigest:   p.InputDigest,
+		GrantedBy:     d.Identity.Actor,
+	}
+	if d.Remember == ScopeRun {
+		g.RunID = p.RunID
+	}
+	if p.GrantAnyInput {
+		g.InputDigest = ""
+	}
+	if p.GrantTTL > 0 {
+		t := e.clock().Add(p.GrantTTL)
+		g.ExpiresAt = &t
+	}
+	return g
+}
+
+// Cancel withdraws a pending proposal. Only its requester may.
+func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reason string) (*store.Proposal, error) {
+	p, err := e.Get(ctx, id, proposalID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel: %w", err)
+	}
+	if p.Requester != id.Actor {
+		return nil, &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
+	}
+	tr, err := e.store.Cancel(ctx, &store.CancelParams{Tenant: id.Tenant, ID: p.ID, Actor: id.Actor, Via: via, Reason: reason})
+	if tr != nil && tr.Changed {
+		e.changed(ctx, tr.Proposal, tr.From)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel: %w", err)
+	}
+	return tr.Proposal, nil
+}
+
+// Resolve is an operator's verdict on a reconciling or unknown proposal:
+// status succeeded or failed, with a note. It needs the operator role.
+func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, status store.Status, receipt, note, via string) (*store.Proposal, error) {
+	if !slices.Contains(id.Roles, RoleOperator) {
+		return nil, &ForbiddenError{ProposalID: proposalID, Actor: id.Actor, Reason: "resolving needs the operator role"}
+	}
+	if status != store.StatusSucceeded && status != store.StatusFailed {
+		return nil, fmt.Errorf("%w: resolve to %q: want succeeded or failed", ErrInvalidCall, status)
+	}
+	tr, err := e.store.Resolve(ctx, &store.ResolveParams{
+		Tenant: id.Tenant, ID: proposalID, Actor: id.Actor, Via: via, Status: status, Receipt: receipt, Note: note,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resolve: %w", err)
+	}
+	e.hub.Publish(tr.Proposal.ID)
+	if tr.From != store.StatusUnknown { // unknown was already settled once
+		e.runSettled(ctx, tr.Proposal)
+	}
+	return tr.Proposal, nil
+}
+
+// Grants lists a tenant's grants, optionally for one thread.
+func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*store.Grant, error) {
+	gs, err := e.store.ListGrants(ctx, &store.ListGrantsParams{Tenant: id.Tenant, ThreadID: threadID})
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	return gs, nil
+}
+
+// RevokeGrant revokes a grant; later calls need a decision again.
+func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*store.Grant, error) {
+	g, err := e.store.RevokeGrant(ctx, &store.RevokeGrantParams{Tenant: id.Tenant, ID: grantID, Actor: id.Actor})
+	if err != nil {
+		return nil, fmt.Errorf("revoke grant: %w", err)
+	}
+	return g, nil
+}
+
+// List returns a page of the proposals id may see, newest first.
+func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposalsParams) (*store.ProposalPage, error) {
+	params.Tenant = id.Tenant
+	params.Visible = &store.Visibility{Actor: id.Actor, Principals: Principals(id)}
+	page, err := e.store.ListProposals(ctx, &params)
+	if err != nil {
+		return nil, fmt.Errorf("list proposals: %w", err)
+	}
+	return page, nil
+}
+
+// isConflict reports whether err is a guarded transition's refusal.
+func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }

@@ -1,0 +1,291 @@
+package countersign
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/internal/notify"
+	"github.com/countersign/countersign/store"
+)
+
+// Identity is who is acting: a tenant, an actor and the actor's roles. Every
+// record belongs to one tenant.
+type Identity struct {
+	Tenant string
+	Actor  string
+	Roles  []string
+}
+
+// ActorResolver re-resolves a requester before its approved call executes, so
+// that an actor who was removed, or moved to another tenant, does not act.
+type ActorResolver interface {
+	// ResolveActor returns the actor's current identity, or an error wrapping
+	// ErrNotFound when the actor is gone.
+	ResolveActor(ctx context.Context, tenant, actor string) (*Identity, error)
+}
+
+// SettledFunc is called once per settlement, by the process that settled.
+type SettledFunc func(ctx context.Context, p *store.Proposal)
+
+// Defaults for Options.
+const (
+	DefaultLeaseDuration    = 30 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultRetryBackoff     = 100 * time.Millisecond
+	DefaultReconcileBackoff = time.Second
+	DefaultWaitPoll         = time.Second
+	DefaultSweepBatch       = 500
+)
+
+// Options configures an Engine. Zero fields take the documented defaults.
+type Options struct {
+	// Store keeps proposals, decisions, grants and outcomes. Required.
+	Store store.Store
+	// Policy decides which calls need approval. Default: an empty policy
+	// (read actions allowed, write actions ask their requester).
+	Policy *Policy
+	// Actions are registered at start; Register adds more.
+	Actions []*Action
+	// ActorResolver, if set, re-resolves requesters before execution.
+	ActorResolver ActorResolver
+	// OnSettled hooks run once per settlement. Their errors are the hooks'
+	// own business: they are logged, never retried.
+	OnSettled []SettledFunc
+	// Now is the clock. Default time.Now. Give the store the same clock.
+	Now func() time.Time
+	// Logger receives the engine's logs. Default slog.Default().
+	Logger *slog.Logger
+	// LeaseDuration is how long an execution lease lasts between renewals.
+	// Default 30s.
+	LeaseDuration time.Duration
+	// MaxAttempts bounds the executions of an idempotent action whose outcome
+	// stays uncertain. Default 5.
+	MaxAttempts int
+	// RetryBackoff is the first pause between idempotent retries; it doubles.
+	// Default 100ms.
+	RetryBackoff time.Duration
+	// ReconcileBackoff is the first pause before reconciling again after an
+	// unknown answer; it doubles. Default 1s.
+	ReconcileBackoff time.Duration
+	// WaitPoll is how often a waiting call re-reads the store, to see
+	// decisions taken by other processes. Default 1s.
+	WaitPoll time.Duration
+	// Owner names this process in leases. Default host:pid:random.
+	Owner string
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Store == nil:
+		return errors.New("countersign: Options.Store is required")
+	case o.LeaseDuration < 0:
+		return fmt.Errorf("countersign: Options.LeaseDuration %v: must be positive", o.LeaseDuration)
+	case o.MaxAttempts < 0:
+		return fmt.Errorf("countersign: Options.MaxAttempts %d: must be positive", o.MaxAttempts)
+	case o.RetryBackoff < 0 || o.ReconcileBackoff < 0 || o.WaitPoll < 0:
+		return errors.New("countersign: Options.RetryBackoff, ReconcileBackoff and WaitPoll must be positive")
+	}
+	return nil
+}
+
+// Engine runs calls through policy, proposals, decisions and execution. It is
+// safe for concurrent use; many engines (in many processes) may share a store.
+type Engine struct {
+	store         store.Store
+	policy        Policy
+	resolver      ActorResolver
+	onSettled     []SettledFunc
+	now           func() time.Time
+	log           *slog.Logger
+	lease         time.Duration
+	maxAttempts   int
+	retryBackoff  time.Duration
+	reconcileBack time.Duration
+	waitPoll      time.Duration
+	owner         string
+	hub           notify.Hub
+
+	mu      sync.RWMutex
+	actions map[string]*Action
+}
+
+// New validates the options and returns an Engine.
+func New(opts Options) (*Engine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		store:         opts.Store,
+		resolver:      opts.ActorResolver,
+		onSettled:     slices.Clone(opts.OnSettled),
+		now:           opts.Now,
+		log:           opts.Logger,
+		lease:         cmp.Or(opts.LeaseDuration, DefaultLeaseDuration),
+		maxAttempts:   cmp.Or(opts.MaxAttempts, DefaultMaxAttempts),
+		retryBackoff:  cmp.Or(opts.RetryBackoff, DefaultRetryBackoff),
+		reconcileBack: cmp.Or(opts.ReconcileBackoff, DefaultReconcileBackoff),
+		waitPoll:      cmp.Or(opts.WaitPoll, DefaultWaitPoll),
+		owner:         cmp.Or(opts.Owner, defaultOwner()),
+		actions:       map[string]*Action{},
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if opts.Policy != nil {
+		e.policy = *opts.Policy
+		e.policy.Rules = slices.Clone(opts.Policy.Rules)
+	}
+	if err := e.policy.validate(); err != nil {
+		return nil, fmt.Errorf("countersign: %w", err)
+	}
+	for _, a := range opts.Actions {
+		if err := e.Register(a); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%s", cmp.Or(host, "host"), os.Getpid(), randomHex(4))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// Register adds an action, or replaces the registration of the same name. A
+// new version makes pending approvals of the old one fail at execution.
+func (e *Engine) Register(a *Action) error {
+	if a == nil || a.validator == nil {
+		return errors.New("countersign: Register: build actions with NewAction or NewRawAction")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.actions[a.name] = a
+	return nil
+}
+
+// Action returns a registered action.
+func (e *Engine) Action(name string) (*Action, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	a, ok := e.actions[name]
+	return a, ok
+}
+
+// Actions lists the actions a model may be offered: every registered action
+// except those a deny rule removes, sorted by name.
+func (e *Engine) Actions() []*Action {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var out []*Action
+	for _, a := range e.actions {
+		if e.policy.evaluate(a).effect != EffectDeny {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Action) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+func (e *Engine) clock() time.Time { return e.now().UTC() }
+
+// settled wakes waiters of p and, when p reached a terminal state through this
+// process, runs the OnSettled hooks once.
+func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Status) {
+	e.hub.Publish(p.ID)
+	if p.Status.Terminal() && !from.Terminal() {
+		e.runSettled(ctx, p)
+	}
+}
+
+func (e *Engine) runSettled(ctx context.Context, p *store.Proposal) {
+	ctx = context.WithoutCancel(ctx)
+	for _, h := range e.onSettled {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					e.log.Error("OnSettled hook panicked", "proposal", p.ID, "panic", r)
+				}
+			}()
+			h(ctx, p)
+		}()
+	}
+}
+
+// Get returns a proposal the identity's tenant owns.
+func (e *Engine) Get(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+	p, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
+	if err != nil {
+		return nil, fmt.Errorf("get proposal: %w", err)
+	}
+	return p, nil
+}
+
+// Sweep expires up to batch due proposals (DefaultSweepBatch when batch <= 0)
+// and wakes their waiters. It returns how many it expired.
+func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	ps, err := e.store.ExpireDue(ctx, &store.ExpireDueParams{Limit: batch})
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	for _, p := range ps {
+		e.changed(ctx, p, store.StatusPending)
+	}
+	return len(ps), nil
+}
+
+// RunSweeper sweeps every interval until ctx ends, draining each backlog in
+// bounded batches. It returns ctx's error.
+func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch int) error {
+	if interval <= 0 {
+		return fmt.Errorf("countersign: RunSweeper interval %v: must be positive", interval)
+	}
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := e.Sweep(ctx, batch)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				e.log.Warn("sweep failed", "err", err)
+				break
+			}
+			if n < batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package countersign
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/countersign/countersign/internal/schema"
+	"github.com/countersign/countersign/store"
+)
+
+// Sentinels, for errors.Is. Each typed error below matches one of them.
+var (
+	// ErrNotFound: no such proposal, grant or thread in the caller's tenant.
+	ErrNotFound = store.ErrNotFound
+	// ErrConflict: a compare-and-set found the proposal in another state.
+	// The error is a *ConflictError.
+	ErrConflict = store.ErrConflict
+	// ErrLeaseLost: the execution lease was taken over; the holder must stop.
+	ErrLeaseLost = store.ErrLeaseLost
+	// ErrActionNotFound: the call names an action that is not registered.
+	ErrActionNotFound = errors.New("action not found")
+	// ErrInvalidInput: the input failed the action's schema (*InvalidInputError).
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrDenied: policy, authorization or preflight refused (*DeniedError).
+	ErrDenied = errors.New("denied")
+	// ErrInvalidEvidence: two-phase evidence cannot be spent (*EvidenceError).
+	ErrInvalidEvidence = errors.New("invalid evidence")
+	// ErrForbidden: the actor may not take this decision (*ForbiddenError).
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotApplied marks an Execute error as definite: the change did not
+	// happen. Any other Execute error is treated as an uncertain outcome.
+	ErrNotApplied = errors.New("not applied")
+	// ErrInvalidCall: the call itself is malformed (missing ids, bad mode).
+	ErrInvalidCall = errors.New("invalid call")
+)
+
+// ConflictError reports a guarded transition refused by the proposal's state.
+type ConflictError = store.ConflictError
+
+// InputProblem is one failing location of an input.
+type InputProblem = schema.Problem
+
+// InvalidInputError lists every location where an input failed its schema.
+type InvalidInputError struct {
+	Action   string
+	Problems []InputProblem
+}
+
+func (e *InvalidInputError) Error() string {
+	return fmt.Sprintf("invalid input for %s: %s", e.Action, (&schema.Error{Problems: e.Problems}).Error())
+}
+
+// Is matches ErrInvalidInput.
+func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// Denial codes say who refused.
+const (
+	DeniedByPolicy    = "POLICY_DENIED"
+	DeniedByAuthorize = "UNAUTHORIZED_ACTION"
+	DeniedByPreflight = "PREFLIGHT_DENIED"
+)
+
+// DeniedError reports a call refused before anything was stored.
+type DeniedError struct {
+	Code   string // one of the Denied* codes
+	Action string
+	Reason string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("%s denied (%s): %s", e.Action, strings.ToLower(e.Code), e.Reason)
+}
+
+// Is matches ErrDenied.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// EvidenceReason says why two-phase evidence was refused.
+type EvidenceReason string
+
+// The reasons evidence can be refused (DESIGN.md §4).
+const (
+	EvidenceMismatch EvidenceReason = "mismatch"
+	EvidenceConsumed EvidenceReason = "consumed"
+	EvidenceDenied   EvidenceReason = "denied"
+)
+
+// EvidenceError answers CONFIRMATION_INVALID: the evidence cannot be spent,
+// and the caller must not retry it.
+type EvidenceError struct {
+	Reason         EvidenceReason
+	ProposalID     string
+	ConfirmationID string
+}
+
+func (e *EvidenceError) Error() string {
+	return fmt.Sprintf("confirmation %s invalid: %s", e.ConfirmationID, e.Reason)
+}
+
+// Is matches ErrInvalidEvidence.
+func (e *EvidenceError) Is(target error) bool { return target == ErrInvalidEvidence }
+
+// ForbiddenError reports a decider who may not decide a proposal.
+type ForbiddenError struct {
+	ProposalID string
+	Actor      string
+	Reason     string
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("%s may not decide proposal %s: %s", e.Actor, e.ProposalID, e.Reason)
+}
+
+// Is matches ErrForbidden.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }
+
+// NotApplied wraps an Execute error to say the change definitely did not
+// happen, so the proposal fails instead of going to reconciling or unknown.
+func NotApplied(err error) error {
+	if err == nil {
+		err = errors.New("not applied")
+	}
+	return &notApplied{err}
+}
+
+type notApplied struct{ err error }
+
+func (e *notApplied) Error() string        { return e.err.Error() }
+func (e *notApplied) Unwrap() error        { return e.err }
+func (e *notApplied) Is(target error) bool { return target == ErrNotApplied }

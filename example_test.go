@@ -1,0 +1,168 @@
+package countersign_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// RefundInput is the typed input of the refund action used by the examples.
+type RefundInput struct {
+	Amount   float64 `json:"amount"`
+	Customer string  `json:"customer"`
+}
+
+// newRefund builds a refund action that counts its executions.
+func newRefund(executions *int) *countersign.Action {
+	a, err := countersign.NewAction(countersign.ActionSpec[RefundInput]{
+		Name:         "payments.refund",
+		Confirmation: countersign.Confirmation{Title: "Refund {amount} EUR to {customer}", Verb: "Refund"},
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in RefundInput) (*countersign.Receipt, error) {
+			*executions++
+			return &countersign.Receipt{ID: "rf_" + in.Customer}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+var (
+	alice = countersign.Identity{Tenant: "acme", Actor: "alice", Roles: []string{"agent"}}
+	bob   = countersign.Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
+)
+
+func newEngine(mode countersign.Mode, executions *int) *countersign.Engine {
+	e, err := countersign.New(countersign.Options{
+		Store:   memstore.New(nil),
+		Actions: []*countersign.Action{newRefund(executions)},
+		Policy: &countersign.Policy{Rules: []countersign.Rule{{
+			Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}, Mode: mode,
+		}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// In wait mode the call blocks until a human decides, then executes in the
+// caller's process and returns the result.
+func Example_waitMode() {
+	var executions int
+	e := newEngine(countersign.ModeWait, &executions)
+	ctx := context.Background()
+
+	done := make(chan *countersign.Result)
+	go func() {
+		res, err := e.Call(ctx, &countersign.Call{
+			Identity: alice, ThreadID: "t1", ToolCallID: "call_1",
+			Action: "payments.refund", Input: []byte(`{"amount": 40, "customer": "c_9"}`),
+		})
+		if err != nil {
+			panic(err)
+		}
+		done <- res
+	}()
+
+	// The approver finds the pending proposal and approves it.
+	var id string
+	for id == "" {
+		page, _ := e.List(ctx, bob, countersignListPending())
+		if len(page.Proposals) > 0 {
+			id = page.Proposals[0].ID
+			fmt.Println("pending:", page.Proposals[0].Preview)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	d, err := e.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: id, Verdict: countersign.Approve, Reason: "ok"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("decision:", d.Status)
+
+	res := <-done
+	fmt.Println("result:", res.Status, res.Receipt, "executions:", executions)
+	// Output:
+	// pending: Refund 40 EUR to c_9
+	// decision: applied
+	// result: succeeded rf_c_9 executions: 1
+}
+
+// In two_phase mode the first call answers CONFIRMATION_REQUIRED; after the
+// approval, the agent repeats the call with the confirmation id as evidence.
+func Example_twoPhaseMode() {
+	var executions int
+	e := newEngine(countersign.ModeTwoPhase, &executions)
+	ctx := context.Background()
+	call := &countersign.Call{
+		Identity: alice, ThreadID: "t1", ToolCallID: "call_1",
+		Action: "payments.refund", Input: []byte(`{"amount": 40, "customer": "c_9"}`),
+	}
+	first, err := e.Call(ctx, call)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("first:", first.Status, first.Summary)
+
+	if _, err := e.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: first.ProposalID, Verdict: countersign.Approve}); err != nil {
+		panic(err)
+	}
+
+	retry := *call
+	retry.ToolCallID = "call_2"
+	retry.Evidence = first.ConfirmationID
+	second, err := e.Call(ctx, &retry)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("retry:", second.Status, second.Receipt)
+
+	// The evidence is single-use.
+	again := retry
+	again.ToolCallID = "call_3"
+	_, err = e.Call(ctx, &again)
+	var ev *countersign.EvidenceError
+	fmt.Println("spent again:", errors.As(err, &ev) && ev.Reason == countersign.EvidenceConsumed, "executions:", executions)
+	// Output:
+	// first: confirmation_required Refund 40 EUR to c_9
+	// retry: succeeded rf_c_9
+	// spent again: true executions: 1
+}
+
+// In independent mode the call returns a receipt at once; the worker
+// executes after approval. Here the approval is shown; the worker is
+// started by the server (or Engine.RunWorker in a later release).
+func Example_independentMode() {
+	var executions int
+	e := newEngine(countersign.ModeIndependent, &executions)
+	ctx := context.Background()
+	res, err := e.Call(ctx, &countersign.Call{
+		Identity: alice, ThreadID: "t1", ToolCallID: "call_1",
+		Action: "payments.refund", Input: []byte(`{"amount": 40, "customer": "c_9"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("receipt:", res.Status, "executed:", *res.Executed)
+
+	d, err := e.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: res.ProposalID, Verdict: countersign.Approve})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("decision:", d.Status, "status:", d.Proposal.Status)
+	// Output:
+	// receipt: pending executed: false
+	// decision: applied status: approved
+}
+
+func countersignListPending() store.ListProposalsParams {
+	return store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}}
+}

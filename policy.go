@@ -1,0 +1,294 @@
+package countersign
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Effect is what a rule does with a matching call.
+type Effect string
+
+// The rule effects.
+const (
+	// EffectAllow executes at once, without a proposal.
+	EffectAllow Effect = "allow"
+	// EffectAsk stores a proposal and waits for a human decision.
+	EffectAsk Effect = "ask"
+	// EffectDeny refuses, and removes the action from the list offered to a model.
+	EffectDeny Effect = "deny"
+)
+
+// Mode is who executes an approved call and what the caller sees (DESIGN.md §4).
+type Mode = store.Mode
+
+// The call modes.
+const (
+	ModeWait        = store.ModeWait
+	ModeTwoPhase    = store.ModeTwoPhase
+	ModeIndependent = store.ModeIndependent
+)
+
+// Scope is the reach of a remembered approval.
+type Scope = store.Scope
+
+// The remember scopes.
+const (
+	ScopeRun    = store.ScopeRun
+	ScopeThread = store.ScopeThread
+)
+
+// Defaults for rules that leave a field empty.
+const (
+	DefaultTTL    = 10 * time.Minute
+	DefaultQuorum = 1
+	DefaultMode   = ModeWait
+)
+
+// The approver forms. "requester" is the caller of the action itself.
+const (
+	ApproverRequester = "requester"
+	approverRole      = "role:"
+	approverActor     = "actor:"
+)
+
+// Channels a decision can arrive through. A rule may restrict them.
+var Channels = []string{"api", "web", "cli", "text", "mcp"}
+
+// Rule is one policy rule over action names.
+type Rule struct {
+	// Match is an action name, or a glob where * matches any run of characters
+	// ("payments.*"). An exact name beats any glob; a longer glob beats a
+	// shorter one; among equals, the first rule wins.
+	Match  string
+	Effect Effect
+	// Approvers are "requester", "role:NAME" or "actor:ID". Default: requester.
+	Approvers []string
+	// CanDecide, if set, narrows who may decide beyond Approvers.
+	CanDecide func(ctx context.Context, decider Identity, p *store.Proposal) bool
+	// Quorum is the number of distinct approvers needed. Default 1.
+	Quorum int
+	// ForbidSelfApproval refuses an approval by the requester.
+	ForbidSelfApproval bool
+	// TTL is how long a proposal waits for decisions. Default: the policy's.
+	TTL time.Duration
+	// Mode is the default mode of matching calls. Default wait.
+	Mode Mode
+	// Channels, if set, are the only channels ("api", "web", "cli", "text",
+	// "mcp") that may decide.
+	Channels []string
+	// Remember lists the remember scopes an approver may ask for.
+	Remember []Scope
+	// GrantAnyInput widens remembered approvals to any input of the action;
+	// by default a grant covers only the exact input approved.
+	GrantAnyInput bool
+	// GrantTTL bounds a remembered approval's life. Zero: until revoked.
+	GrantTTL time.Duration
+}
+
+// Policy is an ordered set of rules.
+type Policy struct {
+	Rules []Rule
+	// DefaultTTL applies to rules without a TTL. Default 10 minutes.
+	DefaultTTL time.Duration
+}
+
+func (p *Policy) validate() error {
+	if p.DefaultTTL < 0 {
+		return fmt.Errorf("policy: DefaultTTL %v: must not be negative", p.DefaultTTL)
+	}
+	for i := range p.Rules {
+		if err := p.Rules[i].validate(); err != nil {
+			return fmt.Errorf("policy: rule %d (%q): %w", i, p.Rules[i].Match, err)
+		}
+	}
+	return nil
+}
+
+func (r *Rule) validate() error {
+	if r.Match == "" {
+		return fmt.Errorf("Match is empty")
+	}
+	switch r.Effect {
+	case EffectAllow, EffectAsk, EffectDeny:
+	default:
+		return fmt.Errorf("Effect %q: want allow, ask or deny", r.Effect)
+	}
+	for _, a := range r.Approvers {
+		if err := validateApprover(a); err != nil {
+			return fmt.Errorf("Approvers: %w", err)
+		}
+	}
+	if r.Quorum < 0 {
+		return fmt.Errorf("Quorum %d: must not be negative", r.Quorum)
+	}
+	if r.TTL < 0 || r.GrantTTL < 0 {
+		return fmt.Errorf("TTL and GrantTTL must not be negative")
+	}
+	if r.Mode != "" && !r.Mode.Valid() {
+		return fmt.Errorf("Mode %q: want wait, two_phase or independent", r.Mode)
+	}
+	for _, c := range r.Channels {
+		if !slices.Contains(Channels, c) {
+			return fmt.Errorf("Channels: %q: want one of %s", c, strings.Join(Channels, ", "))
+		}
+	}
+	for _, s := range r.Remember {
+		if !s.Valid() {
+			return fmt.Errorf("Remember: %q: want run or thread", s)
+		}
+	}
+	return nil
+}
+
+func validateApprover(a string) error {
+	switch {
+	case a == ApproverRequester:
+	case strings.HasPrefix(a, approverRole) && len(a) > len(approverRole):
+	case strings.HasPrefix(a, approverActor) && len(a) > len(approverActor):
+	default:
+		return fmt.Errorf("%q: want requester, role:NAME or actor:ID", a)
+	}
+	return nil
+}
+
+// ruleMatch is the rule that governs one action, with its effect.
+type ruleMatch struct {
+	effect Effect
+	rule   Rule // a copy, defaults resolved
+	// matched is false when no rule matched and defaults decided.
+	matched bool
+}
+
+// Evaluate returns the effect for an action and the rule that decided it,
+// with defaults resolved.
+func (p *Policy) evaluate(a *Action) ruleMatch {
+	r := p.match(a.name)
+	var m ruleMatch
+	if r == nil {
+		m.rule = Rule{Match: a.name, Effect: EffectAsk}
+		if a.kind == KindRead && !a.confirmOnly {
+			m.rule.Effect = EffectAllow
+		}
+	} else {
+		m.rule = *r
+		m.matched = true
+	}
+	m.effect = m.rule.Effect
+	if a.confirmOnly && m.effect == EffectAllow {
+		m.effect = EffectAsk
+	}
+	m.rule.Approvers = cmpSlice(m.rule.Approvers, []string{ApproverRequester})
+	m.rule.Quorum = max(m.rule.Quorum, DefaultQuorum)
+	if m.rule.TTL == 0 {
+		m.rule.TTL = p.DefaultTTL
+		if m.rule.TTL == 0 {
+			m.rule.TTL = DefaultTTL
+		}
+	}
+	if m.rule.Mode == "" {
+		m.rule.Mode = DefaultMode
+	}
+	return m
+}
+
+func cmpSlice[T any](a, b []T) []T {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
+// match finds the most specific rule for name.
+func (p *Policy) match(name string) *Rule {
+	var best *Rule
+	bestScore := -1
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if !globMatch(r.Match, name) {
+			continue
+		}
+		// Exact names outrank every glob; globs rank by their literal length.
+		score := len(r.Match) - strings.Count(r.Match, "*")
+		if !strings.Contains(r.Match, "*") {
+			score = 1 << 30
+		}
+		if score > bestScore {
+			best, bestScore = r, score
+		}
+	}
+	return best
+}
+
+// globMatch matches name against a pattern where * matches any run of
+// characters, including dots and the empty run.
+func globMatch(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	name = name[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, part)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(part):]
+	}
+	return strings.HasSuffix(name, last)
+}
+
+// mayDecide reports whether decider may decide p under the frozen approvers
+// and, when present, the current rule's CanDecide hook.
+func mayDecide(ctx context.Context, p *store.Proposal, decider Identity, verdict store.Verdict, via string, hook func(context.Context, Identity, *store.Proposal) bool) error {
+	deny := func(reason string) error {
+		return &ForbiddenError{ProposalID: p.ID, Actor: decider.Actor, Reason: reason}
+	}
+	if decider.Tenant != p.Tenant {
+		return deny("another tenant's proposal")
+	}
+	if len(p.Channels) > 0 && !slices.Contains(p.Channels, via) {
+		return deny(fmt.Sprintf("the rule does not accept decisions via %q", via))
+	}
+	if !isApprover(p, decider) {
+		return deny("not among the approvers " + strings.Join(p.Approvers, ", "))
+	}
+	if verdict == store.VerdictApproved && p.ForbidSelfApproval && decider.Actor == p.Requester {
+		return deny("the rule forbids self-approval")
+	}
+	if hook != nil && !hook(ctx, decider, p) {
+		return deny("refused by the rule's CanDecide hook")
+	}
+	return nil
+}
+
+func isApprover(p *store.Proposal, id Identity) bool {
+	for _, a := range p.Approvers {
+		switch {
+		case a == ApproverRequester && id.Actor == p.Requester:
+			return true
+		case strings.HasPrefix(a, approverActor) && a[len(approverActor):] == id.Actor:
+			return true
+		case strings.HasPrefix(a, approverRole) && slices.Contains(id.Roles, a[len(approverRole):]):
+			return true
+		}
+	}
+	return false
+}
+
+// Principals lists the approver forms that name id, for visibility filters.
+func Principals(id Identity) []string {
+	out := []string{approverActor + id.Actor}
+	for _, r := range id.Roles {
+		out = append(out, approverRole+r)
+	}
+	return out
+}

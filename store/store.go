@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is the contract every driver implements: memstore, sqlitestore and
+// pgstore. The conformance suite in store/storetest pins its semantics.
+//
+// Concurrency: every method is safe for concurrent use, from many goroutines
+// and (for the durable drivers) many processes. Every state change is one
+// guarded compare-and-set; see transition.go for the rules all drivers share.
+//
+// Time: drivers read the current time from their own clock (an option, so
+// tests can move it). Lease expiry may be judged by the database's clock.
+type Store interface {
+	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
+	// tool call id): a replay returns the existing proposal with Created false
+	// and supersedes nothing. A new proposal with a replacement key supersedes
+	// the pending proposals of the same tenant, requester, thread, action and
+	// key, in the same transaction. The thread is created, owned by the
+	// requester, if it does not exist.
+	CreateProposal(ctx context.Context, params *CreateProposalParams) (*CreateProposalResult, error)
+
+	// GetProposal returns one proposal, or ErrNotFound.
+	GetProposal(ctx context.Context, params *GetProposalParams) (*Proposal, error)
+
+	// GetProposalByToolCall returns the proposal created for a tool call, or ErrNotFound.
+	GetProposalByToolCall(ctx context.Context, params *GetProposalByToolCallParams) (*Proposal, error)
+
+	// GetProposalByConfirmation returns the proposal a two-phase confirmation id
+	// belongs to, or ErrNotFound.
+	GetProposalByConfirmation(ctx context.Context, params *GetProposalByConfirmationParams) (*Proposal, error)
+
+	// ListProposals returns one page, newest first, keyset-paginated behind an
+	// opaque signed cursor. A forged or altered cursor is ErrInvalidCursor.
+	ListProposals(ctx context.Context, params *ListProposalsParams) (*ProposalPage, error)
+
+	// Decide records an approval or a rejection (see ApplyDecision).
+	Decide(ctx context.Context, params *DecideParams) (*DecideResult, error)
+
+	// Cancel withdraws a pending proposal.
+	Cancel(ctx context.Context, params *CancelParams) (*TransitionResult, error)
+
+	// Expire moves one proposal past its deadline to expired: a pending one, or
+	// an approved one whose caller executes (wait, two_phase).
+	Expire(ctx context.Context, params *ExpireParams) (*TransitionResult, error)
+
+	// ExpireDue expires up to Limit due proposals and returns them.
+	ExpireDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
+
+	// Claim moves one approved proposal to executing under a new lease. A
+	// claim that finds the approval lapsed (wait, two_phase past the deadline)
+	// expires it and returns the expired proposal together with a
+	// *ConflictError{Got: expired}, so the caller can settle it once; any
+	// other refusal returns a nil proposal and a *ConflictError.
+	Claim(ctx context.Context, params *ClaimParams) (*Proposal, error)
+
+	// ClaimBatch claims up to Limit proposals for a worker: approved
+	// independent ones, executing ones whose lease expired (recovery), and
+	// reconciling ones whose next attempt is due.
+	ClaimBatch(ctx context.Context, params *ClaimBatchParams) ([]*Claimed, error)
+
+	// RenewLease extends a held lease. A stale fence is a *ConflictError.
+	RenewLease(ctx context.Context, params *RenewLeaseParams) (*Lease, error)
+
+	// BeginRetry starts the next attempt of an idempotent action under the
+	// held lease, with the same operation id.
+	BeginRetry(ctx context.Context, params *BeginRetryParams) (*Proposal, error)
+
+	// Settle records the result of an execution under the held lease, with
+	// its outcome message and, on success, the activation of pending grants.
+	Settle(ctx context.Context, params *SettleParams) (*TransitionResult, error)
+
+	// Resolve is an operator's verdict on a reconciling or unknown proposal.
+	Resolve(ctx context.Context, params *ResolveParams) (*TransitionResult, error)
+
+	// FindGrant returns a live grant matching the call, or ErrNotFound.
+	FindGrant(ctx context.Context, params *FindGrantParams) (*Grant, error)
+
+	// ListGrants lists a tenant's grants, newest first.
+	ListGrants(ctx context.Context, params *ListGrantsParams) ([]*Grant, error)
+
+	// RevokeGrant revokes a grant. Revoking twice is not an error.
+	RevokeGrant(ctx context.Context, params *RevokeGrantParams) (*Grant, error)
+
+	// EnsureThread returns the thread, creating it owned by Owner if absent.
+	EnsureThread(ctx context.Context, params *EnsureThreadParams) (*Thread, error)
+
+	// GetThread returns a thread, or ErrNotFound.
+	GetThread(ctx context.Context, params *GetThreadParams) (*Thread, error)
+
+	// DeleteThread removes a thread and its messages. Outcomes settled later
+	// are dropped rather than delivered.
+	DeleteThread(ctx context.Context, params *GetThreadParams) error
+
+	// ListMessages returns a thread's messages, oldest first.
+	ListMessages(ctx context.Context, params *ListMessagesParams) ([]*Message, error)
+
+	// ListEvents returns audit events in ID order after AfterID.
+	ListEvents(ctx context.Context, params *ListEventsParams) ([]*Event, error)
+
+	// Close releases the driver's resources.
+	Close() error
+}
+
+// CreateProposalParams carries a fully formed proposal. The engine fills every
+// field except Status, Version, Decisions, Outcome and timestamps, which the
+// driver sets (Status pending, Version 1, CreatedAt = UpdatedAt = now).
+type CreateProposalParams struct {
+	Proposal *Proposal
+}
+
+// CreateProposalResult reports what CreateProposal did.
+type CreateProposalResult struct {
+	Proposal   *Proposal
+	Created    bool        // false: a replay returned the existing proposal
+	Superseded []*Proposal // proposals this creation replaced
+}
+
+// GetProposalParams names one proposal within a tenant.
+type GetProposalParams struct {
+	Tenant string
+	ID     string
+}
+
+// GetProposalByToolCallParams names a proposal by the call that created it.
+type GetProposalByToolCallParams struct {
+	Tenant     string
+	ThreadID   string
+	ToolCallID string
+}
+
+// GetProposalByConfirmationParams names a proposal by its confirmation id.
+type GetProposalByConfirmationParams struct {
+	Tenant         string
+	ConfirmationID string
+}
+
+// Visibility narrows a listing to what one actor may see: proposals in threads
+// the actor owns, and proposals whose approvers name one of Principals
+// ("actor:ID", "role:NAME") or name "requester" when the actor is the requester.
+type Visibility struct {
+	Actor      string
+	Principals []string
+}
+
+// ListProposalsParams selects a page of proposals.
+type ListProposalsParams struct {
+	Tenant   string
+	Statuses []Status // empty: any
+	Action   string   // empty: any
+	ThreadID string   // empty: any
+	// Visible, when set, keeps only what that actor may see.
+	Visible *Visibility
+	After   string // an opaque cursor from a previous page's Next
+	Limit   int    // 1..MaxPageSize; 0 means MaxPageSize
+}
+
+// MaxPageSize is the largest page a listing returns.
+const MaxPageSize = 1000
+
+// ProposalPage is one page of a listing.
+type ProposalPage struct {
+	Proposals []*Proposal
+	// Next is the cursor of the following page, empty on the last page.
+	Next string
+}
+
+// DecideParams asks for one decision.
+type DecideParams struct {
+	Tenant   string
+	ID       string
+	Actor    string
+	Verdict  Verdict
+	Via      string
+	Reason   string
+	Remember Scope // only with VerdictApproved
+	// Grant, when set, is stored inactive in the same transaction if this
+	// decision is applied; it goes live when the execution succeeds.
+	Grant *Grant
+}
+
+// DecideOutcome is the answer to a decision.
+type DecideOutcome string
+
+// The answers to a decision (API.md §Decisions).
+const (
+	DecideApplied   DecideOutcome = "applied"
+	DecideUnchanged DecideOutcome = "unchanged"
+	DecideConflict  DecideOutcome = "conflict"
+	DecideExpired   DecideOutcome = "expired"
+)
+
+// DecideResult reports a decision's answer and the proposal after it.
+type DecideResult struct {
+	Outcome  DecideOutcome
+	Proposal *Proposal
+	// Transition is the status change the decision caused (From == To when none),
+	// so the caller can wake waiters and run settlement hooks once.
+	From, To Status
+}
+
+// CancelParams withdraws a pending proposal.
+type CancelParams struct {
+	Tenant string
+	ID     string
+	Actor  string
+	Via    string
+	Reason string
+}
+
+// ExpireParams expires one proposal if it is due.
+type ExpireParams struct {
+	Tenant string
+	ID     string
+}
+
+// ExpireDueParams bounds a sweep.
+type ExpireDueParams struct {
+	Limit int
+}
+
+// TransitionResult reports a guarded transition that was applied.
+type TransitionResult struct {
+	Proposal *Proposal
+	From     Status
+	// Changed is false when the proposal was already in the asked-for state
+	// (for example an idempotent Expire); then nothing was written.
+	Changed bool
+}
+
+// ClaimParams claims one approved proposal.
+type ClaimParams struct {
+	Tenant        string
+	ID            string
+	Owner         string
+	LeaseDuration time.Duration
+	// ConsumedBy is the tool call spending the approval.
+	ConsumedBy string
+}
+
+// ClaimBatchParams claims work for a worker.
+type ClaimBatchParams struct {
+	Owner         string
+	LeaseDuration time.Duration
+	Limit         int
+}
+
+// Claimed is one proposal claimed by ClaimBatch, with the status it was claimed
+// from: approved (first execution), executing (a lease that expired: the
+// outcome is uncertain) or reconciling.
+type Claimed struct {
+	Proposal *Proposal
+	From     Status
+}
+
+// RenewLeaseParams extends a lease.
+type RenewLeaseParams struct {
+	Tenant        string
+	ID            string
+	Fence         Fence
+	LeaseDuration time.Duration
+}
+
+// BeginRetryParams starts another attempt under the held lease.
+type BeginRetryParams struct {
+	Tenant        string
+	ID            string
+	Fence         Fence
+	LeaseDuration time.Duration
+}
+
+// SettleParams records an execution's result.
+type SettleParams struct {
+	Tenant string
+	ID     string
+	Fence  Fence
+	// Status is succeeded, failed, unknown or reconciling.
+	Status   Status
+	Executed *bool
+	Receipt  string
+	Result   json.RawMessage
+	Error    *string
+	Summary  string
+	// Presentation is the text of the outcome message admitted to the thread.
+	Presentation string
+	// For Status reconciling: ReleaseLease gives the lease up until
+	// NextAttemptAt; otherwise the holder keeps it and reconciles at once.
+	ReleaseLease  bool
+	NextAttemptAt *time.Time
+}
+
+// ResolveParams is an operator's verdict on an uncertain proposal.
+type ResolveParams struct {
+	Tenant  string
+	ID      string
+	Actor   string
+	Via     string
+	Status  Status // succeeded or failed
+	Receipt string
+	Note    string
+}
+
+// FindGrantParams describes a call that a grant could approve.
+type FindGrantParams struct {
+	Tenant        string
+	Requester     string
+	ThreadID      string
+	RunID         string
+	Action        string
+	ActionVersion string
+	InputDigest   string
+}
+
+// ListGrantsParams selects grants.
+type ListGrantsParams struct {
+	Tenant    string
+	Requester string // empty: any
+	ThreadID  string // empty: any
+}
+
+// RevokeGrantParams revokes one grant.
+type RevokeGrantParams struct {
+	Tenant string
+	ID     string
+	Actor  string
+}
+
+// EnsureThreadParams names a thread and its would-be owner.
+type EnsureThreadParams struct {
+	Tenant string
+	ID     string
+	Owner  string
+}
+
+// GetThreadParams names a thread.
+type GetThreadParams struct {
+	Tenant string
+	ID     string
+}
+
+// ListMessagesParams selects a thread's messages.
+type ListMessagesParams struct {
+	Tenant   string
+	ThreadID string
+}
+
+// ListEventsParams selects audit events.
+type ListEventsParams struct {
+	Tenant     string
+	ProposalID string // empty: every proposal of the tenant
+	AfterID    int64
+	Limit      int // 0: 1000
+}

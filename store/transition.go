@@ -1,0 +1,443 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// This file holds the state machine's rules as pure functions over a
+// *Proposal. Every driver loads the row (locked, or under its single writer),
+// applies one of these, and writes the row back guarded by its version. Keeping
+// the rules here, once, is what makes memory, SQLite and PostgreSQL behave
+// alike; the drivers differ only in how they lock and persist.
+
+// Change describes the side effects of an applied transition, for the driver
+// to persist in the same transaction as the row.
+type Change struct {
+	// Events to append to the audit trail. The driver fills ID, Tenant,
+	// ProposalID, Status and At.
+	Events []Event
+	// Admit asks for the outcome message to be admitted to the thread (once
+	// per key; dropped if the thread is gone).
+	Admit *Message
+	// Grant is stored, inactive, with the row.
+	Grant *Grant
+	// ActivateGrants makes the grants that originate in this proposal live.
+	ActivateGrants bool
+}
+
+func (c *Change) event(t EventType, actor, via, detail string) {
+	c.Events = append(c.Events, Event{Type: t, Actor: actor, Via: via, Detail: detail})
+}
+
+// NewToken returns a random lease token.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return hex.EncodeToString(b[:])
+}
+
+// Due reports whether p's deadline has passed in a status that lapses: pending,
+// or approved in a mode whose caller executes.
+func Due(p *Proposal, now time.Time) bool {
+	if now.Before(p.ExpiresAt) {
+		return false
+	}
+	return p.Status == StatusPending || (p.Status == StatusApproved && p.Mode.CallerExecutes())
+}
+
+// DefaultSummary is the one-line summary for the model of an outcome.
+func DefaultSummary(action string, status Status, detail string) string {
+	var s string
+	switch status {
+	case StatusSucceeded:
+		s = fmt.Sprintf("Action %q completed.", action)
+	case StatusFailed:
+		s = fmt.Sprintf("Action %q failed.", action)
+	case StatusRejected:
+		s = fmt.Sprintf("Action %q was rejected; it was not executed.", action)
+	case StatusExpired:
+		s = fmt.Sprintf("Action %q expired before it was approved and executed; it was not executed.", action)
+	case StatusSuperseded:
+		s = fmt.Sprintf("Action %q was replaced by a newer proposal; it was not executed.", action)
+	case StatusCancelled:
+		s = fmt.Sprintf("Action %q was cancelled; it was not executed.", action)
+	case StatusUnknown:
+		return "Action outcome unknown; it may or may not have been applied. Do not retry automatically." + suffix(detail)
+	case StatusReconciling:
+		s = fmt.Sprintf("Action %q outcome is being reconciled; it may or may not have been applied.", action)
+	default:
+		s = fmt.Sprintf("Action %q is %s.", action, status)
+	}
+	return s + suffix(detail)
+}
+
+func suffix(detail string) string {
+	if detail == "" {
+		return ""
+	}
+	return " " + detail
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// settle records a terminal (or reconciling) outcome on p and the message
+// that admits it to the thread.
+func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
+	p.Status = status
+	o.ProposalID = p.ID
+	o.Status = status
+	o.At = now
+	if o.Summary == "" {
+		detail := ""
+		if o.Receipt != "" {
+			detail = "Receipt: " + o.Receipt + "."
+		} else if o.Error != nil && *o.Error != "" {
+			detail = *o.Error
+		}
+		o.Summary = DefaultSummary(p.Action, status, detail)
+	}
+	p.Outcome = &o
+	if status.Terminal() {
+		p.Lease = nil
+		p.NextAttemptAt = nil
+		c.Admit = &Message{
+			ID:         "msg_" + p.ID + ":" + string(status),
+			Tenant:     p.Tenant,
+			ThreadID:   p.ThreadID,
+			Role:       "assistant",
+			Text:       o.Summary,
+			ProposalID: p.ID,
+			Outcome:    p.Outcome,
+			CreatedAt:  now,
+		}
+	}
+}
+
+func expire(p *Proposal, c *Change, now time.Time) {
+	settle(p, c, StatusExpired, Outcome{Executed: boolPtr(false)}, now)
+	c.event(EventExpired, "", "", "")
+}
+
+// ApplyDecision applies one decision to p. The change is nil when nothing is
+// to be written. A decision after the deadline expires the proposal (if it is
+// due) and answers DecideExpired.
+func ApplyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, *Change) {
+	if Due(p, now) {
+		c := &Change{}
+		expire(p, c, now)
+		return DecideExpired, c
+	}
+	switch p.Status {
+	case StatusExpired:
+		return DecideExpired, nil
+	case StatusPending:
+		if d.Verdict == VerdictApproved && slices.ContainsFunc(p.Decisions, func(x Decision) bool {
+			return x.Actor == d.Actor && x.Decision == VerdictApproved
+		}) {
+			return DecideUnchanged, nil
+		}
+		c := &Change{}
+		p.Decisions = append(p.Decisions, Decision{
+			Actor: d.Actor, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember,
+		})
+		c.event(EventDecided, d.Actor, d.Via, string(d.Verdict))
+		if d.Verdict == VerdictRejected {
+			detail := ""
+			if d.Reason != "" {
+				detail = "Reason: " + d.Reason
+			}
+			settle(p, c, StatusRejected, Outcome{Executed: boolPtr(false), Summary: DefaultSummary(p.Action, StatusRejected, detail)}, now)
+			return DecideApplied, c
+		}
+		if d.Grant != nil {
+			g := *d.Grant
+			c.Grant = &g
+		}
+		if p.Approvals() >= max(p.Quorum, 1) {
+			p.Status = StatusApproved
+		}
+		return DecideApplied, c
+	case StatusRejected:
+		if d.Verdict == VerdictRejected {
+			return DecideUnchanged, nil
+		}
+		return DecideConflict, nil
+	case StatusApproved, StatusExecuting, StatusSucceeded, StatusFailed, StatusReconciling, StatusUnknown:
+		if d.Verdict == VerdictApproved {
+			return DecideUnchanged, nil
+		}
+		return DecideConflict, nil
+	default: // superseded, cancelled
+		return DecideConflict, nil
+	}
+}
+
+// ApplyCancel withdraws a pending proposal. Cancelling a cancelled proposal
+// changes nothing and is not an error.
+func ApplyCancel(p *Proposal, params *CancelParams, now time.Time) (*Change, error) {
+	if p.Status == StatusCancelled {
+		return nil, nil
+	}
+	if Due(p, now) {
+		c := &Change{}
+		expire(p, c, now)
+		return c, &ConflictError{ID: p.ID, Op: "cancel", Want: []Status{StatusPending}, Got: StatusExpired}
+	}
+	if p.Status != StatusPending {
+		return nil, &ConflictError{ID: p.ID, Op: "cancel", Want: []Status{StatusPending}, Got: p.Status}
+	}
+	c := &Change{}
+	detail := ""
+	if params.Reason != "" {
+		detail = "Reason: " + params.Reason
+	}
+	settle(p, c, StatusCancelled, Outcome{Executed: boolPtr(false), Summary: DefaultSummary(p.Action, StatusCancelled, detail)}, now)
+	c.event(EventCancelled, params.Actor, params.Via, params.Reason)
+	return c, nil
+}
+
+// ApplyExpire expires p if it is due. Expiring an expired proposal changes
+// nothing and is not an error; a proposal that is not due is a conflict.
+func ApplyExpire(p *Proposal, now time.Time) (*Change, error) {
+	if p.Status == StatusExpired {
+		return nil, nil
+	}
+	if !Due(p, now) {
+		return nil, &ConflictError{ID: p.ID, Op: "expire", Want: []Status{StatusPending, StatusApproved}, Got: p.Status}
+	}
+	c := &Change{}
+	expire(p, c, now)
+	return c, nil
+}
+
+// ApplySupersede replaces a pending proposal by a newer one.
+func ApplySupersede(p *Proposal, byID string, now time.Time) *Change {
+	c := &Change{}
+	settle(p, c, StatusSuperseded, Outcome{Executed: boolPtr(false)}, now)
+	c.event(EventSuperseded, "", "", "by "+byID)
+	return c
+}
+
+func newLease(p *Proposal, owner string, d time.Duration, now time.Time) {
+	// The generation is the row version the claim writes: unique and growing.
+	p.Lease = &Lease{Owner: owner, Token: NewToken(), Generation: p.Version + 1, ExpiresAt: now.Add(d)}
+}
+
+// ApplyClaim moves an approved proposal to executing under a new lease. An
+// approval that lapsed is expired (the change is returned with the error so
+// the driver writes it).
+func ApplyClaim(p *Proposal, params *ClaimParams, now time.Time) (*Change, error) {
+	if Due(p, now) {
+		c := &Change{}
+		expire(p, c, now)
+		return c, &ConflictError{ID: p.ID, Op: "claim", Want: []Status{StatusApproved}, Got: StatusExpired}
+	}
+	if p.Status != StatusApproved {
+		return nil, &ConflictError{ID: p.ID, Op: "claim", Want: []Status{StatusApproved}, Got: p.Status}
+	}
+	c := &Change{}
+	p.Status = StatusExecuting
+	p.Attempt++
+	p.ConsumedBy = params.ConsumedBy
+	newLease(p, params.Owner, params.LeaseDuration, now)
+	c.event(EventClaimed, params.Owner, "", fmt.Sprintf("attempt %d", p.Attempt))
+	return c, nil
+}
+
+// Claimable reports whether a worker may claim p at now, and from which status.
+func Claimable(p *Proposal, now time.Time) bool {
+	switch p.Status {
+	case StatusApproved:
+		return p.Mode == ModeIndependent
+	case StatusExecuting:
+		return p.Lease == nil || !now.Before(p.Lease.ExpiresAt)
+	case StatusReconciling:
+		leaseFree := p.Lease == nil || !now.Before(p.Lease.ExpiresAt)
+		return leaseFree && (p.NextAttemptAt == nil || !now.Before(*p.NextAttemptAt))
+	}
+	return false
+}
+
+// ApplyClaimBatch claims one claimable proposal for a worker. A proposal
+// claimed from approved starts its first attempt; one recovered from executing
+// keeps its attempt count, since whether that attempt ran is unknown.
+func ApplyClaimBatch(p *Proposal, params *ClaimBatchParams, now time.Time) (*Claimed, *Change) {
+	from := p.Status
+	c := &Change{}
+	if from == StatusApproved {
+		p.Status = StatusExecuting
+		p.Attempt++
+	}
+	newLease(p, params.Owner, params.LeaseDuration, now)
+	c.event(EventClaimed, params.Owner, "", fmt.Sprintf("from %s, attempt %d", from, p.Attempt))
+	return &Claimed{Proposal: p, From: from}, c
+}
+
+func checkFence(op string, p *Proposal, f Fence, want ...Status) error {
+	if !slices.Contains(want, p.Status) {
+		return &ConflictError{ID: p.ID, Op: op, Want: want, Got: p.Status, LeaseLost: true}
+	}
+	if p.Lease == nil || p.Lease.Token != f.Token || p.Lease.Generation != f.Generation {
+		return &ConflictError{ID: p.ID, Op: op, Want: want, Got: p.Status, LeaseLost: true}
+	}
+	return nil
+}
+
+// ApplyRenew extends the held lease. An expired lease that nobody took over
+// may still be renewed: the fence, not the clock, decides who holds it.
+func ApplyRenew(p *Proposal, params *RenewLeaseParams, now time.Time) (*Change, error) {
+	if err := checkFence("renew lease of", p, params.Fence, StatusExecuting, StatusReconciling); err != nil {
+		return nil, err
+	}
+	p.Lease.ExpiresAt = now.Add(params.LeaseDuration)
+	return &Change{}, nil
+}
+
+// ApplyBeginRetry starts the next attempt of an idempotent action.
+func ApplyBeginRetry(p *Proposal, params *BeginRetryParams, now time.Time) (*Change, error) {
+	if err := checkFence("retry", p, params.Fence, StatusExecuting); err != nil {
+		return nil, err
+	}
+	p.Attempt++
+	p.Lease.ExpiresAt = now.Add(params.LeaseDuration)
+	c := &Change{}
+	c.event(EventRetried, p.Lease.Owner, "", fmt.Sprintf("attempt %d", p.Attempt))
+	return c, nil
+}
+
+// ApplySettle records an execution's result under the held lease.
+func ApplySettle(p *Proposal, params *SettleParams, now time.Time) (*Change, error) {
+	switch params.Status {
+	case StatusSucceeded, StatusFailed, StatusUnknown, StatusReconciling:
+	default:
+		return nil, invalidParams("settle to %q", params.Status)
+	}
+	if err := checkFence("settle", p, params.Fence, StatusExecuting, StatusReconciling); err != nil {
+		return nil, err
+	}
+	c := &Change{}
+	holder := p.Lease.Owner
+	settle(p, c, params.Status, Outcome{
+		Executed: params.Executed,
+		Receipt:  params.Receipt,
+		Result:   params.Result,
+		Error:    params.Error,
+		Summary:  params.Summary,
+	}, now)
+	if c.Admit != nil && params.Presentation != "" {
+		c.Admit.Text = params.Presentation
+	}
+	if params.Status == StatusReconciling {
+		if params.ReleaseLease {
+			p.Lease = nil
+		}
+		if params.NextAttemptAt != nil {
+			t := *params.NextAttemptAt
+			p.NextAttemptAt = &t
+		}
+	}
+	c.ActivateGrants = params.Status == StatusSucceeded
+	c.event(EventSettled, holder, "", string(params.Status))
+	return c, nil
+}
+
+// ApplyResolve records an operator's verdict on a reconciling or unknown
+// proposal. It takes the lease away from any reconciler.
+func ApplyResolve(p *Proposal, params *ResolveParams, now time.Time) (*Change, error) {
+	if params.Status != StatusSucceeded && params.Status != StatusFailed {
+		return nil, invalidParams("resolve to %q", params.Status)
+	}
+	if p.Status != StatusReconciling && p.Status != StatusUnknown {
+		return nil, &ConflictError{ID: p.ID, Op: "resolve", Want: []Status{StatusReconciling, StatusUnknown}, Got: p.Status}
+	}
+	c := &Change{}
+	var errText *string
+	if params.Status == StatusFailed {
+		e := "resolved as failed by an operator"
+		if params.Note != "" {
+			e += ": " + params.Note
+		}
+		errText = &e
+	}
+	var executed *bool
+	if p.Outcome != nil {
+		executed = p.Outcome.Executed
+	}
+	settle(p, c, params.Status, Outcome{
+		Executed:   executed,
+		Receipt:    params.Receipt,
+		Error:      errText,
+		Note:       params.Note,
+		ResolvedBy: params.Actor,
+	}, now)
+	c.ActivateGrants = params.Status == StatusSucceeded
+	c.event(EventResolved, params.Actor, params.Via, string(params.Status)+": "+params.Note)
+	return c, nil
+}
+
+// Finish stamps a written row: one more version, updated now. Drivers call it
+// after applying a change and before writing the row.
+func Finish(p *Proposal, now time.Time) {
+	p.Version++
+	p.UpdatedAt = now
+}
+
+// ValidateCreate checks the fields a driver relies on.
+func ValidateCreate(p *Proposal) error {
+	switch {
+	case p == nil:
+		return invalidParams("no proposal")
+	case p.ID == "" || p.Tenant == "" || p.ThreadID == "" || p.ToolCallID == "" || p.Action == "":
+		return invalidParams("proposal needs id, tenant, thread_id, tool_call_id and action")
+	case !p.Mode.Valid():
+		return invalidParams("mode %q", p.Mode)
+	case p.ExpiresAt.IsZero():
+		return invalidParams("proposal needs expires_at")
+	case p.OperationID == "":
+		return invalidParams("proposal needs operation_id")
+	}
+	return nil
+}
+
+// PrepareCreate stamps a new proposal for insertion, at version 1. Unlike
+// the other transitions it needs no Finish.
+func PrepareCreate(p *Proposal, now time.Time) *Change {
+	p.Status = StatusPending
+	p.Version = 1
+	p.Decisions = nil
+	p.Outcome = nil
+	p.Lease = nil
+	p.Attempt = 0
+	p.CreatedAt = now
+	p.UpdatedAt = now
+	c := &Change{}
+	c.event(EventCreated, p.Requester, "", "")
+	return c
+}
+
+// Supersedes reports whether creating n replaces the pending proposal p.
+func Supersedes(n, p *Proposal) bool {
+	return n.ReplacementKey != "" && p.Status == StatusPending && p.ID != n.ID &&
+		p.Tenant == n.Tenant && p.Requester == n.Requester && p.ThreadID == n.ThreadID &&
+		p.Action == n.Action && p.ReplacementKey == n.ReplacementKey
+}
+
+// CanSee reports whether v may see p, given the owner of p's thread.
+func CanSee(p *Proposal, threadOwner string, v *Visibility) bool {
+	if v == nil || threadOwner == v.Actor {
+		return true
+	}
+	for _, a := range p.Approvers {
+		if a == "requester" && p.Requester == v.Actor {
+			return true
+		}
+		if slices.Contains(v.Principals, a) {
+			return true
+		}
+	}
+	return false
+}

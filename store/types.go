@@ -1,0 +1,306 @@
+package store
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Status is the state of a proposal. See docs/state-machine.md.
+type Status string
+
+// The proposal statuses.
+const (
+	StatusPending     Status = "pending"
+	StatusApproved    Status = "approved"
+	StatusExecuting   Status = "executing"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusReconciling Status = "reconciling"
+	StatusUnknown     Status = "unknown"
+	StatusRejected    Status = "rejected"
+	StatusExpired     Status = "expired"
+	StatusSuperseded  Status = "superseded"
+	StatusCancelled   Status = "cancelled"
+)
+
+// Statuses lists every status, in state-machine order.
+var Statuses = []Status{
+	StatusPending, StatusApproved, StatusExecuting, StatusSucceeded, StatusFailed,
+	StatusReconciling, StatusUnknown, StatusRejected, StatusExpired, StatusSuperseded,
+	StatusCancelled,
+}
+
+// Valid reports whether s is one of the statuses.
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+
+// Terminal reports whether s is final: nothing moves a proposal out of it
+// except an operator's resolution of unknown.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusUnknown, StatusRejected, StatusExpired,
+		StatusSuperseded, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Mode says who executes an approved proposal and what the caller sees.
+type Mode string
+
+// The modes (DESIGN.md §4).
+const (
+	ModeWait        Mode = "wait"
+	ModeTwoPhase    Mode = "two_phase"
+	ModeIndependent Mode = "independent"
+)
+
+// Valid reports whether m is one of the modes.
+func (m Mode) Valid() bool {
+	return m == ModeWait || m == ModeTwoPhase || m == ModeIndependent
+}
+
+// CallerExecutes reports whether the calling agent (not the worker) executes
+// an approved proposal of this mode. Such approvals lapse at the deadline.
+func (m Mode) CallerExecutes() bool { return m == ModeWait || m == ModeTwoPhase }
+
+// Verdict is what a decider asks for.
+type Verdict string
+
+// The verdicts a decision can carry.
+const (
+	VerdictApproved Verdict = "approved"
+	VerdictRejected Verdict = "rejected"
+)
+
+// Scope is the reach of a remembered approval.
+type Scope string
+
+// The remember scopes.
+const (
+	ScopeRun    Scope = "run"
+	ScopeThread Scope = "thread"
+)
+
+// Valid reports whether s is a remember scope.
+func (s Scope) Valid() bool { return s == ScopeRun || s == ScopeThread }
+
+// Confirmation is the copy shown to an approver.
+type Confirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+// Decision is one recorded decision on a proposal.
+type Decision struct {
+	Actor    string    `json:"actor"`
+	Decision Verdict   `json:"decision"`
+	Via      string    `json:"via"`
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason,omitempty"`
+	Remember Scope     `json:"remember,omitempty"`
+}
+
+// Lease fences the execution of one proposal. Only the holder of the current
+// token and generation may renew it or settle the proposal.
+type Lease struct {
+	Owner      string    `json:"owner"`
+	Token      string    `json:"token"`
+	Generation int64     `json:"generation"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// Fence identifies a lease in a renewal or a settlement.
+type Fence struct {
+	Token      string
+	Generation int64
+}
+
+// Outcome is the terminal (or reconciling) result of a proposal. It is recorded
+// once, atomically with the transition that produced it.
+type Outcome struct {
+	ProposalID string          `json:"proposal_id"`
+	Status     Status          `json:"status"`
+	Executed   *bool           `json:"executed"`
+	Receipt    string          `json:"receipt,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *string         `json:"error"`
+	Summary    string          `json:"summary"`
+	Note       string          `json:"note,omitempty"`
+	ResolvedBy string          `json:"resolved_by,omitempty"`
+	At         time.Time       `json:"at"`
+}
+
+// Proposal is the durable approval record for one call that needs a decision.
+// Field names follow API.md's proposal object.
+type Proposal struct {
+	ID             string          `json:"id"`
+	Tenant         string          `json:"tenant"`
+	Requester      string          `json:"requester"`
+	RequesterRoles []string        `json:"-"`
+	ThreadID       string          `json:"thread_id"`
+	RunID          string          `json:"run_id"`
+	ToolCallID     string          `json:"tool_call_id"`
+	Action         string          `json:"action"`
+	ActionVersion  string          `json:"action_version"`
+	Input          json.RawMessage `json:"input"`
+	// RawInput is the input exactly as the caller sent it. Before execution it
+	// is re-parsed by the current schema and must equal Input (drift check).
+	RawInput       json.RawMessage `json:"-"`
+	InputDigest    string          `json:"input_digest"`
+	Preview        string          `json:"preview"`
+	StateVersion   string          `json:"state_version"`
+	Confirmation   Confirmation    `json:"confirmation"`
+	ConfirmationID string          `json:"-"`
+	Mode           Mode            `json:"mode"`
+	Status         Status          `json:"status"`
+	Approvers      []string        `json:"approvers"`
+	Quorum         int             `json:"quorum"`
+	// ForbidSelfApproval, Channels, RememberScopes and GrantAnyInput are the
+	// rule's terms, frozen at creation so a later policy edit cannot loosen them.
+	ForbidSelfApproval bool          `json:"-"`
+	Channels           []string      `json:"-"`
+	RememberScopes     []Scope       `json:"-"`
+	GrantAnyInput      bool          `json:"-"`
+	GrantTTL           time.Duration `json:"-"`
+	ReplacementKey     string        `json:"-"`
+	Decisions          []Decision    `json:"decisions"`
+	ExpiresAt          time.Time     `json:"expires_at"`
+	OperationID        string        `json:"operation_id"`
+	Attempt            int           `json:"-"`
+	Lease              *Lease        `json:"-"`
+	// ConsumedBy is the tool call that claimed the approval for execution: the
+	// original one, or a later one that spent the two-phase evidence.
+	ConsumedBy    string     `json:"-"`
+	NextAttemptAt *time.Time `json:"-"`
+	Outcome       *Outcome   `json:"outcome"`
+	Version       int64      `json:"-"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+}
+
+// Clone returns a deep copy, so that a driver never shares mutable state with
+// its callers.
+func (p *Proposal) Clone() *Proposal {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.RequesterRoles = slices.Clone(p.RequesterRoles)
+	c.Input = slices.Clone(p.Input)
+	c.RawInput = slices.Clone(p.RawInput)
+	c.Approvers = slices.Clone(p.Approvers)
+	c.Channels = slices.Clone(p.Channels)
+	c.RememberScopes = slices.Clone(p.RememberScopes)
+	c.Decisions = slices.Clone(p.Decisions)
+	if p.Lease != nil {
+		l := *p.Lease
+		c.Lease = &l
+	}
+	if p.NextAttemptAt != nil {
+		t := *p.NextAttemptAt
+		c.NextAttemptAt = &t
+	}
+	if p.Outcome != nil {
+		o := *p.Outcome
+		o.Result = slices.Clone(p.Outcome.Result)
+		if p.Outcome.Executed != nil {
+			e := *p.Outcome.Executed
+			o.Executed = &e
+		}
+		if p.Outcome.Error != nil {
+			s := *p.Outcome.Error
+			o.Error = &s
+		}
+		c.Outcome = &o
+	}
+	return &c
+}
+
+// Approvals counts the distinct actors that approved.
+func (p *Proposal) Approvals() int {
+	seen := map[string]bool{}
+	for _, d := range p.Decisions {
+		if d.Decision == VerdictApproved {
+			seen[d.Actor] = true
+		}
+	}
+	return len(seen)
+}
+
+// Grant is a remembered approval. It is created inactive with the approval that
+// asked for it and becomes live when that proposal's execution succeeds.
+type Grant struct {
+	ID            string `json:"id"`
+	Tenant        string `json:"tenant"`
+	Requester     string `json:"requester"`
+	Scope         Scope  `json:"scope"`
+	ThreadID      string `json:"thread_id"`
+	RunID         string `json:"run_id,omitempty"`
+	Action        string `json:"action"`
+	ActionVersion string `json:"action_version"`
+	// InputDigest is empty when the rule widened the grant to any input.
+	InputDigest      string     `json:"input_digest,omitempty"`
+	OriginProposalID string     `json:"origin_proposal_id"`
+	GrantedBy        string     `json:"granted_by"`
+	CreatedAt        time.Time  `json:"created_at"`
+	ActivatedAt      *time.Time `json:"activated_at"`
+	ExpiresAt        *time.Time `json:"expires_at"`
+	RevokedAt        *time.Time `json:"revoked_at"`
+	RevokedBy        string     `json:"revoked_by,omitempty"`
+}
+
+// Live reports whether the grant approves calls at now.
+func (g *Grant) Live(now time.Time) bool {
+	return g.ActivatedAt != nil && g.RevokedAt == nil && (g.ExpiresAt == nil || now.Before(*g.ExpiresAt))
+}
+
+// Thread is a conversation. Its owner is its first caller.
+type Thread struct {
+	Tenant    string    `json:"-"`
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Message is one entry of a thread. Outcome messages carry the outcome object.
+type Message struct {
+	ID         string    `json:"id"`
+	Tenant     string    `json:"-"`
+	ThreadID   string    `json:"-"`
+	Role       string    `json:"role"`
+	Text       string    `json:"text"`
+	ProposalID string    `json:"-"`
+	Outcome    *Outcome  `json:"outcome,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// EventType names an entry of a proposal's audit trail.
+type EventType string
+
+// The audit events. The first five are also streamed to clients (API.md).
+const (
+	EventCreated    EventType = "proposal.created"
+	EventDecided    EventType = "proposal.decided"
+	EventSettled    EventType = "proposal.settled"
+	EventExpired    EventType = "proposal.expired"
+	EventSuperseded EventType = "proposal.superseded"
+	EventCancelled  EventType = "proposal.cancelled"
+	EventClaimed    EventType = "proposal.claimed"
+	EventRetried    EventType = "proposal.retried"
+	EventResolved   EventType = "proposal.resolved"
+)
+
+// Event is one entry of a proposal's audit trail. IDs grow monotonically per
+// store, so they double as a resumable stream position.
+type Event struct {
+	ID         int64     `json:"id"`
+	Tenant     string    `json:"-"`
+	ProposalID string    `json:"proposal_id"`
+	Type       EventType `json:"type"`
+	Actor      string    `json:"actor,omitempty"`
+	Via        string    `json:"via,omitempty"`
+	Status     Status    `json:"status"`
+	Detail     string    `json:"detail,omitempty"`
+	At         time.Time `json:"at"`
+}
