@@ -98,10 +98,6 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
 	}
-	snapshot, digest, err := a.prepareInput(c.Input)
-	if err != nil {
-		return nil, err
-	}
 	m := e.policy.evaluate(a)
 	if m.effect == EffectDeny {
 		return nil, &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
@@ -118,10 +114,17 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		})
 		switch {
 		case err == nil:
+			// The stored input is what was approved; the repeat's is ignored.
 			return e.resume(ctx, c, a, p)
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("call %s: %w", a.name, err)
 		}
+	}
+	snapshot, digest, err := a.prepareInput(c.Input)
+	if err != nil {
+		return nil, err
+	}
+	if m.effect == EffectAsk {
 		if c.Evidence != "" {
 			res, err, handled := e.spendEvidence(ctx, c, a, digest)
 			if handled {

@@ -209,10 +209,13 @@ func (e *Engine) Store() store.Store { return e.store }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
 
-// settled wakes waiters of p and, when p reached a terminal state through this
+// changed wakes waiters of p and, when p reached a terminal state through this
 // process, runs the OnSettled hooks once.
 func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Status) {
 	e.hub.Publish(p.ID)
+	if p.Status == store.StatusApproved && p.Mode == ModeIndependent {
+		e.hub.Publish(workKey)
+	}
 	if p.Status.Terminal() && !from.Terminal() {
 		e.runSettled(ctx, p)
 	}

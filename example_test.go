@@ -137,13 +137,19 @@ func Example_twoPhaseMode() {
 	// spent again: true executions: 1
 }
 
-// In independent mode the call returns a receipt at once; the worker
-// executes after approval. Here the approval is shown; the worker is
-// started by the server (or Engine.RunWorker in a later release).
+// In independent mode the call returns a receipt at once and the turn ends;
+// a worker executes after approval, and the outcome is admitted to the thread.
 func Example_independentMode() {
 	var executions int
 	e := newEngine(countersign.ModeIndependent, &executions)
-	ctx := context.Background()
+	ctx, stop := context.WithCancel(context.Background())
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
 	res, err := e.Call(ctx, &countersign.Call{
 		Identity: alice, ThreadID: "t1", ToolCallID: "call_1",
 		Action: "payments.refund", Input: []byte(`{"amount": 40, "customer": "c_9"}`),
@@ -157,10 +163,23 @@ func Example_independentMode() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("decision:", d.Status, "status:", d.Proposal.Status)
+	fmt.Println("decision:", d.Status)
+
+	p, err := e.Wait(ctx, alice, res.ProposalID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("outcome:", p.Status, p.Outcome.Receipt, "executions:", executions)
+	msgs, _ := e.Store().ListMessages(ctx, &store.ListMessagesParams{Tenant: "acme", ThreadID: "t1"})
+	fmt.Println("thread:", msgs[0].Text)
+
+	stop()
+	<-stopped
 	// Output:
 	// receipt: pending executed: false
-	// decision: applied status: approved
+	// decision: applied
+	// outcome: succeeded rf_c_9 executions: 1
+	// thread: Action "payments.refund" completed. Receipt: rf_c_9.
 }
 
 func countersignListPending() store.ListProposalsParams {

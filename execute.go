@@ -51,7 +51,7 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		return nil, fmt.Errorf("claim proposal %s: %w", p.ID, err)
 	}
 	e.hub.Publish(claimed.ID)
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved})
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease)
 	if err != nil {
 		return nil, err
 	}
@@ -62,9 +62,9 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 // §6) and returns it. From says what the claim took over: approved (a first
 // execution), executing (a lease that lapsed: the outcome is uncertain) or
 // reconciling. It is shared by in-process callers and the worker.
-func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed) (*store.Proposal, error) {
+func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, lease time.Duration) (*store.Proposal, error) {
 	p := cl.Proposal
-	x := &execution{e: e, p: p, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
+	x := &execution{e: e, p: p, lease: lease, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx)
 	defer stop()
 
@@ -136,6 +136,7 @@ type execution struct {
 	p     *store.Proposal
 	id    Identity
 	fence store.Fence
+	lease time.Duration
 
 	mu   sync.Mutex
 	lost bool
@@ -154,7 +155,7 @@ func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
 	tenant, id, fence, expires := x.p.Tenant, x.p.ID, x.fence, x.p.Lease.ExpiresAt
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(x.e.lease / 3)
+		t := time.NewTicker(x.lease / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -165,7 +166,7 @@ func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
 			case <-t.C:
 			}
 			l, err := x.e.store.RenewLease(context.WithoutCancel(ctx), &store.RenewLeaseParams{
-				Tenant: tenant, ID: id, Fence: fence, LeaseDuration: x.e.lease,
+				Tenant: tenant, ID: id, Fence: fence, LeaseDuration: x.lease,
 			})
 			if err == nil {
 				expires = l.ExpiresAt
@@ -276,7 +277,7 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 		case <-time.After(backoff):
 		}
 		p, err := x.e.store.BeginRetry(context.WithoutCancel(ctx), &store.BeginRetryParams{
-			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, LeaseDuration: x.e.lease,
+			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, LeaseDuration: x.lease,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, err)

@@ -29,12 +29,12 @@ type Store struct {
 	now    func() time.Time
 	cursor *cursor.Codec
 
-	mu        sync.Mutex
-	proposals map[string]*store.Proposal // by id
-	byToolCall map[string]string         // tenant\x00thread\x00toolcall → id
-	byConfirm  map[string]string         // tenant\x00confirmation → id
-	order      []*store.Proposal         // in insertion order
-	threads    map[string]*store.Thread  // tenant\x00thread
+	mu         sync.Mutex
+	proposals  map[string]*store.Proposal // by id
+	byToolCall map[string]string          // tenant\x00thread\x00toolcall → id
+	byConfirm  map[string]string          // tenant\x00confirmation → id
+	order      []*store.Proposal          // in insertion order
+	threads    map[string]*store.Thread   // tenant\x00thread
 	messages   map[string][]*store.Message
 	messageIDs map[string]bool
 	grants     []*store.Grant
