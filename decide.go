@@ -2,7 +2,6 @@ package countersign
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -193,6 +192,3 @@ func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposa
 	}
 	return page, nil
 }
-
-// isConflict reports whether err is a guarded transition's refusal.
-func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }

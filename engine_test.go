@@ -44,8 +44,7 @@ type backend struct {
 	calls    map[string]int // executions per operation id
 	attempts []int
 	// next answers, consumed in order; empty means success.
-	script    []error
-	reconcile countersign.ReconcileStatus
+	script []error
 }
 
 var errUncertain = errors.New("connection reset after the request was sent")
@@ -773,7 +772,6 @@ func TestCancelAndResolve(t *testing.T) {
 
 func TestExecutionRechecks(t *testing.T) {
 	t.Parallel()
-	type setup func(h *harness, b *backend)
 	gone := resolverFunc(func(ctx context.Context, tenant, actor string) (*countersign.Identity, error) {
 		return nil, fmt.Errorf("actor %s: %w", actor, countersign.ErrNotFound)
 	})

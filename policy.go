@@ -111,35 +111,35 @@ func (p *Policy) validate() error {
 
 func (r *Rule) validate() error {
 	if r.Match == "" {
-		return fmt.Errorf("Match is empty")
+		return fmt.Errorf("field Match is empty")
 	}
 	switch r.Effect {
 	case EffectAllow, EffectAsk, EffectDeny:
 	default:
-		return fmt.Errorf("Effect %q: want allow, ask or deny", r.Effect)
+		return fmt.Errorf("field Effect %q: want allow, ask or deny", r.Effect)
 	}
 	for _, a := range r.Approvers {
 		if err := validateApprover(a); err != nil {
-			return fmt.Errorf("Approvers: %w", err)
+			return fmt.Errorf("field Approvers: %w", err)
 		}
 	}
 	if r.Quorum < 0 {
-		return fmt.Errorf("Quorum %d: must not be negative", r.Quorum)
+		return fmt.Errorf("field Quorum %d: must not be negative", r.Quorum)
 	}
 	if r.TTL < 0 || r.GrantTTL < 0 {
-		return fmt.Errorf("TTL and GrantTTL must not be negative")
+		return fmt.Errorf("fields TTL and GrantTTL must not be negative")
 	}
 	if r.Mode != "" && !r.Mode.Valid() {
-		return fmt.Errorf("Mode %q: want wait, two_phase or independent", r.Mode)
+		return fmt.Errorf("field Mode %q: want wait, two_phase or independent", r.Mode)
 	}
 	for _, c := range r.Channels {
 		if !slices.Contains(Channels, c) {
-			return fmt.Errorf("Channels: %q: want one of %s", c, strings.Join(Channels, ", "))
+			return fmt.Errorf("field Channels: %q: want one of %s", c, strings.Join(Channels, ", "))
 		}
 	}
 	for _, s := range r.Remember {
 		if !s.Valid() {
-			return fmt.Errorf("Remember: %q: want run or thread", s)
+			return fmt.Errorf("field Remember: %q: want run or thread", s)
 		}
 	}
 	return nil
