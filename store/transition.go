@@ -100,7 +100,8 @@ func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
 		}
 		o.Summary = DefaultSummary(p.Action, status, detail)
 	}
-	p.Outcome = &o
+	// The outcome owns its memory: nothing the caller passed in aliases it.
+	p.Outcome = o.Clone()
 	if status.Terminal() {
 		p.Lease = nil
 		p.NextAttemptAt = nil
@@ -111,7 +112,7 @@ func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
 			Role:       "assistant",
 			Text:       o.Summary,
 			ProposalID: p.ID,
-			Outcome:    p.Outcome,
+			Outcome:    p.Outcome.Clone(),
 			CreatedAt:  now,
 		}
 	}
@@ -154,8 +155,7 @@ func ApplyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 			return DecideApplied, c
 		}
 		if d.Grant != nil {
-			g := *d.Grant
-			c.Grant = &g
+			c.Grant = d.Grant.Clone()
 		}
 		if p.Approvals() >= max(p.Quorum, 1) {
 			p.Status = StatusApproved
@@ -386,6 +386,10 @@ func Finish(p *Proposal, now time.Time) {
 	p.UpdatedAt = now
 }
 
+// MaxIDLen bounds every id a caller chooses (thread, run, tool call) and
+// proposal ids, so that they fit in a pagination cursor.
+const MaxIDLen = 256
+
 // ValidateCreate checks the fields a driver relies on.
 func ValidateCreate(p *Proposal) error {
 	switch {
@@ -399,6 +403,8 @@ func ValidateCreate(p *Proposal) error {
 		return invalidParams("proposal needs expires_at")
 	case p.OperationID == "":
 		return invalidParams("proposal needs operation_id")
+	case len(p.ID) > MaxIDLen || len(p.ThreadID) > MaxIDLen || len(p.ToolCallID) > MaxIDLen || len(p.RunID) > MaxIDLen:
+		return invalidParams("ids are at most %d bytes", MaxIDLen)
 	}
 	return nil
 }

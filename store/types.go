@@ -201,20 +201,50 @@ func (p *Proposal) Clone() *Proposal {
 		t := *p.NextAttemptAt
 		c.NextAttemptAt = &t
 	}
-	if p.Outcome != nil {
-		o := *p.Outcome
-		o.Result = slices.Clone(p.Outcome.Result)
-		if p.Outcome.Executed != nil {
-			e := *p.Outcome.Executed
-			o.Executed = &e
-		}
-		if p.Outcome.Error != nil {
-			s := *p.Outcome.Error
-			o.Error = &s
-		}
-		c.Outcome = &o
-	}
+	c.Outcome = p.Outcome.Clone()
 	return &c
+}
+
+// Clone returns a deep copy of o (nil for nil).
+func (o *Outcome) Clone() *Outcome {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.Result = slices.Clone(o.Result)
+	c.Executed = clonePtr(o.Executed)
+	c.Error = clonePtr(o.Error)
+	return &c
+}
+
+// Clone returns a deep copy of g (nil for nil).
+func (g *Grant) Clone() *Grant {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	c.ActivatedAt = clonePtr(g.ActivatedAt)
+	c.ExpiresAt = clonePtr(g.ExpiresAt)
+	c.RevokedAt = clonePtr(g.RevokedAt)
+	return &c
+}
+
+// Clone returns a deep copy of m (nil for nil).
+func (m *Message) Clone() *Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Outcome = m.Outcome.Clone()
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // Approvals counts the distinct actors that approved.

@@ -127,13 +127,12 @@ func (s *Store) apply(p *store.Proposal, c *store.Change, now time.Time) {
 		tk := key(m.Tenant, m.ThreadID)
 		if _, ok := s.threads[tk]; ok && !s.messageIDs[m.ID] {
 			s.messageIDs[m.ID] = true
-			mc := *m
-			s.messages[tk] = append(s.messages[tk], &mc)
+			s.messages[tk] = append(s.messages[tk], m.Clone())
 		}
 	}
 	if g := c.Grant; g != nil {
 		s.nextGrant++
-		gc := *g
+		gc := *g.Clone()
 		if gc.ID == "" {
 			gc.ID = fmt.Sprintf("grt_mem%08d", s.nextGrant)
 		}
@@ -202,6 +201,9 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	}
 	if _, ok := s.proposals[n.ID]; ok {
 		return nil, fmt.Errorf("memstore: create proposal: %w: id %s exists", store.ErrInvalidParams, n.ID)
+	}
+	if _, ok := s.byConfirm[key(n.Tenant, n.ConfirmationID)]; ok && n.ConfirmationID != "" {
+		return nil, fmt.Errorf("memstore: create proposal: %w: confirmation id exists", store.ErrInvalidParams)
 	}
 	now := s.clock()
 	c := store.PrepareCreate(n, now)
@@ -510,8 +512,7 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 	for i := len(s.grants) - 1; i >= 0; i-- {
 		g := s.grants[i]
 		if g.Live(now) && matchGrant(g, params) {
-			gc := *g
-			return &gc, nil
+			return g.Clone(), nil
 		}
 	}
 	return nil, fmt.Errorf("grant: %w", store.ErrNotFound)
@@ -531,8 +532,7 @@ func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) 
 			(params.ThreadID != "" && g.ThreadID != params.ThreadID) {
 			continue
 		}
-		gc := *g
-		out = append(out, &gc)
+		out = append(out, g.Clone())
 	}
 	return out, nil
 }
@@ -550,8 +550,7 @@ func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams
 				g.RevokedAt = &t
 				g.RevokedBy = params.Actor
 			}
-			gc := *g
-			return &gc, nil
+			return g.Clone(), nil
 		}
 	}
 	return nil, fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
@@ -617,8 +616,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 	}
 	var out []*store.Message
 	for _, m := range s.messages[tk] {
-		mc := *m
-		out = append(out, &mc)
+		out = append(out, m.Clone())
 	}
 	return out, nil
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestQuickstart runs the walk-through on a fresh SQLite file and checks that
+// each mode reached the outcome it describes.
+func TestQuickstart(t *testing.T) {
+	var buf syncBuffer
+	out = &buf
+	if err := run(filepath.Join(t.TempDir(), "quickstart.db")); err != nil {
+		t.Fatalf("run: %v\n%s", err, buf.String())
+	}
+	got := buf.String()
+	for _, want := range []string{
+		"alice's call returns: succeeded, receipt rf_1",
+		"alice repeats the same call: succeeded, receipt rf_1 (not executed again)",
+		"alice's call returns: confirmation_required",
+		"alice retries with the evidence: succeeded, receipt rf_2",
+		"spending the evidence again: CONFIRMATION_INVALID, reason consumed",
+		"alice's call returns at once: pending, executed false",
+		"the worker settled it: succeeded, receipt rf_3",
+		`thread message (assistant): Action "payments.refund" completed. Receipt: rf_3.`,
+		"applied → rejected",
+		"succeeded without asking (grant grt_",
+		"the backend executed 5 refunds",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q\n%s", want, got)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the walk-through's concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

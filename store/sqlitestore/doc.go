@@ -1,0 +1,63 @@
+// Package sqlitestore is the SQLite driver of the store contract, and
+// Countersign's embedded default: one file on one machine, no server. It uses
+// modernc.org/sqlite, a pure-Go SQLite, so it needs no cgo.
+//
+//	s, err := sqlitestore.Open(ctx, "countersign.db", nil)
+//
+// # One writer
+//
+// A Store holds two connection pools on the file. Every write runs on the
+// writer: one connection (database/sql's pool capped at one), every
+// transaction begun IMMEDIATE, so it holds SQLite's write lock from its first
+// statement. A transition reads the row, applies the shared rule from
+// store/transition.go and writes the row back guarded by the version it read
+// (UPDATE … WHERE id = ? AND version = ?), with its events, outcome message
+// and grants, in that one transaction. Holding the lock from the read makes
+// each transition a true compare-and-set; the version guard turns any breach
+// of that (a bug, a foreign writer) into an error rather than a lost update.
+//
+// Reads run on a separate pool of query_only connections. The file is in
+// WAL mode, so readers see the last committed state and never wait for the
+// writer, nor it for them.
+//
+// Commits are durable when they return: synchronous=FULL. (WAL with NORMAL
+// keeps the file consistent but may lose the last commits on power loss; a
+// lost decision or settlement is not acceptable here.)
+//
+// # Several processes
+//
+// Several processes (or several Stores in one process) may open the same
+// file: a CLI next to a server, or a few workers. Their writers take turns
+// at SQLite's lock: a BEGIN IMMEDIATE that finds the lock held waits up to
+// Options.BusyTimeout, then fails with SQLITE_BUSY. Because the lock is taken
+// before anything is read, two writers never hold a read snapshot each and
+// deadlock upgrading it. Nothing else is shared: leases and the version
+// guard coordinate workers, as on PostgreSQL. Event ids are assigned under
+// the lock, in commit order, so ListEvents is a gap-free stream across
+// processes. The file must live on a local disk: SQLite's locks do not work
+// reliably over network file systems, and WAL needs shared memory.
+//
+// # Migrations
+//
+// The schema is a sequence of embedded SQL files, migrations/NNNN_name.sql,
+// forward-only: an applied file is never edited, a change is a new file. The
+// applied versions are recorded in schema_migrations; each migration runs in
+// its own write transaction and re-checks the version under the lock, so
+// processes may migrate concurrently. Open migrates unless
+// Options.SkipMigrations is set; Migrate and SchemaVersion serve the
+// countersign migrate command. A database whose version is newer than this
+// build knows is refused.
+//
+// The first migration also stores a random 32-byte key in the meta table.
+// It signs ListProposals cursors, so a cursor survives a restart, works in
+// every process sharing the file, and is rejected by any other database.
+//
+// # Schema
+//
+// Everything a query filters, orders or guards on is a scalar column;
+// decisions, approvers, outcomes and the like are JSON text read back whole.
+// Times are INTEGER Unix nanoseconds in UTC, so times outside the years
+// 1677–2262 cannot be stored (ErrInvalidParams). Partial indexes match the
+// worker's claim query and the expiry sweep, whose WHERE clauses repeat the
+// index terms verbatim so that SQLite can use them.
+package sqlitestore

@@ -1,0 +1,119 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// insertGrant stores g, inactive, as a side effect of p's decision. The
+// driver owns the tenant, origin, creation time and activation.
+func insertGrant(ctx context.Context, tx *sql.Tx, p *store.Proposal, g *store.Grant, now time.Time) error {
+	id := g.ID
+	if id == "" {
+		id = "grt_" + store.NewToken()
+	}
+	expires, err := nullNanos("grant.expires_at", g.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	revoked, err := nullNanos("grant.revoked_at", g.RevokedAt)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO grants (`+grantColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+		id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
+		g.InputDigest, p.ID, g.GrantedBy, now.UnixNano(), expires, revoked, g.RevokedBy)
+	if _, ok := uniqueViolation(err); ok {
+		return fmt.Errorf("%w: grant id %s exists", store.ErrInvalidParams, id)
+	}
+	return err
+}
+
+// queryGrants reads every grant a query selects.
+func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]*store.Grant, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Grant
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// FindGrant implements store.Store. Of several live matches, the newest wins.
+func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
+	now := s.clock().UnixNano()
+	// store.Grant.Live and the scope rule, in SQL: a thread grant covers
+	// its thread, a run grant its thread's run; an empty digest any input.
+	g, err := scanGrant(s.r.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants
+		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
+		AND (input_digest = '' OR input_digest = ?)
+		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
+		AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+		ORDER BY seq DESC LIMIT 1`,
+		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
+		params.InputDigest, params.RunID, now))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlitestore: find grant: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: find grant: %w", err)
+	}
+	return g, nil
+}
+
+// ListGrants implements store.Store.
+func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) ([]*store.Grant, error) {
+	query := `SELECT ` + grantColumns + ` FROM grants WHERE tenant = ?`
+	args := []any{params.Tenant}
+	if params.Requester != "" {
+		query += ` AND requester = ?`
+		args = append(args, params.Requester)
+	}
+	if params.ThreadID != "" {
+		query += ` AND thread_id = ?`
+		args = append(args, params.ThreadID)
+	}
+	gs, err := queryGrants(ctx, s.r, query+` ORDER BY seq DESC`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list grants: %w", err)
+	}
+	return gs, nil
+}
+
+// RevokeGrant implements store.Store. The first revocation stands: a second
+// one changes neither the time nor the actor.
+func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*store.Grant, error) {
+	var g *store.Grant
+	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		_, err := tx.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ?
+			WHERE tenant = ? AND id = ? AND revoked_at IS NULL`,
+			now.UnixNano(), params.Actor, params.Tenant, params.ID)
+		if err != nil {
+			return err
+		}
+		g, err = scanGrant(tx.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants WHERE tenant = ? AND id = ?`,
+			params.Tenant, params.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: revoke grant: %w", err)
+	}
+	return g, nil
+}

@@ -1,0 +1,143 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/internal/cursor"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// metaCursorKey names the cursor-signing key in the meta table.
+const metaCursorKey = "cursor_key"
+
+// migration is one forward-only schema step.
+type migration struct {
+	version int
+	name    string // file name, e.g. 0001_init.sql
+	sql     string
+	// after runs in the migration's transaction, after its SQL: for data
+	// that SQL should not make, such as secrets from crypto/rand.
+	after func(ctx context.Context, tx *sql.Tx) error
+}
+
+// afterHooks adds Go steps to migrations, by version.
+var afterHooks = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	1: func(ctx context.Context, tx *sql.Tx) error {
+		// The cursor key lives in the database, so cursors survive a
+		// restart, are shared by every process on the file, and are
+		// rejected by any other database.
+		_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)`, metaCursorKey, cursor.NewKey())
+		return err
+	},
+}
+
+// migrations returns the embedded migrations in version order. File names
+// are NNNN_name.sql, numbered from 1 without gaps.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries { // ReadDir sorts by name
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v != len(out)+1 {
+			return nil, fmt.Errorf("migration %s: want a name starting %04d_", e.Name(), len(out)+1)
+		}
+		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b), after: afterHooks[v]})
+	}
+	return out, nil
+}
+
+// LatestSchemaVersion is the schema version this build migrates to.
+func LatestSchemaVersion() int {
+	ms, err := migrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// Migrate applies the migrations the database lacks, each in its own write
+// transaction. It is idempotent, and safe to run from several processes at
+// once: each migration re-checks, under the write lock, whether another
+// process applied it first. A database migrated by a newer build (a version
+// this build does not know) is refused rather than used.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx, _ time.Time) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			name       TEXT NOT NULL,
+			applied_at INTEGER NOT NULL
+		) STRICT`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	for _, m := range ms {
+		err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+			var current int
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+				return err
+			}
+			if current > len(ms) {
+				return fmt.Errorf("database schema version %d is newer than this build's %d", current, len(ms))
+			}
+			if current >= m.version {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			if m.after != nil {
+				if err := m.after(ctx, tx); err != nil {
+					return err
+				}
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, now.UnixNano())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sqlitestore: migrate: %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the version of the latest migration applied to the
+// database, 0 when none is.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	if err != nil {
+		// Before the first migration there is no table to read.
+		var n int
+		if err2 := s.r.QueryRowContext(ctx,
+			`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err2 == nil && n == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("sqlitestore: schema version: %w", err)
+	}
+	return v, nil
+}

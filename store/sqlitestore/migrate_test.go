@@ -1,0 +1,36 @@
+package sqlitestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+)
+
+// applied pins the SHA-256 of every released migration. Databases in the
+// field have run these files; editing one would leave them with a schema no
+// build describes. Change the schema with a new file, and add its sum here.
+var applied = map[string]string{
+	"0001_init.sql": "dd28809a7405e95c3de5e6d689b4aa2354732523782751d42a46846d78ae1684",
+}
+
+func TestMigrationsUnchanged(t *testing.T) {
+	t.Parallel()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if LatestSchemaVersion() != len(ms) {
+		t.Errorf("LatestSchemaVersion = %d, want %d", LatestSchemaVersion(), len(ms))
+	}
+	for _, m := range ms {
+		sum := sha256.Sum256([]byte(m.sql))
+		want, ok := applied[m.name]
+		if !ok {
+			t.Errorf("migration %s has no pinned sum; add %q", m.name, hex.EncodeToString(sum[:]))
+			continue
+		}
+		if got := hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("migration %s was edited (sha256 %s, pinned %s): add a new migration instead", m.name, got, want)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package sqlitestore
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/store"
+)
+
+// TestQueryPlans pins the index each hot query uses, so that an edit of the
+// schema or of a query that falls back to a table scan or a sort fails here.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "plan.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	list := func(params store.ListProposalsParams, after bool) (string, []any) {
+		params.Tenant = "t"
+		var pos *cursor.Position
+		if after {
+			pos = &cursor.Position{CreatedAt: time.Unix(1, 0), ID: "x"}
+		}
+		q, args, err := listQuery(&params, pos, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q, args
+	}
+	type query struct {
+		sql  string
+		args []any
+	}
+	q := func(sql string, args ...any) query { return query{sql, args} }
+	lq := func(params store.ListProposalsParams, after bool) query {
+		sql, args := list(params, after)
+		return query{sql, args}
+	}
+	visible := &store.Visibility{Actor: "a", Principals: []string{"role:x"}}
+	tests := []struct {
+		name  string
+		query query
+		want  string
+	}{
+		{"claim", q(claimSQL, 1, 1, 10), "USING INDEX proposals_claim"},
+		{"expiry", q(expireDueSQL, 1, 10), "USING INDEX proposals_expiry"},
+		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
+		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
+		{"list", lq(store.ListProposalsParams{}, false), "USING INDEX proposals_list"},
+		{"list after", lq(store.ListProposalsParams{}, true), "USING INDEX proposals_list (tenant=? AND (created_at,id)<(?,?))"},
+		{"list thread after", lq(store.ListProposalsParams{ThreadID: "th"}, true), "USING INDEX proposals_thread_list (tenant=? AND thread_id=? AND (created_at,id)<(?,?))"},
+		{"list filtered", lq(store.ListProposalsParams{
+			Statuses: []store.Status{store.StatusPending}, Action: "x", Visible: visible,
+		}, true), "USING INDEX proposals_list (tenant=? AND (created_at,id)<(?,?))"},
+	}
+	for _, tt := range tests {
+		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tt.query.sql, tt.query.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		_ = rows.Close()
+		got := strings.Join(plan, "; ")
+		if !strings.Contains(got, tt.want) || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want %q and no sort", tt.name, got, tt.want)
+		}
+	}
+}

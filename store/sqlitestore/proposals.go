@@ -1,0 +1,589 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/store"
+)
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+var (
+	insertProposalSQL = `INSERT INTO proposals (` + proposalColumns + `) VALUES (` +
+		strings.TrimSuffix(strings.Repeat("?, ", proposalColumnCount), ", ") + `)`
+	// updateProposalSQL rewrites every column but id, guarded by the
+	// version the row was read at.
+	updateProposalSQL = func() string {
+		cols := strings.Split(proposalColumns, ",")[1:]
+		for i, c := range cols {
+			cols[i] = strings.TrimSpace(c) + " = ?"
+		}
+		return `UPDATE proposals SET ` + strings.Join(cols, ", ") + ` WHERE id = ? AND version = ?`
+	}()
+)
+
+// The queries whose plans matter; plan_test.go pins the index each uses.
+var (
+	// claimSQL is store.Claimable in SQL, in claim order: the row that has
+	// waited longest since its last change first. Its first WHERE term
+	// repeats proposals_claim's verbatim, so SQLite can use that partial
+	// index. Parameters: now, now, limit.
+	claimSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
+		AND (status = 'approved' OR lease_expires_at IS NULL OR lease_expires_at <= ?)
+		AND (status <> 'reconciling' OR next_attempt_at IS NULL OR next_attempt_at <= ?)
+		ORDER BY updated_at, rowid LIMIT ?`
+
+	// expireDueSQL is store.Due in SQL, most overdue first. Its first WHERE
+	// term repeats proposals_expiry's. Parameters: now, limit.
+	expireDueSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE (status = 'pending' OR (status = 'approved' AND mode IN ('wait', 'two_phase')))
+		AND expires_at <= ?
+		ORDER BY expires_at, rowid LIMIT ?`
+
+	// replacementSQL finds the pending proposals a new one may supersede
+	// (store.Supersedes), oldest first. Parameters: tenant, thread,
+	// requester, action, replacement key.
+	replacementSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE tenant = ? AND thread_id = ? AND requester = ? AND action = ? AND replacement_key = ?
+		AND status = 'pending' AND replacement_key <> ''
+		ORDER BY rowid`
+
+	// byConfirmationSQL: "confirmation_id <> ''" lets SQLite use the
+	// partial unique index, and makes an empty id find nothing.
+	// Parameters: tenant, confirmation id.
+	byConfirmationSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE tenant = ? AND confirmation_id = ? AND confirmation_id <> ''`
+)
+
+// queryProposal reads the one proposal a query selects, or ErrNotFound.
+func queryProposal(ctx context.Context, q querier, what, query string, args ...any) (*store.Proposal, error) {
+	p, err := scanProposal(q.QueryRowContext(ctx, query, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return p, err
+}
+
+func getProposal(ctx context.Context, q querier, tenant, id string) (*store.Proposal, error) {
+	return queryProposal(ctx, q, "proposal "+id,
+		`SELECT `+proposalColumns+` FROM proposals WHERE id = ? AND tenant = ?`, id, tenant)
+}
+
+func getProposalByToolCall(ctx context.Context, q querier, tenant, thread, toolCall string) (*store.Proposal, error) {
+	return queryProposal(ctx, q, "tool call "+toolCall,
+		`SELECT `+proposalColumns+` FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?`,
+		tenant, thread, toolCall)
+}
+
+// queryProposals reads every proposal a query selects.
+func queryProposals(ctx context.Context, q querier, query string, args ...any) ([]*store.Proposal, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Proposal
+	for rows.Next() {
+		p, err := scanProposal(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func insertProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal) error {
+	vals, err := proposalValues(p)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, insertProposalSQL, vals...)
+	return err
+}
+
+// updateProposal writes p back over the row read at version old. The write
+// lock makes a mismatch impossible short of a bug or a foreign writer, but
+// it is checked anyway: a transition never overwrites silently.
+func updateProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal, old int64) error {
+	vals, err := proposalValues(p)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, updateProposalSQL, append(vals[1:], p.ID, old)...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("proposal %s: row changed since version %d was read: %w", p.ID, old, store.ErrConflict)
+	}
+	return nil
+}
+
+// persistChange writes a transition's side effects, in the transaction that
+// writes the row.
+func persistChange(ctx context.Context, tx *sql.Tx, p *store.Proposal, c *store.Change, now time.Time) error {
+	at := now.UnixNano()
+	for _, e := range c.Events {
+		_, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.Tenant, p.ID, string(e.Type), e.Actor, e.Via, string(p.Status), e.Detail, at)
+		if err != nil {
+			return fmt.Errorf("append event: %w", err)
+		}
+	}
+	if m := c.Admit; m != nil {
+		outcome, err := encodeOutcome(m.Outcome)
+		if err != nil {
+			return fmt.Errorf("admit message: %w", err)
+		}
+		created, err := nanos("message.created_at", m.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("admit message: %w", err)
+		}
+		// Once per message id, and only into a thread that still exists:
+		// an outcome settled after its thread was deleted is dropped.
+		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO messages
+				(id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM threads WHERE tenant = ? AND id = ?)`,
+			m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.ProposalID, outcome, created,
+			m.Tenant, m.ThreadID)
+		if err != nil {
+			return fmt.Errorf("admit message: %w", err)
+		}
+	}
+	if c.Grant != nil {
+		if err := insertGrant(ctx, tx, p, c.Grant, now); err != nil {
+			return fmt.Errorf("store grant: %w", err)
+		}
+	}
+	if c.ActivateGrants {
+		_, err := tx.ExecContext(ctx, `UPDATE grants SET activated_at = ?
+			WHERE origin_proposal_id = ? AND activated_at IS NULL`, at, p.ID)
+		if err != nil {
+			return fmt.Errorf("activate grants: %w", err)
+		}
+	}
+	return nil
+}
+
+// applyRow finishes a transition applied to p (read at version old) and
+// writes the row and its change.
+func applyRow(ctx context.Context, tx *sql.Tx, p *store.Proposal, old int64, c *store.Change, now time.Time) error {
+	store.Finish(p, now)
+	if err := updateProposal(ctx, tx, p, old); err != nil {
+		return err
+	}
+	return persistChange(ctx, tx, p, c, now)
+}
+
+// mutate runs one guarded transition: it reads the row under the write lock,
+// applies fn, and writes the row and its change if fn produced one. fn may
+// return both a change and an error: the change is committed and the error
+// returned. It returns the proposal as it now stands, the status it was in
+// and whether anything was written.
+func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.Proposal, now time.Time) (*store.Change, error)) (*store.Proposal, store.Status, bool, error) {
+	var (
+		p       *store.Proposal
+		from    store.Status
+		changed bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		cur, err := getProposal(ctx, tx, tenant, id)
+		if err != nil {
+			return err
+		}
+		from = cur.Status
+		old := cur.Version
+		// fn works on a copy, so a refused transition returns the row as
+		// stored, not half-applied.
+		w := cur.Clone()
+		c, ferr := fn(w, now)
+		if c == nil {
+			p = cur
+			return ferr
+		}
+		if err := applyRow(ctx, tx, w, old, c, now); err != nil {
+			return err
+		}
+		p, changed = w, true
+		if ferr != nil {
+			return &commitErr{ferr}
+		}
+		return nil
+	})
+	return p, from, changed, err
+}
+
+// transition wraps mutate for the methods that answer a TransitionResult,
+// which is returned even alongside a refusal.
+func (s *Store) transition(ctx context.Context, op, tenant, id string, fn func(p *store.Proposal, now time.Time) (*store.Change, error)) (*store.TransitionResult, error) {
+	p, from, changed, err := s.mutate(ctx, tenant, id, fn)
+	if err != nil {
+		err = fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	if p == nil {
+		return nil, err
+	}
+	return &store.TransitionResult{Proposal: p, From: from, Changed: changed}, err
+}
+
+// CreateProposal implements store.Store.
+func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
+	if err := store.ValidateCreate(params.Proposal); err != nil {
+		return nil, fmt.Errorf("sqlitestore: create proposal: %w", err)
+	}
+	n := params.Proposal.Clone()
+	var res *store.CreateProposalResult
+	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		// The write lock makes this lookup and the insert below atomic,
+		// across processes too.
+		existing, err := getProposalByToolCall(ctx, tx, n.Tenant, n.ThreadID, n.ToolCallID)
+		if err == nil {
+			res = &store.CreateProposalResult{Proposal: existing}
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		var taken int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM proposals WHERE id = ?`, n.ID).Scan(&taken); err != nil {
+			return err
+		}
+		if taken > 0 {
+			return fmt.Errorf("%w: id %s exists", store.ErrInvalidParams, n.ID)
+		}
+		c := store.PrepareCreate(n, now)
+		r := &store.CreateProposalResult{Created: true}
+		if n.ReplacementKey != "" {
+			olds, err := queryProposals(ctx, tx, replacementSQL, n.Tenant, n.ThreadID, n.Requester, n.Action, n.ReplacementKey)
+			if err != nil {
+				return fmt.Errorf("find superseded: %w", err)
+			}
+			for _, old := range olds {
+				if !store.Supersedes(n, old) {
+					continue
+				}
+				v := old.Version
+				if err := applyRow(ctx, tx, old, v, store.ApplySupersede(old, n.ID, now), now); err != nil {
+					return fmt.Errorf("supersede %s: %w", old.ID, err)
+				}
+				r.Superseded = append(r.Superseded, old)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO threads (tenant, id, owner, created_at) VALUES (?, ?, ?, ?)`,
+			n.Tenant, n.ThreadID, n.Requester, now.UnixNano()); err != nil {
+			return fmt.Errorf("ensure thread: %w", err)
+		}
+		if err := insertProposal(ctx, tx, n); err != nil {
+			if cols, ok := uniqueViolation(err); ok {
+				if strings.Contains(cols, "tool_call_id") {
+					return errReplay
+				}
+				return fmt.Errorf("%w: %s", store.ErrInvalidParams, cols)
+			}
+			return err
+		}
+		if err := persistChange(ctx, tx, n, c, now); err != nil {
+			return err
+		}
+		r.Proposal = n
+		res = r
+		return nil
+	})
+	if errors.Is(err, errReplay) {
+		// Unreachable under the write lock; kept so that a replay can never
+		// surface as a constraint error.
+		p, gerr := getProposalByToolCall(ctx, s.r, n.Tenant, n.ThreadID, n.ToolCallID)
+		if gerr != nil {
+			return nil, fmt.Errorf("sqlitestore: create proposal: %w", gerr)
+		}
+		return &store.CreateProposalResult{Proposal: p}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: create proposal: %w", err)
+	}
+	return res, nil
+}
+
+// errReplay reports an insert that lost to a concurrent one for the same
+// tool call.
+var errReplay = errors.New("tool call exists")
+
+// GetProposal implements store.Store.
+func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
+	p, err := getProposal(ctx, s.r, params.Tenant, params.ID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get proposal: %w", err)
+	}
+	return p, nil
+}
+
+// GetProposalByToolCall implements store.Store.
+func (s *Store) GetProposalByToolCall(ctx context.Context, params *store.GetProposalByToolCallParams) (*store.Proposal, error) {
+	p, err := getProposalByToolCall(ctx, s.r, params.Tenant, params.ThreadID, params.ToolCallID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get proposal by tool call: %w", err)
+	}
+	return p, nil
+}
+
+// GetProposalByConfirmation implements store.Store.
+func (s *Store) GetProposalByConfirmation(ctx context.Context, params *store.GetProposalByConfirmationParams) (*store.Proposal, error) {
+	p, err := queryProposal(ctx, s.r, "confirmation", byConfirmationSQL,
+		params.Tenant, params.ConfirmationID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get proposal by confirmation: %w", err)
+	}
+	return p, nil
+}
+
+// ListProposals implements store.Store.
+func (s *Store) ListProposals(ctx context.Context, params *store.ListProposalsParams) (*store.ProposalPage, error) {
+	limit := params.Limit
+	if limit < 0 || limit > store.MaxPageSize {
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w: limit %d", store.ErrInvalidParams, limit)
+	}
+	if limit == 0 {
+		limit = store.MaxPageSize
+	}
+	codec, err := s.cursorCodec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+	}
+	var after *cursor.Position
+	if params.After != "" {
+		pos, err := codec.Decode(params.After)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: list proposals: %w: %w", store.ErrInvalidCursor, err)
+		}
+		after = &pos
+	}
+	query, args, err := listQuery(params, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+	}
+	rows, err := queryProposals(ctx, s.r, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+	}
+	page := &store.ProposalPage{}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		if len(last.ID) > cursor.MaxIDLen {
+			// cursor.Encode would panic; ids this long are not made by the engine.
+			return nil, fmt.Errorf("sqlitestore: list proposals: proposal id %.32s… is longer than %d bytes", last.ID, cursor.MaxIDLen)
+		}
+		page.Next = codec.Encode(cursor.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	page.Proposals = rows
+	return page, nil
+}
+
+// Decide implements store.Store.
+func (s *Store) Decide(ctx context.Context, params *store.DecideParams) (*store.DecideResult, error) {
+	var out store.DecideOutcome
+	p, from, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		var c *store.Change
+		out, c = store.ApplyDecision(p, params, now)
+		return c, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: decide: %w", err)
+	}
+	return &store.DecideResult{Outcome: out, Proposal: p, From: from, To: p.Status}, nil
+}
+
+// Cancel implements store.Store.
+func (s *Store) Cancel(ctx context.Context, params *store.CancelParams) (*store.TransitionResult, error) {
+	return s.transition(ctx, "cancel", params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplyCancel(p, params, now)
+	})
+}
+
+// Expire implements store.Store.
+func (s *Store) Expire(ctx context.Context, params *store.ExpireParams) (*store.TransitionResult, error) {
+	return s.transition(ctx, "expire", params.Tenant, params.ID, store.ApplyExpire)
+}
+
+// ExpireDue implements store.Store.
+func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("sqlitestore: expire due: %w: limit %d", store.ErrInvalidParams, params.Limit)
+	}
+	var out []*store.Proposal
+	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		out = nil
+		due, err := queryProposals(ctx, tx, expireDueSQL, now.UnixNano(), params.Limit)
+		if err != nil {
+			return err
+		}
+		for _, p := range due {
+			if !store.Due(p, now) {
+				continue
+			}
+			old := p.Version
+			c, err := store.ApplyExpire(p, now)
+			if err != nil || c == nil {
+				continue
+			}
+			if err := applyRow(ctx, tx, p, old, c, now); err != nil {
+				return fmt.Errorf("expire %s: %w", p.ID, err)
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: expire due: %w", err)
+	}
+	return out, nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
+	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplyClaim(p, params, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	return p, nil
+}
+
+// ClaimBatch implements store.Store.
+func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) ([]*store.Claimed, error) {
+	if params.Limit <= 0 || params.LeaseDuration <= 0 {
+		return nil, fmt.Errorf("sqlitestore: claim batch: %w: limit and lease must be positive", store.ErrInvalidParams)
+	}
+	var out []*store.Claimed
+	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		out = nil
+		at := now.UnixNano()
+		// The single writer makes select-then-update atomic.
+		cands, err := queryProposals(ctx, tx, claimSQL, at, at, params.Limit)
+		if err != nil {
+			return err
+		}
+		for _, p := range cands {
+			if !store.Claimable(p, now) {
+				continue
+			}
+			old := p.Version
+			cl, c := store.ApplyClaimBatch(p, params, now)
+			if err := applyRow(ctx, tx, p, old, c, now); err != nil {
+				return fmt.Errorf("claim %s: %w", p.ID, err)
+			}
+			cl.Proposal = p
+			out = append(out, cl)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim batch: %w", err)
+	}
+	return out, nil
+}
+
+// RenewLease implements store.Store.
+func (s *Store) RenewLease(ctx context.Context, params *store.RenewLeaseParams) (*store.Lease, error) {
+	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplyRenew(p, params, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: renew lease: %w", err)
+	}
+	l := *p.Lease
+	return &l, nil
+}
+
+// BeginRetry implements store.Store.
+func (s *Store) BeginRetry(ctx context.Context, params *store.BeginRetryParams) (*store.Proposal, error) {
+	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplyBeginRetry(p, params, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: begin retry: %w", err)
+	}
+	return p, nil
+}
+
+// Settle implements store.Store.
+func (s *Store) Settle(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+	return s.transition(ctx, "settle", params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplySettle(p, params, now)
+	})
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, params *store.ResolveParams) (*store.TransitionResult, error) {
+	return s.transition(ctx, "resolve", params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+		return store.ApplyResolve(p, params, now)
+	})
+}
+
+// listQuery builds ListProposals' query: the filters, then keyset order
+// newest first, one row more than the page.
+func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit int) (string, []any, error) {
+	var b strings.Builder
+	args := []any{params.Tenant}
+	b.WriteString(`SELECT ` + pcols + ` FROM proposals p WHERE p.tenant = ?`)
+	if params.ThreadID != "" {
+		b.WriteString(` AND p.thread_id = ?`)
+		args = append(args, params.ThreadID)
+	}
+	if params.Action != "" {
+		b.WriteString(` AND p.action = ?`)
+		args = append(args, params.Action)
+	}
+	if len(params.Statuses) > 0 {
+		b.WriteString(` AND p.status IN (?` + strings.Repeat(", ?", len(params.Statuses)-1) + `)`)
+		for _, st := range params.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if pos := after; pos != nil {
+		// A row value comparison: SQLite turns it into a range on the
+		// (…, created_at DESC, id DESC) index.
+		b.WriteString(` AND (p.created_at, p.id) < (?, ?)`)
+		args = append(args, pos.CreatedAt.UnixNano(), pos.ID)
+	}
+	if v := params.Visible; v != nil {
+		// store.CanSee, in SQL: the thread's owner (or "" once the thread
+		// is gone), an approver naming one of the principals, or
+		// "requester" when the actor requested. json_each compares whole
+		// array elements, never substrings.
+		principals, err := jsonList(append([]string{}, v.Principals...))
+		if err != nil {
+			return "", nil, err
+		}
+		b.WriteString(` AND (
+			COALESCE((SELECT t.owner FROM threads t WHERE t.tenant = p.tenant AND t.id = p.thread_id), '') = ?
+			OR EXISTS (SELECT 1 FROM json_each(p.approvers) a
+				WHERE a.value IN (SELECT value FROM json_each(?))
+				   OR (a.value = 'requester' AND p.requester = ?)))`)
+		args = append(args, v.Actor, principals, v.Actor)
+	}
+	// One row more than the page tells whether another page follows.
+	b.WriteString(` ORDER BY p.created_at DESC, p.id DESC LIMIT ?`)
+	args = append(args, limit+1)
+	return b.String(), args, nil
+}

@@ -1,0 +1,365 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/store"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// This file maps records to rows and back. Times are INTEGER Unix
+// nanoseconds, read back in UTC; nil slices and raw JSON are NULL, so that
+// nil and empty survive the round trip; raw JSON is stored verbatim.
+
+// Times Unix nanoseconds can hold (years 1677–2262).
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// errTimeRange is wrapped when a time cannot be stored.
+func errTimeRange(field string, t time.Time) error {
+	return fmt.Errorf("%w: %s %v is outside the storable range (years 1677-2262)", store.ErrInvalidParams, field, t)
+}
+
+// nanos encodes a time that must be set.
+func nanos(field string, t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, errTimeRange(field, t)
+	}
+	return t.UnixNano(), nil
+}
+
+// nullNanos encodes an optional time.
+func nullNanos(field string, t *time.Time) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return nanos(field, *t)
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}
+
+// jsonList encodes a slice as a JSON array, nil as NULL.
+func jsonList[T any](v []T) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func fromJSONList[T any](s sql.NullString) ([]T, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	v := []T{}
+	if err := json.Unmarshal([]byte(s.String), &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// rawText stores raw JSON verbatim (as TEXT: a BLOB would not fit a STRICT
+// TEXT column), nil as NULL.
+func rawText(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+func fromRawText(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// storedOutcome is the stored form of store.Outcome. It keeps Result
+// verbatim (encoding/json would compact and re-escape a RawMessage) and the
+// time as nanoseconds, like every other time in the database.
+type storedOutcome struct {
+	ProposalID string       `json:"proposal_id"`
+	Status     store.Status `json:"status"`
+	Executed   *bool        `json:"executed"`
+	Receipt    string       `json:"receipt,omitempty"`
+	Result     *string      `json:"result,omitempty"`
+	Error      *string      `json:"error"`
+	Summary    string       `json:"summary"`
+	Note       string       `json:"note,omitempty"`
+	ResolvedBy string       `json:"resolved_by,omitempty"`
+	At         int64        `json:"at"`
+}
+
+func encodeOutcome(o *store.Outcome) (any, error) {
+	if o == nil {
+		return nil, nil
+	}
+	at, err := nanos("outcome.at", o.At)
+	if err != nil {
+		return nil, err
+	}
+	so := storedOutcome{
+		ProposalID: o.ProposalID, Status: o.Status, Executed: o.Executed, Receipt: o.Receipt,
+		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, At: at,
+	}
+	if o.Result != nil {
+		r := string(o.Result)
+		so.Result = &r
+	}
+	b, err := json.Marshal(so)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func decodeOutcome(s sql.NullString) (*store.Outcome, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var so storedOutcome
+	if err := json.Unmarshal([]byte(s.String), &so); err != nil {
+		return nil, err
+	}
+	o := &store.Outcome{
+		ProposalID: so.ProposalID, Status: so.Status, Executed: so.Executed, Receipt: so.Receipt,
+		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, At: fromNanos(so.At),
+	}
+	if so.Result != nil {
+		o.Result = json.RawMessage(*so.Result)
+	}
+	return o, nil
+}
+
+// storedDecision is the stored form of store.Decision, its time in
+// nanoseconds.
+type storedDecision struct {
+	Actor    string        `json:"actor"`
+	Decision store.Verdict `json:"decision"`
+	Via      string        `json:"via"`
+	At       int64         `json:"at"`
+	Reason   string        `json:"reason,omitempty"`
+	Remember store.Scope   `json:"remember,omitempty"`
+}
+
+func encodeDecisions(ds []store.Decision) (any, error) {
+	if ds == nil {
+		return nil, nil
+	}
+	out := make([]storedDecision, len(ds))
+	for i, d := range ds {
+		at, err := nanos("decision.at", d.At)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = storedDecision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember}
+	}
+	return jsonList(out)
+}
+
+func decodeDecisions(s sql.NullString) ([]store.Decision, error) {
+	sds, err := fromJSONList[storedDecision](s)
+	if err != nil || sds == nil {
+		return nil, err
+	}
+	out := make([]store.Decision, len(sds))
+	for i, d := range sds {
+		out[i] = store.Decision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember}
+	}
+	return out, nil
+}
+
+// proposalColumns lists the columns of a proposal row, in the order
+// scanProposal reads and proposalValues writes them.
+const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_id, tool_call_id,
+	action, action_version, input, raw_input, input_digest, preview, state_version,
+	confirmation, confirmation_id, mode, status, approvers, quorum, forbid_self_approval,
+	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
+	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
+	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at`
+
+// proposalColumnCount is the number of proposalColumns.
+var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
+
+// pcols is proposalColumns qualified by the alias p.
+var pcols = func() string {
+	cols := strings.Split(proposalColumns, ",")
+	for i, c := range cols {
+		cols[i] = "p." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// proposalValues encodes p in proposalColumns order.
+func proposalValues(p *store.Proposal) ([]any, error) {
+	var err error
+	fail := func(what string, e error) {
+		if err == nil && e != nil {
+			err = fmt.Errorf("encode proposal %s: %s: %w", p.ID, what, e)
+		}
+	}
+	roles, e := jsonList(p.RequesterRoles)
+	fail("requester_roles", e)
+	confirmation, e := json.Marshal(p.Confirmation)
+	fail("confirmation", e)
+	approvers, e := jsonList(p.Approvers)
+	fail("approvers", e)
+	channels, e := jsonList(p.Channels)
+	fail("channels", e)
+	scopes, e := jsonList(p.RememberScopes)
+	fail("remember_scopes", e)
+	decisions, e := encodeDecisions(p.Decisions)
+	fail("decisions", e)
+	expires, e := nanos("expires_at", p.ExpiresAt)
+	fail("expires_at", e)
+	var leaseOwner, leaseToken, leaseGen, leaseExp any
+	if l := p.Lease; l != nil {
+		leaseOwner, leaseToken, leaseGen = l.Owner, l.Token, l.Generation
+		leaseExp, e = nanos("lease.expires_at", l.ExpiresAt)
+		fail("lease", e)
+	}
+	next, e := nullNanos("next_attempt_at", p.NextAttemptAt)
+	fail("next_attempt_at", e)
+	outcome, e := encodeOutcome(p.Outcome)
+	fail("outcome", e)
+	created, e := nanos("created_at", p.CreatedAt)
+	fail("created_at", e)
+	updated, e := nanos("updated_at", p.UpdatedAt)
+	fail("updated_at", e)
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		p.ID, p.Tenant, p.Requester, roles, p.ThreadID, p.RunID, p.ToolCallID,
+		p.Action, p.ActionVersion, rawText(p.Input), rawText(p.RawInput), p.InputDigest, p.Preview, p.StateVersion,
+		string(confirmation), p.ConfirmationID, string(p.Mode), string(p.Status), approvers, p.Quorum, boolInt(p.ForbidSelfApproval),
+		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, decisions,
+		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
+		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
+	}, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanProposal reads a row of proposalColumns.
+func scanProposal(row scanner) (*store.Proposal, error) {
+	var (
+		p                                           store.Proposal
+		roles, input, rawInput, approvers, channels sql.NullString
+		scopes, decisions, outcome                  sql.NullString
+		confirmation, mode, status                  string
+		forbidSelf, anyInput, grantTTL              int64
+		expires, created, updated                   int64
+		leaseOwner, leaseToken                      sql.NullString
+		leaseGen, leaseExp, next                    sql.NullInt64
+	)
+	err := row.Scan(
+		&p.ID, &p.Tenant, &p.Requester, &roles, &p.ThreadID, &p.RunID, &p.ToolCallID,
+		&p.Action, &p.ActionVersion, &input, &rawInput, &p.InputDigest, &p.Preview, &p.StateVersion,
+		&confirmation, &p.ConfirmationID, &mode, &status, &approvers, &p.Quorum, &forbidSelf,
+		&channels, &scopes, &anyInput, &grantTTL, &p.ReplacementKey, &decisions,
+		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
+		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
+	)
+	if err != nil {
+		return nil, err
+	}
+	p.Input, p.RawInput = fromRawText(input), fromRawText(rawInput)
+	p.Mode, p.Status = store.Mode(mode), store.Status(status)
+	p.ForbidSelfApproval, p.GrantAnyInput = forbidSelf != 0, anyInput != 0
+	p.GrantTTL = time.Duration(grantTTL)
+	p.ExpiresAt, p.CreatedAt, p.UpdatedAt = fromNanos(expires), fromNanos(created), fromNanos(updated)
+	p.NextAttemptAt = fromNullNanos(next)
+	if leaseToken.Valid {
+		p.Lease = &store.Lease{Owner: leaseOwner.String, Token: leaseToken.String, Generation: leaseGen.Int64, ExpiresAt: fromNanos(leaseExp.Int64)}
+	}
+	if err := json.Unmarshal([]byte(confirmation), &p.Confirmation); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
+	}
+	if p.RequesterRoles, err = fromJSONList[string](roles); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: requester_roles: %w", p.ID, err)
+	}
+	if p.Approvers, err = fromJSONList[string](approvers); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: approvers: %w", p.ID, err)
+	}
+	if p.Channels, err = fromJSONList[string](channels); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: channels: %w", p.ID, err)
+	}
+	if p.RememberScopes, err = fromJSONList[store.Scope](scopes); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: remember_scopes: %w", p.ID, err)
+	}
+	if p.Decisions, err = decodeDecisions(decisions); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: decisions: %w", p.ID, err)
+	}
+	if p.Outcome, err = decodeOutcome(outcome); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: outcome: %w", p.ID, err)
+	}
+	return &p, nil
+}
+
+// grantColumns lists the columns of a grant row, in scanGrant's order.
+const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
+	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
+	revoked_at, revoked_by`
+
+func scanGrant(row scanner) (*store.Grant, error) {
+	var (
+		g                           store.Grant
+		scope                       string
+		created                     int64
+		activated, expires, revoked sql.NullInt64
+	)
+	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
+		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &created, &activated, &expires,
+		&revoked, &g.RevokedBy)
+	if err != nil {
+		return nil, err
+	}
+	g.Scope = store.Scope(scope)
+	g.CreatedAt = fromNanos(created)
+	g.ActivatedAt, g.ExpiresAt, g.RevokedAt = fromNullNanos(activated), fromNullNanos(expires), fromNullNanos(revoked)
+	return &g, nil
+}
+
+// uniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint
+// failure, and on which columns (SQLite names them in the message, e.g.
+// "UNIQUE constraint failed: proposals.tenant, proposals.thread_id, …").
+func uniqueViolation(err error) (string, bool) {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return "", false
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return se.Error(), true
+	}
+	return "", false
+}

@@ -1,0 +1,47 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Factory returns a fresh, empty store whose clock is now. It registers its
+// own cleanup (closing the store, dropping its database) with t.Cleanup.
+type Factory func(t *testing.T, now func() time.Time) store.Store
+
+// Run runs the conformance suite against the driver newStore makes. Every
+// subtest gets its own store and runs in parallel with the others.
+func Run(t *testing.T, newStore Factory) {
+	t.Helper()
+	groups := []struct {
+		name string
+		run  func(*testing.T, Factory)
+	}{
+		{"CreateProposal", testCreateProposal},
+		{"Replacement", testReplacement},
+		{"Get", testGet},
+		{"Threads", testThreads},
+		{"Decide", testDecide},
+		{"Cancel", testCancel},
+		{"Expire", testExpire},
+		{"ExpireDue", testExpireDue},
+		{"Claim", testClaim},
+		{"Fence", testFence},
+		{"Settle", testSettle},
+		{"ClaimBatch", testClaimBatch},
+		{"Resolve", testResolve},
+		{"Grants", testGrants},
+		{"ListProposals", testListProposals},
+		{"Events", testEvents},
+		{"Aliasing", testAliasing},
+		{"Races", testRaces},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.run(t, newStore)
+		})
+	}
+}
