@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/store"
@@ -137,13 +138,20 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		return nil, err
 	}
 	if m.effect == EffectAllow {
-		return e.executeDirect(ctx, c, a, snapshot, "")
+		return e.executeDirect(ctx, c, a, snapshot)
 	}
+	// A live grant stands in for the humans, but the call still gets a
+	// proposal (and so an operation id, an outcome, a replay record), and
+	// still runs preflight and prepare below.
+	var approvedBy *store.Decision
 	if g, err := e.store.FindGrant(ctx, &store.FindGrantParams{
 		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
 		Action: a.name, ActionVersion: a.version, InputDigest: digest,
 	}); err == nil {
-		return e.executeDirect(ctx, c, a, snapshot, g.ID)
+		approvedBy = &store.Decision{Actor: grantActor + g.ID, Via: "grant", Reason: "remembered approval by " + g.GrantedBy}
+		if mode == ModeTwoPhase {
+			mode = ModeWait // there is nothing to confirm: the caller executes now
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("call %s: find grant: %w", a.name, err)
 	}
@@ -212,7 +220,7 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		ExpiresAt:          now.Add(m.rule.TTL),
 		OperationID:        "op_" + newID(),
 	}
-	cr, err := e.store.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p})
+	cr, err := e.store.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p, ApprovedBy: approvedBy})
 	if err != nil {
 		return nil, fmt.Errorf("call %s: create proposal: %w", a.name, err)
 	}
@@ -224,8 +232,14 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		return e.resume(ctx, c, a, cr.Proposal)
 	}
 	e.hub.Publish(cr.Proposal.ID)
+	if approvedBy != nil {
+		return e.claimAndExecute(ctx, c, cr.Proposal)
+	}
 	return e.resume(ctx, c, a, cr.Proposal)
 }
+
+// grantActor prefixes the actor of a decision taken by a remembered approval.
+const grantActor = "grant:"
 
 // resume answers a call whose proposal exists, by the proposal's state.
 func (e *Engine) resume(ctx context.Context, c *Call, a *Action, p *store.Proposal) (*Result, error) {
@@ -414,6 +428,9 @@ func pendingReceipt(p *store.Proposal) *Result {
 // resultOf turns a settled (or reconciling) proposal into the caller's answer.
 func resultOf(p *store.Proposal) *Result {
 	r := &Result{Status: ResultStatus(p.Status), Proposal: p, ProposalID: p.ID, ExpiresAt: p.ExpiresAt}
+	if len(p.Decisions) > 0 && strings.HasPrefix(p.Decisions[0].Actor, grantActor) {
+		r.GrantID = strings.TrimPrefix(p.Decisions[0].Actor, grantActor)
+	}
 	if o := p.Outcome; o != nil {
 		r.Executed = o.Executed
 		r.Receipt = o.Receipt

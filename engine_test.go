@@ -993,8 +993,17 @@ func TestGrants(t *testing.T) {
 	// Now an identical call in the thread runs without a human, still authorized.
 	before := authorizeCalls.Load()
 	auto := h.call(refundCall("call_3", countersign.ModeWait, in))
-	if auto.Status != countersign.ResultSucceeded || auto.GrantID == "" || auto.Proposal != nil || authorizeCalls.Load() == before {
+	if auto.Status != countersign.ResultSucceeded || auto.GrantID == "" || authorizeCalls.Load() == before {
 		t.Fatalf("auto-approved call: %+v", auto)
+	}
+	// It still has a proposal, approved by the grant, so a replay returns the
+	// recorded outcome instead of executing again.
+	if d := auto.Proposal.Decisions; len(d) != 1 || d[0].Via != "grant" || d[0].Actor != "grant:"+auto.GrantID {
+		t.Fatalf("grant decision = %+v", d)
+	}
+	executions := h.backend.total()
+	if r := h.call(refundCall("call_3", countersign.ModeWait, in)); r.Receipt != auto.Receipt || r.GrantID != auto.GrantID || h.backend.total() != executions {
+		t.Fatalf("replay of an auto-approved call executed again: %+v", r)
 	}
 	// Other input, or another thread, still asks.
 	if r := h.call(refundCall("call_4", countersign.ModeWait, `{"amount":41,"customer":"c_9"}`)); r.Status != countersign.ResultPending {

@@ -44,11 +44,13 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 	})
 	if err != nil {
 		// A claim that finds the approval lapsed expires it and hands back
-		// the expired proposal, so this process settles it exactly once.
+		// the expired proposal, so this process settles it exactly once, and
+		// the caller is told it expired.
 		if claimed != nil && claimed.Status == store.StatusExpired {
 			e.changed(ctx, claimed, store.StatusApproved)
+			return resultOf(claimed), nil
 		}
-		return nil, fmt.Errorf("claim proposal %s: %w", p.ID, err)
+		return nil, err
 	}
 	e.hub.Publish(claimed.ID)
 	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease)
@@ -318,17 +320,21 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 	if err != nil {
 		msg = "reconcile failed: " + err.Error()
 	}
-	next := x.e.clock().Add(x.e.reconcileBack << min(max(x.p.Attempt-1, 0), 10))
+	// The pause doubles with every unknown answer, up to 2^10 times the first.
+	n := 1
+	if x.p.Outcome != nil && x.p.Status == store.StatusReconciling {
+		n = x.p.Outcome.Reconciles + 1
+	}
+	next := x.e.clock().Add(x.e.reconcileBack << min(n-1, 10))
 	return x.write(ctx, &store.SettleParams{
 		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: store.StatusReconciling,
-		Error: &msg, ReleaseLease: true, NextAttemptAt: &next,
+		Error: &msg, ReleaseLease: true, NextAttemptAt: &next, Reconciles: n,
 	})
 }
 
-// executeDirect runs a call that needs no decision: allowed by policy, or
-// approved by a remembered grant. Authorization already ran; preflight and
-// prepare still run, and there is no proposal to settle.
-func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input json.RawMessage, grantID string) (*Result, error) {
+// executeDirect runs a call the policy allows: no proposal, nothing to
+// settle. Authorization already ran; preflight and prepare still run.
+func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input json.RawMessage) (*Result, error) {
 	var stateVersion string
 	if a.hooks.Preflight != nil {
 		pf, err := a.hooks.Preflight(ctx, &PreflightRequest{Identity: c.Identity, Phase: PhasePrepare, Action: a.name, Input: input})
@@ -339,7 +345,7 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 		case PreflightDenied:
 			return nil, &DeniedError{Code: DeniedByPreflight, Action: a.name, Reason: pf.Reason}
 		case PreflightCompleted:
-			return &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result, GrantID: grantID,
+			return &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result,
 				Summary: store.DefaultSummary(a.name, store.StatusSucceeded, "It was already done.")}, nil
 		}
 	}
@@ -351,7 +357,7 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 		stateVersion = prep.StateVersion
 	}
 	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
-	res := &Result{GrantID: grantID}
+	res := &Result{}
 	for req.Attempt = 1; ; req.Attempt++ {
 		rec, err := a.hooks.Execute(ctx, req)
 		switch {

@@ -111,6 +111,9 @@ type Store interface {
 // driver sets (Status pending, Version 1, CreatedAt = UpdatedAt = now).
 type CreateProposalParams struct {
 	Proposal *Proposal
+	// ApprovedBy, when set, creates the proposal already approved by this
+	// decision: a remembered approval (grant) standing in for the humans.
+	ApprovedBy *Decision
 }
 
 // CreateProposalResult reports what CreateProposal did.
@@ -291,6 +294,8 @@ type SettleParams struct {
 	// NextAttemptAt; otherwise the holder keeps it and reconciles at once.
 	ReleaseLease  bool
 	NextAttemptAt *time.Time
+	// Reconciles is recorded on the outcome (see Outcome.Reconciles).
+	Reconciles int
 }
 
 // ResolveParams is an operator's verdict on an uncertain proposal.

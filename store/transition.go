@@ -125,8 +125,21 @@ func expire(p *Proposal, c *Change, now time.Time) {
 
 // ApplyDecision applies one decision to p. The change is nil when nothing is
 // to be written. A decision after the deadline expires the proposal (if it is
-// due) and answers DecideExpired.
-func ApplyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, *Change) {
+// due) and answers DecideExpired. Malformed parameters are ErrInvalidParams.
+func ApplyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, *Change, error) {
+	switch {
+	case d.Verdict != VerdictApproved && d.Verdict != VerdictRejected:
+		return "", nil, invalidParams("verdict %q", d.Verdict)
+	case d.Remember != "" && (!d.Remember.Valid() || d.Verdict != VerdictApproved):
+		return "", nil, invalidParams("remember %q with verdict %s", d.Remember, d.Verdict)
+	case d.Actor == "":
+		return "", nil, invalidParams("a decision needs an actor")
+	}
+	out, c := applyDecision(p, d, now)
+	return out, c, nil
+}
+
+func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, *Change) {
 	if Due(p, now) {
 		c := &Change{}
 		expire(p, c, now)
@@ -231,6 +244,9 @@ func newLease(p *Proposal, owner string, d time.Duration, now time.Time) {
 // approval that lapsed is expired (the change is returned with the error so
 // the driver writes it).
 func ApplyClaim(p *Proposal, params *ClaimParams, now time.Time) (*Change, error) {
+	if params.LeaseDuration <= 0 || params.Owner == "" {
+		return nil, invalidParams("a claim needs an owner and a positive lease duration")
+	}
 	if Due(p, now) {
 		c := &Change{}
 		expire(p, c, now)
@@ -322,11 +338,12 @@ func ApplySettle(p *Proposal, params *SettleParams, now time.Time) (*Change, err
 	c := &Change{}
 	holder := p.Lease.Owner
 	settle(p, c, params.Status, Outcome{
-		Executed: params.Executed,
-		Receipt:  params.Receipt,
-		Result:   params.Result,
-		Error:    params.Error,
-		Summary:  params.Summary,
+		Executed:   params.Executed,
+		Receipt:    params.Receipt,
+		Result:     params.Result,
+		Error:      params.Error,
+		Summary:    params.Summary,
+		Reconciles: params.Reconciles,
 	}, now)
 	if c.Admit != nil && params.Presentation != "" {
 		c.Admit.Text = params.Presentation
@@ -409,9 +426,10 @@ func ValidateCreate(p *Proposal) error {
 	return nil
 }
 
-// PrepareCreate stamps a new proposal for insertion, at version 1. Unlike
-// the other transitions it needs no Finish.
-func PrepareCreate(p *Proposal, now time.Time) *Change {
+// PrepareCreate stamps a new proposal for insertion, at version 1, pending —
+// or approved, when approvedBy is a remembered approval. Unlike the other
+// transitions it needs no Finish.
+func PrepareCreate(p *Proposal, approvedBy *Decision, now time.Time) *Change {
 	p.Status = StatusPending
 	p.Version = 1
 	p.Decisions = nil
@@ -422,6 +440,14 @@ func PrepareCreate(p *Proposal, now time.Time) *Change {
 	p.UpdatedAt = now
 	c := &Change{}
 	c.event(EventCreated, p.Requester, "", "")
+	if approvedBy != nil {
+		d := *approvedBy
+		d.Decision = VerdictApproved
+		d.At = now
+		p.Decisions = []Decision{d}
+		p.Status = StatusApproved
+		c.event(EventDecided, d.Actor, d.Via, string(VerdictApproved))
+	}
 	return c
 }
 
@@ -438,8 +464,11 @@ func CanSee(p *Proposal, threadOwner string, v *Visibility) bool {
 		return true
 	}
 	for _, a := range p.Approvers {
-		if a == "requester" && p.Requester == v.Actor {
-			return true
+		if a == "requester" {
+			if p.Requester == v.Actor {
+				return true
+			}
+			continue
 		}
 		if slices.Contains(v.Principals, a) {
 			return true

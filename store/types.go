@@ -128,7 +128,10 @@ type Outcome struct {
 	Summary    string          `json:"summary"`
 	Note       string          `json:"note,omitempty"`
 	ResolvedBy string          `json:"resolved_by,omitempty"`
-	At         time.Time       `json:"at"`
+	// Reconciles counts the Reconcile attempts that answered unknown, which
+	// sets the backoff before the next one.
+	Reconciles int       `json:"reconcile_attempts,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // Proposal is the durable approval record for one call that needs a decision.

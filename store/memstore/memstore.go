@@ -206,7 +206,7 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		return nil, fmt.Errorf("memstore: create proposal: %w: confirmation id exists", store.ErrInvalidParams)
 	}
 	now := s.clock()
-	c := store.PrepareCreate(n, now)
+	c := store.PrepareCreate(n, params.ApprovedBy, now)
 	res := &store.CreateProposalResult{Created: true}
 	for _, p := range s.order {
 		if store.Supersedes(n, p) {
@@ -346,8 +346,9 @@ func (s *Store) Decide(ctx context.Context, params *store.DecideParams) (*store.
 	var out store.DecideOutcome
 	p, from, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		var c *store.Change
-		out, c = store.ApplyDecision(p, params, now)
-		return c, nil
+		var err error
+		out, c, err = store.ApplyDecision(p, params, now)
+		return c, err
 	})
 	if err != nil {
 		return nil, err

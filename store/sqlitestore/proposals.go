@@ -270,7 +270,7 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		if taken > 0 {
 			return fmt.Errorf("%w: id %s exists", store.ErrInvalidParams, n.ID)
 		}
-		c := store.PrepareCreate(n, now)
+		c := store.PrepareCreate(n, params.ApprovedBy, now)
 		r := &store.CreateProposalResult{Created: true}
 		if n.ReplacementKey != "" {
 			olds, err := queryProposals(ctx, tx, replacementSQL, n.Tenant, n.ThreadID, n.Requester, n.Action, n.ReplacementKey)
@@ -403,8 +403,9 @@ func (s *Store) Decide(ctx context.Context, params *store.DecideParams) (*store.
 	var out store.DecideOutcome
 	p, from, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		var c *store.Change
-		out, c = store.ApplyDecision(p, params, now)
-		return c, nil
+		var err error
+		out, c, err = store.ApplyDecision(p, params, now)
+		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: decide: %w", err)

@@ -114,6 +114,7 @@ type storedOutcome struct {
 	Summary    string       `json:"summary"`
 	Note       string       `json:"note,omitempty"`
 	ResolvedBy string       `json:"resolved_by,omitempty"`
+	Reconciles int          `json:"reconcile_attempts,omitempty"`
 	At         int64        `json:"at"`
 }
 
@@ -127,7 +128,7 @@ func encodeOutcome(o *store.Outcome) (any, error) {
 	}
 	so := storedOutcome{
 		ProposalID: o.ProposalID, Status: o.Status, Executed: o.Executed, Receipt: o.Receipt,
-		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, At: at,
+		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles, At: at,
 	}
 	if o.Result != nil {
 		r := string(o.Result)
@@ -150,7 +151,7 @@ func decodeOutcome(s sql.NullString) (*store.Outcome, error) {
 	}
 	o := &store.Outcome{
 		ProposalID: so.ProposalID, Status: so.Status, Executed: so.Executed, Receipt: so.Receipt,
-		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, At: fromNanos(so.At),
+		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles, At: fromNanos(so.At),
 	}
 	if so.Result != nil {
 		o.Result = json.RawMessage(*so.Result)

@@ -22,7 +22,7 @@ func requireLease(t *testing.T, fx *fixture, p *store.Proposal, owner string, d 
 	}
 	// A driver may judge leases by the database's clock, which the fake
 	// clock only approximates.
-	requireNear(t, "lease ExpiresAt", l.ExpiresAt, fx.clock.Now().Add(d), 30*time.Second)
+	requireNear(t, "lease ExpiresAt", l.ExpiresAt, fx.clock.Now().Add(d), clockSkew)
 }
 
 func testClaim(t *testing.T, newStore Factory) {

@@ -34,6 +34,11 @@ const (
 	shortLease = 300 * time.Millisecond
 	leaseSlack = 150 * time.Millisecond
 	longLease  = time.Hour
+	// clockSkew bounds how far a time a driver takes from the database's
+	// clock (a lease's expiry, a claim's stamp) may stray from the fake
+	// clock, which starts at the real time and moves at most a minute ahead
+	// of it before a claim.
+	clockSkew = 2 * time.Minute
 )
 
 // fixture is one subtest's store, clock and context.

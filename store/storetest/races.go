@@ -393,7 +393,9 @@ func testRaces(t *testing.T, newStore Factory) {
 		}
 		claims := make([][]string, workers)
 		concurrently(workers, func(i int) {
-			for {
+			// Bounded, so that a driver that hands out held leases fails
+			// instead of spinning.
+			for range total + 1 {
 				got, err := fx.store.ClaimBatch(fx.ctx, &store.ClaimBatchParams{Owner: fmt.Sprintf("worker-%d", i), LeaseDuration: longLease, Limit: 7})
 				if err != nil {
 					t.Errorf("worker %d: %v", i, err)
@@ -412,6 +414,7 @@ func testRaces(t *testing.T, newStore Factory) {
 					claims[i] = append(claims[i], c.Proposal.ID)
 				}
 			}
+			t.Errorf("worker %d: ClaimBatch never ran out of work", i)
 		})
 		count := map[string]int{}
 		for _, ids := range claims {
@@ -440,7 +443,7 @@ func testRaces(t *testing.T, newStore Factory) {
 		fx.clock.Advance(time.Minute)
 		swept := make([][]string, sweepers)
 		concurrently(sweepers, func(i int) {
-			for {
+			for range total + 1 {
 				got, err := fx.store.ExpireDue(fx.ctx, &store.ExpireDueParams{Limit: 3})
 				if err != nil {
 					t.Errorf("sweeper %d: %v", i, err)
@@ -451,6 +454,7 @@ func testRaces(t *testing.T, newStore Factory) {
 				}
 				swept[i] = append(swept[i], ids(got)...)
 			}
+			t.Errorf("sweeper %d: ExpireDue never ran out of work", i)
 		})
 		count := map[string]int{}
 		for _, ids := range swept {

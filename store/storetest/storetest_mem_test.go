@@ -5,20 +5,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/storetest"
 )
-
-// TestMemstore is the suite's self-test: it runs the suite against the
-// in-memory driver, the simplest one that honours the contract.
-func TestMemstore(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
-		s := memstore.New(&memstore.Options{Now: now})
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	})
-}
 
 func TestClock(t *testing.T) {
 	t.Parallel()
