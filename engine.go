@@ -34,7 +34,8 @@ type ActorResolver interface {
 }
 
 // SettledFunc is called once per settlement, by the process that settled.
-type SettledFunc func(ctx context.Context, p *store.Proposal)
+// Its error is logged and never retried: a hook cannot fail a settlement.
+type SettledFunc func(ctx context.Context, p *store.Proposal) error
 
 // Defaults for Options.
 const (
@@ -57,8 +58,8 @@ type Options struct {
 	Actions []*Action
 	// ActorResolver, if set, re-resolves requesters before execution.
 	ActorResolver ActorResolver
-	// OnSettled hooks run once per settlement. Their errors are the hooks'
-	// own business: they are logged, never retried.
+	// OnSettled hooks run once per settlement, by the process that settled,
+	// in order. Their errors (and panics) are logged, never retried.
 	OnSettled []SettledFunc
 	// Now is the clock. Default time.Now. Give the store the same clock.
 	Now func() time.Time
@@ -230,7 +231,9 @@ func (e *Engine) runSettled(ctx context.Context, p *store.Proposal) {
 					e.log.Error("OnSettled hook panicked", "proposal", p.ID, "panic", r)
 				}
 			}()
-			h(ctx, p)
+			if err := h(ctx, p); err != nil {
+				e.log.Error("OnSettled hook failed", "proposal", p.ID, "status", p.Status, "err", err)
+			}
 		}()
 	}
 }

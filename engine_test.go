@@ -47,7 +47,10 @@ type backend struct {
 	script []error
 }
 
-var errUncertain = errors.New("connection reset after the request was sent")
+var (
+	errUncertain = errors.New("connection reset after the request was sent")
+	errHook      = errors.New("the notification service is down")
+)
 
 func newBackend() *backend { return &backend{calls: map[string]int{}} }
 
@@ -133,6 +136,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		OnSettled: []countersign.SettledFunc{func(ctx context.Context, p *store.Proposal) {
 			v, _ := h.settled.LoadOrStore(p.ID, new(atomic.Int32))
 			v.(*atomic.Int32).Add(1)
+			return errHook // logged, and never retried or fatal
 		}},
 	}
 	if o.engineOpts != nil {

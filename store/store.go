@@ -360,3 +360,23 @@ type ListEventsParams struct {
 	AfterID    int64
 	Limit      int // 0: 1000
 }
+
+// Notification tells listeners that something changed in the store.
+type Notification struct {
+	// Work is set when claimable work may have appeared (an independent
+	// proposal was approved): workers should claim.
+	Work bool
+	// ProposalID names a proposal whose state changed, so that waiters on it
+	// (in any process) re-read it. Empty for pure work notifications.
+	ProposalID string
+}
+
+// Notifier is implemented by drivers that can wake other processes when the
+// store changes (PostgreSQL LISTEN/NOTIFY). Drivers without it (memory,
+// SQLite) rely on the engine's in-process signals and on polling.
+type Notifier interface {
+	// Listen delivers notifications to fn until ctx ends, reconnecting after
+	// connection failures (notifications sent while disconnected are lost;
+	// listeners also poll). It returns ctx's error. fn must not block.
+	Listen(ctx context.Context, fn func(Notification)) error
+}
