@@ -74,6 +74,13 @@ type Store interface {
 	// its outcome message and, on success, the activation of pending grants.
 	Settle(ctx context.Context, params *SettleParams) (*TransitionResult, error)
 
+	// SettleMany settles several proposals in one transaction, so that a
+	// busy worker pays one commit for a group of settlements. Each item
+	// stands alone: results and errs are parallel to params, and a lost lease
+	// fails only its item. A non-nil error means the whole group failed and
+	// nothing was written.
+	SettleMany(ctx context.Context, params []*SettleParams) (results []*TransitionResult, errs []error, err error)
+
 	// Resolve is an operator's verdict on a reconciling or unknown proposal.
 	Resolve(ctx context.Context, params *ResolveParams) (*TransitionResult, error)
 

@@ -654,3 +654,33 @@ func (s *Store) Close() error {
 	s.closed = true
 	return nil
 }
+
+// SettleMany implements store.Store.
+func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.clock()
+	results := make([]*store.TransitionResult, len(params))
+	errs := make([]error, len(params))
+	for i, sp := range params {
+		cur, err := s.get(sp.Tenant, sp.ID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		w := cur.Clone()
+		c, err := store.ApplySettle(w, sp, now)
+		if err != nil {
+			errs[i] = err
+			results[i] = &store.TransitionResult{Proposal: cur.Clone(), From: cur.Status}
+			continue
+		}
+		store.Finish(w, now)
+		s.apply(w, c, now)
+		s.replace(w)
+		results[i] = &store.TransitionResult{Proposal: w.Clone(), From: cur.Status, Changed: true}
+	}
+	return results, errs, nil
+}

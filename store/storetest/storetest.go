@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Claim", testClaim},
 		{"Fence", testFence},
 		{"Settle", testSettle},
+		{"SettleMany", testSettleMany},
 		{"ClaimBatch", testClaimBatch},
 		{"Resolve", testResolve},
 		{"Grants", testGrants},
