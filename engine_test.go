@@ -133,7 +133,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	opts := countersign.Options{
 		Store: h.store, Actions: actions, Policy: &countersign.Policy{Rules: rules},
 		Now: h.clock.Now, ActorResolver: o.resolver, RetryBackoff: time.Millisecond, WaitPoll: 5 * time.Millisecond,
-		OnSettled: []countersign.SettledFunc{func(ctx context.Context, p *store.Proposal) {
+		OnSettled: []countersign.SettledFunc{func(ctx context.Context, p *store.Proposal) error {
 			v, _ := h.settled.LoadOrStore(p.ID, new(atomic.Int32))
 			v.(*atomic.Int32).Add(1)
 			return errHook // logged, and never retried or fatal

@@ -53,7 +53,7 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		return nil, err
 	}
 	e.hub.Publish(claimed.ID)
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease)
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +64,12 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 // §6) and returns it. From says what the claim took over: approved (a first
 // execution), executing (a lease that lapsed: the outcome is uncertain) or
 // reconciling. It is shared by in-process callers and the worker.
-func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, lease time.Duration) (*store.Proposal, error) {
+func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
 	p := cl.Proposal
-	x := &execution{e: e, p: p, lease: lease, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
+	if settler == nil {
+		settler = e.store.Settle
+	}
+	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx)
 	defer stop()
 
@@ -132,6 +135,9 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, lease ti
 	return x.run(lctx, ctx, a)
 }
 
+// settleFunc writes one settlement.
+type settleFunc func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error)
+
 // execution is one lease holder's work on one proposal.
 type execution struct {
 	e     *Engine
@@ -139,6 +145,8 @@ type execution struct {
 	id    Identity
 	fence store.Fence
 	lease time.Duration
+	// settler writes settlements: the store directly, or a worker's group.
+	settler settleFunc
 
 	mu   sync.Mutex
 	lost bool
@@ -219,7 +227,7 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 		o := &Outcome{ProposalID: x.p.ID, Status: params.Status, Executed: params.Executed, Receipt: params.Receipt, Result: params.Result, Error: params.Error}
 		params.Presentation = a.hooks.Present(ctx, o)
 	}
-	tr, err := x.e.store.Settle(context.WithoutCancel(ctx), params)
+	tr, err := x.settler(context.WithoutCancel(ctx), params)
 	if err != nil {
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
 	}

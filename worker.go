@@ -12,12 +12,16 @@ import (
 
 // Worker defaults.
 const (
-	DefaultPollInterval   = time.Second
-	DefaultMaxConcurrency = 4
+	DefaultPollInterval    = time.Second
+	DefaultMaxConcurrency  = 4
+	DefaultShutdownTimeout = 30 * time.Second
+	// maxSettleGroup bounds the settlements written in one transaction.
+	maxSettleGroup = 256
 )
 
 // workKey is the hub key the worker listens on: it is published whenever an
-// independent proposal is approved in this process.
+// independent proposal is approved in this process, or a store notification
+// says so for another.
 const workKey = "\x00work"
 
 // WorkerOptions configures a Worker. Zero fields take the defaults.
@@ -34,12 +38,20 @@ type WorkerOptions struct {
 	SweepInterval time.Duration
 	// SweepBatch bounds one expiry batch. Default 500.
 	SweepBatch int
+	// ShutdownTimeout is how long Run waits, once its context ends, for the
+	// executions in flight; then it cancels them. Default 30s.
+	ShutdownTimeout time.Duration
 }
 
 // Worker executes approved independent proposals, recovers executions whose
 // lease lapsed (their callers died), and reconciles uncertain outcomes. Many
 // workers, in many processes, may share a store: they coordinate only through
 // leases and compare-and-set.
+//
+// A worker wakes when this process approves independent work, when the store
+// notifies it (PostgreSQL LISTEN/NOTIFY, see store.Notifier), and every
+// PollInterval. It claims as many proposals as it has free slots in one batch,
+// and writes the settlements of concurrent executions in groups.
 type Worker struct {
 	e    *Engine
 	opts WorkerOptions
@@ -62,6 +74,9 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 	if opts.SweepBatch == 0 {
 		opts.SweepBatch = DefaultSweepBatch
 	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	switch {
 	case opts.PollInterval < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.PollInterval %v: must be positive", opts.PollInterval)
@@ -69,38 +84,66 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 		return nil, fmt.Errorf("countersign: WorkerOptions.LeaseDuration %v: must be positive", opts.LeaseDuration)
 	case opts.MaxConcurrency < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.MaxConcurrency %d: must be positive", opts.MaxConcurrency)
-	case opts.SweepInterval < 0 || opts.SweepBatch < 0:
-		return nil, errors.New("countersign: WorkerOptions.SweepInterval and SweepBatch must be positive")
+	case opts.SweepInterval < 0:
+		return nil, fmt.Errorf("countersign: WorkerOptions.SweepInterval %v: must be positive", opts.SweepInterval)
+	case opts.SweepBatch < 0:
+		return nil, fmt.Errorf("countersign: WorkerOptions.SweepBatch %d: must be positive", opts.SweepBatch)
+	case opts.ShutdownTimeout < 0:
+		return nil, fmt.Errorf("countersign: WorkerOptions.ShutdownTimeout %v: must be positive", opts.ShutdownTimeout)
 	case opts.PollInterval >= opts.LeaseDuration/3:
 		return nil, fmt.Errorf("countersign: WorkerOptions.PollInterval %v: must be less than a third of LeaseDuration %v", opts.PollInterval, opts.LeaseDuration)
 	}
 	return &Worker{e: e, opts: opts}, nil
 }
 
-// Run works until ctx ends, then waits for the executions in flight and
-// returns nil. Executions see a context that ends only when they are done, or
-// when their lease is lost: cancellation cannot undo an external change.
+// Run works until ctx ends. Then it stops claiming, waits up to
+// ShutdownTimeout for the executions in flight, cancels any still running,
+// and returns nil once every goroutine it started has stopped. Executions do
+// not see ctx end: cancellation cannot undo an external change, so the
+// worker lets them finish and record what happened.
 func (w *Worker) Run(ctx context.Context) error {
 	wake, unsubscribe := w.e.hub.Subscribe(workKey)
 	defer unsubscribe()
 	poll := time.NewTicker(w.opts.PollInterval)
 	defer poll.Stop()
 
-	var wg sync.WaitGroup
-	wg.Add(1)
+	// Background helpers: the sweeper, the store's notifications, and the
+	// settlement group writer. They stop after the executions.
+	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
+	var helperWG sync.WaitGroup
+	defer func() {
+		stopHelpers()
+		helperWG.Wait()
+	}()
+	helperWG.Add(1)
 	go func() {
-		defer wg.Done()
+		defer helperWG.Done()
 		if err := w.e.RunSweeper(ctx, w.opts.SweepInterval, w.opts.SweepBatch); err != nil && ctx.Err() == nil {
 			w.e.log.Error("sweeper stopped", "err", err)
 		}
 	}()
+	if n, ok := w.e.store.(store.Notifier); ok {
+		helperWG.Add(1)
+		go func() {
+			defer helperWG.Done()
+			_ = n.Listen(ctx, w.e.notified)
+		}()
+	}
+	group := newSettleGroup(w.e.store)
+	helperWG.Add(1)
+	go func() {
+		defer helperWG.Done()
+		group.run(helpers)
+	}()
 
+	execCtx, cancelExecs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExecs()
+	var execWG sync.WaitGroup
 	slots := make(chan struct{}, w.opts.MaxConcurrency)
 	freed := make(chan struct{}, 1)
 	for {
 		// Claim as many as there are free slots, in one batch.
-		free := cap(slots) - len(slots)
-		if free > 0 && ctx.Err() == nil {
+		if free := cap(slots) - len(slots); free > 0 && ctx.Err() == nil {
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
@@ -109,9 +152,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			for _, cl := range claimed {
 				slots <- struct{}{}
-				wg.Add(1)
+				execWG.Add(1)
 				go func() {
-					defer wg.Done()
+					defer execWG.Done()
 					defer func() {
 						<-slots
 						select {
@@ -119,16 +162,16 @@ func (w *Worker) Run(ctx context.Context) error {
 						default:
 						}
 					}()
-					w.execute(context.WithoutCancel(ctx), cl)
+					w.execute(execCtx, cl, group.settle)
 				}()
 			}
-			if len(claimed) == free {
+			if len(claimed) == free && err == nil {
 				continue // there may be more
 			}
 		}
 		select {
 		case <-ctx.Done():
-			wg.Wait()
+			w.drain(&execWG, cancelExecs)
 			return nil
 		case <-wake:
 		case <-freed:
@@ -137,9 +180,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Worker) execute(ctx context.Context, cl *store.Claimed) {
+// drain waits for the executions in flight, cancelling them at the deadline.
+func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {
+	done := make(chan struct{})
+	go func() {
+		execWG.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(w.opts.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		w.e.log.Warn("shutdown deadline passed; cancelling executions in flight")
+		cancel()
+		<-done
+	}
+}
+
+func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFunc) {
 	w.e.hub.Publish(cl.Proposal.ID)
-	p, err := w.e.executeClaimed(ctx, cl, w.opts.LeaseDuration)
+	p, err := w.e.executeClaimed(ctx, cl, w.opts.LeaseDuration, settle)
 	if err != nil {
 		w.e.log.Warn("execution ended without settling", "proposal", cl.Proposal.ID, "err", err)
 		return
@@ -162,9 +223,102 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.execute(context.WithoutCancel(ctx), cl)
+			w.execute(context.WithoutCancel(ctx), cl, nil)
 		}()
 	}
 	wg.Wait()
 	return len(claimed), nil
+}
+
+// notified turns a store notification into in-process wake-ups.
+func (e *Engine) notified(n store.Notification) {
+	if n.Work {
+		e.hub.Publish(workKey)
+	}
+	if n.ProposalID != "" {
+		e.hub.Publish(n.ProposalID)
+	}
+}
+
+// settleGroup writes the settlements of concurrent executions in groups: a
+// settlement waits only for the write in progress, then goes out with every
+// other one that queued meanwhile, in one transaction (group commit).
+type settleGroup struct {
+	store store.Store
+	queue chan *settleRequest
+}
+
+type settleRequest struct {
+	params *store.SettleParams
+	done   chan settleResult
+}
+
+type settleResult struct {
+	tr  *store.TransitionResult
+	err error
+}
+
+func newSettleGroup(s store.Store) *settleGroup {
+	return &settleGroup{store: s, queue: make(chan *settleRequest, maxSettleGroup)}
+}
+
+var errWorkerStopped = errors.New("worker stopped")
+
+// settle queues one settlement and waits for its group's write.
+func (g *settleGroup) settle(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+	req := &settleRequest{params: params, done: make(chan settleResult, 1)}
+	select {
+	case g.queue <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r := <-req.done
+	return r.tr, r.err
+}
+
+// run writes groups until ctx ends and the queue is empty. The worker ends ctx
+// only after its executions stopped, so no settlement is left behind.
+func (g *settleGroup) run(ctx context.Context) {
+	for {
+		var first *settleRequest
+		select {
+		case first = <-g.queue:
+		case <-ctx.Done():
+			for {
+				select {
+				case req := <-g.queue:
+					g.write(context.WithoutCancel(ctx), []*settleRequest{req})
+				default:
+					return
+				}
+			}
+		}
+		group := []*settleRequest{first}
+	collect:
+		for len(group) < maxSettleGroup {
+			select {
+			case req := <-g.queue:
+				group = append(group, req)
+			default:
+				break collect
+			}
+		}
+		g.write(context.WithoutCancel(ctx), group)
+	}
+}
+
+func (g *settleGroup) write(ctx context.Context, group []*settleRequest) {
+	params := make([]*store.SettleParams, len(group))
+	for i, r := range group {
+		params[i] = r.params
+	}
+	results, errs, err := g.store.SettleMany(ctx, params)
+	for i, r := range group {
+		switch {
+		case err != nil:
+			r.done <- settleResult{err: err}
+		default:
+			r.done <- settleResult{tr: results[i], err: errs[i]}
+		}
+	}
 }
