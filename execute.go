@@ -162,7 +162,11 @@ func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
 	wg.Add(1)
 	// The goroutine reads only these copies: x.p is replaced as the
 	// execution settles.
-	tenant, id, fence, expires := x.p.Tenant, x.p.ID, x.fence, x.p.Lease.ExpiresAt
+	tenant, id, fence := x.p.Tenant, x.p.ID, x.fence
+	// The lease's own expiry may come from another clock (the database's);
+	// this process judges it by its own, counting from before each renewal
+	// was asked for, which errs on the side of giving up early.
+	expires := time.Now().Add(x.lease)
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(x.lease / 3)
@@ -175,11 +179,12 @@ func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
 				return
 			case <-t.C:
 			}
-			l, err := x.e.store.RenewLease(context.WithoutCancel(ctx), &store.RenewLeaseParams{
+			asked := time.Now()
+			_, err := x.e.store.RenewLease(context.WithoutCancel(ctx), &store.RenewLeaseParams{
 				Tenant: tenant, ID: id, Fence: fence, LeaseDuration: x.lease,
 			})
 			if err == nil {
-				expires = l.ExpiresAt
+				expires = asked.Add(x.lease)
 				continue
 			}
 			if errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(expires) {

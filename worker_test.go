@@ -1,0 +1,295 @@
+package countersign_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/sqlitestore"
+)
+
+// noopAction counts executions per operation id.
+type noopAction struct {
+	mu    sync.Mutex
+	calls map[string]int
+	block chan struct{} // when set, Execute waits for it or ctx
+}
+
+func (n *noopAction) action(t testing.TB, name string, reconcile bool) *countersign.Action {
+	spec := countersign.RawActionSpec{Name: name, Hooks: countersign.Hooks{
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+			n.mu.Lock()
+			n.calls[req.OperationID]++
+			n.mu.Unlock()
+			if n.block != nil {
+				select {
+				case <-n.block:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return &countersign.Receipt{ID: "r_" + req.OperationID}, nil
+		},
+	}}
+	if reconcile {
+		spec.Hooks.Reconcile = func(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.calls[req.OperationID] > 0 {
+				return &countersign.Reconciliation{Status: countersign.ReconcileApplied, Receipt: "r_" + req.OperationID}, nil
+			}
+			return &countersign.Reconciliation{Status: countersign.ReconcileNotApplied}, nil
+		}
+	}
+	return mustAction(t, spec)
+}
+
+func (n *noopAction) counts() (ops, total, max int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.calls {
+		ops++
+		total += c
+		if c > max {
+			max = c
+		}
+	}
+	return ops, total, max
+}
+
+func independentRule() *countersign.Policy {
+	return &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk,
+		Approvers: []string{"role:finance"}, Mode: countersign.ModeIndependent}}}
+}
+
+// approveMany creates and approves n independent proposals.
+func approveMany(t testing.TB, e *countersign.Engine, action string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		res, err := e.Call(ctx, &countersign.Call{Identity: tAlice, ThreadID: fmt.Sprintf("t%d", i%7), ToolCallID: fmt.Sprintf("c%d", i),
+			Action: action, Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.ProposalID
+	}
+	return ids
+}
+
+func TestWorkerDrainsConcurrentlyExactlyOnce(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"memory", "sqlite"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			var st store.Store = memstore.New(nil)
+			if driver == "sqlite" {
+				s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				st = s
+			}
+			n := &noopAction{calls: map[string]int{}}
+			e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := approveMany(t, e, "noop", 300)
+			ctx, stop := context.WithCancel(context.Background())
+			// Two workers on one store race for the same rows.
+			var wg sync.WaitGroup
+			for range 2 {
+				w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 5 * time.Millisecond, LeaseDuration: 10 * time.Second, MaxConcurrency: 16})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := w.Run(ctx); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, id := range ids {
+				p, err := e.Wait(wctx, tAlice, id)
+				if err != nil || p.Status != store.StatusSucceeded {
+					t.Fatalf("proposal %s: %v, %v", id, p, err)
+				}
+			}
+			stop()
+			wg.Wait()
+			if ops, total, most := n.counts(); ops != 300 || total != 300 || most != 1 {
+				t.Fatalf("operations %d, executions %d, most per operation %d; want 300, 300, 1", ops, total, most)
+			}
+		})
+	}
+}
+
+func TestWorkerShutdownCancelsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	n := &noopAction{calls: map[string]int{}, block: make(chan struct{})}
+	e, err := countersign.New(countersign.Options{Store: memstore.New(nil), Actions: []*countersign.Action{n.action(t, "slow", false)}, Policy: independentRule()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := approveMany(t, e, "slow", 1)
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 5 * time.Millisecond, LeaseDuration: 10 * time.Second, ShutdownTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	for {
+		if ops, _, _ := n.counts(); ops == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the shutdown deadline")
+	}
+	// The cancelled execution's outcome is uncertain, and it says so.
+	p, _ := e.Get(context.Background(), tAlice, ids[0])
+	if p.Status != store.StatusUnknown {
+		t.Fatalf("status after a cancelled execution = %s, want unknown", p.Status)
+	}
+}
+
+// failingRenewals makes every lease renewal fail, as a lost database would.
+type failingRenewals struct {
+	store.Store
+	renewals atomic.Int32
+}
+
+func (f *failingRenewals) RenewLease(ctx context.Context, p *store.RenewLeaseParams) (*store.Lease, error) {
+	f.renewals.Add(1)
+	return nil, errors.New("connection refused")
+}
+
+func TestLostLeaseStopsWithoutSettling(t *testing.T) {
+	t.Parallel()
+	n := &noopAction{calls: map[string]int{}, block: make(chan struct{})}
+	st := &failingRenewals{Store: memstore.New(nil)}
+	e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{n.action(t, "slow", false)}, Policy: independentRule()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := approveMany(t, e, "slow", 1)
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 10 * time.Millisecond, LeaseDuration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The execution blocks; renewals fail; when the lease runs out locally
+	// the execution is cancelled and must not settle.
+	if n, err := w.RunOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	p, _ := e.Get(context.Background(), tAlice, ids[0])
+	if p.Status != store.StatusExecuting || st.renewals.Load() == 0 {
+		t.Fatalf("status %s after %d failed renewals, want executing (never settled)", p.Status, st.renewals.Load())
+	}
+	// Another worker recovers it: the first attempt's outcome is unknown,
+	// and a non-idempotent action is never executed again.
+	time.Sleep(350 * time.Millisecond)
+	close(n.block)
+	if n, err := w.RunOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("recovery RunOnce = %d, %v", n, err)
+	}
+	p, _ = e.Get(context.Background(), tAlice, ids[0])
+	if _, total, _ := n.counts(); p.Status != store.StatusUnknown || total != 1 {
+		t.Fatalf("after recovery: %s with %d executions; want unknown with 1", p.Status, total)
+	}
+}
+
+func TestWorkerRecoversDeadCallers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		reconcile  bool
+		idempotent bool
+		executed   bool // whether the dead caller's attempt reached the backend
+		want       store.Status
+		executions int
+	}{
+		{name: "reconcile: applied", reconcile: true, executed: true, want: store.StatusSucceeded, executions: 1},
+		{name: "reconcile: not applied", reconcile: true, executed: false, want: store.StatusFailed, executions: 0},
+		{name: "idempotent: retried once more", idempotent: true, executed: true, want: store.StatusSucceeded, executions: 2},
+		{name: "neither: unknown", executed: true, want: store.StatusUnknown, executions: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			st := memstore.New(&memstore.Options{Now: clk.Now})
+			n := &noopAction{calls: map[string]int{}}
+			a := n.action(t, "op", tc.reconcile)
+			if tc.idempotent {
+				spec := countersign.RawActionSpec{Name: "op", Idempotent: true, Hooks: countersign.Hooks{Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+					n.mu.Lock()
+					defer n.mu.Unlock()
+					n.calls[req.OperationID]++
+					return &countersign.Receipt{ID: "r"}, nil
+				}}}
+				a = mustAction(t, spec)
+			}
+			e, err := countersign.New(countersign.Options{Store: st, Now: clk.Now, Actions: []*countersign.Action{a},
+				Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			res, err := e.Call(ctx, &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c", Action: "op", Input: json.RawMessage(`{}`), WaitTimeout: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
+				t.Fatal(err)
+			}
+			// The waiting caller claims it, (maybe) reaches the backend, and dies.
+			claimed, err := st.Claim(ctx, &store.ClaimParams{Tenant: "acme", ID: res.ProposalID, Owner: "dead-caller", LeaseDuration: time.Second, ConsumedBy: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.executed {
+				n.calls[claimed.OperationID]++
+			}
+			clk.Advance(2 * time.Second)
+			w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: time.Second, LeaseDuration: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := w.RunOnce(ctx); got != 1 || err != nil {
+				t.Fatalf("RunOnce = %d, %v", got, err)
+			}
+			p, _ := e.Get(ctx, tAlice, res.ProposalID)
+			if _, total, _ := n.counts(); p.Status != tc.want || total != tc.executions {
+				t.Fatalf("status %s, executions %d; want %s, %d", p.Status, total, tc.want, tc.executions)
+			}
+		})
+	}
+}
