@@ -1,0 +1,520 @@
+// Package crash proves the worker's guarantees with real operating-system
+// processes: several workers share one store, and the test kills them with
+// SIGKILL at random, or between an action's side effect and its settlement.
+//
+// The test binary re-executes itself as a worker when CS_CRASH_ROLE=worker
+// (see TestMain). Each worker runs a no-op action that records its operation
+// id in a ledger table with a unique key; a second execution of the same
+// operation would hit that key and is recorded as a violation.
+package crash
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/sqlitestore"
+	_ "modernc.org/sqlite" // the ledger's driver
+)
+
+// Environment of a worker process.
+const (
+	envRole      = "CS_CRASH_ROLE"      // "worker" in a child
+	envStore     = "CS_CRASH_STORE"     // "sqlite:<path>"
+	envLedger    = "CS_CRASH_LEDGER"    // the ledger's SQLite path
+	envAction    = "CS_CRASH_ACTION"    // noop | hang-after-effect
+	envReconcile = "CS_CRASH_RECONCILE" // "1": the action has Reconcile
+	envDelay     = "CS_CRASH_DELAY"     // how long each execution takes
+)
+
+const (
+	tenant      = "acme"
+	lease       = time.Second
+	pollTick    = 50 * time.Millisecond
+	concurrency = 32 // executions in flight per worker process
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) == "worker" {
+		os.Exit(workerMain())
+	}
+	os.Exit(m.Run())
+}
+
+// workerMain is a worker process: it runs until SIGTERM (or SIGKILL).
+func workerMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	st, err := openStore(ctx, os.Getenv(envStore))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open store:", err)
+		return 2
+	}
+	defer st.Close()
+	led, err := openLedger(os.Getenv(envLedger))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open ledger:", err)
+		return 2
+	}
+	defer led.Close()
+
+	hang := os.Getenv(envAction) == "hang-after-effect"
+	delay, _ := time.ParseDuration(os.Getenv(envDelay))
+	spec := countersign.RawActionSpec{Name: "noop", Hooks: countersign.Hooks{
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+			if err := led.record(ctx, req.OperationID, req.ProposalID); err != nil {
+				return nil, err
+			}
+			time.Sleep(delay)
+			if hang {
+				// The side effect is done; announce it and never settle.
+				fmt.Printf("EFFECT %s\n", req.ProposalID)
+				select {} // until the test kills this process
+
+			}
+			return &countersign.Receipt{ID: "rc_" + req.OperationID}, nil
+		},
+	}}
+	if os.Getenv(envReconcile) == "1" {
+		spec.Hooks.Reconcile = func(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
+			ok, err := led.has(ctx, req.OperationID)
+			switch {
+			case err != nil:
+				return nil, err
+			case ok:
+				return &countersign.Reconciliation{Status: countersign.ReconcileApplied, Receipt: "rc_" + req.OperationID}, nil
+			default:
+				return &countersign.Reconciliation{Status: countersign.ReconcileNotApplied}, nil
+			}
+		}
+	}
+	action, err := countersign.NewRawAction(spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{action}, LeaseDuration: lease})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: pollTick, LeaseDuration: lease, MaxConcurrency: concurrency, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println("READY")
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func openStore(ctx context.Context, spec string) (store.Store, error) {
+	kind, target, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "sqlite":
+		return sqlitestore.Open(ctx, target, &sqlitestore.Options{BusyTimeout: 30 * time.Second})
+	}
+	return nil, fmt.Errorf("unknown store %q", spec)
+}
+
+// ledger records executions; its unique key turns a double execution into a
+// recorded violation instead of a silent overwrite.
+type ledger struct{ db *sql.DB }
+
+func openLedger(path string) (*ledger, error) {
+	// The ledger is the test's witness, not the system under test: it may
+	// skip fsync (a killed process loses nothing the kernel already has).
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS executions (operation_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, pid INTEGER NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS violations (operation_id TEXT NOT NULL, proposal_id TEXT NOT NULL, pid INTEGER NOT NULL)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return &ledger{db: db}, nil
+}
+
+func (l *ledger) record(ctx context.Context, op, proposal string) error {
+	res, err := l.db.ExecContext(ctx, `INSERT INTO executions VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, op, proposal, os.Getpid())
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		_, err = l.db.ExecContext(ctx, `INSERT INTO violations VALUES (?, ?, ?)`, op, proposal, os.Getpid())
+	}
+	return err
+}
+
+func (l *ledger) has(ctx context.Context, op string) (bool, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM executions WHERE operation_id = ?`, op).Scan(&n)
+	return n > 0, err
+}
+
+func (l *ledger) counts(t *testing.T) (executions, violations int) {
+	t.Helper()
+	if err := l.db.QueryRow(`SELECT count(*) FROM executions`).Scan(&executions); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.QueryRow(`SELECT count(*) FROM violations`).Scan(&violations); err != nil {
+		t.Fatal(err)
+	}
+	return executions, violations
+}
+
+func (l *ledger) Close() error { return l.db.Close() }
+
+// cluster runs worker processes against one store.
+type cluster struct {
+	t       *testing.T
+	env     []string
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	effects chan string // proposal ids whose side effect a worker announced
+}
+
+func newCluster(t *testing.T, storeSpec, ledgerPath string, extra ...string) *cluster {
+	c := &cluster{t: t, effects: make(chan string, 1024),
+		env: append(append(os.Environ(), envRole+"=worker", envStore+"="+storeSpec, envLedger+"="+ledgerPath), extra...)}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// start launches worker i and waits for it to be ready.
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = c.env
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "READY":
+				close(ready)
+			case strings.HasPrefix(line, "EFFECT "):
+				c.effects <- strings.TrimPrefix(line, "EFFECT ")
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		c.t.Fatal("worker did not start")
+	}
+	c.mu.Lock()
+	for len(c.procs) <= i {
+		c.procs = append(c.procs, nil)
+	}
+	c.procs[i] = cmd
+	c.mu.Unlock()
+}
+
+// kill sends SIGKILL to worker i and reaps it.
+func (c *cluster) kill(i int) {
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.procs[i] = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// stopAll stops every worker gracefully (SIGTERM), killing stragglers.
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	procs := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	for _, cmd := range procs {
+		if cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, cmd := range procs {
+		if cmd == nil {
+			continue
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// seed stores n proposals of the noop action, already approved (as a grant
+// would), in independent mode, so that the workers execute them.
+func seed(t *testing.T, st store.Store, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		id := fmt.Sprintf("prp_crash_%06d", i)
+		_, err := st.CreateProposal(ctx, &store.CreateProposalParams{
+			Proposal: &store.Proposal{
+				ID: id, Tenant: tenant, Requester: "alice", ThreadID: fmt.Sprintf("t%d", i%16), ToolCallID: "call_" + strconv.Itoa(i),
+				Action: "noop", ActionVersion: "1", Input: []byte(`{}`), RawInput: []byte(`{}`),
+				InputDigest: "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+				Mode:        store.ModeIndependent, Approvers: []string{"requester"}, Quorum: 1,
+				ExpiresAt: time.Now().Add(time.Hour), OperationID: "op_" + id, ConfirmationID: "cnf_" + id,
+			},
+			ApprovedBy: &store.Decision{Actor: "grant:seed", Via: "grant"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// tally counts proposals by status.
+func tally(t *testing.T, st store.Store) map[store.Status]int {
+	t.Helper()
+	out := map[store.Status]int{}
+	params := &store.ListProposalsParams{Tenant: tenant}
+	for {
+		page, err := st.ListProposals(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range page.Proposals {
+			out[p.Status]++
+		}
+		if page.Next == "" {
+			return out
+		}
+		params.After = page.Next
+	}
+}
+
+// settled reports whether no proposal is waiting for a worker.
+func settled(t *testing.T, st store.Store) bool {
+	t.Helper()
+	page, err := st.ListProposals(context.Background(), &store.ListProposalsParams{Tenant: tenant, Limit: 1,
+		Statuses: []store.Status{store.StatusApproved, store.StatusExecuting}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Proposals) == 0
+}
+
+type backend struct {
+	name      string
+	storeSpec string
+	open      func(t *testing.T) store.Store
+}
+
+func sqliteBackend(t *testing.T) backend {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	spec := "sqlite:" + path
+	return backend{name: "sqlite", storeSpec: spec, open: func(t *testing.T) store.Store {
+		st, err := openStore(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}}
+}
+
+func proposals(t *testing.T) int {
+	if testing.Short() {
+		return 1000
+	}
+	if v, err := strconv.Atoi(os.Getenv("CS_CRASH_PROPOSALS")); err == nil && v > 0 {
+		return v
+	}
+	return 10000
+}
+
+func waitSettled(t *testing.T, st store.Store, limit time.Duration, during func()) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !settled(t, st) {
+		if time.Now().After(deadline) {
+			t.Fatalf("work not drained after %v: %v", limit, tally(t, st))
+		}
+		if during != nil {
+			during()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func newLedger(t *testing.T) (*ledger, string) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := openLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, path
+}
+
+// testDrain is scenario (a): 4 workers drain n proposals; every one succeeds
+// exactly once.
+func testDrain(t *testing.T, b backend) {
+	st := b.open(t)
+	n := proposals(t)
+	seed(t, st, n)
+	led, ledPath := newLedger(t)
+	c := newCluster(t, b.storeSpec, ledPath)
+	start := time.Now()
+	for i := range 4 {
+		c.start(i)
+	}
+	waitSettled(t, st, 10*time.Minute, nil)
+	t.Logf("%s: 4 processes drained %d proposals in %v", b.name, n, time.Since(start).Round(time.Millisecond))
+	c.stopAll()
+	counts := tally(t, st)
+	executions, violations := led.counts(t)
+	if counts[store.StatusSucceeded] != n || executions != n || violations != 0 {
+		t.Fatalf("statuses %v, ledger %d rows, %d violations; want %d succeeded, %d rows, 0 violations", counts, executions, violations, n, n)
+	}
+}
+
+// testKillEverySecond is scenario (b): the same, while a random worker is
+// killed with SIGKILL every second and restarted. A non-idempotent action
+// caught mid-execution ends unknown; nothing executes twice.
+func testKillEverySecond(t *testing.T, b backend) {
+	st := b.open(t)
+	n := proposals(t)
+	seed(t, st, n)
+	led, ledPath := newLedger(t)
+	// Executions take long enough that the drain lasts about ten seconds, so
+	// that kills land mid-execution.
+	delay := 10 * time.Second * time.Duration(4*concurrency) / time.Duration(n)
+	c := newCluster(t, b.storeSpec, ledPath, envDelay+"="+delay.String())
+	for i := range 4 {
+		c.start(i)
+	}
+	kills := 0
+	last := time.Now()
+	waitSettled(t, st, 15*time.Minute, func() {
+		if time.Since(last) < time.Second {
+			return
+		}
+		i := rand.IntN(4)
+		c.kill(i)
+		c.start(i)
+		kills++
+		last = time.Now()
+	})
+	c.stopAll()
+	counts := tally(t, st)
+	executions, violations := led.counts(t)
+	t.Logf("%s: %d kills; statuses %v; ledger %d rows", b.name, kills, counts, executions)
+	if violations != 0 {
+		t.Fatalf("%d double executions", violations)
+	}
+	other := n - counts[store.StatusSucceeded] - counts[store.StatusUnknown] - counts[store.StatusReconciling]
+	if other != 0 || kills == 0 {
+		t.Fatalf("statuses %v after %d kills: want only succeeded, unknown or reconciling", counts, kills)
+	}
+	// Every succeeded proposal executed; an unknown one at most once.
+	if executions < counts[store.StatusSucceeded] || executions > n {
+		t.Fatalf("ledger %d rows for %d succeeded of %d", executions, counts[store.StatusSucceeded], n)
+	}
+}
+
+// testKillAfterEffect is scenario (c): a worker is killed after Execute's side
+// effect and before settlement; the proposal goes to reconciling and Reconcile
+// settles it, with no second Execute.
+func testKillAfterEffect(t *testing.T, b backend) {
+	st := b.open(t)
+	ids := seed(t, st, 1)
+	led, ledPath := newLedger(t)
+	hanging := newCluster(t, b.storeSpec, ledPath, envAction+"=hang-after-effect", envReconcile+"=1")
+	hanging.start(0)
+	select {
+	case id := <-hanging.effects:
+		if id != ids[0] {
+			t.Fatalf("effect for %s, want %s", id, ids[0])
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker never executed")
+	}
+	hanging.kill(0)
+	p, err := st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: tenant, ID: ids[0]})
+	if err != nil || p.Status != store.StatusExecuting {
+		t.Fatalf("after the kill: %v, %v; want executing", p, err)
+	}
+	healthy := newCluster(t, b.storeSpec, ledPath, envReconcile+"=1")
+	healthy.start(0)
+	waitSettled(t, st, 2*time.Minute, nil)
+	healthy.stopAll()
+	p, err = st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: tenant, ID: ids[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	executions, violations := led.counts(t)
+	if p.Status != store.StatusSucceeded || executions != 1 || violations != 0 {
+		t.Fatalf("status %s, ledger %d rows, %d violations; want succeeded by reconciliation, 1, 0", p.Status, executions, violations)
+	}
+	var sawReconciling bool
+	events, err := st.ListEvents(context.Background(), &store.ListEventsParams{Tenant: tenant, ProposalID: p.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Type == store.EventSettled && e.Status == store.StatusReconciling {
+			sawReconciling = true
+		}
+	}
+	if !sawReconciling || p.Outcome.Receipt != "rc_"+p.OperationID {
+		t.Fatalf("events %v, outcome %+v: want a reconciling step and the reconciled receipt", events, p.Outcome)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Log("short mode: 1000 proposals")
+	}
+	t.Run("Drain", func(t *testing.T) { testDrain(t, sqliteBackend(t)) })
+	t.Run("KillEverySecond", func(t *testing.T) { testKillEverySecond(t, sqliteBackend(t)) })
+	t.Run("KillAfterEffect", func(t *testing.T) { testKillAfterEffect(t, sqliteBackend(t)) })
+}
