@@ -148,7 +148,7 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
 		Action: a.name, ActionVersion: a.version, InputDigest: digest,
 	}); err == nil {
-		approvedBy = &store.Decision{Actor: grantActor + g.ID, Via: "grant", Reason: "remembered approval by " + g.GrantedBy}
+		approvedBy = &store.Decision{Actor: grantActor + g.ID, Via: viaGrant, Reason: "remembered approval by " + g.GrantedBy}
 		if mode == ModeTwoPhase {
 			mode = ModeWait // there is nothing to confirm: the caller executes now
 		}
@@ -238,8 +238,12 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 	return e.resume(ctx, c, a, cr.Proposal)
 }
 
-// grantActor prefixes the actor of a decision taken by a remembered approval.
-const grantActor = "grant:"
+// A decision taken by a remembered approval names the grant as its actor and
+// comes via a channel no human decision may use (Decide refuses it).
+const (
+	grantActor = "grant:"
+	viaGrant   = "grant"
+)
 
 // resume answers a call whose proposal exists, by the proposal's state.
 func (e *Engine) resume(ctx context.Context, c *Call, a *Action, p *store.Proposal) (*Result, error) {
@@ -367,6 +371,9 @@ func (e *Engine) waitAndExecute(ctx context.Context, c *Call, p *store.Proposal)
 		}
 		fresh, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
 		if err != nil {
+			if wctx.Err() != nil { // the wait ended while reading: still pending
+				return pendingReceipt(p), ctx.Err()
+			}
 			return nil, fmt.Errorf("wait for proposal %s: %w", p.ID, err)
 		}
 		p = fresh
@@ -428,7 +435,7 @@ func pendingReceipt(p *store.Proposal) *Result {
 // resultOf turns a settled (or reconciling) proposal into the caller's answer.
 func resultOf(p *store.Proposal) *Result {
 	r := &Result{Status: ResultStatus(p.Status), Proposal: p, ProposalID: p.ID, ExpiresAt: p.ExpiresAt}
-	if len(p.Decisions) > 0 && strings.HasPrefix(p.Decisions[0].Actor, grantActor) {
+	if d := p.Decisions; len(d) > 0 && d[0].Via == viaGrant && d[0].Decision == store.VerdictApproved && strings.HasPrefix(d[0].Actor, grantActor) {
 		r.GrantID = strings.TrimPrefix(p.Decisions[0].Actor, grantActor)
 	}
 	if o := p.Outcome; o != nil {

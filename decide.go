@@ -62,6 +62,9 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 	if via == "" {
 		via = "api"
 	}
+	if via == viaGrant {
+		return nil, fmt.Errorf("%w: via %q is reserved for remembered approvals", ErrInvalidCall, via)
+	}
 	if d.Remember != "" && (!d.Remember.Valid() || d.Verdict != Approve) {
 		return nil, fmt.Errorf("%w: remember %q: only run or thread, and only with an approval", ErrInvalidCall, d.Remember)
 	}

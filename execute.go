@@ -232,13 +232,45 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 		o := &Outcome{ProposalID: x.p.ID, Status: params.Status, Executed: params.Executed, Receipt: params.Receipt, Result: params.Result, Error: params.Error}
 		params.Presentation = a.hooks.Present(ctx, o)
 	}
-	tr, err := x.settler(context.WithoutCancel(ctx), params)
+	tr, err := x.settleRetrying(context.WithoutCancel(ctx), params)
 	if err != nil {
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
 	}
 	x.p = tr.Proposal
 	x.e.changed(ctx, tr.Proposal, tr.From)
 	return tr.Proposal, nil
+}
+
+// settleRetrying writes a settlement, retrying failures that are not
+// verdicts (a dropped connection, a restarting database) for as long as the
+// lease is held: the work is done, and recording it beats leaving the
+// proposal to be recovered as uncertain. A retry after an attempt whose fate
+// is unknown may find the settlement already written; it is then taken as
+// this holder's own.
+func (x *execution) settleRetrying(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+	backoff := 20 * time.Millisecond
+	ambiguous := false
+	for {
+		tr, err := x.settler(ctx, params)
+		switch {
+		case err == nil:
+			return tr, nil
+		case errors.Is(err, store.ErrConflict) && ambiguous:
+			p, gerr := x.e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: x.p.Tenant, ID: x.p.ID})
+			if gerr == nil && p.Status == params.Status && p.Outcome != nil && p.Outcome.Receipt == params.Receipt {
+				return &store.TransitionResult{Proposal: p, From: x.p.Status, Changed: true}, nil
+			}
+			return nil, err
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidParams), errors.Is(err, store.ErrNotFound):
+			return nil, err
+		case x.leaseLost():
+			return nil, errors.Join(store.ErrLeaseLost, err)
+		}
+		ambiguous = true
+		x.e.log.Warn("settlement failed; retrying while the lease lasts", "proposal", x.p.ID, "err", err)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 func (x *execution) fail(ctx context.Context, executed bool, reason string) (*store.Proposal, error) {

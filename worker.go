@@ -2,7 +2,6 @@ package countersign
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -261,8 +260,6 @@ type settleResult struct {
 func newSettleGroup(s store.Store) *settleGroup {
 	return &settleGroup{store: s, queue: make(chan *settleRequest, maxSettleGroup)}
 }
-
-var errWorkerStopped = errors.New("worker stopped")
 
 // settle queues one settlement and waits for its group's write.
 func (g *settleGroup) settle(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
