@@ -3,14 +3,20 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-short lint fmt vet staticcheck bench fuzz quickstart
+.PHONY: test test-race test-pg-restart test-short lint fmt vet staticcheck bench fuzz quickstart
 
 ## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race
+test: lint test-race test-pg-restart
 
 ## test-race: go test -race over every package.
 test-race:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-pg-restart: restarts the shared PostgreSQL server under running
+## workers. It runs alone, after every other package, since a restart drops
+## every connection to the server.
+test-pg-restart:
+	CS_CRASH_PG_RESTART=1 $(GO) test -race -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
 
 ## test-short: a quick run without the race detector.
 test-short:

@@ -27,8 +27,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/store/sqlitestore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // the ledger's driver
 )
 
@@ -131,17 +135,38 @@ func openStore(ctx context.Context, spec string) (store.Store, error) {
 	switch kind {
 	case "sqlite":
 		return sqlitestore.Open(ctx, target, &sqlitestore.Options{BusyTimeout: 30 * time.Second})
+	case "postgres":
+		return pgstore.Open(ctx, pgtest.DSN(), &pgstore.Options{Schema: target})
 	}
 	return nil, fmt.Errorf("unknown store %q", spec)
 }
 
 // ledger records executions; its unique key turns a double execution into a
-// recorded violation instead of a silent overwrite.
-type ledger struct{ db *sql.DB }
+// recorded violation instead of a silent overwrite. It lives next to the
+// store under test (a SQLite file beside it, a table in the PostgreSQL
+// schema) but is the test's witness, not part of the system under test.
+type ledger interface {
+	record(ctx context.Context, op, proposal string) error
+	has(ctx context.Context, op string) (bool, error)
+	counts(ctx context.Context) (executions, violations int, err error)
+	Close() error
+}
 
-func openLedger(path string) (*ledger, error) {
-	// The ledger is the test's witness, not the system under test: it may
-	// skip fsync (a killed process loses nothing the kernel already has).
+func openLedger(spec string) (ledger, error) {
+	kind, target, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "sqlite":
+		return openSQLiteLedger(target)
+	case "postgres":
+		return openPGLedger(target)
+	}
+	return nil, fmt.Errorf("unknown ledger %q", spec)
+}
+
+type sqliteLedger struct{ db *sql.DB }
+
+func openSQLiteLedger(path string) (*sqliteLedger, error) {
+	// It may skip fsync: a killed process loses nothing the kernel has.
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_txlock=immediate")
 	if err != nil {
 		return nil, err
@@ -156,10 +181,10 @@ func openLedger(path string) (*ledger, error) {
 			return nil, err
 		}
 	}
-	return &ledger{db: db}, nil
+	return &sqliteLedger{db: db}, nil
 }
 
-func (l *ledger) record(ctx context.Context, op, proposal string) error {
+func (l *sqliteLedger) record(ctx context.Context, op, proposal string) error {
 	res, err := l.db.ExecContext(ctx, `INSERT INTO executions VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, op, proposal, os.Getpid())
 	if err != nil {
 		return err
@@ -170,24 +195,72 @@ func (l *ledger) record(ctx context.Context, op, proposal string) error {
 	return err
 }
 
-func (l *ledger) has(ctx context.Context, op string) (bool, error) {
+func (l *sqliteLedger) has(ctx context.Context, op string) (bool, error) {
 	var n int
 	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM executions WHERE operation_id = ?`, op).Scan(&n)
 	return n > 0, err
 }
 
-func (l *ledger) counts(t *testing.T) (executions, violations int) {
-	t.Helper()
-	if err := l.db.QueryRow(`SELECT count(*) FROM executions`).Scan(&executions); err != nil {
-		t.Fatal(err)
+func (l *sqliteLedger) counts(ctx context.Context) (executions, violations int, err error) {
+	if err = l.db.QueryRowContext(ctx, `SELECT count(*) FROM executions`).Scan(&executions); err != nil {
+		return 0, 0, err
 	}
-	if err := l.db.QueryRow(`SELECT count(*) FROM violations`).Scan(&violations); err != nil {
-		t.Fatal(err)
-	}
-	return executions, violations
+	err = l.db.QueryRowContext(ctx, `SELECT count(*) FROM violations`).Scan(&violations)
+	return executions, violations, err
 }
 
-func (l *ledger) Close() error { return l.db.Close() }
+func (l *sqliteLedger) Close() error { return l.db.Close() }
+
+type pgLedger struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+func openPGLedger(schema string) (*pgLedger, error) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DSN())
+	if err != nil {
+		return nil, err
+	}
+	l := &pgLedger{pool: pool, schema: pgx.Identifier{schema}.Sanitize()}
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS ` + l.schema + `.executions (operation_id text PRIMARY KEY, proposal_id text NOT NULL, pid int NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + l.schema + `.violations (operation_id text NOT NULL, proposal_id text NOT NULL, pid int NOT NULL)`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *pgLedger) record(ctx context.Context, op, proposal string) error {
+	tag, err := l.pool.Exec(ctx, `INSERT INTO `+l.schema+`.executions VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, op, proposal, os.Getpid())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		_, err = l.pool.Exec(ctx, `INSERT INTO `+l.schema+`.violations VALUES ($1, $2, $3)`, op, proposal, os.Getpid())
+	}
+	return err
+}
+
+func (l *pgLedger) has(ctx context.Context, op string) (bool, error) {
+	var n int
+	err := l.pool.QueryRow(ctx, `SELECT count(*) FROM `+l.schema+`.executions WHERE operation_id = $1`, op).Scan(&n)
+	return n > 0, err
+}
+
+func (l *pgLedger) counts(ctx context.Context) (executions, violations int, err error) {
+	if err = l.pool.QueryRow(ctx, `SELECT count(*) FROM `+l.schema+`.executions`).Scan(&executions); err != nil {
+		return 0, 0, err
+	}
+	err = l.pool.QueryRow(ctx, `SELECT count(*) FROM `+l.schema+`.violations`).Scan(&violations)
+	return executions, violations, err
+}
+
+func (l *pgLedger) Close() error { l.pool.Close(); return nil }
 
 // cluster runs worker processes against one store.
 type cluster struct {
@@ -343,15 +416,30 @@ func settled(t *testing.T, st store.Store) bool {
 }
 
 type backend struct {
-	name      string
-	storeSpec string
-	open      func(t *testing.T) store.Store
+	name       string
+	storeSpec  string
+	ledgerSpec string
+	open       func(t *testing.T) store.Store
 }
 
 func sqliteBackend(t *testing.T) backend {
-	path := filepath.Join(t.TempDir(), "countersign.db")
-	spec := "sqlite:" + path
-	return backend{name: "sqlite", storeSpec: spec, open: func(t *testing.T) store.Store {
+	dir := t.TempDir()
+	spec := "sqlite:" + filepath.Join(dir, "countersign.db")
+	return backend{name: "sqlite", storeSpec: spec, ledgerSpec: "sqlite:" + filepath.Join(dir, "ledger.db"), open: func(t *testing.T) store.Store {
+		st, err := openStore(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}}
+}
+
+// pgBackend gives the test its own schema, dropped at the end.
+func pgBackend(t *testing.T) backend {
+	_, schema := pgtest.NewSchema(t)
+	spec := "postgres:" + schema
+	return backend{name: "postgres", storeSpec: spec, ledgerSpec: spec, open: func(t *testing.T) store.Store {
 		st, err := openStore(context.Background(), spec)
 		if err != nil {
 			t.Fatal(err)
@@ -385,14 +473,22 @@ func waitSettled(t *testing.T, st store.Store, limit time.Duration, during func(
 	}
 }
 
-func newLedger(t *testing.T) (*ledger, string) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := openLedger(path)
+func newLedger(t *testing.T, b backend) (ledger, string) {
+	l, err := openLedger(b.ledgerSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l, path
+	return l, b.ledgerSpec
+}
+
+func ledgerCounts(t *testing.T, l ledger) (executions, violations int) {
+	t.Helper()
+	executions, violations, err := l.counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return executions, violations
 }
 
 // testDrain is scenario (a): 4 workers drain n proposals; every one succeeds
@@ -401,7 +497,7 @@ func testDrain(t *testing.T, b backend) {
 	st := b.open(t)
 	n := proposals(t)
 	seed(t, st, n)
-	led, ledPath := newLedger(t)
+	led, ledPath := newLedger(t, b)
 	c := newCluster(t, b.storeSpec, ledPath)
 	start := time.Now()
 	for i := range 4 {
@@ -411,7 +507,7 @@ func testDrain(t *testing.T, b backend) {
 	t.Logf("%s: 4 processes drained %d proposals in %v", b.name, n, time.Since(start).Round(time.Millisecond))
 	c.stopAll()
 	counts := tally(t, st)
-	executions, violations := led.counts(t)
+	executions, violations := ledgerCounts(t, led)
 	if counts[store.StatusSucceeded] != n || executions != n || violations != 0 {
 		t.Fatalf("statuses %v, ledger %d rows, %d violations; want %d succeeded, %d rows, 0 violations", counts, executions, violations, n, n)
 	}
@@ -424,7 +520,7 @@ func testKillEverySecond(t *testing.T, b backend) {
 	st := b.open(t)
 	n := proposals(t)
 	seed(t, st, n)
-	led, ledPath := newLedger(t)
+	led, ledPath := newLedger(t, b)
 	// Executions take long enough that the drain lasts about ten seconds, so
 	// that kills land mid-execution.
 	delay := 10 * time.Second * time.Duration(4*concurrency) / time.Duration(n)
@@ -446,7 +542,7 @@ func testKillEverySecond(t *testing.T, b backend) {
 	})
 	c.stopAll()
 	counts := tally(t, st)
-	executions, violations := led.counts(t)
+	executions, violations := ledgerCounts(t, led)
 	t.Logf("%s: %d kills; statuses %v; ledger %d rows", b.name, kills, counts, executions)
 	if violations != 0 {
 		t.Fatalf("%d double executions", violations)
@@ -467,7 +563,7 @@ func testKillEverySecond(t *testing.T, b backend) {
 func testKillAfterEffect(t *testing.T, b backend) {
 	st := b.open(t)
 	ids := seed(t, st, 1)
-	led, ledPath := newLedger(t)
+	led, ledPath := newLedger(t, b)
 	hanging := newCluster(t, b.storeSpec, ledPath, envAction+"=hang-after-effect", envReconcile+"=1")
 	hanging.start(0)
 	select {
@@ -491,7 +587,7 @@ func testKillAfterEffect(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	executions, violations := led.counts(t)
+	executions, violations := ledgerCounts(t, led)
 	if p.Status != store.StatusSucceeded || executions != 1 || violations != 0 {
 		t.Fatalf("status %s, ledger %d rows, %d violations; want succeeded by reconciliation, 1, 0", p.Status, executions, violations)
 	}
@@ -511,10 +607,70 @@ func testKillAfterEffect(t *testing.T, b backend) {
 }
 
 func TestSQLite(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") == "" {
-		t.Log("short mode: 1000 proposals")
-	}
 	t.Run("Drain", func(t *testing.T) { testDrain(t, sqliteBackend(t)) })
 	t.Run("KillEverySecond", func(t *testing.T) { testKillEverySecond(t, sqliteBackend(t)) })
 	t.Run("KillAfterEffect", func(t *testing.T) { testKillAfterEffect(t, sqliteBackend(t)) })
+}
+
+func TestPostgreSQL(t *testing.T) {
+	t.Run("Drain", func(t *testing.T) { testDrain(t, pgBackend(t)) })
+	t.Run("KillEverySecond", func(t *testing.T) { testKillEverySecond(t, pgBackend(t)) })
+	t.Run("KillAfterEffect", func(t *testing.T) { testKillAfterEffect(t, pgBackend(t)) })
+}
+
+// envRestart enables TestPostgreSQLRestart, which restarts the shared
+// PostgreSQL server: `make test` runs it on its own, after every other
+// package, so that no other test loses its connections.
+const envRestart = "CS_CRASH_PG_RESTART"
+
+// TestPostgreSQLRestart restarts PostgreSQL (pg_ctlcluster restart) while
+// workers drain: they reconnect, execute nothing twice, and finish the work.
+func TestPostgreSQLRestart(t *testing.T) {
+	if os.Getenv(envRestart) == "" {
+		t.Skipf("set %s=1 to restart the shared PostgreSQL server (make test does, on its own)", envRestart)
+	}
+	version, err := os.ReadDir("/etc/postgresql")
+	if err != nil || len(version) == 0 {
+		t.Fatalf("no PostgreSQL cluster to restart: %v", err)
+	}
+	b := pgBackend(t)
+	st := b.open(t)
+	n := proposals(t) / 2
+	seed(t, st, n)
+	led, ledPath := newLedger(t, b)
+	// Executions take long enough that the restart lands mid-drain.
+	delay := 8 * time.Second * time.Duration(2*concurrency) / time.Duration(n)
+	c := newCluster(t, b.storeSpec, ledPath, envDelay+"="+delay.String())
+	for i := range 2 {
+		c.start(i)
+	}
+	time.Sleep(2 * time.Second)
+	restart := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", version[0].Name(), "main", "restart")
+	if out, err := restart.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctlcluster restart: %v\n%s", err, out)
+	}
+	t.Log("PostgreSQL restarted")
+	// The test's own pool reconnects too.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		page, err := st.ListProposals(context.Background(), &store.ListProposalsParams{Tenant: tenant, Limit: 1,
+			Statuses: []store.Status{store.StatusApproved, store.StatusExecuting}})
+		if err == nil && len(page.Proposals) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained after the restart: %v (last error %v)", tally(t, st), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.stopAll()
+	counts := tally(t, st)
+	executions, violations := ledgerCounts(t, led)
+	t.Logf("after a restart: statuses %v; ledger %d rows", counts, executions)
+	if violations != 0 {
+		t.Fatalf("%d double executions", violations)
+	}
+	if counts[store.StatusSucceeded]+counts[store.StatusUnknown] != n || counts[store.StatusSucceeded] < n/2 {
+		t.Fatalf("statuses %v: want every proposal succeeded or unknown, most succeeded", counts)
+	}
 }

@@ -1,0 +1,121 @@
+// Package pgstore is the PostgreSQL driver of the store contract, for
+// Countersign deployments with many processes on many machines. It uses
+// github.com/jackc/pgx/v5 and a pgxpool.Pool.
+//
+//	s, err := pgstore.Open(ctx, "postgres://countersign@db/app", nil)
+//
+// Open makes a pool of its own from a DSN (pgxpool's pool_max_conns and
+// other pool_* settings apply); New uses a pool the caller owns and closes.
+//
+// # Transitions: row locks and compare-and-set
+//
+// Every state change is one READ COMMITTED transaction that locks the
+// proposal's row (SELECT … FOR UPDATE, sent together with BEGIN), applies the
+// shared rule from store/transition.go, and writes the row back with
+// UPDATE … WHERE id = $1 AND version = $2, together with its audit events,
+// its outcome message (admitted once: ON CONFLICT DO NOTHING, and only into a
+// thread that still exists) and its grants. The writes and the notifications
+// go to the server in one round trip, so a transition costs three: lock and
+// read, write, commit. Holding the row lock from the read makes each
+// transition a true compare-and-set across processes; the version guard
+// turns any breach of it into store.ErrConflict rather than a lost update.
+// Transactions aborted as deadlock victims are rerun from the start.
+//
+// Creation is idempotent on (tenant, thread, tool call id): the INSERT …
+// ON CONFLICT DO NOTHING of concurrent creators of one tool call waits for
+// the first, and the others return its proposal. Replacement is serialised
+// per (tenant, requester, thread, action, replacement key) by a
+// transaction-scoped advisory lock taken after the insert, so concurrent
+// replacements leave exactly one pending proposal.
+//
+// # Claims: FOR UPDATE SKIP LOCKED
+//
+// A worker's ClaimBatch is one statement: it picks the claimable rows in
+// claim order (ORDER BY updated_at, id) with FOR UPDATE SKIP LOCKED, leases
+// them, records the claim events and queues the notifications. Concurrent
+// workers, in any number of processes, skip each other's rows instead of
+// waiting, and each row is claimed once. A partial index (proposals_claim)
+// holds just the claimable statuses, in claim order. The expiry sweep
+// (ExpireDue) likewise takes due rows in bounded batches with SKIP LOCKED;
+// SettleMany locks its group's rows in one statement, in id order.
+//
+// # Two clocks
+//
+// Deadlines are the application's: a proposal's ExpiresAt, a
+// reconciliation's NextAttemptAt and a grant's expiry are computed by the
+// engine and judged by Options.Now, the same clock, which also stamps
+// records (created_at, decisions, outcomes, events).
+//
+// Leases are the database's: a claim, a renewal or a retry sets
+// lease_expires_at to the database's statement_timestamp() plus the lease
+// duration, and ClaimBatch judges an executing or reconciling row's lease
+// expired by comparing it, in SQL, with the database's clock. A lease is
+// what keeps two processes from executing one proposal, and processes on
+// different machines disagree about the time; the database is the one clock
+// they all share. A process whose clock runs ahead therefore cannot steal a
+// lease that is still running. The Lease.ExpiresAt a call returns is the
+// database's.
+//
+// Times are stored as timestamptz, with microsecond precision, and read
+// back in UTC; the store truncates the times it is given to microseconds.
+//
+// # Notifications
+//
+// Store implements store.Notifier with LISTEN/NOTIFY on the channel
+// countersign_<schema>. Writers send, inside their transactions (so a
+// notification is delivered if and only if the change commits):
+//
+//   - p:<proposal id> for every status change, so that a waiter in any
+//     process re-reads the proposal;
+//   - w when a proposal becomes approved in independent mode (a decision,
+//     or a creation approved by a grant), so that workers claim it.
+//
+// Every NOTIFY takes a database-wide lock at commit, so work notifications
+// are rate-limited per Store: at most one per Options.NotifyInterval. One
+// that falls inside the window is not dropped: a single trailing NOTIFY,
+// sent outside any transaction when the window ends, announces every
+// approval committed meanwhile. Listen holds one connection of its own
+// (application_name cs_listen_<schema>), outside the pool, and reconnects
+// with backoff after a failure; notifications are best effort, and workers
+// also poll.
+//
+// # Schema and migrations
+//
+// Every table lives in one schema, Options.Schema (default "countersign"),
+// and every statement names it, so the store works on any pool whatever its
+// search_path, and several independent stores (tenants of a platform, tests)
+// may share a database in different schemas.
+//
+// The schema is a sequence of embedded SQL files, migrations/NNNN_name.sql,
+// forward-only: an applied file is never edited, a change is a new file.
+// Migrate creates the schema if needed and applies each missing migration
+// in its own transaction, under a transaction-scoped advisory lock keyed by
+// the schema, recording it in schema_migrations; processes may migrate
+// concurrently. Open and New migrate unless Options.SkipMigrations is set; a
+// schema newer than the build is refused. The first migration stores a
+// random 32-byte key in the meta table, which signs ListProposals cursors:
+// they survive restarts, work in every process on the schema, and are
+// rejected by any other schema.
+//
+// # Many processes
+//
+// Point every process at the same database and schema: API servers, CLIs,
+// and any number of workers. They coordinate only through the database: row
+// locks and version guards for transitions, SKIP LOCKED and fenced leases
+// for execution, advisory locks for migrations and replacement, and
+// LISTEN/NOTIFY for prompt wake-ups. No process is special. Size each
+// process's pool for its concurrency (the default is the larger of 4 and
+// the number of CPUs), and remember that each Listen holds one more
+// connection, made with the pool's settings. Behind a connection pooler in
+// transaction mode (PgBouncer), the pool needs the pooler's support for
+// prepared statements or pgx's default_query_exec_mode=exec, and Listen,
+// which needs a session of its own, does not work: connect such processes
+// directly.
+//
+// Event ids come from a sequence: they grow in the order events are
+// inserted, which across concurrent transactions is not quite the order in
+// which they commit. A reader that follows ListEvents with AfterID may
+// therefore, rarely, pass over an event whose transaction committed just
+// after it read; a reader that must see every event should re-read a short
+// window behind its position.
+package pgstore

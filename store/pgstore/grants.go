@@ -1,0 +1,89 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/countersign/countersign/store"
+)
+
+// collectGrants reads every row of rows.
+func collectGrants(rows pgx.Rows) ([]*store.Grant, error) {
+	defer rows.Close()
+	var out []*store.Grant
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// FindGrant implements store.Store. Grant expiry is judged by the
+// application's clock. Of several live matches, the newest wins.
+func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
+	g, err := scanGrant(s.pool.QueryRow(ctx, s.q.findGrant,
+		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
+		params.InputDigest, params.RunID, s.clock()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, wrap("find grant", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap("find grant", err)
+	}
+	return g, nil
+}
+
+// ListGrants implements store.Store.
+func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) ([]*store.Grant, error) {
+	query := s.q.listGrants
+	args := []any{params.Tenant}
+	if params.Requester != "" {
+		args = append(args, params.Requester)
+		query += fmt.Sprintf(` AND requester = $%d`, len(args))
+	}
+	if params.ThreadID != "" {
+		args = append(args, params.ThreadID)
+		query += fmt.Sprintf(` AND thread_id = $%d`, len(args))
+	}
+	rows, err := s.pool.Query(ctx, query+` ORDER BY seq DESC`, args...)
+	if err != nil {
+		return nil, wrap("list grants", err)
+	}
+	gs, err := collectGrants(rows)
+	if err != nil {
+		return nil, wrap("list grants", err)
+	}
+	return gs, nil
+}
+
+// RevokeGrant implements store.Store. The first revocation stands: a second
+// one changes neither the time nor the actor.
+func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*store.Grant, error) {
+	var g *store.Grant
+	err := s.write(ctx, nil, func(tx *txn, now time.Time) error {
+		g = nil
+		tx.queue(s.q.revokeGrant, params.Tenant, params.ID, now, params.Actor)
+		// A statement of its own, so that it sees the revocation that a
+		// concurrent call committed while this one waited for the row.
+		tx.queue(s.q.getGrant, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
+			var err error
+			g, err = scanGrant(row)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
+			}
+			return err
+		})
+		return tx.flush(ctx)
+	})
+	if err != nil {
+		return nil, wrap("revoke grant", err)
+	}
+	return g, nil
+}

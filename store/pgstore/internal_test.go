@@ -1,0 +1,182 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/store"
+)
+
+// applied pins the SHA-256 of every released migration. Databases in the
+// field have run these files; editing one would leave them with a schema no
+// build describes. Change the schema with a new file, and add its sum here.
+var applied = map[string]string{
+	"0001_init.sql": "2d40531bcae0e67f481b47cb93478591cf0c12a92e478fdb9fd90a3362aa20df",
+}
+
+func TestMigrationsUnchanged(t *testing.T) {
+	t.Parallel()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if LatestSchemaVersion() != len(ms) {
+		t.Errorf("LatestSchemaVersion = %d, want %d", LatestSchemaVersion(), len(ms))
+	}
+	for _, m := range ms {
+		sum := sha256.Sum256([]byte(m.sql))
+		want, ok := applied[m.name]
+		if !ok {
+			t.Errorf("migration %s has no pinned sum; add %q", m.name, hex.EncodeToString(sum[:]))
+			continue
+		}
+		if got := hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("migration %s was edited (sha256 %s, pinned %s): add a new migration instead", m.name, got, want)
+		}
+	}
+}
+
+// TestQueriesQualified guards the query texts: every table is qualified.
+func TestQueriesQualified(t *testing.T) {
+	t.Parallel()
+	q := newQueries(`"s"`)
+	for name, sql := range map[string]string{
+		"claimBatch": q.claimBatch, "updateProposal": q.updateProposal, "admitMessage": q.admitMessage,
+		"insertProposal": q.insertProposal, "listProposals": q.listProposals,
+	} {
+		if strings.Contains(sql, schemaToken) || strings.Contains(sql, "PCOLS") {
+			t.Errorf("%s: unreplaced token in %s", name, sql)
+		}
+		for _, table := range []string{"proposals", "events", "messages", "threads", "grants"} {
+			for _, kw := range []string{"FROM ", "INTO ", "UPDATE ", "JOIN "} {
+				if strings.Contains(sql, kw+table) {
+					t.Errorf("%s: unqualified %s%s", name, kw, table)
+				}
+			}
+		}
+	}
+}
+
+func TestParsePayload(t *testing.T) {
+	t.Parallel()
+	for payload, want := range map[string]store.Notification{
+		"w":        {Work: true},
+		"p:prp_1":  {ProposalID: "prp_1"},
+		"p:a:b":    {ProposalID: "a:b"},
+		"p:":       {},
+		"x":        {},
+		"":         {},
+		"wp:prp_1": {},
+	} {
+		got, ok := parsePayload(payload)
+		if got != want || ok != (want != store.Notification{}) {
+			t.Errorf("parsePayload(%q) = %+v, %t; want %+v", payload, got, ok, want)
+		}
+	}
+}
+
+func TestWorkNotifier(t *testing.T) {
+	t.Parallel()
+	const interval = 50 * time.Millisecond
+	var sent atomic.Int32
+	w := newWorkNotifier(interval, func(context.Context) error { sent.Add(1); return nil })
+
+	if !w.reserve() {
+		t.Fatal("the first notification was not allowed")
+	}
+	if w.reserve() {
+		t.Fatal("a second notification in the window was allowed")
+	}
+	// Work committed in the window: one trailing notification for all.
+	for range 10 {
+		w.deferred()
+	}
+	if sent.Load() != 0 {
+		t.Fatal("the trailing notification went out before the window ended")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sent.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// The trailing notification opened a new window.
+	if w.reserve() {
+		t.Error("a notification right after the trailing one was allowed")
+	}
+	time.Sleep(2 * interval)
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d trailing notifications, want 1", n)
+	}
+
+	// Close sends a pending notification rather than drop it.
+	w.deferred()
+	w.close()
+	if n := sent.Load(); n != 2 {
+		t.Errorf("after close: %d notifications, want 2", n)
+	}
+	w.deferred() // after close: nothing, and no goroutine
+	time.Sleep(2 * interval)
+	if n := sent.Load(); n != 2 {
+		t.Errorf("a notification after close: %d, want 2", n)
+	}
+}
+
+// TestListenSurvivesQuiet: a listener that hears nothing for a while pings
+// the server and keeps its connection, then still receives.
+func TestListenSurvivesQuiet(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(context.Background(), pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.listenCheck = 50 * time.Millisecond
+
+	got := make(chan store.Notification, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func(n store.Notification) { got <- n }) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Listen = %v, want context.Canceled", err)
+		}
+	}()
+
+	conn := pgtest.Connect(t)
+	listenerPID := func() int {
+		var pid int
+		for range 500 {
+			err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'`, listenerPrefix+schema).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("no listener")
+		return 0
+	}
+	before := listenerPID()
+	time.Sleep(300 * time.Millisecond) // several quiet intervals, each ending in a ping
+	if _, err := conn.Exec(ctx, `SELECT pg_notify($1, 'p:prp_quiet')`, s.Channel()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n.ProposalID != "prp_quiet" {
+			t.Errorf("got %+v, want p:prp_quiet (and no reconnection)", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification after a quiet spell")
+	}
+	if after := listenerPID(); after != before {
+		t.Errorf("the listener reconnected (backend %d, then %d) though its connection was fine", before, after)
+	}
+}

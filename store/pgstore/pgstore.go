@@ -1,0 +1,355 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/store"
+)
+
+// Defaults for Options.
+const (
+	// DefaultSchema is the schema that holds the store's tables.
+	DefaultSchema = "countersign"
+	// DefaultNotifyInterval is the shortest time between two work
+	// notifications sent by one Store (see Options.NotifyInterval).
+	DefaultNotifyInterval = 2 * time.Millisecond
+	// DefaultApplicationName is the application_name of the connections of
+	// a pool that Open creates, unless the DSN names one.
+	DefaultApplicationName = "countersign"
+	// MaxSchemaLen is the longest schema name: the notification channel,
+	// "countersign_" + the schema, must fit PostgreSQL's 63-byte limit on
+	// identifiers.
+	MaxSchemaLen = 63 - len(channelPrefix)
+)
+
+// channelPrefix starts the name of a schema's notification channel.
+const channelPrefix = "countersign_"
+
+// Options configures a Store. A nil *Options means the defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds the tables. Default
+	// DefaultSchema. It must be an identifier: a letter or an underscore,
+	// then letters, digits and underscores, at most MaxSchemaLen bytes.
+	// Letter case is kept (the name is always quoted). Stores on one
+	// database with different schemas are independent of each other.
+	Schema string
+	// Now is the application's clock: it stamps records and judges
+	// deadlines (ExpiresAt, NextAttemptAt, grant expiry), as the engine
+	// computes them on the same clock. Default time.Now. Lease expiry is
+	// judged by the database's clock instead (see the package
+	// documentation). Times are stored with microsecond precision.
+	Now func() time.Time
+	// SkipMigrations leaves the schema as it is: Open and New do not
+	// migrate. Use it when migrations run separately (countersign
+	// migrate), then call Migrate or check SchemaVersion.
+	SkipMigrations bool
+	// NotifyInterval is the shortest time between two work notifications
+	// this Store sends; a burst of approvals costs a couple of NOTIFYs,
+	// and the last one is never dropped (see the package documentation).
+	// Default DefaultNotifyInterval; it must not be negative.
+	NotifyInterval time.Duration
+}
+
+// Store is the PostgreSQL driver of store.Store. It is safe for concurrent
+// use, and any number of Stores, in one process or many, may share a schema.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool // Open made the pool, so Close closes it
+	schema  string
+	channel string // the LISTEN/NOTIFY channel, countersign_<schema>
+	now     func() time.Time
+	q       *queries
+	work    *workNotifier
+	// listenCheck is how long Listen waits for a notification before it
+	// pings the server (listenCheckInterval; tests shorten it).
+	listenCheck time.Duration
+
+	// The cursor codec is loaded from the meta table on first use, since
+	// the store may be opened without migrating, and the key is made by
+	// the first migration.
+	codecMu sync.Mutex
+	codec   *cursor.Codec
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// identifier is what Options.Schema accepts.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// resolve validates opts and fills in the defaults.
+func resolve(opts *Options) (Options, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Schema = cmp.Or(o.Schema, DefaultSchema)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case !identifier.MatchString(o.Schema):
+		return o, fmt.Errorf("%w: Options.Schema %q is not an identifier (letters, digits, underscores; not starting with a digit)", store.ErrInvalidParams, o.Schema)
+	case len(o.Schema) > MaxSchemaLen:
+		return o, fmt.Errorf("%w: Options.Schema %q is longer than %d bytes", store.ErrInvalidParams, o.Schema, MaxSchemaLen)
+	case o.NotifyInterval < 0:
+		return o, fmt.Errorf("%w: Options.NotifyInterval %v is negative", store.ErrInvalidParams, o.NotifyInterval)
+	}
+	o.NotifyInterval = cmp.Or(o.NotifyInterval, DefaultNotifyInterval)
+	return o, nil
+}
+
+// Open connects to the database at dsn (a PostgreSQL URL or key=value
+// string, with pgxpool's pool_* settings) with a pool of its own, which
+// Close closes, and, unless opts.SkipMigrations is set, migrates the schema.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	o, err := resolve(opts)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = DefaultApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s, err := newStore(ctx, pool, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+// New returns a Store on a pool the caller owns: Close leaves it open, and
+// the caller closes it after the Store. Every statement names the schema, so
+// the pool's search_path does not matter. Unless opts.SkipMigrations is set,
+// New migrates the schema.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgstore: new: %w: nil pool", store.ErrInvalidParams)
+	}
+	o, err := resolve(opts)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: new: %w", err)
+	}
+	return newStore(ctx, pool, o)
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
+	s := &Store{
+		pool:    pool,
+		schema:  o.Schema,
+		channel: channelPrefix + o.Schema,
+		now:     o.Now,
+		q:       newQueries(pgx.Identifier{o.Schema}.Sanitize()),
+
+		listenCheck: listenCheckInterval,
+	}
+	s.work = newWorkNotifier(o.NotifyInterval, s.sendTrailingWork)
+	if !o.SkipMigrations {
+		if err := s.Migrate(ctx); err != nil {
+			s.work.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Schema returns the schema that holds the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Channel returns the LISTEN/NOTIFY channel of the store's schema.
+func (s *Store) Channel() string { return s.channel }
+
+// Close sends the store's pending work notification, if any, and, if Open
+// made the pool, closes it (then later calls fail). It always returns nil.
+func (s *Store) Close() error {
+	s.work.close()
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// clock returns the application's current time as the database will store
+// it: UTC, microseconds, no monotonic reading.
+func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// dbTime normalises a time for storage the way clock does.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// commitErr is returned by a write function whose transition changed the
+// row and still refused the operation (for example a claim that expired a
+// lapsed approval): the change is committed, then err is returned.
+type commitErr struct{ err error }
+
+func (e *commitErr) Error() string { return e.err.Error() }
+
+// txn is one write transaction. Writes are queued and sent together, in
+// one round trip, when the transaction next reads or commits; notifications
+// are collected and sent just before the commit.
+type txn struct {
+	tx      pgx.Tx
+	b       *pgx.Batch
+	changed []string // proposals whose status changed: p:<id> notifications
+	work    bool     // an independent proposal was approved: a work notification
+}
+
+// queue adds a statement to the next round trip. Its callback, if any, runs
+// then; an error from it fails the transaction.
+func (t *txn) queue(sql string, args ...any) *pgx.QueuedQuery {
+	if t.b == nil {
+		t.b = &pgx.Batch{}
+	}
+	return t.b.Queue(sql, args...)
+}
+
+// flush sends the queued statements.
+func (t *txn) flush(ctx context.Context) error {
+	if t.b == nil || t.b.Len() == 0 {
+		return nil
+	}
+	b := t.b
+	t.b = nil
+	return t.tx.SendBatch(ctx, b).Close()
+}
+
+// query flushes the queue, then runs a query.
+func (t *txn) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.tx.Query(ctx, sql, args...)
+}
+
+// statusChanged records that the proposal id moved to another status.
+func (t *txn) statusChanged(id string) { t.changed = append(t.changed, id) }
+
+// maxAttempts bounds the runs of a transaction that PostgreSQL aborted as a
+// deadlock victim or a serialization failure. The store's lock order makes
+// both unlikely; a rerun reads everything afresh, so it is safe.
+const maxAttempts = 3
+
+// write runs fn in one READ COMMITTED transaction. first, if set, queues
+// the transaction's first statements (typically the SELECT … FOR UPDATE of
+// the row to change), which go to the server with BEGIN in one round trip;
+// their callbacks run before fn. fn gets the application's time read after
+// them, once the row locks are held, so that the times of the transitions
+// of one row follow their commit order. The transaction's notifications go
+// out with its last writes, and PostgreSQL delivers them if and only if it
+// commits. fn's error rolls the transaction back, unless it is a
+// *commitErr. fn must reset what it reports on each run.
+func (s *Store) write(ctx context.Context, first func(b *pgx.Batch), fn func(tx *txn, now time.Time) error) error {
+	var err error
+	for range maxAttempts {
+		err = s.writeOnce(ctx, first, fn)
+		if !retryable(err) {
+			break
+		}
+	}
+	return err
+}
+
+func (s *Store) writeOnce(ctx context.Context, first func(b *pgx.Batch), fn func(tx *txn, now time.Time) error) error {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	if first != nil {
+		first(b)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	ptx := br.Tx()
+	// Also on a panic in fn. A no-op after Commit.
+	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	tx := &txn{tx: ptx}
+	err := fn(tx, s.clock())
+	ce, keep := err.(*commitErr)
+	if err != nil && !keep {
+		return err
+	}
+	announced := s.queueNotifications(tx)
+	if err := tx.flush(ctx); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return err
+	}
+	if tx.work && !announced {
+		s.work.deferred()
+	}
+	if keep {
+		return ce.err
+	}
+	return nil
+}
+
+// queueNotifications queues the transaction's NOTIFYs. It reports whether
+// the work notification is among them; if not, the rate limiter sends it
+// after the commit.
+func (s *Store) queueNotifications(tx *txn) (workSent bool) {
+	if len(tx.changed) > 0 {
+		tx.queue(`SELECT pg_notify($1, 'p:' || x) FROM unnest($2::text[]) AS x`, s.channel, tx.changed)
+	}
+	if tx.work && s.work.reserve() {
+		tx.queue(`SELECT pg_notify($1, 'w')`, s.channel)
+		return true
+	}
+	return false
+}
+
+// cursorCodec returns the codec made from the database's cursor key.
+func (s *Store) cursorCodec(ctx context.Context) (*cursor.Codec, error) {
+	s.codecMu.Lock()
+	defer s.codecMu.Unlock()
+	if s.codec != nil {
+		return s.codec, nil
+	}
+	var key []byte
+	err := s.pool.QueryRow(ctx, s.q.loadCursorKey, metaCursorKey).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) || pgCode(err) == codeInvalidSchemaName {
+		return nil, fmt.Errorf("load cursor key: not found (is the schema %q migrated?)", s.schema)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load cursor key: %w", err)
+	}
+	c, err := cursor.NewCodec(key)
+	if err != nil {
+		return nil, fmt.Errorf("load cursor key: %w", err)
+	}
+	s.codec = c
+	return c, nil
+}
+
+// schemaToken stands for the quoted schema in the query texts of queries.go.
+const schemaToken = "_S_."
+
+// qualify puts the quoted schema in place of schemaToken.
+func qualify(quoted, query string) string {
+	return strings.ReplaceAll(query, schemaToken, quoted+".")
+}

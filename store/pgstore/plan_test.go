@@ -1,0 +1,133 @@
+package pgstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/store"
+)
+
+// TestQueryPlans pins the index each hot query can use, so that an edit of
+// the schema or of a query that loses its index (a partial index whose
+// predicate the query no longer implies, an order the index no longer
+// gives) fails here. The tables hold a few thousand rows shaped like a
+// live store's (mostly settled, a few claimable, due or pending), analysed,
+// so that the planner chooses as it would in production.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	now := time.Now()
+	// 20000 proposals in 2 tenants and 2000 threads: 1 in 100 approved
+	// independent, 1 in 100 executing, 1 in 50 pending, the rest settled.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.proposals (`+proposalColumns+`)
+		SELECT 'prp_' || i, 't' || (i % 2), 'r' || (i % 7), NULL, 'th' || (i % 2000), 'run', 'call_' || i,
+			'a' || (i % 20), '1', NULL, NULL, 'd', '', '', '{}', 'cnf_' || i,
+			CASE WHEN i % 3 = 0 THEN 'independent' ELSE 'wait' END,
+			CASE WHEN i % 100 = 0 THEN 'approved' WHEN i % 100 = 1 THEN 'executing' WHEN i % 50 = 2 THEN 'pending' ELSE 'succeeded' END,
+			NULL, 1, false, NULL, NULL, false, 0, CASE WHEN i % 4 = 0 THEN 'k' || (i % 9) ELSE '' END, NULL,
+			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
+			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second'
+		FROM generate_series(1, 20000) AS i`, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE `+s.q.schema+`.proposals`); err != nil {
+		t.Fatal(err)
+	}
+	list := func(params store.ListProposalsParams, after bool) (string, []any) {
+		params.Tenant = "t1"
+		var pos *cursor.Position
+		if after {
+			pos = &cursor.Position{CreatedAt: now, ID: "x"}
+		}
+		return s.listQuery(&params, pos, 10)
+	}
+	visible := &store.Visibility{Actor: "a", Principals: []string{"role:x"}}
+	tests := []struct {
+		name   string
+		sql    string
+		args   []any
+		want   string
+		sorted bool // the plan may sort
+	}{
+		{"claim", s.q.claimBatch, []any{now, "w", int64(1), 10, "c"}, "proposals_claim", false},
+		{"expiry", s.q.expireDue, []any{now, 10}, "proposals_expiry", false},
+		{"replacement", s.q.replacement, []any{"t0", "th4", "r4", "a4", "k4"}, "proposals_replacement", true},
+		{"confirmation", s.q.getByConfirmation, []any{"t1", "cnf_1"}, "proposals_confirmation", false},
+		// The unique index, or the thread's listing index: both find the
+		// thread's few rows.
+		{"tool call", s.q.getByToolCall, []any{"t1", "th1", "call_1"}, "proposals_tool_call|proposals_thread_list", false},
+	}
+	for _, l := range []struct {
+		name   string
+		params store.ListProposalsParams
+		after  bool
+		want   string
+	}{
+		{"list", store.ListProposalsParams{}, false, "proposals_list"},
+		{"list after", store.ListProposalsParams{}, true, "proposals_list"},
+		{"list thread after", store.ListProposalsParams{ThreadID: "th1"}, true, "proposals_thread_list"},
+		// A status filter may instead use a partial index on its status and
+		// sort the few rows it finds: the planner's choice, by the counts.
+		{"list filtered", store.ListProposalsParams{Action: "a1", Visible: visible}, true, "proposals_list"},
+	} {
+		sql, args := list(l.params, l.after)
+		tests = append(tests, struct {
+			name   string
+			sql    string
+			args   []any
+			want   string
+			sorted bool
+		}{l.name, sql, args, l.want, false})
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// EXPLAIN does not run the statement: nothing is claimed.
+		for _, tt := range tests {
+			rows, err := tx.Query(ctx, "EXPLAIN "+tt.sql, tt.args...)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					return err
+				}
+				plan = append(plan, strings.TrimSpace(line))
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			got := strings.Join(plan, "\n")
+			uses := false
+			for _, index := range strings.Split(tt.want, "|") {
+				uses = uses || strings.Contains(got, "Index Scan using "+index+" ") ||
+					strings.Contains(got, "Index Scan Backward using "+index+" ") || strings.Contains(got, "Bitmap Index Scan on "+index)
+			}
+			if !uses {
+				t.Errorf("%s: plan does not use %s:\n%s", tt.name, tt.want, got)
+			}
+			// The claim sorts the rows it claimed (at most the limit), never
+			// the table.
+			if !tt.sorted && strings.Contains(got, "Sort Key: proposals.") {
+				t.Errorf("%s: plan sorts:\n%s", tt.name, got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,294 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/countersign/countersign/store"
+)
+
+// This file maps records to rows and back. Times are timestamptz, read back
+// in UTC; nil slices and raw JSON are NULL, so that nil and empty survive
+// the round trip; the caller's raw JSON is stored byte for byte.
+
+// normalize truncates every time in p to what timestamptz keeps, in UTC, so
+// that the proposal a write returns is the one a read returns.
+func normalize(p *store.Proposal) {
+	p.ExpiresAt = dbTime(p.ExpiresAt)
+	p.CreatedAt = dbTime(p.CreatedAt)
+	p.UpdatedAt = dbTime(p.UpdatedAt)
+	if p.NextAttemptAt != nil {
+		t := dbTime(*p.NextAttemptAt)
+		p.NextAttemptAt = &t
+	}
+	if p.Lease != nil {
+		p.Lease.ExpiresAt = dbTime(p.Lease.ExpiresAt)
+	}
+	for i := range p.Decisions {
+		p.Decisions[i].At = dbTime(p.Decisions[i].At)
+	}
+	if p.Outcome != nil {
+		p.Outcome.At = dbTime(p.Outcome.At)
+	}
+}
+
+// toStrings converts a slice of string-like values for a text[] column, nil
+// as NULL.
+func toStrings[T ~string](v []T) []string {
+	if v == nil {
+		return nil
+	}
+	out := make([]string, len(v))
+	for i, s := range v {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func fromStrings[T ~string](v []string) []T {
+	if v == nil {
+		return nil
+	}
+	out := make([]T, len(v))
+	for i, s := range v {
+		out[i] = T(s)
+	}
+	return out
+}
+
+// storedOutcome is the stored form of store.Outcome. Result is kept as a
+// string, so it is stored verbatim (jsonb would reorder and reformat it).
+type storedOutcome struct {
+	ProposalID string       `json:"proposal_id"`
+	Status     store.Status `json:"status"`
+	Executed   *bool        `json:"executed"`
+	Receipt    string       `json:"receipt,omitempty"`
+	Result     *string      `json:"result,omitempty"`
+	Error      *string      `json:"error"`
+	Summary    string       `json:"summary"`
+	Note       string       `json:"note,omitempty"`
+	ResolvedBy string       `json:"resolved_by,omitempty"`
+	Reconciles int          `json:"reconcile_attempts,omitempty"`
+	At         time.Time    `json:"at"`
+}
+
+func encodeOutcome(o *store.Outcome) ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	so := storedOutcome{
+		ProposalID: o.ProposalID, Status: o.Status, Executed: o.Executed, Receipt: o.Receipt,
+		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles,
+		At: dbTime(o.At),
+	}
+	if o.Result != nil {
+		r := string(o.Result)
+		so.Result = &r
+	}
+	return json.Marshal(so)
+}
+
+func decodeOutcome(b []byte) (*store.Outcome, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var so storedOutcome
+	if err := json.Unmarshal(b, &so); err != nil {
+		return nil, err
+	}
+	o := &store.Outcome{
+		ProposalID: so.ProposalID, Status: so.Status, Executed: so.Executed, Receipt: so.Receipt,
+		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles,
+		At: so.At.UTC(),
+	}
+	if so.Result != nil {
+		o.Result = json.RawMessage(*so.Result)
+	}
+	return o, nil
+}
+
+// encodeDecisions encodes decisions as a JSON array, nil as NULL.
+// store.Decision's JSON form keeps every field, its time in RFC 3339 with
+// nanoseconds.
+func encodeDecisions(ds []store.Decision) ([]byte, error) {
+	if ds == nil {
+		return nil, nil
+	}
+	return json.Marshal(ds)
+}
+
+func decodeDecisions(b []byte) ([]store.Decision, error) {
+	if b == nil {
+		return nil, nil
+	}
+	ds := []store.Decision{}
+	if err := json.Unmarshal(b, &ds); err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		ds[i].At = ds[i].At.UTC()
+	}
+	return ds, nil
+}
+
+// rawBytes stores raw JSON verbatim, nil as NULL.
+func rawBytes(b json.RawMessage) []byte {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+// proposalValues encodes p in proposalColumns order.
+func proposalValues(p *store.Proposal) ([]any, error) {
+	confirmation, err := json.Marshal(p.Confirmation)
+	if err != nil {
+		return nil, fmt.Errorf("encode proposal %s: confirmation: %w", p.ID, err)
+	}
+	decisions, err := encodeDecisions(p.Decisions)
+	if err != nil {
+		return nil, fmt.Errorf("encode proposal %s: decisions: %w", p.ID, err)
+	}
+	outcome, err := encodeOutcome(p.Outcome)
+	if err != nil {
+		return nil, fmt.Errorf("encode proposal %s: outcome: %w", p.ID, err)
+	}
+	var (
+		leaseOwner, leaseToken *string
+		leaseGen               *int64
+		leaseExp               *time.Time
+	)
+	if l := p.Lease; l != nil {
+		exp := dbTime(l.ExpiresAt)
+		leaseOwner, leaseToken, leaseGen, leaseExp = &l.Owner, &l.Token, &l.Generation, &exp
+	}
+	var next *time.Time
+	if p.NextAttemptAt != nil {
+		t := dbTime(*p.NextAttemptAt)
+		next = &t
+	}
+	return []any{
+		p.ID, p.Tenant, p.Requester, p.RequesterRoles, p.ThreadID, p.RunID, p.ToolCallID,
+		p.Action, p.ActionVersion, rawBytes(p.Input), rawBytes(p.RawInput), p.InputDigest, p.Preview, p.StateVersion,
+		confirmation, p.ConfirmationID, string(p.Mode), string(p.Status), p.Approvers, p.Quorum, p.ForbidSelfApproval,
+		p.Channels, toStrings(p.RememberScopes), p.GrantAnyInput, int64(p.GrantTTL), p.ReplacementKey, decisions,
+		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
+		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
+	}, nil
+}
+
+// proposalRow receives a row of proposalColumns.
+type proposalRow struct {
+	p                            store.Proposal
+	confirmation, decisions, out []byte
+	mode, status                 string
+	scopes                       []string
+	grantTTL                     int64
+	leaseOwner, leaseToken       *string
+	leaseGen                     *int64
+	leaseExp, next               *time.Time
+}
+
+// dest returns the scan destinations, in proposalColumns order.
+func (r *proposalRow) dest() []any {
+	p := &r.p
+	return []any{
+		&p.ID, &p.Tenant, &p.Requester, &p.RequesterRoles, &p.ThreadID, &p.RunID, &p.ToolCallID,
+		&p.Action, &p.ActionVersion, &p.Input, &p.RawInput, &p.InputDigest, &p.Preview, &p.StateVersion,
+		&r.confirmation, &p.ConfirmationID, &r.mode, &r.status, &p.Approvers, &p.Quorum, &p.ForbidSelfApproval,
+		&p.Channels, &r.scopes, &p.GrantAnyInput, &r.grantTTL, &p.ReplacementKey, &r.decisions,
+		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
+		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
+	}
+}
+
+// proposal finishes the decoding of a scanned row.
+func (r *proposalRow) proposal() (*store.Proposal, error) {
+	p := &r.p
+	p.Mode, p.Status = store.Mode(r.mode), store.Status(r.status)
+	p.RememberScopes = fromStrings[store.Scope](r.scopes)
+	p.GrantTTL = time.Duration(r.grantTTL)
+	p.ExpiresAt, p.CreatedAt, p.UpdatedAt = p.ExpiresAt.UTC(), p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	if r.next != nil {
+		t := r.next.UTC()
+		p.NextAttemptAt = &t
+	}
+	if r.leaseToken != nil && r.leaseOwner != nil && r.leaseGen != nil && r.leaseExp != nil {
+		p.Lease = &store.Lease{Owner: *r.leaseOwner, Token: *r.leaseToken, Generation: *r.leaseGen, ExpiresAt: r.leaseExp.UTC()}
+	}
+	if err := json.Unmarshal(r.confirmation, &p.Confirmation); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
+	}
+	var err error
+	if p.Decisions, err = decodeDecisions(r.decisions); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: decisions: %w", p.ID, err)
+	}
+	if p.Outcome, err = decodeOutcome(r.out); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: outcome: %w", p.ID, err)
+	}
+	return p, nil
+}
+
+// scanProposal reads a row of proposalColumns, followed by extra columns.
+func scanProposal(row pgx.Row, extra ...any) (*store.Proposal, error) {
+	var r proposalRow
+	if err := row.Scan(append(r.dest(), extra...)...); err != nil {
+		return nil, err
+	}
+	return r.proposal()
+}
+
+// collectProposals reads every row of rows.
+func collectProposals(rows pgx.Rows) ([]*store.Proposal, error) {
+	defer rows.Close()
+	var out []*store.Proposal
+	for rows.Next() {
+		p, err := scanProposal(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// grantColumns lists the columns of a grant row, in scanGrant's order.
+const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
+	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
+	revoked_at, revoked_by`
+
+func scanGrant(row pgx.Row) (*store.Grant, error) {
+	var (
+		g     store.Grant
+		scope string
+	)
+	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
+		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &g.CreatedAt, &g.ActivatedAt, &g.ExpiresAt,
+		&g.RevokedAt, &g.RevokedBy)
+	if err != nil {
+		return nil, err
+	}
+	g.Scope = store.Scope(scope)
+	g.CreatedAt = g.CreatedAt.UTC()
+	g.ActivatedAt, g.ExpiresAt, g.RevokedAt = utcPtr(g.ActivatedAt), utcPtr(g.ExpiresAt), utcPtr(g.RevokedAt)
+	return &g, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func dbTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := dbTime(*t)
+	return &u
+}
