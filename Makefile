@@ -8,15 +8,19 @@ FUZZTIME ?= 20s
 ## test: every test, with the race detector (what .ci/run calls).
 test: lint test-race test-pg-restart
 
-## test-race: go test -race over every package.
+## test-race: go test -race over every package, then the crash tests.
+## The crash tests re-execute the test binary as worker processes and judge
+## what survives SIGKILL; they run without the race detector, which would
+## only slow the processes down (the worker's code is raced in its own tests).
 test-race:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v /test/crash)
+	$(GO) test -count=1 -timeout 30m ./test/crash/
 
 ## test-pg-restart: restarts the shared PostgreSQL server under running
 ## workers. It runs alone, after every other package, since a restart drops
 ## every connection to the server.
 test-pg-restart:
-	CS_CRASH_PG_RESTART=1 $(GO) test -race -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
+	CS_CRASH_PG_RESTART=1 $(GO) test -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
 
 ## test-short: a quick run without the race detector.
 test-short:

@@ -48,7 +48,9 @@ const (
 
 const (
 	tenant      = "acme"
-	lease       = time.Second
+	// lease is long enough that a busy machine's renewals keep up (a lapsed
+	// lease turns an execution uncertain); recovery after a kill waits it out.
+	lease       = 5 * time.Second
 	pollTick    = 50 * time.Millisecond
 	concurrency = 32 // executions in flight per worker process
 )
