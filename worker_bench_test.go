@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/store/sqlitestore"
 )
 
@@ -30,28 +33,22 @@ var benchStores = []struct {
 		b.Cleanup(func() { _ = s.Close() })
 		return s
 	}},
-}
-
-// seedApproved stores n approved independent proposals of action, directly in
-// the store (as remembered approvals would), for the worker to drain.
-func seedApproved(b testing.TB, st store.Store, action string, n int) {
-	b.Helper()
-	ctx := context.Background()
-	for i := range n {
-		id := fmt.Sprintf("prp_bench_%s_%08d", action, i)
-		_, err := st.CreateProposal(ctx, &store.CreateProposalParams{
-			Proposal: &store.Proposal{
-				ID: id, Tenant: "acme", Requester: "alice", ThreadID: "t", ToolCallID: id, Action: action, ActionVersion: "1",
-				Input: json.RawMessage(`{}`), RawInput: json.RawMessage(`{}`), Mode: store.ModeIndependent,
-				InputDigest: "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
-				Approvers:   []string{"requester"}, Quorum: 1, ExpiresAt: time.Now().Add(time.Hour), OperationID: "op_" + id,
-				ConfirmationID: "cnf_" + id,
-			},
-			ApprovedBy: &store.Decision{Actor: "grant:bench", Via: "grant"},
-		})
+	{"postgres", func(b *testing.B) store.Store {
+		_, schema := pgtest.NewSchema(b)
+		s, err := pgstore.Open(context.Background(), pgtest.DSN(), &pgstore.Options{Schema: schema})
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+// seedApproved stores n approved independent proposals of action.
+func seedApproved(b testing.TB, st store.Store, action string, n int) {
+	b.Helper()
+	if _, err := workload.SeedApproved(context.Background(), st, action, "bench", n); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -165,4 +162,63 @@ func (d *decideTimer) Decide(ctx context.Context, p *store.DecideParams) (*store
 	res, err := d.Store.Decide(ctx, p)
 	d.committed = time.Now()
 	return res, err
+}
+
+// BenchmarkApproveToExecuteAcrossProcesses is BenchmarkApproveToExecute on
+// PostgreSQL with the approver and the worker on separate engines and
+// connection pools, as in separate processes: only LISTEN/NOTIFY wakes the
+// worker.
+func BenchmarkApproveToExecuteAcrossProcesses(b *testing.B) {
+	_, schema := pgtest.NewSchema(b)
+	open := func() store.Store {
+		s, err := pgstore.Open(context.Background(), pgtest.DSN(), &pgstore.Options{Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	approverStore := &decideTimer{Store: open()}
+	workerStore := open()
+	started := make(chan time.Time, 1)
+	noop := mustAction(b, countersign.RawActionSpec{Name: "noop", Hooks: countersign.Hooks{
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+			started <- time.Now()
+			return &countersign.Receipt{ID: "ok"}, nil
+		},
+	}})
+	approver, err := countersign.New(countersign.Options{Store: approverStore, Actions: []*countersign.Action{noop}, Policy: independentRule()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	workerEngine, err := countersign.New(countersign.Options{Store: workerStore, Actions: []*countersign.Action{noop}, Policy: independentRule()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := workerEngine.NewWorker(countersign.WorkerOptions{PollInterval: 10 * time.Second, LeaseDuration: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error)
+	go func() { ran <- w.Run(ctx) }()
+	time.Sleep(200 * time.Millisecond) // let the listener connect
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := approver.Call(ctx, &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: fmt.Sprint("c", i), Action: "noop", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := approver.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-started).Sub(approverStore.committed))
+	}
+	b.StopTimer()
+	stop()
+	<-ran
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }

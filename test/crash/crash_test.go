@@ -28,9 +28,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/store/pgstore"
-	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // the ledger's driver
@@ -47,7 +46,7 @@ const (
 )
 
 const (
-	tenant      = "acme"
+	tenant = workload.Tenant
 	// lease is long enough that a busy machine's renewals keep up (a lapsed
 	// lease turns an execution uncertain); recovery after a kill waits it out.
 	lease       = 5 * time.Second
@@ -66,7 +65,7 @@ func TestMain(m *testing.M) {
 func workerMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	st, err := openStore(ctx, os.Getenv(envStore))
+	st, err := workload.OpenStore(ctx, os.Getenv(envStore))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open store:", err)
 		return 2
@@ -130,17 +129,6 @@ func workerMain() int {
 		return 1
 	}
 	return 0
-}
-
-func openStore(ctx context.Context, spec string) (store.Store, error) {
-	kind, target, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "sqlite":
-		return sqlitestore.Open(ctx, target, &sqlitestore.Options{BusyTimeout: 30 * time.Second})
-	case "postgres":
-		return pgstore.Open(ctx, pgtest.DSN(), &pgstore.Options{Schema: target})
-	}
-	return nil, fmt.Errorf("unknown store %q", spec)
 }
 
 // ledger records executions; its unique key turns a double execution into a
@@ -360,28 +348,12 @@ func (c *cluster) stopAll() {
 	}
 }
 
-// seed stores n proposals of the noop action, already approved (as a grant
-// would), in independent mode, so that the workers execute them.
+// seed stores n approved independent proposals of the noop action.
 func seed(t *testing.T, st store.Store, n int) []string {
 	t.Helper()
-	ctx := context.Background()
-	ids := make([]string, n)
-	for i := range ids {
-		id := fmt.Sprintf("prp_crash_%06d", i)
-		_, err := st.CreateProposal(ctx, &store.CreateProposalParams{
-			Proposal: &store.Proposal{
-				ID: id, Tenant: tenant, Requester: "alice", ThreadID: fmt.Sprintf("t%d", i%16), ToolCallID: "call_" + strconv.Itoa(i),
-				Action: "noop", ActionVersion: "1", Input: []byte(`{}`), RawInput: []byte(`{}`),
-				InputDigest: "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
-				Mode:        store.ModeIndependent, Approvers: []string{"requester"}, Quorum: 1,
-				ExpiresAt: time.Now().Add(time.Hour), OperationID: "op_" + id, ConfirmationID: "cnf_" + id,
-			},
-			ApprovedBy: &store.Decision{Actor: "grant:seed", Via: "grant"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = id
+	ids, err := workload.SeedApproved(context.Background(), st, "noop", "crash", n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ids
 }
@@ -389,32 +361,11 @@ func seed(t *testing.T, st store.Store, n int) []string {
 // tally counts proposals by status.
 func tally(t *testing.T, st store.Store) map[store.Status]int {
 	t.Helper()
-	out := map[store.Status]int{}
-	params := &store.ListProposalsParams{Tenant: tenant}
-	for {
-		page, err := st.ListProposals(context.Background(), params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range page.Proposals {
-			out[p.Status]++
-		}
-		if page.Next == "" {
-			return out
-		}
-		params.After = page.Next
-	}
-}
-
-// settled reports whether no proposal is waiting for a worker.
-func settled(t *testing.T, st store.Store) bool {
-	t.Helper()
-	page, err := st.ListProposals(context.Background(), &store.ListProposalsParams{Tenant: tenant, Limit: 1,
-		Statuses: []store.Status{store.StatusApproved, store.StatusExecuting}})
+	out, err := workload.Tally(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(page.Proposals) == 0
+	return out
 }
 
 type backend struct {
@@ -428,7 +379,7 @@ func sqliteBackend(t *testing.T) backend {
 	dir := t.TempDir()
 	spec := "sqlite:" + filepath.Join(dir, "countersign.db")
 	return backend{name: "sqlite", storeSpec: spec, ledgerSpec: "sqlite:" + filepath.Join(dir, "ledger.db"), open: func(t *testing.T) store.Store {
-		st, err := openStore(context.Background(), spec)
+		st, err := workload.OpenStore(context.Background(), spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -442,7 +393,7 @@ func pgBackend(t *testing.T) backend {
 	_, schema := pgtest.NewSchema(t)
 	spec := "postgres:" + schema
 	return backend{name: "postgres", storeSpec: spec, ledgerSpec: spec, open: func(t *testing.T) store.Store {
-		st, err := openStore(context.Background(), spec)
+		st, err := workload.OpenStore(context.Background(), spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,15 +414,10 @@ func proposals(t *testing.T) int {
 
 func waitSettled(t *testing.T, st store.Store, limit time.Duration, during func()) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !settled(t, st) {
-		if time.Now().After(deadline) {
-			t.Fatalf("work not drained after %v: %v", limit, tally(t, st))
-		}
-		if during != nil {
-			during()
-		}
-		time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := workload.WaitDrained(ctx, st, 100*time.Millisecond, during); err != nil {
+		t.Fatalf("%v: %v", err, tally(t, st))
 	}
 }
 
@@ -652,19 +598,9 @@ func TestPostgreSQLRestart(t *testing.T) {
 		t.Fatalf("pg_ctlcluster restart: %v\n%s", err, out)
 	}
 	t.Log("PostgreSQL restarted")
-	// The test's own pool reconnects too.
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		page, err := st.ListProposals(context.Background(), &store.ListProposalsParams{Tenant: tenant, Limit: 1,
-			Statuses: []store.Status{store.StatusApproved, store.StatusExecuting}})
-		if err == nil && len(page.Proposals) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not drained after the restart: %v (last error %v)", tally(t, st), err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The test's own pool reconnects too: errors while the server is down
+	// are retried until the deadline.
+	waitSettled(t, st, 5*time.Minute, nil)
 	c.stopAll()
 	counts := tally(t, st)
 	executions, violations := ledgerCounts(t, led)
