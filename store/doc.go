@@ -10,5 +10,5 @@
 // store/storetest runs the same tests, races included, against every driver.
 //
 // Drivers: store/memstore (tests, one process), store/sqlitestore (the
-// embedded default) and, later, store/pgstore (many processes).
+// embedded default) and store/pgstore (many processes, many machines).
 package store
