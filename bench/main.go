@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -89,6 +90,11 @@ func workerMain(spec string) int {
 		return 2
 	}
 	fmt.Println("READY")
+	// Wait for the go-ahead, so that every process starts draining at once.
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Fprintln(os.Stderr, "no go-ahead:", err)
+		return 2
+	}
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -190,8 +196,8 @@ func drain(t target, n, procs int) (float64, error) {
 			_ = c.Wait()
 		}
 	}()
-	// Start every process first, then release them together by timing from
-	// the moment the last one is ready.
+	// Start every process, then release them together.
+	var gos []io.WriteCloser
 	for range procs {
 		c := exec.Command(self, "-worker", spec)
 		c.Stderr = os.Stderr
@@ -199,6 +205,11 @@ func drain(t target, n, procs int) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
+		in, err := c.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		gos = append(gos, in)
 		if err := c.Start(); err != nil {
 			return 0, err
 		}
@@ -213,6 +224,11 @@ func drain(t target, n, procs int) (float64, error) {
 		}()
 	}
 	start := time.Now()
+	for _, in := range gos {
+		if _, err := io.WriteString(in, "go\n"); err != nil {
+			return 0, err
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	if err := workload.WaitDrained(wctx, st, time.Millisecond, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,17 +34,32 @@ var (
 	}()
 )
 
-// The queries whose plans matter; plan_test.go pins the index each uses.
-var (
-	// claimSQL is store.Claimable in SQL, in claim order: the row that has
-	// waited longest since its last change first. Its first WHERE term
-	// repeats proposals_claim's verbatim, so SQLite can use that partial
-	// index. Parameters: now, now, limit.
-	claimSQL = `SELECT ` + proposalColumns + ` FROM proposals
-		WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
+// claimWhere is store.Claimable in SQL, in claim order: the row that has
+// waited longest since its last change first. Its first term repeats
+// proposals_claim's verbatim, so SQLite can use that partial index.
+// Parameters: now, now, limit.
+const claimWhere = `WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
 		AND (status = 'approved' OR lease_expires_at IS NULL OR lease_expires_at <= ?)
 		AND (status <> 'reconciling' OR next_attempt_at IS NULL OR next_attempt_at <= ?)
 		ORDER BY updated_at, rowid LIMIT ?`
+
+// The queries whose plans matter; plan_test.go pins the index each uses.
+var (
+	// claimSQL selects what claimBatchSQL claims (plan_test.go checks it).
+	claimSQL = `SELECT ` + proposalColumns + ` FROM proposals ` + claimWhere
+
+	// claimBatchSQL claims the rows claimSQL selects, in one statement: a
+	// new lease (random token, generation = the version it writes), and a
+	// first attempt for approved rows. Parameters: owner, lease expires_at,
+	// now (updated_at), then claimSQL's.
+	claimBatchSQL = `UPDATE proposals SET
+		claimed_from = status,
+		status = CASE WHEN status = 'approved' THEN 'executing' ELSE status END,
+		attempt = attempt + (status = 'approved'),
+		lease_owner = ?, lease_token = lower(hex(randomblob(16))), lease_generation = version + 1,
+		lease_expires_at = ?, version = version + 1, updated_at = ?
+		WHERE rowid IN (SELECT rowid FROM proposals ` + claimWhere + `)
+		RETURNING ` + proposalColumns + `, claimed_from`
 
 	// expireDueSQL is store.Due in SQL, most overdue first. Its first WHERE
 	// term repeats proposals_expiry's. Parameters: now, limit.
@@ -472,29 +488,45 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Pr
 
 // ClaimBatch implements store.Store.
 func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) ([]*store.Claimed, error) {
-	if params.Limit <= 0 || params.LeaseDuration <= 0 {
-		return nil, fmt.Errorf("sqlitestore: claim batch: %w: limit and lease must be positive", store.ErrInvalidParams)
+	if params.Limit <= 0 || params.LeaseDuration <= 0 || params.Owner == "" {
+		return nil, fmt.Errorf("sqlitestore: claim batch: %w: owner, limit and lease are required", store.ErrInvalidParams)
 	}
 	var out []*store.Claimed
 	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
 		out = nil
 		at := now.UnixNano()
-		// The single writer makes select-then-update atomic.
-		cands, err := queryProposals(ctx, tx, claimSQL, at, at, params.Limit)
+		expires, err := nanos("lease expires_at", now.Add(params.LeaseDuration))
 		if err != nil {
 			return err
 		}
-		for _, p := range cands {
-			if !store.Claimable(p, now) {
-				continue
+		// One statement claims the batch: store.ApplyClaimBatch in SQL (the
+		// conformance suite holds the two to the same behaviour). SET sees
+		// the old row, so claimed_from keeps the status it was claimed from.
+		rows, err := tx.QueryContext(ctx, claimBatchSQL, params.Owner, expires, at, at, at, params.Limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var from string
+			p, err := scanProposal(withExtra(rows, &from))
+			if err != nil {
+				return err
 			}
-			old := p.Version
-			cl, c := store.ApplyClaimBatch(p, params, now)
-			if err := applyRow(ctx, tx, p, old, c, now); err != nil {
-				return fmt.Errorf("claim %s: %w", p.ID, err)
+			out = append(out, &store.Claimed{Proposal: p, From: store.Status(from)})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		slices.SortFunc(out, func(a, b *store.Claimed) int { return strings.Compare(a.Proposal.ID, b.Proposal.ID) })
+		for _, cl := range out {
+			p := cl.Proposal
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
+				VALUES (?, ?, ?, ?, '', ?, ?, ?)`, p.Tenant, p.ID, string(store.EventClaimed), params.Owner, string(p.Status),
+				fmt.Sprintf("from %s, attempt %d", cl.From, p.Attempt), at); err != nil {
+				return fmt.Errorf("append event: %w", err)
 			}
-			cl.Proposal = p
-			out = append(out, cl)
 		}
 		return nil
 	})

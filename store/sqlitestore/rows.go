@@ -270,6 +270,16 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// withExtra scans the columns after a row's proposalColumns into extra.
+func withExtra(row scanner, extra ...any) scanner { return extraScanner{row, extra} }
+
+type extraScanner struct {
+	row   scanner
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
+
 // scanProposal reads a row of proposalColumns.
 func scanProposal(row scanner) (*store.Proposal, error) {
 	var (
