@@ -157,24 +157,14 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 	}
 
 	conf := Confirmation{Title: fill(a.confirmation.Title, snapshot), Verb: a.confirmation.Verb}
-	if a.hooks.Preflight != nil {
-		pf, err := a.hooks.Preflight(ctx, &PreflightRequest{Identity: c.Identity, Phase: PhasePrepare, Action: a.name, Input: snapshot})
-		if err != nil {
-			return nil, fmt.Errorf("call %s: preflight: %w", a.name, err)
-		}
-		switch pf.Verdict {
-		case PreflightDenied:
-			return nil, &DeniedError{Code: DeniedByPreflight, Action: a.name, Reason: pf.Reason}
-		case PreflightCompleted:
-			return &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result,
-				Summary: store.DefaultSummary(a.name, store.StatusSucceeded, "It was already done.")}, nil
-		case PreflightReady:
-			if pf.Confirmation != nil {
-				conf = *pf.Confirmation
-			}
-		default:
-			return nil, fmt.Errorf("call %s: preflight verdict %q: want ready, denied or completed", a.name, pf.Verdict)
-		}
+	override, done, err := e.preflight(ctx, c.Identity, a, snapshot)
+	switch {
+	case err != nil:
+		return nil, err
+	case done != nil:
+		return done, nil
+	case override != nil:
+		conf = *override
 	}
 	if conf.Title == "" {
 		conf.Title = a.name + " " + string(snapshot)
@@ -244,6 +234,29 @@ const (
 	grantActor = "grant:"
 	viaGrant   = "grant"
 )
+
+// preflight runs the action's Preflight hook in phase prepare. A ready call
+// may get a confirmation override; a completed one gets its result; a denied
+// one is a *DeniedError.
+func (e *Engine) preflight(ctx context.Context, id Identity, a *Action, input json.RawMessage) (*Confirmation, *Result, error) {
+	if a.hooks.Preflight == nil {
+		return nil, nil, nil
+	}
+	pf, err := a.hooks.Preflight(ctx, &PreflightRequest{Identity: id, Phase: PhasePrepare, Action: a.name, Input: input})
+	if err != nil {
+		return nil, nil, fmt.Errorf("call %s: preflight: %w", a.name, err)
+	}
+	switch pf.Verdict {
+	case PreflightDenied:
+		return nil, nil, &DeniedError{Code: DeniedByPreflight, Action: a.name, Reason: pf.Reason}
+	case PreflightCompleted:
+		return nil, &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result,
+			Summary: store.DefaultSummary(a.name, store.StatusSucceeded, "It was already done.")}, nil
+	case PreflightReady:
+		return pf.Confirmation, nil, nil
+	}
+	return nil, nil, fmt.Errorf("call %s: preflight verdict %q: want ready, denied or completed", a.name, pf.Verdict)
+}
 
 // resume answers a call whose proposal exists, by the proposal's state.
 func (e *Engine) resume(ctx context.Context, c *Call, a *Action, p *store.Proposal) (*Result, error) {

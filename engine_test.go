@@ -16,26 +16,12 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/storetest"
 )
 
-// clock is a goroutine-safe fake clock shared by the engine and its store.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock returns the fake clock the engine and its store share.
+func newClock() *storetest.Clock {
+	return storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // backend is a fake system of record. Its behaviour per call is scripted.
@@ -81,7 +67,7 @@ func (b *backend) total() int {
 
 type harness struct {
 	t       *testing.T
-	clock   *clock
+	clock   *storetest.Clock
 	store   store.Store
 	engine  *countersign.Engine
 	backend *backend

@@ -381,18 +381,8 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 // settle. Authorization already ran; preflight and prepare still run.
 func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input json.RawMessage) (*Result, error) {
 	var stateVersion string
-	if a.hooks.Preflight != nil {
-		pf, err := a.hooks.Preflight(ctx, &PreflightRequest{Identity: c.Identity, Phase: PhasePrepare, Action: a.name, Input: input})
-		if err != nil {
-			return nil, fmt.Errorf("call %s: preflight: %w", a.name, err)
-		}
-		switch pf.Verdict {
-		case PreflightDenied:
-			return nil, &DeniedError{Code: DeniedByPreflight, Action: a.name, Reason: pf.Reason}
-		case PreflightCompleted:
-			return &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result,
-				Summary: store.DefaultSummary(a.name, store.StatusSucceeded, "It was already done.")}, nil
-		}
+	if _, done, err := e.preflight(ctx, c.Identity, a, input); err != nil || done != nil {
+		return done, err
 	}
 	if a.hooks.Prepare != nil {
 		prep, err := a.hooks.Prepare(ctx, &PrepareRequest{Identity: c.Identity, Action: a.name, Input: input})

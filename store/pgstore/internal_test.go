@@ -2,13 +2,13 @@ package pgstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	migfiles "github.com/countersign/countersign/internal/migrations"
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
@@ -23,23 +23,15 @@ var applied = map[string]string{
 
 func TestMigrationsUnchanged(t *testing.T) {
 	t.Parallel()
-	ms, err := migrations()
+	files, err := migfiles.Load(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if LatestSchemaVersion() != len(ms) {
-		t.Errorf("LatestSchemaVersion = %d, want %d", LatestSchemaVersion(), len(ms))
+	if LatestSchemaVersion() != len(files) {
+		t.Errorf("LatestSchemaVersion = %d, want %d", LatestSchemaVersion(), len(files))
 	}
-	for _, m := range ms {
-		sum := sha256.Sum256([]byte(m.sql))
-		want, ok := applied[m.name]
-		if !ok {
-			t.Errorf("migration %s has no pinned sum; add %q", m.name, hex.EncodeToString(sum[:]))
-			continue
-		}
-		if got := hex.EncodeToString(sum[:]); got != want {
-			t.Errorf("migration %s was edited (sha256 %s, pinned %s): add a new migration instead", m.name, got, want)
-		}
+	for _, p := range migfiles.CheckPinned(files, applied) {
+		t.Error(p)
 	}
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
-	"strings"
+
+	migfiles "github.com/countersign/countersign/internal/migrations"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,25 +39,16 @@ var afterHooks = map[int]func(ctx context.Context, tx pgx.Tx) error{
 	},
 }
 
-// migrations returns the embedded migrations in version order. File names
-// are NNNN_name.sql, numbered from 1 without gaps.
+// migrations returns the embedded migrations in version order, with their
+// Go steps.
 func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	files, err := migfiles.Load(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var out []migration
-	for _, e := range entries { // ReadDir sorts by name
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(out)+1 {
-			return nil, fmt.Errorf("migration %s: want a name starting %04d_", e.Name(), len(out)+1)
-		}
-		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(b), after: afterHooks[v]})
+	out := make([]migration, len(files))
+	for i, f := range files {
+		out[i] = migration{version: f.Version, name: f.Name, sql: f.SQL, after: afterHooks[f.Version]}
 	}
 	return out, nil
 }
