@@ -27,6 +27,11 @@ type Store interface {
 	// GetProposal returns one proposal, or ErrNotFound.
 	GetProposal(ctx context.Context, params *GetProposalParams) (*Proposal, error)
 
+	// ProposalTenant returns the tenant that owns a proposal id, or
+	// ErrNotFound. A server uses it to answer "forbidden" rather than "not
+	// found" for another tenant's proposal, as API.md asks.
+	ProposalTenant(ctx context.Context, id string) (string, error)
+
 	// GetProposalByToolCall returns the proposal created for a tool call, or ErrNotFound.
 	GetProposalByToolCall(ctx context.Context, params *GetProposalByToolCallParams) (*Proposal, error)
 

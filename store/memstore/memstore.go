@@ -684,3 +684,16 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 	}
 	return results, errs, nil
 }
+
+// ProposalTenant implements store.Store.
+func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
+	if err := s.lock(ctx); err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	p, ok := s.proposals[id]
+	if !ok {
+		return "", fmt.Errorf("proposal %s: %w", id, store.ErrNotFound)
+	}
+	return p.Tenant, nil
+}

@@ -617,3 +617,16 @@ func (s *Store) Resolve(ctx context.Context, params *store.ResolveParams) (*stor
 		return store.ApplyResolve(p, params, now)
 	})
 }
+
+// ProposalTenant implements store.Store.
+func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
+	var tenant string
+	err := s.pool.QueryRow(ctx, s.q.proposalTenant, id).Scan(&tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("pgstore: proposal tenant: proposal %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", wrap("proposal tenant", err)
+	}
+	return tenant, nil
+}

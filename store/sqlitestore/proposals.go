@@ -656,3 +656,16 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 	}
 	return results, errs, nil
 }
+
+// ProposalTenant implements store.Store.
+func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
+	var tenant string
+	err := s.r.QueryRowContext(ctx, `SELECT tenant FROM proposals WHERE id = ?`, id).Scan(&tenant)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sqlitestore: proposal tenant: proposal %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: proposal tenant: %w", err)
+	}
+	return tenant, nil
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -393,6 +394,18 @@ func testReplacement(t *testing.T, newStore Factory) {
 }
 
 func testGet(t *testing.T, newStore Factory) {
+	t.Run("ProposalTenant", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		p := fx.createNew()
+		got, err := fx.store.ProposalTenant(fx.ctx, p.ID)
+		if err != nil || got != p.Tenant {
+			t.Fatalf("ProposalTenant(%s) = %q, %v; want %q", p.ID, got, err, p.Tenant)
+		}
+		if _, err := fx.store.ProposalTenant(fx.ctx, "prp_missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ProposalTenant(missing) = %v, want ErrNotFound", err)
+		}
+	})
 	t.Run("ByIDToolCallAndConfirmation", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
