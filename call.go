@@ -221,9 +221,18 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		// A concurrent identical call created it first: resume that one.
 		return e.resume(ctx, c, a, cr.Proposal)
 	}
-	e.hub.Publish(cr.Proposal.ID)
+	e.changed(ctx, cr.Proposal, "")
 	if approvedBy != nil {
-		return e.claimAndExecute(ctx, c, cr.Proposal)
+		res, err := e.claimAndExecute(ctx, c, cr.Proposal)
+		if errors.Is(err, store.ErrConflict) {
+			// A worker claimed it first (independent mode): its outcome is ours.
+			p, err := e.Wait(ctx, c.Identity, cr.Proposal.ID)
+			if p == nil {
+				return nil, err
+			}
+			return resultOf(p), err
+		}
+		return res, err
 	}
 	return e.resume(ctx, c, a, cr.Proposal)
 }

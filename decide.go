@@ -160,10 +160,9 @@ func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, st
 	if err != nil {
 		return nil, fmt.Errorf("resolve: %w", err)
 	}
-	e.hub.Publish(tr.Proposal.ID)
-	if tr.From != store.StatusUnknown { // unknown was already settled once
-		e.runSettled(ctx, tr.Proposal)
-	}
+	// From unknown (already settled once) no hook runs again; from
+	// reconciling this is the settlement.
+	e.changed(ctx, tr.Proposal, tr.From)
 	return tr.Proposal, nil
 }
 

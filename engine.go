@@ -33,6 +33,29 @@ type ActorResolver interface {
 	ResolveActor(ctx context.Context, tenant, actor string) (*Identity, error)
 }
 
+// Observer receives what the engine does, for metrics and tracing. Its
+// methods are called synchronously on the engine's paths: they must be fast
+// and must not block.
+type Observer interface {
+	// Transition reports a proposal this process moved from one status to
+	// p.Status; from is empty for a new proposal.
+	Transition(p *store.Proposal, from store.Status)
+	// Executed reports one call of an action's Execute hook and its error.
+	Executed(action string, d time.Duration, err error)
+	// LeaseLost reports an execution that lost its lease and stopped.
+	LeaseLost(proposalID string)
+}
+
+// changesKey is the hub key published on every proposal change this process
+// sees (see Subscribe).
+const changesKey = "\x00changes"
+
+// Subscribe returns a channel that receives a value (coalesced) after any
+// proposal change this process makes or, while a Worker listens to the store,
+// learns of; and a function that ends the subscription. Event streams use it
+// to wake up and read the store's audit events.
+func (e *Engine) Subscribe() (<-chan struct{}, func()) { return e.hub.Subscribe(changesKey) }
+
 // SettledFunc is called once per settlement, by the process that settled.
 // Its error is logged and never retried: a hook cannot fail a settlement.
 type SettledFunc func(ctx context.Context, p *store.Proposal) error
@@ -58,6 +81,8 @@ type Options struct {
 	Actions []*Action
 	// ActorResolver, if set, re-resolves requesters before execution.
 	ActorResolver ActorResolver
+	// Observer, if set, receives transitions, executions and lease losses.
+	Observer Observer
 	// OnSettled hooks run once per settlement, by the process that settled,
 	// in order. Their errors (and panics) are logged, never retried.
 	OnSettled []SettledFunc
@@ -104,6 +129,7 @@ type Engine struct {
 	store         store.Store
 	policy        Policy
 	resolver      ActorResolver
+	observer      Observer
 	onSettled     []SettledFunc
 	now           func() time.Time
 	log           *slog.Logger
@@ -127,6 +153,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		store:         opts.Store,
 		resolver:      opts.ActorResolver,
+		observer:      opts.Observer,
 		onSettled:     slices.Clone(opts.OnSettled),
 		now:           opts.Now,
 		log:           opts.Logger,
@@ -214,6 +241,10 @@ func (e *Engine) clock() time.Time { return e.now().UTC() }
 // process, runs the OnSettled hooks once.
 func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Status) {
 	e.hub.Publish(p.ID)
+	e.hub.Publish(changesKey)
+	if e.observer != nil {
+		e.observer.Transition(p, from)
+	}
 	if p.Status == store.StatusApproved && p.Mode == ModeIndependent {
 		e.hub.Publish(workKey)
 	}

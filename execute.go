@@ -52,7 +52,7 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		}
 		return nil, err
 	}
-	e.hub.Publish(claimed.ID)
+	e.changed(ctx, claimed, store.StatusApproved)
 	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease, nil)
 	if err != nil {
 		return nil, err
@@ -192,6 +192,9 @@ func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
 				x.mu.Lock()
 				x.lost = true
 				x.mu.Unlock()
+				if x.e.observer != nil {
+					x.e.observer.LeaseLost(id)
+				}
 				cancel()
 				return
 			}
@@ -280,10 +283,14 @@ func (x *execution) fail(ctx context.Context, executed bool, reason string) (*st
 // run executes, retrying an idempotent action with the same operation id
 // while the outcome stays uncertain.
 func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+	began := time.Now()
 	rec, err := a.hooks.Execute(lctx, &ExecuteRequest{
 		Identity: x.id, Action: a.name, Input: x.p.Input, OperationID: x.p.OperationID,
 		StateVersion: x.p.StateVersion, ProposalID: x.p.ID, Attempt: x.p.Attempt,
 	})
+	if x.e.observer != nil {
+		x.e.observer.Executed(a.name, time.Since(began), err)
+	}
 	switch {
 	case x.leaseLost():
 		return nil, fmt.Errorf("execute proposal %s: %w", x.p.ID, store.ErrLeaseLost)
@@ -394,7 +401,11 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
 	res := &Result{}
 	for req.Attempt = 1; ; req.Attempt++ {
+		began := time.Now()
 		rec, err := a.hooks.Execute(ctx, req)
+		if e.observer != nil {
+			e.observer.Executed(a.name, time.Since(began), err)
+		}
 		switch {
 		case err == nil:
 			if rec == nil {

@@ -198,7 +198,7 @@ func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {
 }
 
 func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFunc) {
-	w.e.hub.Publish(cl.Proposal.ID)
+	w.e.changed(ctx, cl.Proposal, cl.From)
 	p, err := w.e.executeClaimed(ctx, cl, w.opts.LeaseDuration, settle)
 	if err != nil {
 		w.e.log.Warn("execution ended without settling", "proposal", cl.Proposal.ID, "err", err)
@@ -236,6 +236,7 @@ func (e *Engine) notified(n store.Notification) {
 	}
 	if n.ProposalID != "" {
 		e.hub.Publish(n.ProposalID)
+		e.hub.Publish(changesKey)
 	}
 }
 
