@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	"github.com/countersign/countersign"
+)
+
+// APIKey is one configured API key and the identity it stands for. Exactly
+// one of Key and KeySHA256 is set.
+type APIKey struct {
+	// Key is the key in plain text: convenient in development, but anyone who
+	// reads the configuration can use it. It must be a valid bearer token
+	// (RFC 6750 b64token characters, at most 8 KiB).
+	Key string
+	// KeySHA256 is the hex SHA-256 digest of the key, for production: the
+	// configuration then holds nothing a caller could present.
+	KeySHA256 string
+	// Tenant and Actor are required.
+	Tenant, Actor string
+	// Roles may be empty; an empty role name is an error.
+	Roles []string
+}
+
+// APIKeys authenticates configured API keys. It is safe for concurrent use.
+type APIKeys struct {
+	keys []apiKey
+}
+
+type apiKey struct {
+	digest [sha256.Size]byte
+	id     countersign.Identity
+}
+
+// NewAPIKeys validates keys and returns an Authenticator for them. Errors
+// name the offending entry with the configuration's field names
+// (api_keys[i].key_sha256). An empty list is valid and authenticates nobody.
+func NewAPIKeys(keys []APIKey) (*APIKeys, error) {
+	a := &APIKeys{keys: make([]apiKey, 0, len(keys))}
+	seen := make(map[[sha256.Size]byte]int, len(keys))
+	for i, k := range keys {
+		field := fmt.Sprintf("api_keys[%d]", i)
+		var digest [sha256.Size]byte
+		switch {
+		case k.Key != "" && k.KeySHA256 != "":
+			return nil, fmt.Errorf("%s: set key or key_sha256, not both", field)
+		case k.Key != "":
+			if !validToken(k.Key) {
+				return nil, fmt.Errorf("%s.key: not a valid bearer token (letters, digits and -._~+/ then optional =, at most %d bytes)", field, maxTokenBytes)
+			}
+			digest = sha256.Sum256([]byte(k.Key))
+		case k.KeySHA256 != "":
+			b, err := hex.DecodeString(k.KeySHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("%s.key_sha256: want %d hex digits", field, 2*sha256.Size)
+			}
+			digest = [sha256.Size]byte(b)
+		default:
+			return nil, fmt.Errorf("%s: key or key_sha256 is required", field)
+		}
+		if k.Tenant == "" {
+			return nil, fmt.Errorf("%s.tenant: required", field)
+		}
+		if k.Actor == "" {
+			return nil, fmt.Errorf("%s.actor: required", field)
+		}
+		if slices.Contains(k.Roles, "") {
+			return nil, fmt.Errorf("%s.roles: empty role name", field)
+		}
+		// The same key for two identities would make the answer depend on
+		// order; it is a configuration mistake, whichever form each uses.
+		if j, dup := seen[digest]; dup {
+			return nil, fmt.Errorf("%s: same key as api_keys[%d]", field, j)
+		}
+		seen[digest] = i
+		a.keys = append(a.keys, apiKey{
+			digest: digest,
+			id:     countersign.Identity{Tenant: k.Tenant, Actor: k.Actor, Roles: slices.Clone(k.Roles)},
+		})
+	}
+	return a, nil
+}
+
+var errUnknownAPIKey = fmt.Errorf("%w: api key: unknown key", ErrUnauthenticated)
+
+// Authenticate returns the identity of the key whose digest matches token's.
+func (a *APIKeys) Authenticate(_ context.Context, token string) (countersign.Identity, error) {
+	// The length of a token is not secret; the bound keeps hashing cheap.
+	if a == nil || token == "" || len(token) > maxTokenBytes {
+		return countersign.Identity{}, errUnknownAPIKey
+	}
+	digest := sha256.Sum256([]byte(token))
+	// Compare with every key, without stopping at a match, so the time taken
+	// says nothing about which key (or how many bytes of one) matched.
+	found, index := 0, 0
+	for i := range a.keys {
+		eq := subtle.ConstantTimeCompare(digest[:], a.keys[i].digest[:])
+		index = subtle.ConstantTimeSelect(eq, i, index)
+		found |= eq
+	}
+	if found == 0 {
+		return countersign.Identity{}, errUnknownAPIKey
+	}
+	id := a.keys[index].id
+	id.Roles = slices.Clone(id.Roles) // callers may not change the configuration
+	return id, nil
+}
