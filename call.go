@@ -173,7 +173,7 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 	if a.hooks.Prepare != nil {
 		prep, err = a.hooks.Prepare(ctx, &PrepareRequest{Identity: c.Identity, Action: a.name, Input: snapshot})
 		if err != nil {
-			return nil, fmt.Errorf("call %s: prepare: %w", a.name, err)
+			return nil, prepareErr(a, err)
 		}
 	}
 	key, err := a.replacementKeyFor(snapshot)
@@ -265,6 +265,16 @@ func (e *Engine) preflight(ctx context.Context, id Identity, a *Action, input js
 		return pf.Confirmation, nil, nil
 	}
 	return nil, nil, fmt.Errorf("call %s: preflight verdict %q: want ready, denied or completed", a.name, pf.Verdict)
+}
+
+// prepareErr passes a Prepare hook's denial through as it is (a webhook
+// backend answering 403/409/422 denies the call) and wraps anything else.
+func prepareErr(a *Action, err error) error {
+	var d *DeniedError
+	if errors.As(err, &d) {
+		return d
+	}
+	return fmt.Errorf("call %s: prepare: %w", a.name, err)
 }
 
 // resume answers a call whose proposal exists, by the proposal's state.

@@ -394,7 +394,7 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 	if a.hooks.Prepare != nil {
 		prep, err := a.hooks.Prepare(ctx, &PrepareRequest{Identity: c.Identity, Action: a.name, Input: input})
 		if err != nil {
-			return nil, fmt.Errorf("call %s: prepare: %w", a.name, err)
+			return nil, prepareErr(a, err)
 		}
 		stateVersion = prep.StateVersion
 	}
