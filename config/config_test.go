@@ -1,0 +1,700 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// exampleConfig is what testdata/example.yaml (API.md's example) holds.
+func exampleConfig() *Config {
+	c := &Config{
+		Listen:      "127.0.0.1:8080",
+		Store:       "sqlite:countersign.db",
+		AutoMigrate: true,
+		Auth: Auth{
+			APIKeys: []APIKey{
+				{Key: "ck_dev_alice", Tenant: "acme", Actor: "alice", Roles: []string{"agent"}},
+				{Key: "ck_dev_bob", Tenant: "acme", Actor: "bob", Roles: []string{"finance", "operator"}},
+			},
+			JWT: &JWT{
+				Issuer: "https://auth.example.com/", Audience: "countersign",
+				HS256SecretEnv: "COUNTERSIGN_JWT_SECRET",
+				Claims:         Claims{Tenant: "tid", Actor: "sub", Roles: "roles"},
+			},
+		},
+		CORS:             CORS{AllowedOrigins: []string{}},
+		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
+		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		PolicySpec: PolicySpec{
+			DefaultTTL: 10 * time.Minute,
+			Rules: []Rule{{
+				Match:              "payments.*",
+				Effect:             countersign.EffectAsk,
+				Approvers:          []string{"role:finance"},
+				Quorum:             1,
+				ForbidSelfApproval: true,
+				TTL:                10 * time.Minute,
+				Mode:               countersign.ModeIndependent,
+				Channels:           []string{"api", "web", "cli", "text"},
+				Remember:           []countersign.Scope{countersign.ScopeRun, countersign.ScopeThread},
+			}},
+		},
+		Actions: []Action{{
+			Name:        "payments.refund",
+			Version:     "1",
+			Kind:        "write",
+			Description: "Refund a payment",
+			InputSchema: json.RawMessage(`{"additionalProperties":false,"properties":{"amount":{"exclusiveMinimum":0,"type":"number"},"customer":{"type":"string"}},"required":["amount","customer"],"type":"object"}`),
+			Confirmation: struct{ Title, Verb string }{
+				Title: "Refund {amount} to {customer}", Verb: "Refund",
+			},
+			ReplacementKey: "{customer}",
+			Prepare:        &Endpoint{URL: "http://127.0.0.1:9100/prepare", Timeout: 5 * time.Second},
+			Execute:        &Endpoint{URL: "http://127.0.0.1:9100/execute", Timeout: 10 * time.Second},
+			Reconcile:      &Endpoint{URL: "http://127.0.0.1:9100/reconcile", Timeout: 5 * time.Second},
+		}},
+	}
+	return c
+}
+
+// public drops what Parse records for error messages, to compare the rest.
+func public(c *Config) *Config {
+	d := *c
+	d.file, d.lines = "", nil
+	return &d
+}
+
+func parseOK(t *testing.T, yaml string) *Config {
+	t.Helper()
+	c, err := Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return c
+}
+
+func TestExample(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("testdata/example.yaml", data)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got, want := public(c), exampleConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("example parsed to\n%+v\nwant\n%+v", got, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate after Parse: %v", err)
+	}
+	if err := exampleConfig().Validate(); err != nil {
+		t.Errorf("Validate of the example built in code: %v", err)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	want := &Config{
+		Listen:           "127.0.0.1:8080",
+		Store:            "sqlite:countersign.db",
+		AutoMigrate:      true,
+		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
+		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		PolicySpec:       PolicySpec{DefaultTTL: 10 * time.Minute},
+	}
+	if got := Default(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Default() = %+v, want %+v", got, want)
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+	for _, empty := range []string{"", "\n", "# nothing yet\n", "---\n", "~\n", "{}\n"} {
+		c := parseOK(t, empty)
+		if got := public(c); !reflect.DeepEqual(got, want) {
+			t.Errorf("Parse(%q) = %+v, want the defaults", empty, got)
+		}
+	}
+	// A key with no value keeps its default, as an absent one does.
+	c := parseOK(t, "listen:\nworker:\n  lease:\nauth:\npolicy: {rules: }\n")
+	if got := public(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("null values: %+v, want the defaults", got)
+	}
+}
+
+// TestFieldDefaults checks the defaults inside list items and sections.
+func TestFieldDefaults(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, `
+auth:
+  jwt: {issuer: i, audience: a, jwks_file: keys.json}
+policy:
+  rules:
+    - match: payments.refund
+actions:
+  - name: x
+    execute: {url: "https://hooks.example.com/x"}
+`)
+	if got, want := c.Auth.JWT.Claims, (Claims{"tid", "sub", "roles"}); got != want {
+		t.Errorf("claims = %+v, want %+v", got, want)
+	}
+	wantRule := Rule{Match: "payments.refund", Effect: "ask", Approvers: []string{"requester"}, Quorum: 1, Mode: "wait"}
+	if got := c.PolicySpec.Rules[0]; !reflect.DeepEqual(got, wantRule) {
+		t.Errorf("rule = %+v, want %+v", got, wantRule)
+	}
+	a := c.Actions[0]
+	if a.Version != "1" || a.Kind != "write" || string(a.InputSchema) != `{"type":"object"}` ||
+		a.Prepare != nil || a.Reconcile != nil || *a.Execute != (Endpoint{URL: "https://hooks.example.com/x", Timeout: 10 * time.Second}) {
+		t.Errorf("action defaults: %+v", a)
+	}
+	if p := c.Policy(); p.Rules[0].TTL != 0 || p.DefaultTTL != 10*time.Minute {
+		t.Errorf("a rule without ttl takes the policy's: %+v", p)
+	}
+}
+
+// TestErrors covers every check: each bad file yields one problem, with its
+// line and a reason.
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	const execute = "    execute: {url: \"http://127.0.0.1:9100/execute\"}\n"
+	action := func(lines string) string { return "actions:\n  - name: a\n" + execute + lines }
+	rule := func(fields string) string { return "policy:\n  rules:\n    - " + fields + "\n" }
+	tests := []struct {
+		name, yaml string
+		line       int
+		reason     string
+	}{
+		// YAML itself
+		{"syntax", "listen: a\nstore: [x\n", 2, "invalid YAML: did not find expected ',' or ']'"},
+		{"syntax key", "listen: a\nstore: b\n- c\n", 3, "invalid YAML: did not find expected key"},
+		{"syntax indent", "auth:\n  api_keys:\n    - key: k\n   tenant: t\n", 2, "invalid YAML"},
+		{"syntax on line 1", "a: b: c\n", 1, "invalid YAML: mapping values are not allowed"},
+		{"unknown anchor", "listen: a\n\nstore: *nowhere\n", 3, "unknown anchor"},
+		{"tab", "listen: a\n\tstore: b\n", 2, "invalid YAML"},
+		{"control character", "listen: a\nstore: \x01\n", 2, "invalid YAML: control characters are not allowed"},
+		{"two documents", "listen: a\n---\nlisten: b\n", 2, "a second YAML document"},
+		{"not a mapping", "- listen\n", 1, "a configuration is a mapping"},
+		{"unknown key", "listen: :80\nlisten_addr: x\n", 2, `unknown key "listen_addr" at the top level`},
+		{"unknown nested key", "worker:\n  poll: 1s\n", 2, `unknown key "poll" in worker (want poll_interval, lease`},
+		{"repeated key", "listen: :80\nstore: sqlite:a\nlisten: :81\n", 3, `key "listen" repeats the one on line 1`},
+		{"non-string key", "1: a\n", 1, "keys must be strings"},
+		{"bad merge", "worker:\n  <<: 5\n", 2, "a merge key (<<) takes a mapping"},
+		// types
+		{"string wanted", "listen: 8080\n", 1, `listen: want a string, not the integer 8080`},
+		{"string not list", "store: [a]\n", 1, "store: want a string, not a list"},
+		{"bool wanted", "auto_migrate: yes\n", 1, `auto_migrate: want true or false, not the string "yes"`},
+		{"int wanted", "worker:\n  max_concurrency: four\n", 2, "worker.max_concurrency: want an integer"},
+		{"int range", "worker:\n  max_attempts: 99999999999\n", 2, "out of range"},
+		{"duration type", "worker:\n  lease: 30\n", 2, "worker.lease: want a duration such as 10s"},
+		{"duration syntax", "worker:\n  lease: 30 seconds\n", 2, `"30 seconds" is not a duration`},
+		{"duration sign", "policy:\n  default_ttl: -1m\n", 2, "policy.default_ttl: -1m: must be positive"},
+		{"zero duration", rule("{match: a, ttl: 0s}"), 3, "policy.rules[0].ttl: 0s: must be positive"},
+		{"list wanted", "cors:\n  allowed_origins: https://a.example\n", 2, "cors.allowed_origins: want a list"},
+		{"mapping wanted", "auth: [a]\n", 1, "auth: want a mapping"},
+		{"list item type", "cors:\n  allowed_origins:\n    - [x]\n", 3, "cors.allowed_origins[0]: want a string"},
+		{"secret type", "auth:\n  api_keys:\n    - {key: 12345, tenant: t, actor: a}\n", 3, "auth.api_keys[0].key: want a string (quote it)"},
+		// listen, store
+		{"listen", "listen: localhost\n", 1, `listen: "localhost": want host:port`},
+		{"listen port", "listen: localhost:http8\n", 1, "the port must be a number"},
+		{"store scheme", "store: mysql://x\n", 1, `store: unknown store "mysql:…"`},
+		{"store sqlite empty", "store: \"sqlite:\"\n", 1, `names no file`},
+		{"store sqlite slashes", "store: sqlite://db\n", 1, "without //"},
+		{"store postgres", "store: \"postgres://u:pw@h:5432:x/db\"\n", 1, "invalid PostgreSQL URL"},
+		// auth
+		{"key and hash", "auth:\n  api_keys:\n    - {key: k, key_sha256: " + strings.Repeat("a", 64) + ", tenant: t, actor: a}\n", 3, "set key or key_sha256, not both"},
+		{"no key", "auth:\n  api_keys:\n    - tenant: t\n      actor: a\n", 3, "auth.api_keys[0]: needs key or key_sha256"},
+		{"hash form", "auth:\n  api_keys:\n    - {key_sha256: " + strings.Repeat("A", 64) + ", tenant: t, actor: a}\n", 3, "want 64 lowercase hex digits"},
+		{"key spaces", "auth:\n  api_keys:\n    - {key: \"a b\", tenant: t, actor: a}\n", 3, "a key has no spaces"},
+		{"tenant spaces", "auth:\n  api_keys:\n    - {key: k, tenant: \"ac me\", actor: a}\n", 3, "auth.api_keys[0].tenant: \"ac me\": a tenant has no spaces"},
+		{"no tenant", "auth:\n  api_keys:\n    - {key: k, actor: a}\n", 3, "auth.api_keys[0].tenant: is required"},
+		{"no actor", "auth:\n  api_keys:\n    - key: k\n      tenant: t\n      actor: \"\"\n", 5, "auth.api_keys[0].actor: is required"},
+		{"empty role", "auth:\n  api_keys:\n    - key: k\n      tenant: t\n      actor: a\n      roles:\n        - ok\n        - \"\"\n", 8, "auth.api_keys[0].roles[1]: is required"},
+		{"duplicate key", "auth:\n  api_keys:\n    - {key: k, tenant: t, actor: a}\n    - {key: k, tenant: t, actor: b}\n", 4, "auth.api_keys[1]: the same key as auth.api_keys[0] (line 3)"},
+		{"duplicate key by hash", "auth:\n  api_keys:\n    - {key: k, tenant: t, actor: a}\n    - {key_sha256: 8254c329a92850f6d539dd376f4816ee2764517da5e0235514af433164480d7a, tenant: t, actor: b}\n", 4, "the same key as auth.api_keys[0]"},
+		{"jwt issuer", "auth:\n  jwt:\n    audience: a\n    jwks_file: k.json\n", 3, "auth.jwt.issuer: is required"},
+		{"jwt audience", "auth:\n  jwt: {issuer: i, jwks_file: k.json}\n", 2, "auth.jwt.audience: is required"},
+		{"jwt no key", "auth:\n  jwt: {issuer: i, audience: a}\n", 2, "auth.jwt: needs jwks_file"},
+		{"jwt both keys", "auth:\n  jwt: {issuer: i, audience: a, jwks_file: k, hs256_secret_env: S}\n", 2, "set jwks_file or hs256_secret_env, not both"},
+		{"jwt env name", "auth:\n  jwt:\n    issuer: i\n    audience: a\n    hs256_secret_env: my-secret\n", 5, "auth.jwt.hs256_secret_env: \"my-secret\": want an environment variable name"},
+		{"jwt claim", "auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_file: k\n    claims:\n      actor: \"\"\n", 7, "auth.jwt.claims.actor: is required"},
+		{"jwt unknown", "auth:\n  jwt: {issuer: i, audience: a, jwks_file: k, algorithm: RS256}\n", 2, `unknown key "algorithm" in auth.jwt`},
+		// cors, secrets' names, metrics
+		{"origin path", "cors:\n  allowed_origins: [\"https://a.example/inbox\"]\n", 2, "cors.allowed_origins[0]: \"https://a.example/inbox\": want an origin"},
+		{"origin scheme", "cors:\n  allowed_origins:\n    - a.example\n", 3, "want an origin"},
+		{"webhook env", "webhook_secret_env: \"\"\n", 1, "webhook_secret_env: \"\": want an environment variable name"},
+		{"metrics role", "metrics:\n  require_role: \"ops team\"\n", 2, "metrics.require_role"},
+		// worker
+		{"poll vs lease", "worker:\n  poll_interval: 10s\n  lease: 30s\n", 2, "worker.poll_interval: 10s must be less than a third of worker.lease (30s)"},
+		{"poll vs default lease", "worker:\n  poll_interval: 15s\n", 2, "less than a third of worker.lease (30s)"},
+		{"concurrency", "worker:\n  max_concurrency: 0\n", 2, "worker.max_concurrency: 0: must be positive"},
+		{"attempts", "worker: {max_attempts: -1}\n", 1, "worker.max_attempts: -1: must be positive"},
+		// policy
+		{"rule not mapping", "policy:\n  rules:\n    - payments.*\n", 3, "policy.rules[0]: want a mapping"},
+		{"rule unknown key", rule("{match: a, approver: requester}"), 3, `unknown key "approver" in policy.rules[0]`},
+		{"match required", rule("{effect: ask}"), 3, "policy.rules[0].match: is required"},
+		{"match chars", rule("{match: \"pay ments\"}"), 3, "policy.rules[0].match: \"pay ments\": want an action name or a glob"},
+		{"match repeated", "policy:\n  rules:\n    - {match: a}\n    - {match: b}\n    - {match: a}\n", 5, "policy.rules[2].match: \"a\" repeats policy.rules[0] (line 3)"},
+		{"effect", rule("{match: a, effect: maybe}"), 3, "policy.rules[0].effect: \"maybe\": want allow, ask or deny"},
+		{"effect empty", rule("{match: a, effect: \"\"}"), 3, "policy.rules[0].effect: \"\""},
+		{"approver form", "policy:\n  rules:\n    - match: a\n      approvers:\n        - requester\n        - finance\n", 6, "policy.rules[0].approvers[1]: \"finance\": want requester, role:NAME or actor:ID"},
+		{"approver empty name", rule("{match: a, approvers: [\"role:\"]}"), 3, "want requester, role:NAME or actor:ID"},
+		{"approver twice", rule("{match: a, approvers: [\"role:x\", \"role:x\"]}"), 3, "\"role:x\" is listed twice"},
+		{"approvers empty", rule("{match: a, approvers: []}"), 3, "policy.rules[0].approvers: is empty"},
+		{"quorum zero", rule("{match: a, quorum: 0}"), 3, "policy.rules[0].quorum: 0: must be at least 1"},
+		{"quorum unreachable", rule("{match: a, approvers: [\"actor:bob\", requester], quorum: 3}"), 3, "policy.rules[0].quorum: 3 can never be met by the 2 people"},
+		{"quorum without self", "policy:\n  rules:\n    - match: a\n      approvers: [\"actor:bob\", requester]\n      forbid_self_approval: true\n      quorum: 2\n", 6, "2 can never be met by the 1 people"},
+		{"nobody approves", rule("{match: a, forbid_self_approval: true}"), 3, "policy.rules[0]: no one may approve"},
+		{"mode", rule("{match: a, mode: async}"), 3, "policy.rules[0].mode: \"async\": want wait, two_phase or independent"},
+		{"channel", rule("{match: a, channels: [api, email]}"), 3, "policy.rules[0].channels[1]: \"email\": want one of api, web, cli, text, mcp"},
+		{"channel twice", rule("{match: a, channels: [api, api]}"), 3, "\"api\" is listed twice"},
+		{"channels empty", rule("{match: a, channels: []}"), 3, "policy.rules[0].channels: is empty"},
+		{"remember", rule("{match: a, remember: [forever]}"), 3, "policy.rules[0].remember[0]: \"forever\": want run or thread"},
+		{"remember twice", rule("{match: a, remember: [run, run]}"), 3, "\"run\" is listed twice"},
+		{"rule ttl type", rule("{match: a, ttl: 600}"), 3, "policy.rules[0].ttl: want a duration"},
+		// actions
+		{"action not mapping", "actions: [x]\n", 1, "actions[0]: want a mapping"},
+		{"action unknown key", action("    url: http://x\n"), 4, `unknown key "url" in actions[0]`},
+		{"action name", "actions:\n  - name: \"-x\"\n" + execute, 2, "actions[0].name: \"-x\": want 1-128 of"},
+		{"action name required", "actions:\n  - description: d\n" + execute, 2, "actions[0].name: is required"},
+		{"action name repeated", action("  - name: a\n" + execute), 4, "actions[1].name: \"a\" is already the name of actions[0] (line 2)"},
+		{"version type", action("    version: 1\n"), 4, "actions[0].version: want a string, not the integer 1 (quote it: \"1\")"},
+		{"version empty", action("    version: \"\"\n"), 4, "actions[0].version: is required"},
+		{"kind", action("    kind: delete\n"), 4, "actions[0].kind: \"delete\": want read or write"},
+		{"schema not mapping", action("    input_schema: object\n"), 4, "actions[0].input_schema: want a mapping (a JSON Schema)"},
+		{"schema invalid", action("    input_schema: {type: thing}\n"), 4, "actions[0].input_schema: compile schema"},
+		{"schema external ref", action("    input_schema: {$ref: \"https://example.com/s.json\"}\n"), 4, "actions[0].input_schema"},
+		{"schema number", action("    input_schema: {type: number, maximum: .inf}\n"), 4, "the number .inf has no JSON form"},
+		{"schema key", action("    input_schema: {properties: {1: {}}}\n"), 4, "keys must be strings"},
+		{"schema binary", action("    input_schema: {const: !!binary aGk=}\n"), 4, "has no JSON form"},
+		{"title placeholder", action("    confirmation: {title: \"Refund {amount\"}\n"), 4, "actions[0].confirmation.title: \"Refund {amount\": placeholders are {path}"},
+		{"key placeholder", action("    replacement_key: \"{a b}\"\n"), 4, "actions[0].replacement_key"},
+		{"placeholder names nothing", action("    input_schema: {type: object, additionalProperties: false, properties: {amount: {type: number}}}\n    confirmation: {title: \"Refund {amonut}\"}\n"), 5, "actions[0].confirmation.title: {amonut} names no property of input_schema"},
+		{"nested placeholder", action("    input_schema:\n      type: object\n      additionalProperties: false\n      properties:\n        order: {type: object, additionalProperties: false, properties: {id: {type: string}}}\n    replacement_key: \"{order.key}\"\n"), 9, "{order.key} names no property"},
+		{"confirmation unknown", action("    confirmation: {title: t, button: b}\n"), 4, `unknown key "button" in actions[0].confirmation`},
+		{"execute required", "actions:\n  - name: a\n    prepare: {url: \"http://h/p\"}\n", 2, "actions[0].execute: is required"},
+		{"execute null", "actions:\n  - name: a\n    execute:\n", 3, "actions[0].execute: is required"},
+		{"url required", "actions:\n  - name: a\n    execute: {timeout: 5s}\n", 3, "actions[0].execute.url: is required"},
+		{"url relative", "actions:\n  - name: a\n    execute: {url: /execute}\n", 3, "actions[0].execute.url: want an absolute http:// or https:// URL"},
+		{"url scheme", "actions:\n  - name: a\n    execute: {url: \"ftp://h/x\"}\n", 3, "want an absolute http:// or https:// URL"},
+		{"url credentials", "actions:\n  - name: a\n    execute: {url: \"https://u:p@h/x\"}\n", 3, "must not hold credentials"},
+		{"timeout", action("    reconcile:\n      url: http://h/r\n      timeout: 0s\n"), 6, "actions[0].reconcile.timeout: 0s: must be positive"},
+		{"endpoint unknown", action("    prepare: {url: \"http://h/p\", method: GET}\n"), 4, `unknown key "method" in actions[0].prepare`},
+		{"idempotent type", action("    idempotent: 1\n"), 4, "actions[0].idempotent: want true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("bad.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s\n%+v", tt.yaml, c)
+			}
+			errs := Errors(err)
+			if len(errs) != 1 {
+				t.Fatalf("want one problem, got %d:\n%v", len(errs), err)
+			}
+			e := errs[0]
+			if e.File != "bad.yaml" || e.Line != tt.line || !strings.Contains(e.Reason, tt.reason) {
+				t.Errorf("got %q (file %q, line %d)\nwant line %d and a reason holding %q", e.Error(), e.File, e.Line, tt.line, tt.reason)
+			}
+			if want := fmt.Sprintf("bad.yaml:%d: %s", e.Line, e.Reason); e.Error() != want {
+				t.Errorf("Error() = %q, want %q", e.Error(), want)
+			}
+		})
+	}
+}
+
+func TestErrorsAll(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("c.yaml", []byte(`listen: nowhere
+worker:
+  poll_interval: 20s
+  speed: 3
+policy:
+  rules:
+    - {match: a, effect: sometimes}
+actions:
+  - name: a
+`))
+	errs := Errors(err)
+	want := []struct {
+		line   int
+		reason string
+	}{
+		{1, "listen:"},
+		{3, "worker.poll_interval:"},
+		{4, `unknown key "speed"`},
+		{7, "policy.rules[0].effect:"},
+		{9, "actions[0].execute: is required"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		if errs[i].Line != w.line || !strings.Contains(errs[i].Reason, w.reason) {
+			t.Errorf("problem %d = %v, want line %d with %q", i, errs[i], w.line, w.reason)
+		}
+	}
+	// One line per problem, each readable on its own.
+	if got := strings.Count(err.Error(), "\n") + 1; got != len(want) {
+		t.Errorf("message has %d lines, want %d:\n%v", got, len(want), err)
+	}
+	var e *Error
+	if !errors.As(fmt.Errorf("start: %w", err), &e) || e.Line != 1 {
+		t.Errorf("errors.As through wrapping found %v", e)
+	}
+}
+
+// A value the decoder could not read is not judged again by the checks.
+func TestErrorsNoCascade(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"auth:\n  api_keys:\n    - {key: [k], tenant: t, actor: a}\n",
+		"worker:\n  lease: long\n  poll_interval: 20s\n",
+		"actions:\n  - name: a\n    execute: {url: [x]}\n",
+		"policy:\n  rules:\n    - {match: a, approvers: requester, forbid_self_approval: true}\n",
+	} {
+		_, err := Parse("c.yaml", []byte(in))
+		if n := len(Errors(err)); n != 1 {
+			t.Errorf("Parse(%q): %d problems, want 1:\n%v", in, n, err)
+		}
+	}
+}
+
+func TestSecretsNotEchoed(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"auth:\n  api_keys:\n    - {key: \"s3cr3t value\", tenant: t, actor: a}\n",
+		"auth:\n  api_keys:\n    - {key: s3cr3t, tenant: t, actor: a}\n    - {key: s3cr3t, tenant: t, actor: b}\n",
+		"store: \"postgres://u:s3cr3t@h:5432:x/db\"\n",
+		"actions:\n  - name: a\n    execute: {url: \"ftp://u:s3cr3t@h/x\"}\n",
+	} {
+		_, err := Parse("c.yaml", []byte(in))
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Parse(%q) = %v: want an error that does not repeat the secret", in, err)
+		}
+	}
+}
+
+func TestMergeKeys(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, `
+policy:
+  rules:
+    - &finance {match: "payments.*", approvers: ["role:finance"], mode: independent}
+    - {<<: *finance, match: "invoices.*", mode: wait}
+actions:
+  - &hook
+    name: a
+    execute: {url: "http://h/a", timeout: 3s}
+  - <<: *hook
+    name: b
+`)
+	r := c.PolicySpec.Rules[1]
+	if r.Match != "invoices.*" || r.Mode != countersign.ModeWait || !reflect.DeepEqual(r.Approvers, []string{"role:finance"}) {
+		t.Errorf("merged rule = %+v", r)
+	}
+	if b := c.Actions[1]; b.Name != "b" || b.Execute == nil || b.Execute.Timeout != 3*time.Second {
+		t.Errorf("merged action = %+v", b)
+	}
+	// Aliases that refer to themselves, or multiply, are bounded.
+	for _, in := range []string{
+		"policy: &p {rules: [*p]}\n",
+		"worker: &w {<<: *w}\n",
+		"actions: [{name: a, execute: {url: \"http://h\"}, input_schema: &s {type: object, properties: {x: *s}}}]\n",
+		"worker: &w {<<: [*w, *w]}\n",
+		"x: &a {<<: &b {<<: *a}}\n",
+	} {
+		if _, err := Parse("c.yaml", []byte(in)); err == nil || len(Errors(err)) == 0 {
+			t.Errorf("Parse(%.60q) = %v, want *Error", in, err)
+		}
+	}
+	_, err := Parse("c.yaml", []byte(bomb()))
+	if errs := Errors(err); len(errs) != 1 || !strings.Contains(errs[0].Reason, "actions[0].input_schema: too large") {
+		t.Errorf("alias bomb: %v", err)
+	}
+	// Merges of merges are bounded too, even when each adds nothing.
+	var b strings.Builder
+	b.WriteString("policy:\n  rules:\n    - &r0 {match: a}\n")
+	for i := 1; i < 60; i++ {
+		fmt.Fprintf(&b, "    - &r%d {<<: [*r%d, *r%d]}\n", i, i-1, i-1)
+	}
+	if _, err := Parse("c.yaml", []byte(b.String())); !strings.Contains(fmt.Sprint(err), "too large") {
+		t.Errorf("merge bomb: %v", err)
+	}
+}
+
+// bomb is a schema whose aliases expand to 10^9 nodes.
+func bomb() string {
+	var b strings.Builder
+	b.WriteString("actions:\n  - name: a\n    execute: {url: \"http://h\"}\n    input_schema:\n      $defs:\n")
+	b.WriteString("        a0: &a0 [1,1,1,1,1,1,1,1,1,1]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&b, "        a%d: &a%d [", i, i)
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("      enum: *a8\n")
+	return b.String()
+}
+
+func TestParseStore(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, driver, location string }{
+		{"sqlite:countersign.db", StoreSQLite, "countersign.db"},
+		{"sqlite:/var/lib/countersign/cs.db", StoreSQLite, "/var/lib/countersign/cs.db"},
+		{"postgres://user@db:5432/countersign", StorePostgres, "postgres://user@db:5432/countersign"},
+		{"postgresql://db/cs?sslmode=require", StorePostgres, "postgresql://db/cs?sslmode=require"},
+	} {
+		d, l, err := ParseStore(tt.in)
+		if err != nil || d != tt.driver || l != tt.location {
+			t.Errorf("ParseStore(%q) = %q, %q, %v; want %q, %q", tt.in, d, l, err, tt.driver, tt.location)
+		}
+	}
+	for _, bad := range []string{"", "countersign.db", "sqlite:", "sqlite://x.db", "mysql://h/db", "postgres://h:port/db"} {
+		if _, _, err := ParseStore(bad); err == nil {
+			t.Errorf("ParseStore(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestEngineAcceptsPolicy: whatever the file's policy, worker and engine
+// settings, the engine takes them.
+func TestEngineAcceptsPolicy(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, `
+worker: {poll_interval: 2s, lease: 1m, max_concurrency: 8, max_attempts: 3}
+policy:
+  default_ttl: 1h
+  rules:
+    - {match: "payments.*", effect: ask, approvers: ["role:finance", "actor:carol"], quorum: 2,
+       forbid_self_approval: true, ttl: 5m, mode: two_phase, channels: [web, cli], remember: [thread]}
+    - {match: "payments.refund", effect: allow}
+    - {match: "*", effect: deny}
+actions:
+  - name: payments.refund
+    execute: {url: "http://h/x"}
+`)
+	p := c.Policy()
+	want := &countersign.Policy{DefaultTTL: time.Hour, Rules: []countersign.Rule{
+		{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance", "actor:carol"}, Quorum: 2,
+			ForbidSelfApproval: true, TTL: 5 * time.Minute, Mode: countersign.ModeTwoPhase,
+			Channels: []string{"web", "cli"}, Remember: []countersign.Scope{countersign.ScopeThread}},
+		{Match: "payments.refund", Effect: countersign.EffectAllow, Approvers: []string{"requester"}, Quorum: 1, Mode: countersign.ModeWait},
+		{Match: "*", Effect: countersign.EffectDeny, Approvers: []string{"requester"}, Quorum: 1, Mode: countersign.ModeWait},
+	}}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("Policy() = %+v\nwant %+v", p, want)
+	}
+	opts := c.EngineOptions()
+	if opts.LeaseDuration != time.Minute || opts.MaxAttempts != 3 || !reflect.DeepEqual(opts.Policy, want) {
+		t.Errorf("EngineOptions() = %+v", opts)
+	}
+	opts.Store = memstore.New(nil)
+	e, err := countersign.New(opts)
+	if err != nil {
+		t.Fatalf("countersign.New: %v", err)
+	}
+	wo := c.WorkerOptions()
+	if wo != (countersign.WorkerOptions{PollInterval: 2 * time.Second, LeaseDuration: time.Minute, MaxConcurrency: 8}) {
+		t.Errorf("WorkerOptions() = %+v", wo)
+	}
+	if _, err := e.NewWorker(wo); err != nil {
+		t.Errorf("NewWorker: %v", err)
+	}
+	// Policy returns copies: changing them leaves the configuration alone.
+	p.Rules[0].Approvers[0] = "role:changed"
+	if c.PolicySpec.Rules[0].Approvers[0] != "role:finance" {
+		t.Error("Policy() shares slices with the configuration")
+	}
+}
+
+func TestAccessors(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, `
+auth:
+  api_keys:
+    - {key: ck_dev_alice, tenant: acme, actor: alice, roles: [agent]}
+    - {key_sha256: 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae, tenant: acme, actor: bob}
+  jwt:
+    issuer: https://auth.example.com/
+    audience: countersign
+    jwks_file: /etc/countersign/jwks.json
+    claims: {tenant: org}
+cors:
+  allowed_origins: ["https://inbox.example.com", "*"]
+metrics: {require_role: operator}
+`)
+	keys := c.APIKeys()
+	if sum := sha256.Sum256([]byte("ck_dev_alice")); len(keys) != 2 || keys[0].KeySHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("APIKeys() = %+v", keys)
+	}
+	if d := keys[0].Digest(); fmt.Sprintf("%x", d) != keys[0].KeySHA256 || keys[0].Key != "ck_dev_alice" {
+		t.Errorf("API key 0: %+v", keys[0])
+	}
+	// "foo" hashes to 2c26…e7ae.
+	if d := keys[1].Digest(); fmt.Sprintf("%x", d) != keys[1].KeySHA256 || keys[1].KeySHA256 != "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae" {
+		t.Errorf("API key 1: %+v", keys[1])
+	}
+	if c.Auth.APIKeys[0].KeySHA256 != "" {
+		t.Error("APIKeys() changed the configuration")
+	}
+	j := c.JWT()
+	if j == nil || j.Issuer != "https://auth.example.com/" || j.JWKSFile != "/etc/countersign/jwks.json" ||
+		j.Claims != (Claims{Tenant: "org", Actor: "sub", Roles: "roles"}) {
+		t.Errorf("JWT() = %+v", j)
+	}
+	if Default().JWT() != nil {
+		t.Error("Default().JWT() is not nil")
+	}
+	if got := c.AllowedOrigins(); !reflect.DeepEqual(got, []string{"https://inbox.example.com", "*"}) {
+		t.Errorf("AllowedOrigins() = %v", got)
+	}
+	if c.MetricsRole() != "operator" || Default().MetricsRole() != "" {
+		t.Errorf("MetricsRole() = %q", c.MetricsRole())
+	}
+}
+
+func TestValidateBuiltInCode(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Worker.PollInterval = 20 * time.Second
+	c.PolicySpec.Rules = []Rule{{Match: "a"}} // no effect, no mode
+	err := c.Validate()
+	errs := Errors(err)
+	if len(errs) != 4 {
+		t.Fatalf("Validate: %v", err)
+	}
+	for _, e := range errs {
+		if e.File != "" || e.Line != 0 || e.Error() != e.Reason {
+			t.Errorf("a problem of a configuration built in code names no file or line: %#v", e)
+		}
+	}
+}
+
+// Environment tests cannot run in parallel (t.Setenv).
+
+func TestLoadEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:9000\nstore: sqlite:a.db\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvListen, "")
+	t.Setenv(EnvStore, "")
+	c, err := Load(path)
+	if err != nil || c.Listen != "127.0.0.1:9000" || c.Store != "sqlite:a.db" {
+		t.Fatalf("Load = %+v, %v", c, err)
+	}
+
+	t.Setenv(EnvListen, ":8443")
+	t.Setenv(EnvStore, "postgres://cs@db:5432/cs")
+	c, err = Load(path)
+	if err != nil || c.Listen != ":8443" || c.Store != "postgres://cs@db:5432/cs" {
+		t.Fatalf("Load with overrides = %+v, %v", c, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate after overrides: %v", err)
+	}
+	// Parse and Default read no environment.
+	if c := parseOK(t, ""); c.Listen != DefaultListen || c.Store != DefaultStore {
+		t.Errorf("Parse read the environment: %+v", c)
+	}
+	d := Default()
+	if err := d.ApplyEnv(); err != nil || d.Listen != ":8443" {
+		t.Errorf("Default().ApplyEnv() = %v, listen %q", err, d.Listen)
+	}
+
+	t.Setenv(EnvListen, "nowhere")
+	t.Setenv(EnvStore, "mysql://x")
+	_, err = Load(path)
+	errs := Errors(err)
+	if len(errs) != 2 ||
+		!strings.Contains(errs[0].Error(), "environment variable COUNTERSIGN_LISTEN: listen: \"nowhere\": want host:port") ||
+		!strings.Contains(errs[1].Error(), "environment variable COUNTERSIGN_STORE: store: unknown store") {
+		t.Errorf("bad overrides: %v", err)
+	}
+}
+
+func TestSetters(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, "listen: 127.0.0.1:1\n")
+	if err := c.SetListen("0.0.0.0:80"); err != nil || c.Listen != "0.0.0.0:80" {
+		t.Errorf("SetListen: %v", err)
+	}
+	if err := c.SetListen("0.0.0.0"); err == nil || c.Listen != "0.0.0.0:80" {
+		t.Errorf("SetListen accepted a bad address: %v", err)
+	}
+	if err := c.SetStore("sqlite:/tmp/x.db"); err != nil || c.Store != "sqlite:/tmp/x.db" {
+		t.Errorf("SetStore: %v", err)
+	}
+	var e *Error
+	if err := c.SetStore("x"); !errors.As(err, &e) || !strings.HasPrefix(e.Reason, "store: ") {
+		t.Errorf("SetStore(x) = %v", err)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "missing.yaml")
+	_, err := Load(path)
+	var e *Error
+	if !errors.As(err, &e) || e.File != path || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load(missing) = %v", err)
+	}
+	if want := path + ": read: no such file or directory"; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	c := parseOK(t, "webhook_secret_env: CS_TEST_WEBHOOK\nauth:\n  jwt: {issuer: i, audience: a, hs256_secret_env: CS_TEST_JWT}\n")
+	t.Setenv("CS_TEST_WEBHOOK", "")
+	t.Setenv("CS_TEST_JWT", "")
+	if _, err := c.WebhookSecret(); !errors.Is(err, ErrSecretUnset) || !strings.Contains(err.Error(), "CS_TEST_WEBHOOK (named by webhook_secret_env) is empty") {
+		t.Errorf("WebhookSecret unset: %v", err)
+	}
+	if _, err := c.HS256Secret(); !errors.Is(err, ErrSecretUnset) || !strings.Contains(err.Error(), "CS_TEST_JWT") {
+		t.Errorf("HS256Secret unset: %v", err)
+	}
+	t.Setenv("CS_TEST_WEBHOOK", "whsec")
+	t.Setenv("CS_TEST_JWT", "short")
+	if s, err := c.WebhookSecret(); err != nil || string(s) != "whsec" {
+		t.Errorf("WebhookSecret = %q, %v", s, err)
+	}
+	if _, err := c.HS256Secret(); err == nil || errors.Is(err, ErrSecretUnset) || !strings.Contains(err.Error(), "at least 32") || strings.Contains(err.Error(), "short") {
+		t.Errorf("HS256Secret short: %v", err)
+	}
+	long := strings.Repeat("k", 32)
+	t.Setenv("CS_TEST_JWT", long)
+	if s, err := c.HS256Secret(); err != nil || string(s) != long {
+		t.Errorf("HS256Secret = %q, %v", s, err)
+	}
+	// Without HS256 there is no secret to read.
+	for _, in := range []string{"", "auth:\n  jwt: {issuer: i, audience: a, jwks_file: k}\n"} {
+		if _, err := parseOK(t, in).HS256Secret(); !errors.Is(err, ErrSecretUnset) || !strings.Contains(err.Error(), "not configured") {
+			t.Errorf("HS256Secret without HS256: %v", err)
+		}
+	}
+	t.Setenv(DefaultWebhookSecretEnv, "s")
+	if s, err := Default().WebhookSecret(); err != nil || string(s) != "s" {
+		t.Errorf("default WebhookSecret = %q, %v", s, err)
+	}
+}

@@ -1,0 +1,71 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// FuzzParse: Parse never panics; it fails only with *Error values, joined
+// or alone; and what it accepts, the engine and the worker accept.
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		string(example),
+		"",
+		"listen: :8080\nstore: postgres://cs@db/cs\n",
+		"worker: {poll_interval: 2s, lease: 5s}\n",
+		"policy:\n  rules:\n    - {match: \"*\", effect: deny}\n    - &r {match: a, approvers: [\"actor:b\"], quorum: 1}\n    - {<<: *r, match: b}\n",
+		"actions:\n  - name: a\n    input_schema: {type: object, properties: {x: {enum: [1, 2.5, true, null, \"s\"]}}}\n    execute: {url: \"https://h/x\", timeout: 1s}\n",
+		"auth:\n  api_keys:\n    - {key: k, tenant: t, actor: a}\n  jwt: {issuer: i, audience: a, jwks_file: k}\n",
+		"a: &a [*a]\n",
+		"x: 1\n---\ny: 2\n",
+		bomb(),
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.yaml", data)
+		if err != nil {
+			if c != nil {
+				t.Fatalf("Parse returned a configuration and an error: %v", err)
+			}
+			checkErrors(t, err)
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Validate rejects what Parse accepted: %v", err)
+		}
+		e, err := countersign.New(countersign.Options{Store: memstore.New(nil), Policy: c.Policy()})
+		if err != nil {
+			t.Fatalf("countersign.New rejects the policy: %v", err)
+		}
+		if _, err := e.NewWorker(c.WorkerOptions()); err != nil {
+			t.Fatalf("NewWorker rejects the worker options: %v", err)
+		}
+	})
+}
+
+// checkErrors fails unless err is an *Error or errors.Join of *Errors.
+func checkErrors(t *testing.T, err error) {
+	t.Helper()
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	if len(list) == 0 {
+		t.Fatalf("an empty joined error: %v", err)
+	}
+	for _, e := range list {
+		var ce *Error
+		if _, ok := e.(*Error); !ok || !errors.As(e, &ce) || ce.Reason == "" {
+			t.Fatalf("%T %v: want *Error with a reason", e, e)
+		}
+	}
+}

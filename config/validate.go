@@ -1,0 +1,507 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/schema"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// Validate checks a configuration, such as one built in code or changed
+// after Parse, the way Parse does. Problems in a parsed configuration carry
+// the lines of the file it was parsed from.
+func (c *Config) Validate() error {
+	v := &validator{file: c.file, lines: c.lines}
+	v.config(c)
+	return join(v.errs)
+}
+
+// validator checks values, naming each problem by its field's path and the
+// line the decoder recorded for that path or its nearest ancestor.
+type validator struct {
+	file  string
+	lines map[string]int
+	skip  map[string]bool // paths the decoder already reported
+	errs  []*Error
+}
+
+func (v *validator) fail(path, format string, args ...any) {
+	if v.skipped(path) {
+		return
+	}
+	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(path), Reason: path + ": " + fmt.Sprintf(format, args...)})
+}
+
+// line finds the line of path, or of its nearest recorded ancestor: a
+// missing field is reported where its mapping is.
+func (v *validator) line(path string) int {
+	for {
+		if l, ok := v.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+}
+
+// skipped reports whether the decoder already reported path, one of its
+// ancestors or descendants: a value it could not decode is not judged again.
+func (v *validator) skipped(path string) bool {
+	within := func(a, b string) bool { // a is b or below it
+		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
+	}
+	for p := range v.skip {
+		if within(p, path) || within(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) config(c *Config) {
+	if err := checkListen(c.Listen); err != nil {
+		v.fail("listen", "%v", err)
+	}
+	if _, _, err := ParseStore(c.Store); err != nil {
+		v.fail("store", "%v", err)
+	}
+	v.auth(&c.Auth)
+	for i, o := range c.CORS.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			v.fail(item("cors.allowed_origins", i), "%v", err)
+		}
+	}
+	if err := checkEnvName(c.WebhookSecretEnv); err != nil {
+		v.fail("webhook_secret_env", "%v", err)
+	}
+	v.worker(&c.Worker)
+	v.policy(c)
+	v.actions(c.Actions)
+	if r := c.Metrics.RequireRole; r != "" && !isToken(r) {
+		v.fail("metrics.require_role", "%q: a role has no spaces or control characters", r)
+	}
+}
+
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port, such as 127.0.0.1:8080 or :8080", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	if strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '/' }) {
+		return fmt.Errorf("%q: the host is not a host name or an IP address", addr)
+	}
+	return nil
+}
+
+// The store drivers ParseStore names.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// ParseStore splits a store setting into its driver and location:
+// "sqlite:PATH" gives StoreSQLite and PATH (relative to the working
+// directory); a postgres:// or postgresql:// URL gives StorePostgres and the
+// URL. Its errors never repeat a URL, which may hold a password.
+func ParseStore(s string) (driver, location string, err error) {
+	switch {
+	case strings.HasPrefix(s, "sqlite:"):
+		path := strings.TrimPrefix(s, "sqlite:")
+		switch {
+		case path == "":
+			return "", "", errors.New(`"sqlite:" names no file: want sqlite:PATH, such as sqlite:countersign.db`)
+		case strings.HasPrefix(path, "//"):
+			// sqlite://x reads as a URL in some tools and as a path in others.
+			return "", "", fmt.Errorf("%q: want sqlite:PATH without //, such as sqlite:countersign.db or sqlite:/var/lib/countersign.db", s)
+		case strings.ContainsRune(path, 0):
+			return "", "", errors.New("the sqlite path holds a NUL byte")
+		}
+		return StoreSQLite, path, nil
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		if _, err := url.Parse(s); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return "", "", fmt.Errorf("invalid PostgreSQL URL: %v", err)
+		}
+		return StorePostgres, s, nil
+	}
+	scheme, _, _ := strings.Cut(s, ":")
+	if len(scheme) > 20 || strings.ContainsAny(scheme, "/@") {
+		scheme = ""
+	}
+	return "", "", fmt.Errorf("unknown store %q: want sqlite:PATH or a postgres:// URL", scheme+":…")
+}
+
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return fmt.Errorf("%q: want an origin such as https://inbox.example.com (scheme and host, no path), or *", o)
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkEnvName(name string) error {
+	if !envName.MatchString(name) {
+		return fmt.Errorf("%q: want an environment variable name (letters, digits and _)", name)
+	}
+	return nil
+}
+
+// isToken reports whether s is non-empty and free of spaces and control
+// characters: what tenants, actors, roles and keys must be.
+func isToken(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (v *validator) auth(a *Auth) {
+	first := map[[sha256.Size]byte]string{} // key digest → path of its first holder
+	for i := range a.APIKeys {
+		k := &a.APIKeys[i]
+		p := item("auth.api_keys", i)
+		valid := false
+		switch {
+		case k.Key != "" && k.KeySHA256 != "":
+			v.fail(p, "set key or key_sha256, not both")
+		case k.Key == "" && k.KeySHA256 == "":
+			v.fail(p, "needs key or key_sha256")
+		case k.Key != "" && !isToken(k.Key):
+			// The key is a secret: never repeat it.
+			v.fail(p+".key", "a key has no spaces or control characters")
+		case k.Key == "" && !sha256Hex.MatchString(k.KeySHA256):
+			v.fail(p+".key_sha256", "want 64 lowercase hex digits: the SHA-256 of the key")
+		default:
+			valid = true
+		}
+		if valid {
+			d := k.Digest()
+			if f, dup := first[d]; dup {
+				v.fail(p, "the same key as %s (line %d): each key stands for one identity", f, v.line(f))
+			} else {
+				first[d] = p
+			}
+		}
+		v.token(p+".tenant", k.Tenant, "tenant")
+		v.token(p+".actor", k.Actor, "actor")
+		for j, r := range k.Roles {
+			v.token(item(p+".roles", j), r, "role")
+		}
+	}
+	if j := a.JWT; j != nil {
+		const p = "auth.jwt"
+		if j.Issuer == "" {
+			v.fail(p+".issuer", "is required: the iss a token must carry")
+		}
+		if j.Audience == "" {
+			v.fail(p+".audience", "is required: the aud a token must carry")
+		}
+		switch {
+		case j.JWKSFile != "" && j.HS256SecretEnv != "":
+			v.fail(p, "set jwks_file or hs256_secret_env, not both")
+		case j.JWKSFile == "" && j.HS256SecretEnv == "":
+			v.fail(p, "needs jwks_file (a JSON Web Key Set) or hs256_secret_env (an HS256 secret's environment variable)")
+		case j.HS256SecretEnv != "":
+			if err := checkEnvName(j.HS256SecretEnv); err != nil {
+				v.fail(p+".hs256_secret_env", "%v", err)
+			}
+		}
+		v.token(p+".claims.tenant", j.Claims.Tenant, "claim name")
+		v.token(p+".claims.actor", j.Claims.Actor, "claim name")
+		v.token(p+".claims.roles", j.Claims.Roles, "claim name")
+	}
+}
+
+func (v *validator) token(path, s, what string) {
+	switch {
+	case s == "":
+		v.fail(path, "is required")
+	case !isToken(s):
+		v.fail(path, "%q: a %s has no spaces or control characters", s, what)
+	}
+}
+
+func (v *validator) worker(w *Worker) {
+	const p = "worker."
+	if w.PollInterval <= 0 {
+		v.fail(p+"poll_interval", "%v: must be positive", w.PollInterval)
+	}
+	if w.Lease <= 0 {
+		v.fail(p+"lease", "%v: must be positive", w.Lease)
+	}
+	if w.MaxConcurrency <= 0 {
+		v.fail(p+"max_concurrency", "%d: must be positive", w.MaxConcurrency)
+	}
+	if w.MaxAttempts <= 0 {
+		v.fail(p+"max_attempts", "%d: must be positive", w.MaxAttempts)
+	}
+	// A lease must survive a missed renewal or two: renewals follow the poll.
+	if w.PollInterval > 0 && w.Lease > 0 && w.PollInterval >= w.Lease/3 && !v.skipped(p+"lease") {
+		v.fail(p+"poll_interval", "%v must be less than a third of worker.lease (%v)", w.PollInterval, w.Lease)
+	}
+}
+
+// matchPattern is an action name where * may stand for any run of characters.
+var matchPattern = regexp.MustCompile(`^[A-Za-z0-9_.:/*-]{1,128}$`)
+
+func (v *validator) policy(c *Config) {
+	ps := &c.PolicySpec
+	if ps.DefaultTTL <= 0 {
+		v.fail("policy.default_ttl", "%v: must be positive", ps.DefaultTTL)
+	}
+	firstMatch := map[string]string{} // match → path of the first rule with it
+	ok := len(v.errs)
+	for i := range ps.Rules {
+		r := &ps.Rules[i]
+		p := item("policy.rules", i)
+		switch {
+		case r.Match == "":
+			v.fail(p+".match", "is required: an action name or a glob such as payments.*")
+		case !matchPattern.MatchString(r.Match):
+			v.fail(p+".match", "%q: want an action name or a glob of [A-Za-z0-9_.:/-] and *", r.Match)
+		default:
+			if f, dup := firstMatch[r.Match]; dup {
+				v.fail(p+".match", "%q repeats %s (line %d), which wins: this rule never applies", r.Match, f, v.line(f))
+			} else {
+				firstMatch[r.Match] = p
+			}
+		}
+		switch r.Effect {
+		case countersign.EffectAllow, countersign.EffectAsk, countersign.EffectDeny:
+		default:
+			v.fail(p+".effect", "%q: want allow, ask or deny", r.Effect)
+		}
+		v.rule(p, r)
+	}
+	if len(v.errs) > ok || v.skipped("policy") {
+		return
+	}
+	// The engine must accept what passed here; should the two ever disagree,
+	// the file still fails at the policy rather than at start-up.
+	if _, err := countersign.New(countersign.Options{Store: memstore.New(nil), Policy: c.Policy()}); err != nil {
+		v.fail("policy", "%v", err)
+	}
+}
+
+func (v *validator) rule(p string, r *Rule) {
+	if r.Approvers != nil && len(r.Approvers) == 0 {
+		v.fail(p+".approvers", "is empty: list at least one approver, or leave it out for requester")
+	}
+	seen := map[string]bool{}
+	actors, requester, roles, invalid := 0, false, false, false
+	for j, a := range r.Approvers {
+		switch {
+		case a == countersign.ApproverRequester:
+			requester = true
+		case strings.HasPrefix(a, "role:") && isToken(a[len("role:"):]):
+			roles = true
+		case strings.HasPrefix(a, "actor:") && isToken(a[len("actor:"):]):
+			actors++
+		default:
+			v.fail(item(p+".approvers", j), "%q: want requester, role:NAME or actor:ID", a)
+			invalid = true
+			continue
+		}
+		if seen[a] {
+			v.fail(item(p+".approvers", j), "%q is listed twice", a)
+		}
+		seen[a] = true
+	}
+	if r.Quorum < 1 {
+		v.fail(p+".quorum", "%d: must be at least 1", r.Quorum)
+	}
+	// Without a role, the approvers are a fixed set of people: a quorum
+	// larger than the set could never be met, and the proposal would expire.
+	if !roles && !invalid && r.Effect == countersign.EffectAsk && len(r.Approvers) > 0 && r.Quorum >= 1 && !v.skipped(p+".approvers") {
+		people := actors
+		if requester && !r.ForbidSelfApproval {
+			people++
+		}
+		switch {
+		case people == 0:
+			v.fail(p, "no one may approve: the only approver is the requester, and forbid_self_approval is set")
+		case r.Quorum > people:
+			v.fail(p+".quorum", "%d can never be met by the %d people the approvers name", r.Quorum, people)
+		}
+	}
+	if r.TTL < 0 {
+		v.fail(p+".ttl", "%v: must be positive", r.TTL)
+	}
+	if !r.Mode.Valid() {
+		v.fail(p+".mode", "%q: want wait, two_phase or independent", r.Mode)
+	}
+	if r.Channels != nil && len(r.Channels) == 0 {
+		v.fail(p+".channels", "is empty: no channel could decide; leave it out to accept every channel")
+	}
+	for j, ch := range r.Channels {
+		switch {
+		case !slices.Contains(countersign.Channels, ch):
+			v.fail(item(p+".channels", j), "%q: want one of %s", ch, strings.Join(countersign.Channels, ", "))
+		case slices.Index(r.Channels, ch) < j:
+			v.fail(item(p+".channels", j), "%q is listed twice", ch)
+		}
+	}
+	for j, s := range r.Remember {
+		switch {
+		case !s.Valid():
+			v.fail(item(p+".remember", j), "%q: want run or thread", s)
+		case slices.Index(r.Remember, s) < j:
+			v.fail(item(p+".remember", j), "%q is listed twice", s)
+		}
+	}
+}
+
+// actionName is countersign's rule for action names.
+var actionName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$`)
+
+func (v *validator) actions(actions []Action) {
+	first := map[string]string{} // name → path of the first action with it
+	for i := range actions {
+		a := &actions[i]
+		p := item("actions", i)
+		before := len(v.errs)
+		switch {
+		case a.Name == "":
+			v.fail(p+".name", "is required")
+		case !actionName.MatchString(a.Name):
+			v.fail(p+".name", "%q: want 1-128 of [A-Za-z0-9_.:/-], not starting with . : / or -", a.Name)
+		default:
+			if f, dup := first[a.Name]; dup {
+				v.fail(p+".name", "%q is already the name of %s (line %d)", a.Name, f, v.line(f))
+			} else {
+				first[a.Name] = p
+			}
+		}
+		if a.Version == "" {
+			v.fail(p+".version", "is required")
+		}
+		if a.Kind != string(countersign.KindRead) && a.Kind != string(countersign.KindWrite) {
+			v.fail(p+".kind", "%q: want read or write", a.Kind)
+		}
+		var doc any
+		if len(a.InputSchema) > 0 {
+			if err := json.Unmarshal(a.InputSchema, &doc); err != nil {
+				v.fail(p+".input_schema", "not JSON: %v", err)
+			} else if _, isObj := doc.(map[string]any); !isObj {
+				v.fail(p+".input_schema", "want a mapping (a JSON Schema)")
+			} else if _, err := schema.Compile(a.InputSchema); err != nil {
+				v.fail(p+".input_schema", "%v", err)
+			}
+		}
+		v.template(p+".confirmation.title", a.Confirmation.Title, doc)
+		v.template(p+".replacement_key", a.ReplacementKey, doc)
+		if a.Execute == nil {
+			v.fail(p+".execute", "is required: {url: …, timeout: …}")
+		}
+		for _, e := range []struct {
+			name string
+			ep   *Endpoint
+		}{{"prepare", a.Prepare}, {"execute", a.Execute}, {"reconcile", a.Reconcile}} {
+			if e.ep != nil {
+				v.endpoint(p+"."+e.name, e.ep)
+			}
+		}
+		if len(v.errs) > before || v.skipped(p) {
+			continue
+		}
+		// The webhook package builds the action with NewRawAction: what
+		// passed here must pass there.
+		_, err := countersign.NewRawAction(countersign.RawActionSpec{
+			Name: a.Name, Version: a.Version, Kind: countersign.Kind(a.Kind), Description: a.Description,
+			InputSchema: a.InputSchema, Idempotent: a.Idempotent,
+			Confirmation:   countersign.Confirmation{Title: a.Confirmation.Title, Verb: a.Confirmation.Verb},
+			ReplacementKey: a.ReplacementKey,
+			Hooks: countersign.Hooks{Execute: func(context.Context, *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+				return nil, countersign.ErrNotApplied
+			}},
+		})
+		if err != nil {
+			v.fail(p, "%v", err)
+		}
+	}
+}
+
+var placeholder = regexp.MustCompile(`\{[A-Za-z0-9_.-]+\}`)
+
+// template checks {path} placeholders: their syntax, as the engine does,
+// and, where the input schema closes its objects, that each path names a
+// declared property, so a misspelt placeholder does not render empty.
+func (v *validator) template(path, t string, schemaDoc any) {
+	ms := placeholder.FindAllString(t, -1)
+	if strings.Count(t, "{") != len(ms) {
+		v.fail(path, "%q: placeholders are {path}, a dot-separated path of letters, digits, _ and -", t)
+		return
+	}
+	for _, m := range ms {
+		if undeclared(schemaDoc, strings.Split(m[1:len(m)-1], ".")) {
+			v.fail(path, "%s names no property of input_schema", m)
+		}
+	}
+}
+
+// undeclared reports whether a placeholder path certainly leaves the input
+// schema: some step names no property of an object schema that declares its
+// properties and allows no others. Schemas that compose or refer elsewhere
+// are not judged.
+func undeclared(doc any, path []string) bool {
+	for _, step := range path {
+		s, ok := doc.(map[string]any)
+		if !ok {
+			return false
+		}
+		for _, k := range []string{"$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "if", "patternProperties", "dependentSchemas", "unevaluatedProperties"} {
+			if _, has := s[k]; has {
+				return false
+			}
+		}
+		props, ok := s["properties"].(map[string]any)
+		if !ok || s["additionalProperties"] != false {
+			return false
+		}
+		if doc, ok = props[step]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) endpoint(path string, e *Endpoint) {
+	u, err := url.Parse(e.URL)
+	switch {
+	case e.URL == "":
+		v.fail(path+".url", "is required")
+	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "":
+		v.fail(path+".url", "want an absolute http:// or https:// URL without a #fragment")
+	case u.User != nil:
+		v.fail(path+".url", "must not hold credentials: requests are signed with webhook_secret_env's secret")
+	}
+	if e.Timeout <= 0 {
+		v.fail(path+".timeout", "%v: must be positive", e.Timeout)
+	}
+}
