@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/countersign/countersign"
+)
+
+// The demo runs when serve has no configuration file: a few actions backed by
+// an in-memory demo backend, and development API keys, so that the printed
+// curl commands work as they are.
+
+// demoKey is a development API key of the demo.
+type demoKey struct {
+	Key    string
+	Tenant string
+	Actor  string
+	Roles  []string
+	Why    string
+}
+
+var demoKeys = []demoKey{
+	{Key: "ck_dev_alice", Tenant: "acme", Actor: "alice", Roles: []string{"agent"}, Why: "an agent's requester"},
+	{Key: "ck_dev_bob", Tenant: "acme", Actor: "bob", Roles: []string{"finance", "operator"}, Why: "an approver and operator"},
+	{Key: "ck_dev_carol", Tenant: "acme", Actor: "carol", Roles: []string{"finance"}, Why: "a second approver"},
+	{Key: "ck_dev_eve", Tenant: "globex", Actor: "eve", Roles: []string{"finance"}, Why: "another tenant"},
+}
+
+// demoBackend is the system of record the demo actions change.
+type demoBackend struct {
+	mu      sync.Mutex
+	refunds map[string]float64 // operation id → amount
+	emails  map[string]string  // operation id → recipient
+	seq     atomic.Int64
+}
+
+func newDemoBackend() *demoBackend {
+	return &demoBackend{refunds: map[string]float64{}, emails: map[string]string{}}
+}
+
+// RefundInput is the demo refund's input.
+type RefundInput struct {
+	Amount   float64 `json:"amount" jsonschema:"amount in EUR"`
+	Customer string  `json:"customer" jsonschema:"customer id"`
+}
+
+// EmailInput is the demo email's input.
+type EmailInput struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body,omitempty"`
+}
+
+// LookupInput is the demo lookup's input.
+type LookupInput struct {
+	Customer string `json:"customer"`
+}
+
+func (b *demoBackend) actions() ([]*countersign.Action, error) {
+	refund, err := countersign.NewAction(countersign.ActionSpec[RefundInput]{
+		Name: "payments.refund", Description: "Refund a payment",
+		Confirmation:   countersign.Confirmation{Title: "Refund {amount} EUR to {customer}", Verb: "Refund"},
+		ReplacementKey: "{customer}",
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in RefundInput) (*countersign.Receipt, error) {
+			if in.Amount <= 0 {
+				return nil, countersign.NotApplied(fmt.Errorf("amount must be positive"))
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.refunds[req.OperationID] = in.Amount // the operation id makes it idempotent
+			return &countersign.Receipt{ID: fmt.Sprintf("rf_%d", b.seq.Add(1)), Result: json.RawMessage(fmt.Sprintf(`{"refunded":%v}`, in.Amount))}, nil
+		},
+		Reconcile: func(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if _, ok := b.refunds[req.OperationID]; ok {
+				return &countersign.Reconciliation{Status: countersign.ReconcileApplied, Receipt: "rf_reconciled"}, nil
+			}
+			return &countersign.Reconciliation{Status: countersign.ReconcileNotApplied}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	email, err := countersign.NewAction(countersign.ActionSpec[EmailInput]{
+		Name: "email.send", Description: "Send an email",
+		Confirmation: countersign.Confirmation{Title: "Email {to}: {subject}", Verb: "Send"},
+		Idempotent:   true,
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in EmailInput) (*countersign.Receipt, error) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.emails[req.OperationID] = in.To
+			return &countersign.Receipt{ID: "msg_" + req.OperationID}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	lookup, err := countersign.NewAction(countersign.ActionSpec[LookupInput]{
+		Name: "crm.lookup", Description: "Look a customer up", Kind: countersign.KindRead,
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in LookupInput) (*countersign.Receipt, error) {
+			return &countersign.Receipt{ID: in.Customer, Result: json.RawMessage(fmt.Sprintf(`{"customer":%q,"tier":"gold"}`, in.Customer))}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []*countersign.Action{refund, email, lookup}, nil
+}
+
+// demoPolicy asks finance for refunds (independent: the worker executes), the
+// requester for emails, and allows lookups.
+func demoPolicy() *countersign.Policy {
+	return &countersign.Policy{Rules: []countersign.Rule{
+		{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+			ForbidSelfApproval: true, Mode: countersign.ModeIndependent, Remember: []countersign.Scope{countersign.ScopeThread}},
+		{Match: "email.*", Effect: countersign.EffectAsk, Approvers: []string{"requester", "role:finance"}},
+	}}
+}
+
+// printDemo tells the operator how to try the demo, with commands that work
+// as printed.
+func printDemo(w io.Writer, base string) {
+	fmt.Fprintf(w, "\nNo --config given: running the demo (actions payments.refund, email.send, crm.lookup).\n")
+	fmt.Fprintf(w, "Development API keys (never use these in production):\n")
+	for _, k := range demoKeys {
+		fmt.Fprintf(w, "  %-14s tenant %-7s actor %-6s roles %-18s %s\n", k.Key, k.Tenant, k.Actor, strings.Join(k.Roles, ","), k.Why)
+	}
+	fmt.Fprintf(w, `
+Try it:
+  # alice's agent asks for a refund; it needs finance's approval (independent mode)
+  curl -s -X POST %[1]s/v1/calls -H 'Authorization: Bearer ck_dev_alice' -H 'Content-Type: application/json' \
+    -d '{"thread_id":"t1","tool_call_id":"call_1","action":"payments.refund","input":{"amount":40,"customer":"c_9"}}'
+  # bob (finance) lists what waits for him and approves it
+  curl -s %[1]s/v1/proposals?status=pending -H 'Authorization: Bearer ck_dev_bob'
+  countersign approve <proposal id> --server %[1]s --token ck_dev_bob --reason "looks right"
+  # the worker executed it; alice sees the outcome in her thread
+  curl -s %[1]s/v1/threads/t1 -H 'Authorization: Bearer ck_dev_alice'
+
+`, base)
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/pgtest"
+)
+
+// binary is the countersign command, built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "countersign-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "countersign")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build countersign: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// running is a `countersign serve` process.
+type running struct {
+	cmd  *exec.Cmd
+	base string
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan error
+}
+
+func (s *running) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.Write(p)
+}
+
+func (s *running) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startServer runs serve with args on a free port and waits until it listens.
+func startServer(t *testing.T, args ...string) *running {
+	t.Helper()
+	s := &running{done: make(chan error, 1)}
+	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	s.cmd.Dir = t.TempDir()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stdout, s.cmd.Stderr = pw, pw
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			_, _ = s.Write([]byte(line + "\n"))
+			if m := listening.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(40 * time.Second):
+			_ = s.cmd.Process.Kill()
+		}
+	})
+	select {
+	case s.base = <-found:
+	case err := <-s.done:
+		t.Fatalf("serve exited: %v\n%s", err, s.output())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start\n%s", s.output())
+	}
+	return s
+}
+
+// quickstart returns the README's quickstart block.
+func quickstart(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- quickstart -->\\s*```sh\\n(.*?)```\\s*<!-- /quickstart -->").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README.md has no quickstart block")
+	}
+	return string(m[1])
+}
+
+func runQuickstart(t *testing.T, s *running) {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", quickstart(t))
+	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("quickstart: %v\n%s\nserver:\n%s", err, out, s.output())
+	}
+	got := string(out)
+	for _, want := range []string{`"status":"pending"`, `"status":"applied"`, `"status":"succeeded"`, `"receipt":"rf_`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("quickstart output lacks %s:\n%s", want, got)
+		}
+	}
+}
+
+func TestQuickstartOnSQLite(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "e2e.db"))
+	runQuickstart(t, s)
+	if !strings.Contains(s.output(), "ck_dev_alice") {
+		t.Errorf("the demo did not print its API keys:\n%s", s.output())
+	}
+}
+
+func TestQuickstartOnPostgreSQL(t *testing.T) {
+	_, schema := pgtest.NewSchema(t)
+	u, err := url.Parse(pgtest.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	s := startServer(t, "--store", u.String())
+	runQuickstart(t, s)
+}
+
+// cli runs the client and returns its output and exit code.
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("run %v: %v", args, err)
+	return "", 0
+}
+
+func TestCLIDecisionsAndExitCodes(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "cli.db"))
+	// A pending refund to decide.
+	call := exec.Command("curl", "-s", "-X", "POST", s.base+"/v1/calls", "-H", "Authorization: Bearer ck_dev_alice",
+		"-H", "Content-Type: application/json",
+		"-d", `{"thread_id":"t1","tool_call_id":"c1","action":"payments.refund","input":{"amount":5,"customer":"c_1"}}`)
+	out, err := call.CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	id := regexp.MustCompile(`"proposal_id":"(prp_[^"]+)"`).FindStringSubmatch(string(out))
+	if id == nil {
+		t.Fatalf("no proposal id in %s", out)
+	}
+	srv := []string{"--server", s.base}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"list as a table", append([]string{"proposals", "list", "--token", "ck_dev_bob"}, srv...), 0, "payments.refund"},
+		{"list as JSON", append([]string{"proposals", "list", "--json", "--status", "pending", "--token", "ck_dev_bob"}, srv...), 0, `"proposals"`},
+		{"show", append([]string{"proposals", "show", id[1], "--token", "ck_dev_bob"}, srv...), 0, "Refund 5 EUR to c_1"},
+		{"unreachable", []string{"proposals", "list", "--token", "x", "--server", "http://127.0.0.1:1"}, exitUnreachable, "cannot reach"},
+		{"bad token", append([]string{"proposals", "list", "--token", "nope"}, srv...), exitUnauth, "401"},
+		{"not an approver", append([]string{"approve", id[1], "--token", "ck_dev_alice"}, srv...), exitForbidden, "403"},
+		{"another tenant", append([]string{"approve", id[1], "--token", "ck_dev_eve"}, srv...), exitForbidden, "403"},
+		{"not found", append([]string{"proposals", "show", "prp_nope", "--token", "ck_dev_bob"}, srv...), exitNotFound, "404"},
+		{"approve", append([]string{"approve", id[1], "--token", "ck_dev_bob", "--reason", "ok"}, srv...), 0, "applied"},
+		{"approve again", append([]string{"approve", id[1], "--token", "ck_dev_carol"}, srv...), 0, "unchanged"},
+		{"reject after approval", append([]string{"reject", id[1], "--token", "ck_dev_carol"}, srv...), exitRefused, "conflict"},
+		{"resolve from the wrong status", append([]string{"resolve", id[1], "--outcome", "failed", "--note", "n", "--token", "ck_dev_bob"}, srv...), exitRefused, "409"},
+		{"usage", []string{"approve"}, exitUsage, "arg"},
+		{"bad remember", append([]string{"approve", id[1], "--remember", "forever", "--token", "ck_dev_bob"}, srv...), exitUsage, "remember"},
+		{"version", []string{"version"}, 0, "countersign"},
+	}
+	for _, tc := range cases {
+		out, code := cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, output %q; want exit %d and %q", tc.name, code, out, tc.code, tc.want)
+		}
+	}
+	// The CLI's decision is recorded via "cli".
+	out2, _ := cli(t, append([]string{"proposals", "show", id[1], "--json", "--token", "ck_dev_bob"}, srv...)...)
+	if !strings.Contains(out2, `"via": "cli"`) {
+		t.Errorf("decision not recorded via cli:\n%s", out2)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listen: 127.0.0.1:8080\npolicy:\n  rules:\n    - match: \"x.*\"\n      effect: maybe\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, "config", "validate", bad)
+	if code != exitUsage || !strings.Contains(out, "bad.yaml:5") {
+		t.Fatalf("validate bad: exit %d, %q; want exit 2 naming bad.yaml:5", code, out)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("listen: 127.0.0.1:9000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, "config", "validate", good); code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("validate good: exit %d, %q", code, out)
+	}
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "stop.db"))
+	// A long-poll in flight when SIGTERM arrives still gets its answer.
+	poll := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", s.base+"/v1/calls",
+		"-H", "Authorization: Bearer ck_dev_alice", "-H", "Content-Type: application/json",
+		"-d", `{"thread_id":"t9","tool_call_id":"c9","action":"email.send","input":{"to":"a@b.c","subject":"hi"},"wait_seconds":2}`)
+	var pollOut bytes.Buffer
+	poll.Stdout = &pollOut
+	if err := poll.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, s.output())
+		}
+	case <-ctx.Done():
+		t.Fatal("serve did not stop after SIGTERM")
+	}
+	_ = poll.Wait()
+	if pollOut.String() != "200" {
+		t.Fatalf("in-flight long-poll answered %q, want 200", pollOut.String())
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	s.done <- nil // for the cleanup
+}

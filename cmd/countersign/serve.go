@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/server"
+	"github.com/countersign/countersign/server/auth"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pgstore"
+	"github.com/countersign/countersign/store/sqlitestore"
+	"github.com/countersign/countersign/webhook"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+)
+
+// shutdownTimeout bounds a graceful stop: in-flight requests and executions
+// get this long to finish.
+const shutdownTimeout = 30 * time.Second
+
+func serverCommands() []*cobra.Command {
+	return []*cobra.Command{serveCmd(), workerCmd(), migrateCmd(), configCmd()}
+}
+
+// setupFlags are the flags of the commands that run the server side.
+type setupFlags struct {
+	config, listen, store string
+}
+
+// load reads the configuration: the file, then the environment, then flags.
+// Without a file it is the demo.
+func (f *setupFlags) load() (cfg *config.Config, demo bool, err error) {
+	if f.config == "" {
+		cfg, demo = config.Default(), true
+	} else if cfg, err = config.Load(f.config); err != nil {
+		return nil, false, &exitErr{exitUsage, err.Error()}
+	}
+	if err := cfg.ApplyEnv(); err != nil {
+		return nil, false, &exitErr{exitUsage, err.Error()}
+	}
+	if f.listen != "" {
+		if err := cfg.SetListen(f.listen); err != nil {
+			return nil, false, &exitErr{exitUsage, err.Error()}
+		}
+	}
+	if f.store != "" {
+		if err := cfg.SetStore(f.store); err != nil {
+			return nil, false, &exitErr{exitUsage, err.Error()}
+		}
+	}
+	return cfg, demo, nil
+}
+
+// openStore opens the configured store, migrating it when asked.
+func openStore(ctx context.Context, spec string, migrate bool) (store.Store, error) {
+	driver, location, err := config.ParseStore(spec)
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	switch driver {
+	case "sqlite":
+		return sqlitestore.Open(ctx, location, &sqlitestore.Options{SkipMigrations: !migrate})
+	case "postgres":
+		dsn, schema, err := splitSchema(location)
+		if err != nil {
+			return nil, &exitErr{exitUsage, err.Error()}
+		}
+		return pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, SkipMigrations: !migrate})
+	}
+	return nil, &exitErr{exitUsage, fmt.Sprintf("store %q: unknown driver %q", spec, driver)}
+}
+
+// ready reports whether the store answers and its schema is current.
+func ready(st store.Store) func(context.Context) error {
+	type versioned interface {
+		SchemaVersion(context.Context) (int, error)
+	}
+	latest := 0
+	switch st.(type) {
+	case *sqlitestore.Store:
+		latest = sqlitestore.LatestSchemaVersion()
+	case *pgstore.Store:
+		latest = pgstore.LatestSchemaVersion()
+	}
+	return func(ctx context.Context) error {
+		v, ok := st.(versioned)
+		if !ok {
+			return nil
+		}
+		got, err := v.SchemaVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("store unreachable: %w", err)
+		}
+		if got != latest {
+			return fmt.Errorf("schema version %d, want %d: run countersign migrate", got, latest)
+		}
+		return nil
+	}
+}
+
+// runtime is everything serve and worker assemble from the configuration.
+type runtime struct {
+	cfg     *config.Config
+	demo    bool
+	store   store.Store
+	engine  *countersign.Engine
+	metrics *server.Metrics
+	reg     *prometheus.Registry
+}
+
+func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, error) {
+	cfg, demo, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, cfg.Store, cfg.AutoMigrate)
+	if err != nil {
+		return nil, err
+	}
+	rt := &runtime{cfg: cfg, demo: demo, store: st, reg: prometheus.NewRegistry()}
+	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.metrics = server.NewMetrics(rt.reg)
+	opts := cfg.EngineOptions()
+	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
+	if demo {
+		opts.Policy = demoPolicy()
+		if opts.Actions, err = newDemoBackend().actions(); err != nil {
+			st.Close()
+			return nil, err
+		}
+	} else if opts.Actions, err = webhookActions(cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if rt.engine, err = countersign.New(opts); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// webhookActions turns the configured actions into webhook actions.
+func webhookActions(cfg *config.Config) ([]*countersign.Action, error) {
+	if len(cfg.Actions) == 0 {
+		return nil, nil
+	}
+	secret, err := cfg.WebhookSecret()
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	var out []*countersign.Action
+	for _, a := range cfg.Actions {
+		spec := webhook.Spec{
+			Name: a.Name, Version: a.Version, Kind: a.Kind, Description: a.Description, InputSchema: a.InputSchema,
+			Confirmation:   countersign.Confirmation{Title: a.Confirmation.Title, Verb: a.Confirmation.Verb},
+			ReplacementKey: a.ReplacementKey, Idempotent: a.Idempotent,
+			Prepare: endpoint(a.Prepare), Execute: endpoint(a.Execute), Reconcile: endpoint(a.Reconcile),
+		}
+		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, act)
+	}
+	return out, nil
+}
+
+func endpoint(e *config.Endpoint) *webhook.Endpoint {
+	if e == nil {
+		return nil
+	}
+	return &webhook.Endpoint{URL: e.URL, Timeout: e.Timeout}
+}
+
+// authenticator builds the token checks: API keys, then JWT.
+func (rt *runtime) authenticator() (auth.Authenticator, error) {
+	var keys []auth.APIKey
+	if rt.demo {
+		for _, k := range demoKeys {
+			keys = append(keys, auth.APIKey{Key: k.Key, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles})
+		}
+	}
+	for _, k := range rt.cfg.APIKeys() {
+		keys = append(keys, auth.APIKey{KeySHA256: k.KeySHA256, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles})
+	}
+	apiKeys, err := auth.NewAPIKeys(keys)
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	j := rt.cfg.JWT()
+	if j == nil {
+		return apiKeys, nil
+	}
+	jc := auth.JWTConfig{Issuer: j.Issuer, Audience: j.Audience, JWKSFile: j.JWKSFile,
+		Claims: auth.ClaimNames{Tenant: j.Claims.Tenant, Actor: j.Claims.Actor, Roles: j.Claims.Roles}}
+	if j.HS256SecretEnv != "" {
+		if jc.HS256Secret, err = rt.cfg.HS256Secret(); err != nil {
+			return nil, &exitErr{exitUsage, err.Error()}
+		}
+	}
+	jwt, err := auth.NewJWT(jc)
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	return auth.Chain(apiKeys, jwt), nil
+}
+
+func serveCmd() *cobra.Command {
+	var f setupFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API and the workers (SQLite ./countersign.db on 127.0.0.1:8080 by default)",
+		Long: `Run the HTTP API of API.md, with workers, on the configured store.
+
+Without --config it runs a self-contained demo: demo actions with a built-in
+backend, and development API keys printed at start with curl commands that
+work as printed. SIGTERM stops accepting requests, lets in-flight decisions
+and executions finish (up to 30s), and stops.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), &f, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&f.config, "config", "", "configuration file (YAML); none: the demo")
+	cmd.Flags().StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&f.store, "store", "", "store: sqlite:<path> or postgres://… (default sqlite:countersign.db)")
+	return cmd
+}
+
+func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	rt, err := build(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer rt.store.Close()
+	authn, err := rt.authenticator()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{Engine: rt.engine, Auth: authn, CORSOrigins: rt.cfg.AllowedOrigins(),
+		MetricsRole: rt.cfg.MetricsRole(), Logger: log, Ready: ready(rt.store), Metrics: rt.metrics})
+	if err != nil {
+		return err
+	}
+	w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
+	if err != nil {
+		return &exitErr{exitUsage, err.Error()}
+	}
+	ln, err := net.Listen("tcp", rt.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", rt.cfg.Listen, err)
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "countersign listening on %s (store %s)\n", base, rt.cfg.Store)
+	if rt.demo {
+		printDemo(out, base)
+	}
+	hs := srv.HTTPServer(rt.cfg.Listen)
+
+	// The worker runs until the server has drained, so that executions the
+	// last requests approved still settle.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(workCtx); err != nil {
+			log.Error("worker stopped", "err", err)
+		}
+	}()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	var serveErr error
+	select {
+	case serveErr = <-served:
+	case <-ctx.Done():
+		log.Info("shutting down: no new requests; finishing in-flight work", "deadline", shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		serveErr = hs.Shutdown(sctx)
+		cancel()
+		<-served
+	}
+	stopWork()
+	wg.Wait()
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+func workerCmd() *cobra.Command {
+	var f setupFlags
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run workers without the HTTP API (scale out on PostgreSQL)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			rt, err := build(cmd.Context(), &f, log)
+			if err != nil {
+				return err
+			}
+			defer rt.store.Close()
+			w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
+			if err != nil {
+				return &exitErr{exitUsage, err.Error()}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", rt.cfg.Store)
+			return w.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&f.config, "config", "", "configuration file (YAML); none: the demo actions")
+	cmd.Flags().StringVar(&f.store, "store", "", "store: sqlite:<path> or postgres://…")
+	return cmd
+}
+
+func migrateCmd() *cobra.Command {
+	var storeURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending schema migrations to the store",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec := storeURL
+			if spec == "" {
+				spec = envOr("COUNTERSIGN_STORE", config.Default().Store)
+			}
+			st, err := openStore(cmd.Context(), spec, true)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := ready(st)(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "store %s: schema is current\n", spec)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&storeURL, "store", "", "store: sqlite:<path> or postgres://… (env COUNTERSIGN_STORE)")
+	return cmd
+}
+
+func configCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a configuration file; errors name the file, the line and the reason",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := config.Load(args[0]); err != nil {
+				return &exitErr{exitUsage, err.Error()}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", args[0])
+			return nil
+		},
+	})
+	return cmd
+}
+
+// splitSchema takes the "schema" query parameter (Countersign's, not
+// libpq's) out of a PostgreSQL URL: postgres://host/db?schema=countersign.
+func splitSchema(dsn string) (rest, schema string, err error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", fmt.Errorf("store %q: %w", dsn, err)
+	}
+	q := u.Query()
+	schema = q.Get("schema")
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}

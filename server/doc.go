@@ -1,0 +1,70 @@
+// Package server is Countersign's HTTP API, the contract in API.md: calls,
+// proposals and their decisions, threads, grants, a Server-Sent Events
+// stream, health and readiness probes, Prometheus metrics and the OpenAPI 3.1
+// document that describes all of it (served at /openapi.json).
+//
+// Build one with [New] and serve [Server.HTTPServer] (or mount
+// [Server.Handler] behind your own http.Server):
+//
+//	metrics := server.NewMetrics(prometheus.DefaultRegisterer)
+//	engine, err := countersign.New(countersign.Options{Store: st, Observer: metrics, …})
+//	…
+//	srv, err := server.New(server.Options{Engine: engine, Auth: authn, Metrics: metrics})
+//	…
+//	httpSrv := srv.HTTPServer(":8080")
+//	err = httpSrv.ListenAndServe()
+//
+// # Identity
+//
+// Every /v1 route needs "Authorization: Bearer <token>". The token alone
+// fixes the caller's tenant, actor and roles ([auth.Authenticator]); nothing
+// in a body or a query chooses them. /healthz, /readyz and /openapi.json are
+// open; /metrics is open unless [Options.MetricsRole] names the role it needs.
+//
+// # Visibility
+//
+// A proposal is visible to the owner of its thread (the thread's first
+// caller) and to the actors who may decide it (its approvers: "requester",
+// "role:NAME", "actor:ID"). Another tenant's proposal, or one the caller may
+// not see, answers 403; an unknown one 404. Thread ids are namespaced by
+// tenant, so another tenant's thread is simply unknown (404). A thread and its
+// messages are shown to its owner only. Grants are shown to, and may be
+// revoked by, their requester, the approver who granted them, and operators.
+//
+// # Decision channels
+//
+// Decisions over HTTP are recorded with via "api". The web inbox and the CLI
+// say who they are with the request header
+//
+//	Countersign-Via: web
+//	Countersign-Via: cli
+//
+// Only those two values are accepted (anything else is 400 INVALID_BODY).
+// The header is a label chosen by a client holding a valid token, not proof
+// of the channel: a rule that restricts channels to "web" keeps out callers
+// that do not claim to be the inbox, not ones that lie about it.
+//
+// # Long polls and streams
+//
+// POST /v1/calls in wait mode and GET /v1/proposals/{id}?wait_seconds=N are
+// bounded long-polls (at most 60 seconds): a client time-out never loses a
+// decision, since repeating the call resumes it. A call keeps running when its
+// client goes away, so an approval that arrives meanwhile is executed and its
+// outcome recorded for the repeat. GET /v1/events streams proposal.created,
+// proposal.decided, proposal.settled (also for cancellations and operator
+// resolutions), proposal.expired and proposal.superseded, each with the
+// proposal object as data and the store's audit event id as id, so a client
+// resumes with Last-Event-ID. The stream wakes on the engine's change
+// notifications and polls the store's audit events as a fallback, so changes
+// made by other processes arrive too. Each event is sent once per stream; it
+// re-reads a few seconds behind its position, because PostgreSQL may commit
+// an event after one with a higher id, so such a late event can arrive after
+// a higher id. Without Last-Event-ID a stream starts now; the first stream
+// of a tenant in a process reads the tenant's audit history once to find
+// "now".
+//
+// The http.Server from [Server.HTTPServer] bounds headers and bodies
+// against slow clients, and leaves WriteTimeout unset so long-polls and
+// streams live: each handler sets its own write deadline instead, and
+// Shutdown ends open event streams.
+package server

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// The error codes of API.md, and the statuses they answer with.
+const (
+	CodeUnauthenticated  = "UNAUTHENTICATED"    // 401
+	CodeForbidden        = "FORBIDDEN"          // 403
+	CodeNotFound         = "NOT_FOUND"          // 404
+	CodeActionNotFound   = "ACTION_NOT_FOUND"   // 404
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED" // 405
+	CodeInvalidBody      = "INVALID_BODY"       // 400
+	CodeInvalidInput     = "INVALID_INPUT"      // 400
+	CodeInvalidCursor    = "INVALID_CURSOR"     // 400
+	CodeBodyTooLarge     = "BODY_TOO_LARGE"     // 413
+	CodeInvalidState     = "INVALID_STATE"      // 409
+	CodeNotReady         = "NOT_READY"          // 503
+	CodeInternal         = "INTERNAL"           // 500
+)
+
+// apiError is an answer that is not a success: it carries the HTTP status and
+// the body's error object. Handlers return it; the route wrapper writes it.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	details any
+	// bodyStatus, when set, adds a top-level "status" (decisions answer 404
+	// with {"status": "not_found", "error": …}).
+	bodyStatus string
+	// header, when set, adds response headers (WWW-Authenticate, Allow).
+	header http.Header
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
+
+// errorBody is the JSON shape of every error answer.
+type errorBody struct {
+	Status string      `json:"status,omitempty"`
+	Error  errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details any    `json:"details,omitempty"`
+}
+
+// problem is one entry of details for INVALID_BODY and INVALID_INPUT: a
+// location in the request and what is wrong there.
+type problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+func errUnauthenticated(msg string) *apiError {
+	e := newError(http.StatusUnauthorized, CodeUnauthenticated, "%s", msg)
+	e.header = http.Header{"Www-Authenticate": {`Bearer realm="countersign"`}}
+	return e
+}
+
+func errForbidden(format string, args ...any) *apiError {
+	return newError(http.StatusForbidden, CodeForbidden, format, args...)
+}
+
+func errNotFound(format string, args ...any) *apiError {
+	return newError(http.StatusNotFound, CodeNotFound, format, args...)
+}
+
+// errBadBody is a 400 INVALID_BODY naming the field (path) at fault.
+func errBadBody(path, message string) *apiError {
+	e := newError(http.StatusBadRequest, CodeInvalidBody, "%s", message)
+	if path != "" {
+		e.message = path + ": " + message
+		e.details = []problem{{Path: path, Message: message}}
+	}
+	return e
+}
+
+// errBadParam is a 400 INVALID_INPUT naming a query parameter or header.
+func errBadParam(name, message string) *apiError {
+	e := newError(http.StatusBadRequest, CodeInvalidInput, "%s: %s", name, message)
+	e.details = []problem{{Path: name, Message: message}}
+	return e
+}
+
+var errInternal = newError(http.StatusInternalServerError, CodeInternal, "internal error; the server logged the cause")
+
+// writeError writes e as the JSON error body.
+func writeError(w http.ResponseWriter, e *apiError) {
+	for k, vs := range e.header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	writeJSON(w, e.status, errorBody{
+		Status: e.bodyStatus,
+		Error:  errorObject{Code: e.code, Message: e.message, Details: e.details},
+	})
+}
+
+// writeJSON writes v with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value written here is built from JSON-safe types; a failure is
+		// a bug, and must still answer in the documented shape.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"INTERNAL","message":"internal error: encode response"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
