@@ -133,15 +133,18 @@ func printDemo(w io.Writer, base string) {
 		fmt.Fprintf(w, "  %-14s tenant %-7s actor %-6s roles %-18s %s\n", k.Key, k.Tenant, k.Actor, strings.Join(k.Roles, ","), k.Why)
 	}
 	fmt.Fprintf(w, `
-Try it:
-  # alice's agent asks for a refund; it needs finance's approval (independent mode)
-  curl -s -X POST %[1]s/v1/calls -H 'Authorization: Bearer ck_dev_alice' -H 'Content-Type: application/json' \
+Try it (bash):
+  export COUNTERSIGN_URL=%[1]s
+  # alice's agent asks for a refund; the demo policy asks finance, and the worker executes
+  curl -s -X POST "$COUNTERSIGN_URL/v1/calls" -H 'Authorization: Bearer ck_dev_alice' -H 'Content-Type: application/json' \
     -d '{"thread_id":"t1","tool_call_id":"call_1","action":"payments.refund","input":{"amount":40,"customer":"c_9"}}'
-  # bob (finance) lists what waits for him and approves it
-  curl -s %[1]s/v1/proposals?status=pending -H 'Authorization: Bearer ck_dev_bob'
-  countersign approve <proposal id> --server %[1]s --token ck_dev_bob --reason "looks right"
-  # the worker executed it; alice sees the outcome in her thread
-  curl -s %[1]s/v1/threads/t1 -H 'Authorization: Bearer ck_dev_alice'
+  # bob (finance) lists what waits for him, and approves it
+  ID=$(curl -s "$COUNTERSIGN_URL/v1/proposals?status=pending" -H 'Authorization: Bearer ck_dev_bob' | grep -o '"id":"prp_[^"]*"' | head -1 | cut -d'"' -f4)
+  curl -s -X POST "$COUNTERSIGN_URL/v1/proposals/$ID/approve" -H 'Authorization: Bearer ck_dev_bob' -H 'Content-Type: application/json' -d '{"reason":"looks right"}'
+  # the worker executed it; alice's thread holds the outcome
+  curl -s "$COUNTERSIGN_URL/v1/threads/t1" -H 'Authorization: Bearer ck_dev_alice'
+  # or from the command line
+  countersign proposals list --server "$COUNTERSIGN_URL" --token ck_dev_bob
 
 `, base)
 }

@@ -278,3 +278,36 @@ func TestGracefulShutdown(t *testing.T) {
 	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	s.done <- nil // for the cleanup
 }
+
+// TestDemoCommandsAsPrinted runs the commands serve prints at start, as
+// printed.
+func TestDemoCommandsAsPrinted(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "demo.db"))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.output(), "countersign proposals list") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := s.output()
+	i := strings.Index(out, "Try it (bash):\n")
+	if i < 0 {
+		t.Fatalf("no commands printed:\n%s", out)
+	}
+	var script []string
+	for _, line := range strings.Split(out[i+len("Try it (bash):\n"):], "\n") {
+		if strings.TrimSpace(line) == "" {
+			break
+		}
+		script = append(script, strings.TrimPrefix(line, "  "))
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("printed commands failed: %v\n%s\n%s", err, strings.Join(script, "\n"), got)
+	}
+	for _, want := range []string{`"status":"applied"`, "payments.refund"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("output lacks %s:\n%s", want, got)
+		}
+	}
+}

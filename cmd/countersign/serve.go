@@ -264,7 +264,7 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.Listen, err)
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(out, "countersign listening on %s (store %s)\n", base, rt.cfg.Store)
+	fmt.Fprintf(out, "countersign listening on %s (store %s)\n", base, redact(rt.cfg.Store))
 	if rt.demo {
 		printDemo(out, base)
 	}
@@ -319,7 +319,7 @@ func workerCmd() *cobra.Command {
 			if err != nil {
 				return &exitErr{exitUsage, err.Error()}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", rt.cfg.Store)
+			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", redact(rt.cfg.Store))
 			return w.Run(cmd.Context())
 		},
 	}
@@ -347,7 +347,7 @@ func migrateCmd() *cobra.Command {
 			if err := ready(st)(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "store %s: schema is current\n", spec)
+			fmt.Fprintf(cmd.OutOrStdout(), "store %s: schema is current\n", redact(spec))
 			return nil
 		},
 	}
@@ -384,4 +384,12 @@ func splitSchema(dsn string) (rest, schema string, err error) {
 	q.Del("schema")
 	u.RawQuery = q.Encode()
 	return u.String(), schema, nil
+}
+
+// redact hides a password in a store URL before it is printed.
+func redact(store string) string {
+	if u, err := url.Parse(store); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return store
 }
