@@ -33,16 +33,15 @@
 //
 // # Decision channels
 //
-// Decisions over HTTP are recorded with via "api". The web inbox and the CLI
-// say who they are with the request header
+// Decisions over HTTP are recorded with via "api". The CLI says who it is
+// with the request header
 //
-//	Countersign-Via: web
 //	Countersign-Via: cli
 //
-// Only those two values are accepted (anything else is 400 INVALID_BODY).
-// The header is a label chosen by a client holding a valid token, not proof
-// of the channel: a rule that restricts channels to "web" keeps out callers
-// that do not claim to be the inbox, not ones that lie about it.
+// and no other value is accepted (anything else is 400 INVALID_BODY). "web"
+// is deliberately not: any holder of a token could claim it and slip past a
+// rule restricted to the inbox, so the inbox records "web" from its own
+// signed-in session, never from a header.
 //
 // # Long polls and streams
 //

@@ -249,18 +249,20 @@ type (
 	}
 )
 
-// via is the decision channel the request records: "api", or what
-// Countersign-Via says ("web" or "cli").
+// via is the decision channel the request records: "api", or "cli" when
+// Countersign-Via says so. "web" is not accepted from a header: a bearer
+// token could claim it and slip past a rule restricted to the inbox; the
+// inbox records it from its own signed-in session instead.
 func via(r *http.Request) (string, error) {
 	vs := r.Header.Values(ViaHeader)
 	switch {
 	case len(vs) == 0:
 		return "api", nil
-	case len(vs) == 1 && (vs[0] == "web" || vs[0] == "cli"):
+	case len(vs) == 1 && vs[0] == "cli":
 		return vs[0], nil
 	}
-	e := errBadBody("", ViaHeader+": want web or cli, once")
-	e.details = []problem{{Path: "header " + ViaHeader, Message: "want web or cli, once"}}
+	e := errBadBody("", ViaHeader+": want cli, once")
+	e.details = []problem{{Path: "header " + ViaHeader, Message: "want cli, once"}}
 	return "", e
 }
 

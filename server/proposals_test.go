@@ -257,13 +257,16 @@ func TestDecisions(t *testing.T) {
 		h.must(400, req{method: "POST", path: "/v1/proposals/" + id + "/approve", token: "bob", header: map[string]string{ViaHeader: "text"}, invalid: true})
 		h.must(400, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"remember": "run"}, invalid: true})
 
-		// Via web, and a rejection.
+		// "web" cannot be claimed by a header: only the inbox's session may.
+		h.must(400, req{method: "POST", path: "/v1/proposals/" + id + "/approve", token: "bob", header: map[string]string{ViaHeader: "web"}, invalid: true})
+
+		// Via the CLI, and a rejection.
 		id2 := h.pending("d2", "c_d2")
-		r = h.decide(200, "bob", id2, "reject", map[string]any{"reason": "too much"}, map[string]string{ViaHeader: "web"})
+		r = h.decide(200, "bob", id2, "reject", map[string]any{"reason": "too much"}, map[string]string{ViaHeader: "cli"})
 		want(t, "status", r["status"], "applied")
 		p, _ = r["proposal"].(map[string]any)
 		want(t, "proposal.status", p["status"], "rejected")
-		want(t, "via", p["decisions"].([]any)[0].(map[string]any)["via"], "web")
+		want(t, "via", p["decisions"].([]any)[0].(map[string]any)["via"], "cli")
 		want(t, "approve after reject", h.decide(200, "bob", id2, "approve", nil, nil)["status"], "conflict")
 		want(t, "reject again", h.decide(200, "bob", id2, "reject", nil, nil)["status"], "unchanged")
 

@@ -43,7 +43,7 @@ const (
 // JavaScript's decodeURIComponent restores it.
 const NextHeader = "X-Action-Proposals-Next"
 
-// ViaHeader lets the web inbox ("web") and the CLI ("cli") record their
+// ViaHeader lets the CLI ("cli") record its
 // decisions under their own channel instead of "api".
 const ViaHeader = "Countersign-Via"
 
