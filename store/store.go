@@ -111,6 +111,9 @@ type Store interface {
 	// ListMessages returns a thread's messages, oldest first.
 	ListMessages(ctx context.Context, params *ListMessagesParams) ([]*Message, error)
 
+	// CountByStatus counts every tenant's proposals by status, for metrics.
+	CountByStatus(ctx context.Context) (map[Status]int, error)
+
 	// ListEvents returns audit events in ID order after AfterID.
 	ListEvents(ctx context.Context, params *ListEventsParams) ([]*Event, error)
 

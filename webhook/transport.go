@@ -160,7 +160,15 @@ func (c *caller) post(ctx context.Context, client *http.Client, ep *endpoint, bo
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
+	began := time.Now()
 	resp, err := client.Do(req)
+	if c.observe != nil {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		c.observe(c.action, ep.name, time.Since(began), status)
+	}
 	if err != nil {
 		return nil, &sendError{sent: p.mayHaveBeenSent(err), err: describe(ctx, err)}
 	}

@@ -69,6 +69,10 @@ type Options struct {
 	Client *http.Client
 	// Now is the clock that timestamps signatures. Default time.Now.
 	Now func() time.Time
+	// Observe, if set, is told of every request: the action, the endpoint
+	// ("prepare", "execute", "reconcile"), how long it took and the HTTP
+	// status (0 when no answer came). For latency metrics; it must not block.
+	Observe func(action, endpoint string, d time.Duration, status int)
 }
 
 // NewAction returns an action whose hooks POST to the spec's endpoints, as
@@ -117,7 +121,7 @@ func newCaller(spec Spec, opts Options) (*caller, countersign.Hooks, error) {
 	if len(opts.Secret) == 0 {
 		return nil, hooks, errors.New("Options.Secret is required")
 	}
-	c := &caller{secret: bytes.Clone(opts.Secret), now: opts.Now, version: spec.Version}
+	c := &caller{secret: bytes.Clone(opts.Secret), now: opts.Now, version: spec.Version, action: spec.Name, observe: opts.Observe}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -150,6 +154,7 @@ func newCaller(spec Spec, opts Options) (*caller, countersign.Hooks, error) {
 
 // endpoint is a checked Endpoint.
 type endpoint struct {
+	name    string // prepare, execute or reconcile
 	url     string
 	timeout time.Duration
 }
@@ -174,11 +179,13 @@ func parseEndpoint(field string, e *Endpoint) (*endpoint, error) {
 	case e.Timeout < 0:
 		return nil, fmt.Errorf("Spec.%s.Timeout %v: must be positive", field, e.Timeout)
 	}
-	return &endpoint{url: u.String(), timeout: cmp.Or(e.Timeout, DefaultTimeout)}, nil
+	return &endpoint{name: strings.ToLower(field), url: u.String(), timeout: cmp.Or(e.Timeout, DefaultTimeout)}, nil
 }
 
 // caller holds one action's endpoints and signs its requests.
 type caller struct {
+	action                      string
+	observe                     func(action, endpoint string, d time.Duration, status int)
 	secret                      []byte
 	now                         func() time.Time
 	version                     string

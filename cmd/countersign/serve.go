@@ -132,6 +132,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	rt := &runtime{cfg: cfg, demo: demo, store: st, reg: prometheus.NewRegistry()}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
+	rt.reg.MustRegister(server.NewProposalCounts(st))
 	opts := cfg.EngineOptions()
 	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
 	if demo {
@@ -140,7 +141,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 			st.Close()
 			return nil, err
 		}
-	} else if opts.Actions, err = webhookActions(cfg); err != nil {
+	} else if opts.Actions, err = webhookActions(cfg, rt.metrics.WebhookObserved); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 }
 
 // webhookActions turns the configured actions into webhook actions.
-func webhookActions(cfg *config.Config) ([]*countersign.Action, error) {
+func webhookActions(cfg *config.Config, observe func(action, endpoint string, d time.Duration, status int)) ([]*countersign.Action, error) {
 	if len(cfg.Actions) == 0 {
 		return nil, nil
 	}
@@ -168,7 +169,7 @@ func webhookActions(cfg *config.Config) ([]*countersign.Action, error) {
 			ReplacementKey: a.ReplacementKey, Idempotent: a.Idempotent,
 			Prepare: endpoint(a.Prepare), Execute: endpoint(a.Execute), Reconcile: endpoint(a.Reconcile),
 		}
-		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret})
+		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret, Observe: observe})
 		if err != nil {
 			return nil, err
 		}

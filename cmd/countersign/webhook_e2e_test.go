@@ -119,6 +119,22 @@ actions:
 	if third["receipt"] != second["receipt"] {
 		t.Fatalf("replay: %v, want the recorded receipt %v", third["receipt"], second["receipt"])
 	}
+	// The operations endpoints see it: webhook latency and the outcome.
+	metrics, err := exec.Command("curl", "-s", s.base+"/metrics").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`countersign_webhook_duration_seconds_count{action="payments.refund",endpoint="execute",status="200"} 1`,
+		`countersign_webhook_duration_seconds_count{action="payments.refund",endpoint="prepare",status="200"} 1`,
+		`countersign_proposal_transitions_total{status="succeeded"} 1`,
+		`countersign_proposals{status="succeeded"} 1`,
+		`countersign_proposals{status="pending"} 0`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	backend.mu.Lock()
 	defer backend.mu.Unlock()
 	if len(backend.execs) != 1 || len(backend.bodies) != 1 {

@@ -697,3 +697,16 @@ func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 	}
 	return p.Tenant, nil
 }
+
+// CountByStatus implements store.Store.
+func (s *Store) CountByStatus(ctx context.Context) (map[store.Status]int, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := map[store.Status]int{}
+	for _, p := range s.order {
+		out[p.Status]++
+	}
+	return out, nil
+}

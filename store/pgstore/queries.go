@@ -55,14 +55,14 @@ func placeholders(from, to int) string {
 type queries struct {
 	schema string // quoted
 
-	getProposal, getProposalForUpdate, getByToolCall, getByConfirmation, proposalTenant string
-	insertProposal, updateProposal                                                      string
-	lockMany, replacement, expireDue, claimBatch                                        string
-	insertEvent, admitMessage, insertGrant, activateGrants                              string
-	ensureThread, getThread, deleteThread, listMessages                                 string
-	findGrant, getGrant, revokeGrant                                                    string
-	loadCursorKey                                                                       string
-	listProposals, listGrants, listEvents                                               string // prefixes; the filters follow
+	getProposal, getProposalForUpdate, getByToolCall, getByConfirmation, proposalTenant, countByStatus string
+	insertProposal, updateProposal                                                                     string
+	lockMany, replacement, expireDue, claimBatch                                                       string
+	insertEvent, admitMessage, insertGrant, activateGrants                                             string
+	ensureThread, getThread, deleteThread, listMessages                                                string
+	findGrant, getGrant, revokeGrant                                                                   string
+	loadCursorKey                                                                                      string
+	listProposals, listGrants, listEvents                                                              string // prefixes; the filters follow
 }
 
 func newQueries(schema string) *queries {
@@ -72,6 +72,7 @@ func newQueries(schema string) *queries {
 
 		getProposal:          `SELECT ` + proposalColumns + ` FROM _S_.proposals WHERE id = $1 AND tenant = $2`,
 		proposalTenant:       `SELECT tenant FROM _S_.proposals WHERE id = $1`,
+		countByStatus:        `SELECT status, count(*) FROM _S_.proposals GROUP BY status`,
 		getProposalForUpdate: `SELECT ` + proposalColumns + ` FROM _S_.proposals WHERE id = $1 AND tenant = $2 FOR UPDATE`,
 		getByToolCall:        `SELECT ` + proposalColumns + ` FROM _S_.proposals WHERE tenant = $1 AND thread_id = $2 AND tool_call_id = $3`,
 		// "confirmation_id <> ''" matches the partial unique index and
@@ -180,7 +181,7 @@ func newQueries(schema string) *queries {
 		listEvents:    `SELECT id, proposal_id, type, actor, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
 	}
 	for _, p := range []*string{
-		&q.getProposal, &q.getProposalForUpdate, &q.getByToolCall, &q.getByConfirmation, &q.proposalTenant,
+		&q.getProposal, &q.getProposalForUpdate, &q.getByToolCall, &q.getByConfirmation, &q.proposalTenant, &q.countByStatus,
 		&q.insertProposal, &q.updateProposal, &q.lockMany, &q.replacement, &q.expireDue, &q.claimBatch,
 		&q.insertEvent, &q.admitMessage, &q.insertGrant, &q.activateGrants,
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,

@@ -669,3 +669,25 @@ func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 	}
 	return tenant, nil
 }
+
+// CountByStatus implements store.Store.
+func (s *Store) CountByStatus(ctx context.Context) (map[store.Status]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM proposals GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+	}
+	defer rows.Close()
+	out := map[store.Status]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+		}
+		out[store.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+	}
+	return out, nil
+}

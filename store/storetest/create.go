@@ -394,6 +394,17 @@ func testReplacement(t *testing.T, newStore Factory) {
 }
 
 func testGet(t *testing.T, newStore Factory) {
+	t.Run("CountByStatus", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		fx.createNew()
+		fx.createNew()
+		fx.approved()
+		got, err := fx.store.CountByStatus(fx.ctx)
+		if err != nil || got[store.StatusPending] != 2 || got[store.StatusApproved] != 1 || len(got) != 2 {
+			t.Fatalf("CountByStatus = %v, %v; want 2 pending and 1 approved", got, err)
+		}
+	})
 	t.Run("ProposalTenant", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
