@@ -337,6 +337,16 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.metrics.handler().ServeHTTP(w, r)
 }
 
+// StreamEvents serves id the event stream of GET /v1/events: the same
+// events, visibility, Last-Event-ID resumption and shutdown. It is for a
+// front end that authenticated the caller some other way (the web inbox's
+// session cookie), since EventSource cannot send a bearer token.
+func (s *Server) StreamEvents(w http.ResponseWriter, r *http.Request, id countersign.Identity) {
+	if err := s.handleEvents(w, r, id); err != nil {
+		s.writeErr(w, r, err)
+	}
+}
+
 // requestContext is r's context, also ended when the server shuts down, so
 // that long-polls answer instead of holding Shutdown.
 func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {

@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/store/sqlitestore"
+	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -256,6 +257,10 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	inbox, err := web.New(web.Options{Engine: rt.engine, Auth: authn, API: srv, Logger: log})
+	if err != nil {
+		return err
+	}
 	w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
 	if err != nil {
 		return &exitErr{exitUsage, err.Error()}
@@ -266,10 +271,12 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "countersign listening on %s (store %s)\n", base, redact(rt.cfg.Store))
+	fmt.Fprintf(out, "approver's inbox: %s/ (sign in with an API key)\n", base)
 	if rt.demo {
 		printDemo(out, base)
 	}
 	hs := srv.HTTPServer(rt.cfg.Listen)
+	hs.Handler = inbox.Handler() // the inbox at /, the API everywhere else
 
 	// The worker runs until the server has drained, so that executions the
 	// last requests approved still settle.

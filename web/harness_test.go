@@ -1,0 +1,229 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/server"
+	"github.com/countersign/countersign/server/auth"
+	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/web"
+)
+
+// Keys of the tests, like the demo's: alice's agent asks, bob and carol
+// (finance) approve, olga operates, eve belongs to another tenant.
+var keys = []auth.APIKey{
+	{Key: "key_alice", Tenant: "acme", Actor: "alice", Roles: []string{"agent"}},
+	{Key: "key_bob", Tenant: "acme", Actor: "bob", Roles: []string{"finance"}},
+	{Key: "key_carol", Tenant: "acme", Actor: "carol", Roles: []string{"finance"}},
+	{Key: "key_olga", Tenant: "acme", Actor: "olga", Roles: []string{"operator"}},
+	{Key: "key_eve", Tenant: "globex", Actor: "eve", Roles: []string{"finance", "operator"}},
+}
+
+type refundInput struct {
+	Amount   float64 `json:"amount" jsonschema:"amount in EUR"`
+	Customer string  `json:"customer" jsonschema:"customer id"`
+}
+
+// harness is the real server (API and inbox) on an httptest server, with a
+// running worker. Refunds for customer "c_gate" wait for release.
+type harness struct {
+	t       *testing.T
+	url     string
+	release chan struct{}
+	once    sync.Once
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, release: make(chan struct{})}
+	refund, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
+		Name: "payments.refund", Description: "Refund a payment",
+		Confirmation:   countersign.Confirmation{Title: "Refund {amount} EUR to {customer}", Verb: "Refund"},
+		ReplacementKey: "{customer}",
+		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in refundInput) (*countersign.Receipt, error) {
+			if in.Customer == "c_gate" {
+				select {
+				case <-h.release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return &countersign.Receipt{ID: "rf_" + in.Customer, Result: json.RawMessage(fmt.Sprintf(`{"refunded":%g}`, in.Amount))}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// flaky.write fails uncertainly, without Reconcile: it ends unknown.
+	flaky, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
+		Name: "flaky.write",
+		Execute: func(context.Context, *countersign.ExecuteRequest, refundInput) (*countersign.Receipt, error) {
+			return nil, errors.New("connection reset")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &countersign.Policy{Rules: []countersign.Rule{{
+		Match: "flaky.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance", "role:operator"},
+		Mode: countersign.ModeIndependent,
+	}, {
+		Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+		ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
+		Remember: []countersign.Scope{countersign.ScopeThread},
+	}}}
+	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Store: memstore.New(nil), Policy: policy, Actions: []*countersign.Action{refund, flaky}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, err := auth.NewAPIKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	api, err := server.New(server.Options{Engine: engine, Auth: authn, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := web.New(web.Options{Engine: engine, Auth: authn, API: api, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	hs := httptest.NewUnstartedServer(inbox.Handler())
+	hs.Config = api.HTTPServer("")
+	hs.Config.Handler = inbox.Handler()
+	hs.Start()
+	h.url = hs.URL
+	t.Cleanup(func() {
+		h.Release()
+		// Shutdown ends the open event streams.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Config.Shutdown(sctx)
+		hs.Close()
+		stop()
+		<-done
+	})
+	return h
+}
+
+// Release lets gated refunds finish.
+func (h *harness) Release() { h.once.Do(func() { close(h.release) }) }
+
+// propose asks for a refund as alice's agent, through the API, and returns
+// the proposal id.
+func (h *harness) propose(thread, customer string, amount float64) string {
+	h.t.Helper()
+	return h.call("payments.refund", thread, customer, amount)
+}
+
+// call asks for action with a refund-shaped input, as alice's agent.
+func (h *harness) call(action, thread, customer string, amount float64) string {
+	h.t.Helper()
+	body := fmt.Sprintf(`{"thread_id":%q,"tool_call_id":"call_%s","action":%q,"input":{"amount":%g,"customer":%q}}`,
+		thread, customer, action, amount, customer)
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/calls", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer key_alice")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		ProposalID string `json:"proposal_id"`
+		Status     string `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.ProposalID == "" {
+		h.t.Fatalf("propose: status %d, %+v, %v", resp.StatusCode, out, err)
+	}
+	return out.ProposalID
+}
+
+// client is a browser-like HTTP client with a cookie jar that never
+// follows redirects.
+type client struct {
+	t    *testing.T
+	base string
+	http *http.Client
+}
+
+func (h *harness) client() *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: h.t, base: h.url, http: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (c *client) get(path string) (*http.Response, string) {
+	c.t.Helper()
+	resp, err := c.http.Get(c.base + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (c *client) post(path string, form url.Values, header http.Header) (*http.Response, string) {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// csrf returns the CSRF token of the page at path.
+func (c *client) csrf(path string) string {
+	c.t.Helper()
+	_, body := c.get(path)
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		c.t.Fatalf("no csrf field on %s:\n%s", path, body)
+	}
+	return m[1]
+}
+
+// signIn signs in with key through the form.
+func (c *client) signIn(key string) {
+	c.t.Helper()
+	tok := c.csrf("/login")
+	resp, body := c.post("/login", url.Values{"csrf": {tok}, "token": {key}, "next": {"/"}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		c.t.Fatalf("sign in: %d %s\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+}

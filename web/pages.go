@@ -1,0 +1,384 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+)
+
+// pageData is what every page's template receives.
+type pageData struct {
+	Title   string
+	Pending int  // the signed-in actor's pending proposals
+	More    bool // more pending than counted
+	Session *session
+	// Proposal is the id a proposal page follows in the event stream.
+	Proposal string
+	Data     any
+}
+
+// CSRF is the session's token for the page's forms.
+func (d *pageData) CSRF() string {
+	if d.Session == nil {
+		return ""
+	}
+	return d.Session.csrf
+}
+
+// FullTitle is the document title, with the pending count.
+func (d *pageData) FullTitle() string {
+	t := d.Title + " · Countersign"
+	switch {
+	case d.Session == nil:
+		return t
+	case d.More:
+		return fmt.Sprintf("(%d+) %s", d.Pending, t)
+	case d.Pending > 0:
+		return fmt.Sprintf("(%d) %s", d.Pending, t)
+	}
+	return t
+}
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"left": func(t time.Time) string { return remaining(time.Until(t)) },
+	"deref": func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	},
+	"pretty": prettyJSON,
+}
+
+// remaining says how long until a deadline, as the script's countdown does.
+func remaining(d time.Duration) string {
+	if d <= 0 {
+		return "expired"
+	}
+	d = d.Round(time.Second)
+	h, m, s := int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60
+	switch {
+	case h > 0:
+		return fmt.Sprintf("%dh %02dm %02ds left", h, m, s)
+	case m > 0:
+		return fmt.Sprintf("%dm %02ds left", m, s)
+	}
+	return fmt.Sprintf("%ds left", s)
+}
+
+// prettyJSON indents a JSON document for reading; anything else as it is.
+func prettyJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// parsePages parses each page with the shared layout.
+func parsePages() (map[string]*template.Template, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: parse layout: %w", err)
+	}
+	names, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(assets, n)
+		if err != nil {
+			return nil, fmt.Errorf("web: parse %s: %w", n, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes a page. The pending count is read for signed-in pages.
+func (in *Inbox) render(w http.ResponseWriter, r *http.Request, status int, name string, d *pageData) {
+	if d.Session != nil {
+		d.Pending, d.More = in.pending(r.Context(), d.Session.Identity)
+	}
+	var b bytes.Buffer
+	if err := in.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
+		in.log.Error("inbox: render page", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// pendingCount bounds the count of pending proposals in the title.
+const pendingCount = 100
+
+// pending counts id's pending proposals, up to pendingCount.
+func (in *Inbox) pending(ctx context.Context, id countersign.Identity) (int, bool) {
+	page, err := in.engine.List(ctx, id, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Limit: pendingCount})
+	if err != nil {
+		return 0, false
+	}
+	return len(page.Proposals), page.Next != ""
+}
+
+// statusChoice is one option of the list's status filter.
+type statusChoice struct {
+	Value, Label string
+	Selected     bool
+}
+
+type listData struct {
+	Status    string
+	Statuses  []statusChoice
+	Action    string
+	Actions   []string
+	Thread    string
+	Proposals []*store.Proposal
+	Next      string // the next page's URL, "" on the last
+	First     string // the first page's URL, "" on the first
+	Empty     string
+}
+
+func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
+	sess, ok := in.sessions.get(r)
+	if !ok {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return nil
+	}
+	q := r.URL.Query()
+	d := &listData{Status: q.Get("status"), Action: q.Get("action"), Thread: q.Get("thread")}
+	if d.Status == "" {
+		d.Status = string(store.StatusPending)
+	}
+	params := store.ListProposalsParams{Action: d.Action, ThreadID: d.Thread, After: q.Get("after"), Limit: PageSize}
+	switch {
+	case d.Status == "all":
+	case store.Status(d.Status).Valid():
+		params.Statuses = []store.Status{store.Status(d.Status)}
+	default:
+		return errPage(http.StatusBadRequest, "Bad filter", "Unknown status "+strconv.Quote(d.Status)+".")
+	}
+	d.Statuses = append(d.Statuses, statusChoice{Value: "all", Label: "any status", Selected: d.Status == "all"})
+	for _, s := range store.Statuses {
+		d.Statuses = append(d.Statuses, statusChoice{Value: string(s), Label: string(s), Selected: d.Status == string(s)})
+	}
+	for _, a := range in.engine.Actions() {
+		d.Actions = append(d.Actions, a.Name())
+	}
+	if d.Action != "" && !slices.Contains(d.Actions, d.Action) {
+		d.Actions = append(d.Actions, d.Action)
+	}
+	page, err := in.engine.List(r.Context(), sess.Identity, params)
+	switch {
+	case errors.Is(err, store.ErrInvalidCursor):
+		return errPage(http.StatusBadRequest, "Bad page", "That page link is not valid any more; start from the first page.")
+	case errors.Is(err, store.ErrInvalidParams):
+		return errPage(http.StatusBadRequest, "Bad filter", "The filter is not valid.")
+	case err != nil:
+		return err
+	}
+	d.Proposals = page.Proposals
+	filter := url.Values{}
+	filter.Set("status", d.Status)
+	if d.Action != "" {
+		filter.Set("action", d.Action)
+	}
+	if d.Thread != "" {
+		filter.Set("thread", d.Thread)
+	}
+	if params.After != "" {
+		d.First = "/?" + filter.Encode()
+	}
+	if page.Next != "" {
+		filter.Set("after", page.Next)
+		d.Next = "/?" + filter.Encode()
+	}
+	if d.Status == string(store.StatusPending) {
+		d.Empty = "Nothing waits for you."
+	} else {
+		d.Empty = "No proposals match."
+	}
+	in.render(w, r, http.StatusOK, "list", &pageData{Title: "Inbox", Session: sess, Data: d})
+	return nil
+}
+
+// proposalData is what the proposal page shows.
+type proposalData struct {
+	P         *store.Proposal
+	Approvals int
+	// CanDecide: pending, and the actor is among the approvers (the engine
+	// still has the last word).
+	CanDecide  bool
+	CanResolve bool
+	Remember   []store.Scope
+	Result     string // the last action's result, in words
+	Problem    string // why the last action was refused
+}
+
+// proposal loads a proposal the signed-in actor may see: 404 when no tenant
+// has it, 403 when another tenant does or the actor may not see it, as the
+// API answers.
+func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid string) (*store.Proposal, error) {
+	notFound := errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
+	forbidden := errPage(http.StatusForbidden, "Not yours", "You may not see this proposal.")
+	if pid == "" || len(pid) > store.MaxIDLen {
+		return nil, notFound
+	}
+	p, err := in.engine.Get(ctx, id, pid)
+	if errors.Is(err, store.ErrNotFound) {
+		tenant, terr := in.engine.Store().ProposalTenant(ctx, pid)
+		switch {
+		case errors.Is(terr, store.ErrNotFound):
+			return nil, notFound
+		case terr != nil:
+			return nil, terr
+		case tenant != id.Tenant:
+			return nil, forbidden
+		}
+		p, err = in.engine.Get(ctx, id, pid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	owner := ""
+	t, err := in.engine.Store().GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
+	switch {
+	case err == nil:
+		owner = t.Owner
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	vis := &store.Visibility{Actor: id.Actor, Principals: countersign.Principals(id)}
+	if p.Tenant != id.Tenant || !store.CanSee(p, owner, vis) {
+		return nil, forbidden
+	}
+	return p, nil
+}
+
+// mayDecide reports whether id is among p's approvers.
+func mayDecide(p *store.Proposal, id countersign.Identity) bool {
+	principals := countersign.Principals(id)
+	for _, a := range p.Approvers {
+		if (a == countersign.ApproverRequester && p.Requester == id.Actor) || slices.Contains(principals, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// results are the decision answers in words.
+var results = map[string]string{
+	string(countersign.DecideApplied):   "Your decision was recorded.",
+	string(countersign.DecideUnchanged): "You had already made this decision; nothing changed.",
+	string(countersign.DecideConflict):  "Not recorded: a different decision already stands, or the proposal is no longer pending.",
+	string(countersign.DecideExpired):   "Not recorded: the proposal expired first, and an expired proposal authorizes nothing.",
+	"resolved":                          "Resolved: the outcome and your note were recorded.",
+	"resolve_conflict":                  "Not resolved: the proposal is no longer reconciling or unknown.",
+}
+
+func (in *Inbox) handleProposal(w http.ResponseWriter, r *http.Request) error {
+	return in.showProposal(w, r, http.StatusOK, results[r.URL.Query().Get("result")], "")
+}
+
+func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int, result, problem string) error {
+	sess := sessionOf(r)
+	p, err := in.proposal(r.Context(), sess.Identity, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	d := &proposalData{P: p, Approvals: p.Approvals(), Result: result, Problem: problem}
+	d.CanDecide = p.Status == store.StatusPending && mayDecide(p, sess.Identity)
+	d.CanResolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
+		slices.Contains(sess.Identity.Roles, countersign.RoleOperator)
+	d.Remember = p.RememberScopes
+	title := p.Confirmation.Title
+	if title == "" {
+		title = p.Action
+	}
+	in.render(w, r, status, "proposal", &pageData{Title: title, Session: sess, Proposal: p.ID, Data: d})
+	return nil
+}
+
+func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
+	sess := sessionOf(r)
+	pid := r.PathValue("id")
+	if _, err := in.proposal(r.Context(), sess.Identity, pid); err != nil {
+		return err
+	}
+	f := r.PostForm
+	dec := &countersign.Decision{
+		Identity: sess.Identity, ProposalID: pid, Via: "web",
+		Verdict: countersign.Verdict(f.Get("verdict")), Reason: strings.TrimSpace(f.Get("reason")),
+		Remember: countersign.Scope(f.Get("remember")),
+	}
+	if dec.Verdict == countersign.Reject {
+		dec.Remember = "" // the radio buttons go with the approval only
+	}
+	res, err := in.engine.Decide(r.Context(), dec)
+	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
+		return in.showProposal(w, r, http.StatusForbidden, "", "You may not decide this proposal: "+fe.Reason+".")
+	}
+	switch {
+	case errors.Is(err, countersign.ErrInvalidCall):
+		return in.showProposal(w, r, http.StatusBadRequest, "", "That decision is not valid: choose approve or reject, and remember only with an approval.")
+	case errors.Is(err, store.ErrNotFound):
+		return errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
+	case err != nil:
+		return err
+	}
+	http.Redirect(w, r, "/proposals/"+url.PathEscape(pid)+"?result="+url.QueryEscape(string(res.Status)), http.StatusSeeOther)
+	return nil
+}
+
+func (in *Inbox) handleResolve(w http.ResponseWriter, r *http.Request) error {
+	sess := sessionOf(r)
+	pid := r.PathValue("id")
+	if _, err := in.proposal(r.Context(), sess.Identity, pid); err != nil {
+		return err
+	}
+	f := r.PostForm
+	note := strings.TrimSpace(f.Get("note"))
+	if note == "" {
+		return in.showProposal(w, r, http.StatusBadRequest, "", "Write a note: what did you check, and what did you find?")
+	}
+	status := store.Status(f.Get("status"))
+	_, err := in.engine.Resolve(r.Context(), sess.Identity, pid, status, strings.TrimSpace(f.Get("receipt")), note, "web")
+	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
+		return in.showProposal(w, r, http.StatusForbidden, "", "You may not resolve this proposal: "+fe.Reason+".")
+	}
+	result := "resolved"
+	switch {
+	case errors.Is(err, countersign.ErrInvalidCall):
+		return in.showProposal(w, r, http.StatusBadRequest, "", "Choose succeeded or failed.")
+	case errors.Is(err, store.ErrNotFound):
+		return errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
+	case errors.Is(err, store.ErrConflict):
+		result = "resolve_conflict"
+	case err != nil:
+		return err
+	}
+	http.Redirect(w, r, "/proposals/"+url.PathEscape(pid)+"?result="+result, http.StatusSeeOther)
+	return nil
+}
