@@ -3,41 +3,29 @@ package sqlitestore_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/sqlitestore"
+	"github.com/countersign/countersign/store/storetest"
 )
 
 // Each write commits with synchronous=FULL, so these figures include an
 // fsync per transaction and depend on the disk.
 
-func BenchmarkCreateProposal(b *testing.B) {
-	s, c, _ := freshB(b)
-	ctx := context.Background()
-	for b.Loop() {
-		if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: proposal(c, "t1", "th1")}); err != nil {
+// BenchmarkStore runs the shared store benchmarks (create, decide, claim,
+// batch claim), each on a fresh file.
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store {
+		s, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+		if err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func BenchmarkDecide(b *testing.B) {
-	s, c, _ := freshB(b)
-	ctx := context.Background()
-	ps := make([]*store.Proposal, b.N)
-	for i := range ps {
-		ps[i] = proposal(c, "t1", "th1")
-		if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: ps[i]}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for i := range b.N {
-		if _, err := s.Decide(ctx, &store.DecideParams{Tenant: "t1", ID: ps[i].ID, Actor: "alice", Verdict: store.VerdictApproved}); err != nil {
-			b.Fatal(err)
-		}
-	}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	})
 }
 
 func BenchmarkListProposals(b *testing.B) {

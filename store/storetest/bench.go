@@ -1,0 +1,149 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// claimBatchSize is how many proposals each ClaimBatch of the benchmark
+// claims: a worker asks for as many as it has free slots, at most 64.
+const claimBatchSize = 32
+
+// seedConcurrency is how many goroutines create the proposals a benchmark
+// needs before its timer starts; a server that commits in groups seeds faster.
+const seedConcurrency = 8
+
+// Bench runs the store benchmarks against the driver newStore makes, as
+// sub-benchmarks: Create, Decide, Claim (one approved proposal) and
+// ClaimBatch (claimBatchSize approved independent proposals per operation).
+// newStore returns a fresh, empty store on the real clock and registers its
+// own cleanup with b.Cleanup. A driver wires it in with
+//
+//	func BenchmarkStore(b *testing.B) { storetest.Bench(b, newStore) }
+//
+// and `go test -run '^$' -bench Store -benchtime 2000x -count 10` gives
+// benchstat samples to compare commits. Each benchmark creates the rows it
+// works on before its timer starts, so only the measured call is timed. The
+// durable drivers commit once per call, so their figures include an fsync
+// and depend on the disk.
+func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
+	b.Run("Create", func(b *testing.B) { benchCreate(b, newStore(b)) })
+	b.Run("Decide", func(b *testing.B) { benchDecide(b, newStore(b)) })
+	b.Run("Claim", func(b *testing.B) { benchClaim(b, newStore(b)) })
+	b.Run("ClaimBatch", func(b *testing.B) { benchClaimBatch(b, newStore(b)) })
+}
+
+// benchProposals returns n new proposals spread over 16 threads, each made
+// by edit.
+func benchProposals(n int, edit func(*store.Proposal)) []*store.Proposal {
+	ps := make([]*store.Proposal, n)
+	for i := range ps {
+		ps[i] = NewProposal(tenant, fmt.Sprintf("bench_t%d", i%16), uniqueID("call"), edit)
+	}
+	return ps
+}
+
+// benchSeed creates ps, already approved when approvedBy is set.
+func benchSeed(b *testing.B, st store.Store, ps []*store.Proposal, approvedBy *store.Decision) {
+	b.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan *store.Proposal)
+	)
+	for range seedConcurrency {
+		wg.Go(func() {
+			for p := range next {
+				if _, err := st.CreateProposal(b.Context(), &store.CreateProposalParams{Proposal: p, ApprovedBy: approvedBy}); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("seed %s: %w", p.ID, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, p := range ps {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatal(errs[0])
+	}
+}
+
+// benchGrant stands in for the approvers of seeded approved proposals.
+var benchGrant = &store.Decision{Actor: "grant:bench", Via: "grant"}
+
+func benchCreate(b *testing.B, st store.Store) {
+	ps := benchProposals(b.N, func(*store.Proposal) {})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := st.CreateProposal(ctx, &store.CreateProposalParams{Proposal: ps[i]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Created {
+			b.Fatalf("CreateProposal(%s): replayed, want created", ps[i].ID)
+		}
+	}
+}
+
+func benchDecide(b *testing.B, st store.Store) {
+	ps := benchProposals(b.N, func(*store.Proposal) {})
+	benchSeed(b, st, ps, nil)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := st.Decide(ctx, &store.DecideParams{Tenant: tenant, ID: ps[i].ID, Actor: requester, Verdict: store.VerdictApproved, Via: "api"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Outcome != store.DecideApplied {
+			b.Fatalf("Decide(%s): outcome %s, want applied", ps[i].ID, res.Outcome)
+		}
+	}
+}
+
+func benchClaim(b *testing.B, st store.Store) {
+	ps := benchProposals(b.N, func(*store.Proposal) {})
+	benchSeed(b, st, ps, benchGrant)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		got, err := st.Claim(ctx, &store.ClaimParams{Tenant: tenant, ID: ps[i].ID, Owner: worker, LeaseDuration: time.Minute, ConsumedBy: ps[i].ToolCallID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got.Lease == nil {
+			b.Fatalf("Claim(%s): no lease", ps[i].ID)
+		}
+	}
+}
+
+// benchClaimBatch also reports proposals claimed per second. The memory
+// driver scans every row to find claimable ones, so its figure grows with
+// b.N; compare it only at a fixed -benchtime Nx.
+func benchClaimBatch(b *testing.B, st store.Store) {
+	ps := benchProposals(b.N*claimBatchSize, func(p *store.Proposal) { p.Mode = store.ModeIndependent })
+	benchSeed(b, st, ps, benchGrant)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		got, err := st.ClaimBatch(ctx, &store.ClaimBatchParams{Owner: worker, LeaseDuration: time.Minute, Limit: claimBatchSize})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) != claimBatchSize {
+			b.Fatalf("ClaimBatch: claimed %d, want %d", len(got), claimBatchSize)
+		}
+	}
+	b.ReportMetric(float64(b.N*claimBatchSize)/b.Elapsed().Seconds(), "proposals/s")
+}
