@@ -227,23 +227,26 @@ func (p *Policy) match(name string) *Rule {
 // globMatch matches name against a pattern where * matches any run of
 // characters, including dots and the empty run.
 func globMatch(pattern, name string) bool {
-	parts := strings.Split(pattern, "*")
-	if len(parts) == 1 {
+	// Walked without allocating: this runs for every rule on every call.
+	prefix, rest, wild := strings.Cut(pattern, "*")
+	if !wild {
 		return pattern == name
 	}
-	if !strings.HasPrefix(name, parts[0]) {
+	if !strings.HasPrefix(name, prefix) {
 		return false
 	}
-	name = name[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, part := range parts[1 : len(parts)-1] {
+	name = name[len(prefix):]
+	for {
+		part, more, ok := strings.Cut(rest, "*")
+		if !ok { // part is the last piece: it must end the name
+			return len(name) >= len(part) && strings.HasSuffix(name, part)
+		}
 		i := strings.Index(name, part)
 		if i < 0 {
 			return false
 		}
-		name = name[i+len(part):]
+		name, rest = name[i+len(part):], more
 	}
-	return strings.HasSuffix(name, last)
 }
 
 // mayDecide reports whether decider may decide p under the frozen approvers
