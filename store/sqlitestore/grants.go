@@ -12,7 +12,7 @@ import (
 
 // insertGrant stores g, inactive, as a side effect of p's decision. The
 // driver owns the tenant, origin, creation time and activation.
-func insertGrant(ctx context.Context, tx *sql.Tx, p *store.Proposal, g *store.Grant, now time.Time) error {
+func insertGrant(ctx context.Context, tx *wtx, p *store.Proposal, g *store.Grant, now time.Time) error {
 	id := g.ID
 	if id == "" {
 		id = "grt_" + store.NewToken()
@@ -98,7 +98,7 @@ func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) 
 // one changes neither the time nor the actor.
 func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*store.Grant, error) {
 	var g *store.Grant
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		_, err := tx.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ?
 			WHERE tenant = ? AND id = ? AND revoked_at IS NULL`,
 			now.UnixNano(), params.Actor, params.Tenant, params.ID)

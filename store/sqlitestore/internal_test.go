@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -34,7 +33,7 @@ func TestVersionGuard(t *testing.T) {
 	if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		w, err := getProposal(ctx, tx, "t", "prp_1")
 		if err != nil {
 			return err
@@ -59,7 +58,7 @@ func TestWritePanic(t *testing.T) {
 	s := openInternal(t)
 	func() {
 		defer func() { _ = recover() }()
-		_ = s.write(ctx, func(*sql.Tx, time.Time) error { panic("boom") })
+		_ = s.write(ctx, func(*wtx, time.Time) error { panic("boom") })
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

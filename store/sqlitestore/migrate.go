@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"fmt"
 	"time"
@@ -25,12 +24,12 @@ type migration struct {
 	sql     string
 	// after runs in the migration's transaction, after its SQL: for data
 	// that SQL should not make, such as secrets from crypto/rand.
-	after func(ctx context.Context, tx *sql.Tx) error
+	after func(ctx context.Context, tx *wtx) error
 }
 
 // afterHooks adds Go steps to migrations, by version.
-var afterHooks = map[int]func(ctx context.Context, tx *sql.Tx) error{
-	1: func(ctx context.Context, tx *sql.Tx) error {
+var afterHooks = map[int]func(ctx context.Context, tx *wtx) error{
+	1: func(ctx context.Context, tx *wtx) error {
 		// The cursor key lives in the database, so cursors survive a
 		// restart, are shared by every process on the file, and are
 		// rejected by any other database.
@@ -72,7 +71,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
-	err = s.write(ctx, func(tx *sql.Tx, _ time.Time) error {
+	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
@@ -84,7 +83,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	for _, m := range ms {
-		err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+		err := s.write(ctx, func(tx *wtx, now time.Time) error {
 			var current int
 			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 				return err

@@ -121,7 +121,7 @@ func queryProposals(ctx context.Context, q querier, query string, args ...any) (
 	return out, rows.Err()
 }
 
-func insertProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal) error {
+func insertProposal(ctx context.Context, tx *wtx, p *store.Proposal) error {
 	vals, err := proposalValues(p)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func insertProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal) error {
 // updateProposal writes p back over the row read at version old. The write
 // lock makes a mismatch impossible short of a bug or a foreign writer, but
 // it is checked anyway: a transition never overwrites silently.
-func updateProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal, old int64) error {
+func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) error {
 	vals, err := proposalValues(p)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func updateProposal(ctx context.Context, tx *sql.Tx, p *store.Proposal, old int6
 
 // persistChange writes a transition's side effects, in the transaction that
 // writes the row.
-func persistChange(ctx context.Context, tx *sql.Tx, p *store.Proposal, c *store.Change, now time.Time) error {
+func persistChange(ctx context.Context, tx *wtx, p *store.Proposal, c *store.Change, now time.Time) error {
 	at := now.UnixNano()
 	for _, e := range c.Events {
 		_, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
@@ -202,7 +202,7 @@ func persistChange(ctx context.Context, tx *sql.Tx, p *store.Proposal, c *store.
 
 // applyRow finishes a transition applied to p (read at version old) and
 // writes the row and its change.
-func applyRow(ctx context.Context, tx *sql.Tx, p *store.Proposal, old int64, c *store.Change, now time.Time) error {
+func applyRow(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *store.Change, now time.Time) error {
 	store.Finish(p, now)
 	if err := updateProposal(ctx, tx, p, old); err != nil {
 		return err
@@ -221,7 +221,7 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.
 		from    store.Status
 		changed bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		cur, err := getProposal(ctx, tx, tenant, id)
 		if err != nil {
 			return err
@@ -268,7 +268,7 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	}
 	n := params.Proposal.Clone()
 	var res *store.CreateProposalResult
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		// The write lock makes this lookup and the insert below atomic,
 		// across processes too.
 		existing, err := getProposalByToolCall(ctx, tx, n.Tenant, n.ThreadID, n.ToolCallID)
@@ -447,7 +447,7 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 		return nil, fmt.Errorf("sqlitestore: expire due: %w: limit %d", store.ErrInvalidParams, params.Limit)
 	}
 	var out []*store.Proposal
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		due, err := queryProposals(ctx, tx, expireDueSQL, now.UnixNano(), params.Limit)
 		if err != nil {
@@ -492,7 +492,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 		return nil, fmt.Errorf("sqlitestore: claim batch: %w: owner, limit and lease are required", store.ErrInvalidParams)
 	}
 	var out []*store.Claimed
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		at := now.UnixNano()
 		expires, err := nanos("lease expires_at", now.Add(params.LeaseDuration))
@@ -625,7 +625,7 @@ func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit 
 func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
 	results := make([]*store.TransitionResult, len(params))
 	errs := make([]error, len(params))
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		clear(results)
 		clear(errs)
 		for i, sp := range params {

@@ -62,6 +62,9 @@ type Store struct {
 	// Open may be asked not to migrate and the key is made by migration.
 	codecMu sync.Mutex
 	codec   *cursor.Codec
+
+	// stmts holds the write path's prepared statements (see wtx).
+	stmts stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -160,6 +163,7 @@ func dsn(path string, busy time.Duration, writer bool) string {
 
 // Close closes both connection pools. Calls after Close fail.
 func (s *Store) Close() error {
+	s.stmts.close()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -177,14 +181,19 @@ func (e *commitErr) Error() string { return e.err.Error() }
 // write runs fn in one write transaction on the writer connection, with the
 // time read after the write lock is held, so that times follow commit order.
 // fn's error rolls the transaction back, unless it is a *commitErr.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *Store) write(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
+	sqltx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
+	tx := &wtx{Tx: sqltx, stmts: &s.stmts}
 	// Also on a panic in fn: an open transaction would hold the only
-	// writer connection, and the write lock, forever.
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	// writer connection, and the write lock, forever. Once it has ended,
+	// the connection is free to prepare the statements it used.
+	defer func() {
+		_ = tx.Rollback() // a no-op after Commit
+		s.stmts.prepareWanted(context.WithoutCancel(ctx), s.w)
+	}()
 	err = fn(tx, s.clock())
 	ce, keep := err.(*commitErr)
 	if err != nil && !keep {

@@ -31,7 +31,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 		return nil, fmt.Errorf("sqlitestore: ensure thread: %w: tenant and id required", store.ErrInvalidParams)
 	}
 	var t *store.Thread
-	err := s.write(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO threads (tenant, id, owner, created_at) VALUES (?, ?, ?, ?)`,
 			params.Tenant, params.ID, params.Owner, now.UnixNano())
 		if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) GetThread(ctx context.Context, params *store.GetThreadParams) (*
 // DeleteThread implements store.Store. Its messages go with it; its
 // proposals stay, and outcomes they settle later are dropped.
 func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams) error {
-	err := s.write(ctx, func(tx *sql.Tx, _ time.Time) error {
+	err := s.write(ctx, func(tx *wtx, _ time.Time) error {
 		// Explicit, though the foreign key cascades too: the delete must
 		// not depend on the connection's foreign_keys setting.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE tenant = ? AND thread_id = ?`, params.Tenant, params.ID); err != nil {
