@@ -1,341 +1,256 @@
-// Command bench measures Countersign's worker on the machine it runs on: how
-// fast 1 and 4 worker processes drain approved no-op proposals, and the
-// latency from an approval to the start of its execution, on SQLite and
-// PostgreSQL. It prints a Markdown report.
+// Command bench runs Countersign's benchmark suite on the machine it runs on
+// and writes the report: docs/benchmarks.md (the part between the bench
+// markers) and docs/benchmarks.json.
 //
-//	go run ./bench [-n 10000] [-samples 2000] [-stores sqlite,postgres]
+//	go run ./bench                       # everything, on SQLite and PostgreSQL
+//	go run ./bench -scenarios B1,B2 -stores sqlite -n 5000
+//	go run ./bench -quick                # small sizes, a smoke run
 //
-// PostgreSQL runs in a fresh schema of the server named by
+// The scenarios (issue 6) are:
+//
+//	limit  the single-row durable commit rate of the same SQLite and PostgreSQL
+//	B1     drain: N approved no-op proposals executed by 1 and 4 worker processes
+//	B2     latency: approve → Execute-start with an idle worker, p50/p95/p99
+//	B3     full lifecycle: agents calling and approvers approving over HTTP,
+//	       a worker executing; actions per second end to end
+//	B4     listing: a page of 1000 from a thread and from the inbox at 10k,
+//	       100k and 1M stored proposals
+//	B5     waiting: 10,000 concurrent wait-mode calls in one process
+//	B6     deciding: the decide endpoint over loopback HTTP
+//	river  the peer: River burning down N no-op jobs and its insert → work
+//	       latency, with its defaults and tuned, run from its own module in
+//	       bench/river (go run there), so this module never depends on River
+//
+// PostgreSQL runs in fresh schemas of the server named by
 // COUNTERSIGN_TEST_POSTGRES (default postgres://postgres@127.0.0.1:5432/test),
-// dropped at the end.
+// dropped at the end; SQLite in temporary files, removed at the end.
+// Progress bars go to standard error.
 package main
 
 import (
-	"bufio"
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/pgtest"
-	"github.com/countersign/countersign/internal/workload"
-	"github.com/countersign/countersign/store"
-	"github.com/jackc/pgx/v5"
 )
 
+// config is the run's flags.
+type config struct {
+	N         int      // B1: proposals per drain; river: jobs per burn-down
+	Samples   int      // B2: approvals timed
+	Stores    []string // "sqlite", "postgres"
+	Scenarios []string // empty: all
+	Quick     bool
+	// B3
+	Actions int
+	Agents  int
+	// B4
+	Sizes []int
+	// B5
+	Waiters int
+	// B6
+	Decisions int
+	Clients   int
+	// river
+	RiverSamples int
+	RiverDir     string
+}
+
+// env is what a scenario runs with.
+type env struct {
+	ctx    context.Context
+	cfg    config
+	target target
+	self   string // this executable, for worker processes
+	// limit is the store's single-row commit rate (commits/s), if measured.
+	limit float64
+}
+
+// scenario is one entry of the suite. run measures one store; a scenario
+// with perStore false runs once (then env.target is the zero value).
+type scenario struct {
+	ID       string // "B1", or "limit", "river"
+	Title    string
+	Method   string // how it is measured, for the report
+	order    int
+	perStore bool
+	run      func(*env) ([]Figure, error)
+}
+
+var scenarios []scenario
+
+// register adds a scenario to the suite; each scenario's file registers
+// itself.
+func register(s scenario) { scenarios = append(scenarios, s) }
+
+// registry is the suite in order.
+func registry() []scenario {
+	out := slices.Clone(scenarios)
+	slices.SortStableFunc(out, func(a, b scenario) int { return cmp.Compare(a.order, b.order) })
+	return out
+}
+
 func main() {
-	n := flag.Int("n", 10000, "approved proposals to drain per run")
-	samples := flag.Int("samples", 2000, "approvals timed for the latency figures")
-	stores := flag.String("stores", "sqlite,postgres", "stores to measure")
-	workerStore := flag.String("worker", "", "internal: run as a worker process on this store spec")
+	var (
+		cfg       config
+		stores    string
+		scens     string
+		sizes     string
+		out       string
+		jsonOut   string
+		workerFor string
+	)
+	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
+	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
+	flag.IntVar(&cfg.Actions, "actions", 5000, "B3: actions per run")
+	flag.IntVar(&cfg.Agents, "agents", 32, "B3: concurrent agents (and as many approvers)")
+	flag.StringVar(&sizes, "sizes", "10000,100000,1000000", "B4: stored proposals")
+	flag.IntVar(&cfg.Waiters, "waiters", 10000, "B5: concurrent wait-mode calls")
+	flag.IntVar(&cfg.Decisions, "decisions", 20000, "B6: decisions per run")
+	flag.IntVar(&cfg.Clients, "clients", 32, "B6: concurrent HTTP clients")
+	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
+	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
+	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
+	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B6,river); empty: all")
+	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
+	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
+	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
+	flag.StringVar(&workerFor, "worker", "", "internal: run as a worker process on this store spec")
 	flag.Parse()
-	if *workerStore != "" {
-		os.Exit(workerMain(*workerStore))
+	if workerFor != "" {
+		os.Exit(workerMain(workerFor))
 	}
-	if err := run(*n, *samples, strings.Split(*stores, ",")); err != nil {
+	cfg.Stores = splitList(stores)
+	cfg.Scenarios = splitList(scens)
+	for _, s := range splitList(sizes) {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -sizes: %q is not a positive number\n", s)
+			os.Exit(2)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	if cfg.Quick {
+		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples = 2000, 200, 1000, 1000, 2000, 50
+		cfg.Sizes = []int{1000, 10000}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := run(ctx, cfg)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	md := r.markdown()
+	if out != "" {
+		if err := writeMarkdown(out, r); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", out)
+	}
+	if jsonOut != "" {
+		if err := writeJSON(jsonOut, r); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", jsonOut)
+	}
+	fmt.Print(md)
+	if len(r.Problems) > 0 {
 		os.Exit(1)
 	}
 }
 
-const concurrency = 64
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
-func newEngine(st store.Store, onExecute func()) (*countersign.Engine, error) {
-	noop, err := countersign.NewRawAction(countersign.RawActionSpec{Name: "noop", Hooks: countersign.Hooks{
-		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
-			onExecute()
-			return &countersign.Receipt{ID: "ok"}, nil
-		},
-	}})
+// run measures every selected scenario. A scenario that fails is recorded
+// as a problem and the run goes on, so that one broken figure does not cost
+// the others.
+func run(ctx context.Context, cfg config) (*Report, error) {
+	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	return countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{noop},
-		Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk,
-			Approvers: []string{"role:finance"}, Mode: countersign.ModeIndependent}}}})
-}
-
-// workerMain is one worker process of a drain run.
-func workerMain(spec string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer st.Close()
-	e, err := newEngine(st, func() {})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: time.Minute, MaxConcurrency: concurrency})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	fmt.Println("READY")
-	// Wait for the go-ahead, so that every process starts draining at once.
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		fmt.Fprintln(os.Stderr, "no go-ahead:", err)
-		return 2
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-type target struct {
-	name string
-	// spec opens a fresh, empty store; cleanup removes it.
-	spec    func() (spec string, cleanup func(), err error)
-	details string
-}
-
-func targets() map[string]target {
-	return map[string]target{
-		"sqlite": {name: "SQLite", details: "modernc.org/sqlite, WAL, synchronous=FULL, one writer connection per process",
-			spec: func() (string, func(), error) {
-				dir, err := os.MkdirTemp("", "countersign-bench-")
-				if err != nil {
-					return "", nil, err
-				}
-				return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
-			}},
-		"postgres": {name: "PostgreSQL", details: "pgx v5 pool, local server, fsync and synchronous_commit on",
-			spec: func() (string, func(), error) {
-				var b [6]byte
-				_, _ = rand.Read(b[:])
-				schema := "cs_bench_" + hex.EncodeToString(b[:])
-				drop := func() {
-					conn, err := pgx.Connect(context.Background(), pgtest.DSN())
-					if err == nil {
-						_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-						_ = conn.Close(context.Background())
-					}
-				}
-				return "postgres:" + schema, drop, nil
-			}},
-	}
-}
-
-func run(n, samples int, stores []string) error {
-	fmt.Printf("# Worker benchmarks\n\n%s\n\n", machine())
-	fmt.Printf("| store | scenario | result |\n| --- | --- | --- |\n")
 	all := targets()
-	for _, name := range stores {
-		t, ok := all[strings.TrimSpace(name)]
+	var ts []target
+	for _, name := range cfg.Stores {
+		t, ok := all[name]
 		if !ok {
-			return fmt.Errorf("unknown store %q", name)
+			return nil, fmt.Errorf("unknown store %q: want sqlite or postgres", name)
 		}
-		for _, procs := range []int{1, 4} {
-			rate, err := drain(t, n, procs)
+		ts = append(ts, t)
+	}
+	known := map[string]bool{}
+	for _, sc := range registry() {
+		known[strings.ToLower(sc.ID)] = true
+	}
+	for _, s := range cfg.Scenarios {
+		if !known[strings.ToLower(s)] {
+			return nil, fmt.Errorf("unknown scenario %q", s)
+		}
+	}
+	selected := func(id string) bool {
+		return len(cfg.Scenarios) == 0 || slices.ContainsFunc(cfg.Scenarios, func(s string) bool { return strings.EqualFold(s, id) })
+	}
+	r := &Report{Started: time.Now(), Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Machine: machine(), Stores: map[string]string{}}
+	r.Command = strings.TrimSpace(r.Command)
+	if cfg.Quick {
+		r.Problems = append(r.Problems, "a -quick run: sizes are smaller than the issue's, so the figures are a smoke test, not the record")
+	}
+	for _, t := range ts {
+		r.Stores[t.name] = t.details
+	}
+	limits := map[string]float64{}
+	for _, sc := range registry() {
+		if !selected(sc.ID) && !(sc.ID == "limit" && (selected("B1") || selected("B3"))) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !sc.perStore {
+			e := &env{ctx: ctx, cfg: cfg, self: self}
+			figs, err := sc.run(e)
+			r.add(figs...)
 			if err != nil {
-				return fmt.Errorf("%s drain with %d processes: %w", t.name, procs, err)
+				r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", sc.ID, err))
+				fmt.Fprintf(os.Stderr, "%s: %v\n", sc.ID, err)
 			}
-			fmt.Printf("| %s | drain %d no-op proposals, %d worker process(es) × %d slots | %.0f proposals/s |\n", t.name, n, procs, concurrency, rate)
+			continue
 		}
-		p50, p99, err := latency(t, samples)
-		if err != nil {
-			return fmt.Errorf("%s latency: %w", t.name, err)
-		}
-		fmt.Printf("| %s | approve → Execute-start, idle worker, %d samples | p50 %.3f ms, p99 %.3f ms |\n", t.name, samples, ms(p50), ms(p99))
-	}
-	fmt.Println()
-	for _, name := range stores {
-		t := all[strings.TrimSpace(name)]
-		fmt.Printf("- %s: %s\n", t.name, t.details)
-	}
-	return nil
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// drain seeds n approved proposals and times procs worker processes
-// draining them.
-func drain(t target, n, procs int) (float64, error) {
-	spec, cleanup, err := t.spec()
-	if err != nil {
-		return 0, err
-	}
-	defer cleanup()
-	ctx := context.Background()
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	if _, err := workload.SeedApproved(ctx, st, "noop", "bench", n); err != nil {
-		return 0, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	var cmds []*exec.Cmd
-	defer func() {
-		for _, c := range cmds {
-			_ = c.Process.Signal(syscall.SIGTERM)
-			_ = c.Wait()
-		}
-	}()
-	// Start every process, then release them together.
-	var gos []io.WriteCloser
-	for range procs {
-		c := exec.Command(self, "-worker", spec)
-		c.Stderr = os.Stderr
-		out, err := c.StdoutPipe()
-		if err != nil {
-			return 0, err
-		}
-		in, err := c.StdinPipe()
-		if err != nil {
-			return 0, err
-		}
-		gos = append(gos, in)
-		if err := c.Start(); err != nil {
-			return 0, err
-		}
-		cmds = append(cmds, c)
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() || sc.Text() != "READY" {
-			return 0, fmt.Errorf("worker process did not start")
-		}
-		go func() {
-			for sc.Scan() {
+		for _, t := range ts {
+			e := &env{ctx: ctx, cfg: cfg, target: t, self: self, limit: limits[t.name]}
+			figs, err := sc.run(e)
+			for i := range figs {
+				figs[i].Scenario, figs[i].Store = sc.ID, t.name
 			}
-		}()
-	}
-	start := time.Now()
-	for _, in := range gos {
-		if _, err := io.WriteString(in, "go\n"); err != nil {
-			return 0, err
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if err := workload.WaitDrained(wctx, st, time.Millisecond, nil); err != nil {
-		return 0, err
-	}
-	elapsed := time.Since(start)
-	counts, err := workload.Tally(ctx, st)
-	if err != nil {
-		return 0, err
-	}
-	if counts[store.StatusSucceeded] != n {
-		return 0, fmt.Errorf("statuses %v, want %d succeeded", counts, n)
-	}
-	return float64(n) / elapsed.Seconds(), nil
-}
-
-// timedStore records when the last decision committed: the moment the
-// approval exists.
-type timedStore struct {
-	store.Store
-	committed atomic.Int64
-}
-
-func (s *timedStore) Decide(ctx context.Context, p *store.DecideParams) (*store.DecideResult, error) {
-	res, err := s.Store.Decide(ctx, p)
-	s.committed.Store(time.Now().UnixNano())
-	return res, err
-}
-
-// latency approves proposals one at a time and measures how long after the
-// approval committed the worker started Execute. The approver and the worker
-// are separate engines on separate connections, as separate processes would
-// be: on PostgreSQL only LISTEN/NOTIFY wakes the worker; on SQLite, which has
-// no cross-process signal, they share one engine (one process).
-func latency(t target, samples int) (p50, p99 time.Duration, err error) {
-	spec, cleanup, err := t.spec()
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cleanup()
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	raw, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer raw.Close()
-	approverStore := &timedStore{Store: raw}
-	started := make(chan int64, 1)
-	approver, err := newEngine(approverStore, func() { started <- time.Now().UnixNano() })
-	if err != nil {
-		return 0, 0, err
-	}
-	workerEngine := approver
-	if strings.HasPrefix(spec, "postgres:") {
-		ws, err := workload.OpenStore(ctx, spec)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer ws.Close()
-		if workerEngine, err = newEngine(ws, func() { started <- time.Now().UnixNano() }); err != nil {
-			return 0, 0, err
-		}
-	}
-	w, err := workerEngine.NewWorker(countersign.WorkerOptions{PollInterval: 10 * time.Second, LeaseDuration: time.Minute})
-	if err != nil {
-		return 0, 0, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { stop(); <-done }()
-	time.Sleep(300 * time.Millisecond) // the listener connects
-	alice := countersign.Identity{Tenant: workload.Tenant, Actor: "alice"}
-	bob := countersign.Identity{Tenant: workload.Tenant, Actor: "bob", Roles: []string{"finance"}}
-	lat := make([]time.Duration, 0, samples)
-	for i := range samples {
-		res, err := approver.Call(ctx, &countersign.Call{Identity: alice, ThreadID: "t", ToolCallID: fmt.Sprint("c", i), Action: "noop", Input: json.RawMessage(`{}`)})
-		if err != nil {
-			return 0, 0, err
-		}
-		if _, err := approver.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
-			return 0, 0, err
-		}
-		select {
-		case at := <-started:
-			lat = append(lat, time.Duration(at-approverStore.committed.Load()))
-		case <-time.After(30 * time.Second):
-			return 0, 0, fmt.Errorf("approval %d never executed", i)
-		}
-	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], nil
-}
-
-func machine() string {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "model name") {
-				cpu = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
-				break
+			r.add(figs...)
+			if sc.ID == "limit" {
+				limits[t.name] = commitLimit(figs)
+			}
+			if err != nil {
+				r.Problems = append(r.Problems, fmt.Sprintf("%s on %s: %v", sc.ID, t.title, err))
+				fmt.Fprintf(os.Stderr, "%s on %s: %v\n", sc.ID, t.title, err)
 			}
 		}
 	}
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		mem = strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1] + " kB memory"
-	}
-	return fmt.Sprintf("Machine: %s, %d cores, %s, %s %s/%s.", cpu, runtime.NumCPU(), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	annotate(r, limits)
+	r.Goals = goals(r, cfg)
+	r.Seconds = time.Since(r.Started).Round(time.Second).Seconds()
+	return r, nil
 }

@@ -86,14 +86,15 @@ func main() {
 	n := flag.Int("n", 10000, "no-op jobs per burn-down")
 	samples := flag.Int("samples", 200, "sequential jobs timed for the latency figures")
 	stores := flag.String("stores", "postgres,sqlite", "stores to measure")
+	jsonOnly := flag.Bool("json", false, "print only the JSON figures (for the main module's bench command)")
 	flag.Parse()
-	if err := run(context.Background(), *n, *samples, strings.Split(*stores, ",")); err != nil {
+	if err := run(context.Background(), *n, *samples, strings.Split(*stores, ","), *jsonOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "river bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, n, samples int, stores []string) error {
+func run(ctx context.Context, n, samples int, stores []string, jsonOnly bool) error {
 	var results []result
 	details := map[string]string{}
 	for _, name := range stores {
@@ -120,10 +121,12 @@ func run(ctx context.Context, n, samples int, stores []string) error {
 			results = append(results, r)
 		}
 	}
-	report(results, details, n, samples)
+	if !jsonOnly {
+		report(results, details, n, samples)
+	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"machine": machine(), "river": riverVersion(), "results": results})
+	return enc.Encode(map[string]any{"machine": machine(), "river": riverVersion(), "details": details, "results": results})
 }
 
 func dsn() string {

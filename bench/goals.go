@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// commitsPerAction is what one action needs, committed one at a time:
+// B1 claim and settle; B3 also the proposal's creation and its approval.
+var commitsPerAction = map[string]float64{"B1": 2, "B3": 4}
+
+// annotate notes each B1 and B3 figure as a fraction of the store's commit
+// limit, and B1 and B2 against River tuned.
+func annotate(r *Report, limits map[string]float64) {
+	r.River = riverRun
+	for i := range r.Figures {
+		f := &r.Figures[i]
+		var notes []string
+		if c, ok := commitsPerAction[f.Scenario]; ok && f.Unit != "ms" {
+			if lim := limits[f.Store]; lim > 0 && strings.HasSuffix(f.Unit, "/s") {
+				notes = append(notes, fmt.Sprintf("%.0f %% of the commit limit (%g commits × %s/s ÷ %s commits/s)", 100*c*f.Value/lim, c, format(f.Value), format(lim)))
+			}
+		}
+		switch {
+		case f.Scenario == "B1":
+			if rv, ok := r.figure(fmt.Sprintf("river.%s.tuned.drain", f.Store)); ok && rv.Value > 0 {
+				notes = append(notes, fmt.Sprintf("× %.2f River tuned (%s jobs/s)", f.Value/rv.Value, format(rv.Value)))
+			}
+		case f.Scenario == "B2":
+			p := f.Key[strings.LastIndexByte(f.Key, '.')+1:]
+			if rv, ok := r.figure(fmt.Sprintf("river.%s.tuned.%s", f.Store, p)); ok && rv.Value > 0 {
+				notes = append(notes, fmt.Sprintf("× %.3f River tuned (%s ms)", f.Value/rv.Value, format(rv.Value)))
+			}
+		}
+		f.Note = strings.Join(notes, "; ")
+	}
+}
+
+// goal is one target of issue 6 item 5.
+type goal struct {
+	id, text string
+	// check returns met and what was measured; ok false when a figure it
+	// needs is missing.
+	check func(r *Report, store string) (met bool, detail string, ok bool)
+}
+
+var goalList = []goal{
+	{"B1", "PostgreSQL: ≥ River tuned's burn-down; SQLite: ≥ 2 × River tuned's", func(r *Report, st string) (bool, string, bool) {
+		need := map[string]float64{"postgres": 1, "sqlite": 2}[st]
+		rv, ok1 := r.figure(fmt.Sprintf("river.%s.tuned.drain", st))
+		best := 0.0
+		for _, p := range []string{"procs1", "procs4"} {
+			if f, ok := r.figure(fmt.Sprintf("b1.%s.%s", st, p)); ok {
+				best = max(best, f.Value)
+			}
+		}
+		if !ok1 || best == 0 || rv.Value == 0 {
+			return false, "", false
+		}
+		return best >= need*rv.Value, fmt.Sprintf("%s/s vs River tuned %s/s: × %.2f (need × %g)", format(best), format(rv.Value), best/rv.Value, need), true
+	}},
+	{"B2", "p50 ≤ 1 ms and p99 ≤ 5 ms", func(r *Report, st string) (bool, string, bool) {
+		p50, ok1 := r.figure("b2." + st + ".p50")
+		p99, ok2 := r.figure("b2." + st + ".p99")
+		if !ok1 || !ok2 {
+			return false, "", false
+		}
+		return p50.Value <= 1 && p99.Value <= 5, fmt.Sprintf("p50 %s ms, p99 %s ms", format(p50.Value), format(p99.Value)), true
+	}},
+	{"B3", "≥ 50 % of the commit-bound ceiling", func(r *Report, st string) (bool, string, bool) {
+		f, ok := r.figure("b3." + st + ".actions")
+		lim := 0.0
+		for _, k := range []string{"limit." + st + ".serial", "limit." + st + ".grouped"} {
+			if l, ok := r.figure(k); ok {
+				lim = max(lim, l.Value)
+			}
+		}
+		if !ok || lim == 0 {
+			return false, "", false
+		}
+		frac := commitsPerAction["B3"] * f.Value / lim
+		return frac >= 0.5, fmt.Sprintf("%s actions/s = %.0f %% of %s commits/s ÷ 4", format(f.Value), 100*frac, format(lim)), true
+	}},
+	{"B4", "page of 1000 ≤ 20 ms, 1M/10k ≤ 1.5", func(r *Report, st string) (bool, string, bool) {
+		var parts []string
+		met, any := true, false
+		for _, from := range []string{"thread", "inbox"} {
+			small, ok1 := r.figure(fmt.Sprintf("b4.%s.%s.10000.p50", st, from))
+			big, ok2 := r.figure(fmt.Sprintf("b4.%s.%s.1000000.p50", st, from))
+			if !ok1 || !ok2 || small.Value == 0 {
+				continue
+			}
+			any = true
+			ratio := big.Value / small.Value
+			met = met && big.Value <= 20 && small.Value <= 20 && ratio <= 1.5
+			parts = append(parts, fmt.Sprintf("%s: %s ms at 1M, ratio %.2f", from, format(big.Value), ratio))
+		}
+		return met, strings.Join(parts, "; "), any
+	}},
+	{"B5", "≤ 10 KB per waiter, all woken within 1 s", func(r *Report, st string) (bool, string, bool) {
+		mem, ok1 := r.figure("b5." + st + ".bytes_per_waiter")
+		wake, ok2 := r.figure("b5." + st + ".wake_all_ms")
+		if !ok1 || !ok2 {
+			return false, "", false
+		}
+		return mem.Value <= 10*1024 && wake.Value <= 1000, fmt.Sprintf("%s bytes per waiter, all woken in %s ms", format(mem.Value), format(wake.Value)), true
+	}},
+	{"B6", "SQLite: ≥ 2,000 decisions/s, p99 ≤ 20 ms", func(r *Report, st string) (bool, string, bool) {
+		if st != "sqlite" {
+			return false, "", false
+		}
+		rate, ok1 := r.figure("b6.sqlite.rate")
+		p99, ok2 := r.figure("b6.sqlite.p99")
+		if !ok1 || !ok2 {
+			return false, "", false
+		}
+		return rate.Value >= 2000 && p99.Value <= 20, fmt.Sprintf("%s decisions/s, p99 %s ms", format(rate.Value), format(p99.Value)), true
+	}},
+}
+
+// goals judges every goal on every store it applies to.
+func goals(r *Report, cfg config) []GoalResult {
+	var out []GoalResult
+	for _, g := range goalList {
+		for _, st := range cfg.Stores {
+			if g.id == "B6" && st != "sqlite" {
+				continue
+			}
+			res := GoalResult{ID: g.id + " " + storeTitle(st), Goal: g.text, Status: "not measured"}
+			if met, detail, ok := g.check(r, st); ok {
+				res.Status, res.Detail = "missed", detail
+				if met {
+					res.Status = "met"
+				}
+			}
+			out = append(out, res)
+		}
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+
+	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// target is one store the suite measures.
+type target struct {
+	name  string // "sqlite", "postgres"
+	title string
+	// spec names a fresh, empty store for workload.OpenStore; cleanup
+	// removes it.
+	spec    func() (spec string, cleanup func(), err error)
+	details string
+}
+
+func targets() map[string]target {
+	return map[string]target{
+		"sqlite": {name: "sqlite", title: "SQLite",
+			details: "modernc.org/sqlite in a temporary file, WAL, synchronous=FULL, one writer connection per process",
+			spec: func() (string, func(), error) {
+				dir, err := os.MkdirTemp("", "countersign-bench-")
+				if err != nil {
+					return "", nil, err
+				}
+				return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+			}},
+		"postgres": {name: "postgres", title: "PostgreSQL",
+			details: "pgx v5 pool on the local server (" + pgtest.DSN() + "), a fresh schema per run, fsync and synchronous_commit on",
+			spec: func() (string, func(), error) {
+				schema := newSchemaName()
+				return "postgres:" + schema, func() { dropSchema(schema) }, nil
+			}},
+	}
+}
+
+func newSchemaName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "cs_bench_" + hex.EncodeToString(b[:])
+}
+
+func dropSchema(schema string) {
+	conn, err := pgx.Connect(context.Background(), pgtest.DSN())
+	if err == nil {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		_ = conn.Close(context.Background())
+	}
+}
