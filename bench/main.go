@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -96,7 +97,11 @@ func registry() []scenario {
 	return out
 }
 
-func main() {
+func main() { os.Exit(realMain()) }
+
+// realMain runs the command and returns its exit code, after its deferred
+// work (the CPU profile) is done.
+func realMain() int {
 	var (
 		cfg       config
 		stores    string
@@ -105,6 +110,7 @@ func main() {
 		out       string
 		jsonOut   string
 		workerFor string
+		cpuProf   string
 	)
 	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
 	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
@@ -121,10 +127,11 @@ func main() {
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
+	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
 	flag.StringVar(&workerFor, "worker", "", "internal: run as a worker process on this store spec")
 	flag.Parse()
 	if workerFor != "" {
-		os.Exit(workerMain(workerFor))
+		return workerMain(workerFor)
 	}
 	cfg.Stores = splitList(stores)
 	cfg.Scenarios = splitList(scens)
@@ -132,7 +139,7 @@ func main() {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "bench: -sizes: %q is not a positive number\n", s)
-			os.Exit(2)
+			return 2
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
@@ -140,32 +147,45 @@ func main() {
 		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples = 2000, 200, 1000, 1000, 2000, 50
 		cfg.Sizes = []int{1000, 10000}
 	}
+	if cpuProf != "" {
+		f, err := os.Create(cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return 1
 	}
 	md := r.markdown()
 	if out != "" {
 		if err := writeMarkdown(out, r); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", out)
 	}
 	if jsonOut != "" {
 		if err := writeJSON(jsonOut, r); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", jsonOut)
 	}
 	fmt.Print(md)
 	if len(r.Problems) > 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func splitList(s string) []string {
@@ -210,7 +230,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	r := &Report{Started: time.Now(), Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Machine: machine(), Stores: map[string]string{}}
 	r.Command = strings.TrimSpace(r.Command)
 	if cfg.Quick {
-		r.Problems = append(r.Problems, "a -quick run: sizes are smaller than the issue's, so the figures are a smoke test, not the record")
+		r.Quick = true
 	}
 	for _, t := range ts {
 		r.Stores[t.name] = t.details

@@ -44,6 +44,8 @@ type Report struct {
 	Goals    []GoalResult      `json:"goals"`
 	River    *riverReport      `json:"river,omitempty"`
 	Problems []string          `json:"problems,omitempty"`
+	// Quick marks a smoke run with smaller sizes than the issue's.
+	Quick bool `json:"quick,omitempty"`
 }
 
 // add records figures.
@@ -98,6 +100,9 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "## Latest run: %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "`%s` took %s. Machine: %s, %s cores, %s memory, %s, %s.\n\n",
 		r.Command, (time.Duration(r.Seconds) * time.Second).String(), r.Machine["cpu"], r.Machine["cores"], r.Machine["memory"], r.Machine["os"], r.Machine["go"])
+	if r.Quick {
+		b.WriteString("**A -quick run: the sizes are smaller than the issue's, so these figures are a smoke test, not the record.**\n\n")
+	}
 	for _, k := range slices.Sorted(mapKeys(r.Stores)) {
 		fmt.Fprintf(&b, "- %s: %s\n", storeTitle(k), r.Stores[k])
 	}

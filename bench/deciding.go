@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/workload"
+)
+
+func init() {
+	register(scenario{ID: "B6", order: 60, perStore: true,
+		Title: "Deciding over HTTP",
+		Method: "D pending proposals are created through the engine first. Then C clients `POST /v1/proposals/{id}/approve` over loopback " +
+			"HTTP to the real server (API keys, metrics, request logs), each decision once, as fast as answers come; no worker runs, so " +
+			"the figure is the decide endpoint's own. Each request is timed from send to the decoded answer, which must be \"applied\".",
+		run: deciding})
+}
+
+func deciding(e *env) ([]Figure, error) {
+	spec, cleanup, err := e.target.spec()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	ctx := e.ctx
+	st, err := workload.OpenStore(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	metrics := newMetrics()
+	eng, err := newLifecycleEngine(st, metrics, func(int) {})
+	if err != nil {
+		return nil, err
+	}
+	n, clients := e.cfg.Decisions, e.cfg.Clients
+	ids := make([]string, n)
+	seed := newBar(n, "B6 %s: seed pending", e.target.title)
+	alice := countersign.Identity{Tenant: workload.Tenant, Actor: "alice"}
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				res, err := eng.Call(ctx, &countersign.Call{Identity: alice, ThreadID: fmt.Sprint("t", w), ToolCallID: fmt.Sprint("c", i),
+					Action: "noop", Input: json.RawMessage(`{"n":0}`)})
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				ids[i] = res.ProposalID
+				seed.add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	seed.done()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	api, err := startAPI(eng, st, metrics, clients)
+	if err != nil {
+		return nil, err
+	}
+	defer api.close()
+	b := newBar(n, "B6 %s: decisions, %d clients", e.target.title, clients)
+	lat := make([]time.Duration, n)
+	next.Store(0)
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				var ans decisionAnswer
+				err := api.post(ctx, "/v1/proposals/"+ids[i]+"/approve", approverKey, map[string]any{"reason": "ok"}, &ans)
+				if err == nil && ans.Status != "applied" {
+					err = fmt.Errorf("approve %s answered %q", ids[i], ans.Status)
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				lat[i] = time.Since(t0)
+				b.add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.done()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	slices.Sort(lat)
+	k := "b6." + e.target.name
+	label := fmt.Sprintf("%s approvals, %d clients", thousands(fmt.Sprint(n)), clients)
+	return []Figure{
+		{Key: k + ".rate", Label: label, Value: float64(n) / elapsed.Seconds(), Unit: "decisions/s"},
+		{Key: k + ".p50", Label: "decision latency, p50", Value: ms(pct(lat, 50)), Unit: "ms"},
+		{Key: k + ".p99", Label: "decision latency, p99", Value: ms(pct(lat, 99)), Unit: "ms"},
+	}, nil
+}
