@@ -395,7 +395,7 @@ func (s *pgSeeder) prepare(ctx context.Context) error {
 
 func (s *pgSeeder) seed(ctx context.Context, lo, hi, pend int, t0 time.Time) error {
 	vary := map[string]string{
-		"approvers": `CASE WHEN (r.h / 1000) % 20 < 17 THEN t.approvers WHEN (r.h / 1000) % 20 < 19 THEN ARRAY['requester'] ELSE ARRAY['role:legal'] END`,
+		"approvers":  `CASE WHEN (r.h / 1000) % 20 < 17 THEN t.approvers WHEN (r.h / 1000) % 20 < 19 THEN ARRAY['requester'] ELSE ARRAY['role:legal'] END`,
 		"expires_at": `CASE WHEN r.st = 'pending' THEN now() + interval '24 hours' ELSE r.at + interval '1 hour' END`,
 		"outcome":    `CASE WHEN t.outcome IS NULL THEN NULL ELSE jsonb_set(t.outcome, '{proposal_id}', to_jsonb(r.rid)) END`,
 	}
