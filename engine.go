@@ -102,8 +102,10 @@ type Options struct {
 	// ReconcileBackoff is the first pause before reconciling again after an
 	// unknown answer; it doubles. Default 1s.
 	ReconcileBackoff time.Duration
-	// WaitPoll is how often a waiting call re-reads the store, to see
-	// decisions taken by other processes. Default 1s.
+	// WaitPoll is how often the engine looks for changes that other
+	// processes made to the proposals its calls wait on: one read of each
+	// waiting tenant's audit events per WaitPoll, whatever the number of
+	// waiters. Default 1s.
 	WaitPoll time.Duration
 	// Owner names this process in leases. Default host:pid:random.
 	Owner string
@@ -140,6 +142,7 @@ type Engine struct {
 	waitPoll      time.Duration
 	owner         string
 	hub           notify.Hub
+	waits         waitWatch
 
 	mu      sync.RWMutex
 	actions map[string]*Action

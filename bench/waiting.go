@@ -31,7 +31,8 @@ func init() {
 		Title: "Waiting: concurrent wait-mode calls in one process",
 		Method: fmt.Sprintf("N goroutines each make one wait-mode call (countersign.Call, the no-op action, Mode wait, the engine's default WaitPoll); "+
 			"the call stores its proposal and blocks. With all N blocked: memory is the Go runtime's (runtime/metrics: live heap objects + "+
-			"goroutine stacks, after a forced GC) minus the same before the first call, ÷ N; RSS is /proc/self/status VmRSS, same difference; "+
+			"goroutine stacks, after forced GCs until the total stops shrinking — a blocked goroutine's stack halves per GC down to what it uses — "+
+			"and, separately, after a single GC) minus the same before the first call, ÷ N; RSS is /proc/self/status VmRSS, same difference; "+
 			"idle CPU is this process's user+system time (getrusage) over %s of doing nothing, and store reads are counted over the same window. "+
 			"Then %d goroutines approve all N through the same engine's Decide, as fast as they can, one decision per proposal (no batching: "+
 			"each is its own compare-and-set, as N humans' clicks would be). A waiter counts as woken when its Execute hook is entered (it saw "+
@@ -116,13 +117,30 @@ func waitEngine(st store.Store, onExecute func(proposalID string)) (*countersign
 }
 
 // goMemory is the Go runtime's live heap objects plus goroutine stacks,
-// after a forced GC.
-func goMemory() uint64 {
-	runtime.GC()
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64() + s[1].Value.Uint64()
+// after one forced GC (first) and after as many (up to 10) as it takes to stop
+// shrinking (settled): each GC halves the stack of a goroutine that uses less
+// than a quarter of it, so a waiter's stack, grown by the store calls that
+// preceded its wait, shrinks over the first few cycles of its wait.
+func goMemory() (first, settled uint64) {
+	read := func() uint64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+		metrics.Read(s)
+		if os.Getenv("B5_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "heap objects %d, stacks %d, goroutines %d, at %s\n", s[0].Value.Uint64(), s[1].Value.Uint64(), runtime.NumGoroutine(), time.Now().Format("05.000"))
+		}
+		return s[0].Value.Uint64() + s[1].Value.Uint64()
+	}
+	first = read()
+	settled = first
+	for range 10 {
+		m := read()
+		if m >= settled*99/100 {
+			return first, min(settled, m)
+		}
+		settled = m
+	}
+	return first, settled
 }
 
 // rss is the process's resident set (VmRSS), in bytes.
@@ -187,7 +205,8 @@ func waiting(e *env) ([]Figure, error) {
 	if err := warmUp(ctx, eng, alice, bob); err != nil {
 		return nil, err
 	}
-	before, rssBefore := goMemory(), rss()
+	_, before := goMemory()
+	rssBefore := rss()
 
 	type outcome struct {
 		res *countersign.Result
@@ -224,7 +243,8 @@ func waiting(e *env) ([]Figure, error) {
 			return nil, fmt.Errorf("waiter %d returned before its approval: %+v", i, results[i])
 		}
 	}
-	blocked, rssBlocked := goMemory(), rss()
+	blockedFirst, blocked := goMemory()
+	rssBlocked := rss()
 	readsBefore, cpuBefore, idleStart := st.reads.Load(), cpuTime(), time.Now()
 	time.Sleep(idleWindow)
 	idleCPU := cpuTime() - cpuBefore
@@ -310,8 +330,10 @@ func waiting(e *env) ([]Figure, error) {
 	nn := thousands(fmt.Sprint(n))
 	perWaiter := func(after, before uint64) float64 { return (float64(after) - float64(before)) / float64(n) }
 	return []Figure{
-		{Key: k + ".bytes_per_waiter", Label: fmt.Sprintf("Go memory per waiter (runtime/metrics heap objects + goroutine stacks after GC, %s blocked minus before, ÷ N)", nn),
+		{Key: k + ".bytes_per_waiter", Label: fmt.Sprintf("Go memory per waiter (runtime/metrics heap objects + goroutine stacks, after GCs until they stop shrinking, %s blocked minus before, ÷ N)", nn),
 			Value: perWaiter(blocked, before), Unit: "bytes"},
+		{Key: k + ".bytes_per_waiter_first_gc", Label: "the same after one GC only (stacks not yet shrunk)",
+			Value: perWaiter(blockedFirst, before), Unit: "bytes"},
 		{Key: k + ".rss_per_waiter", Label: fmt.Sprintf("RSS per waiter (VmRSS with %s blocked minus before, ÷ N)", nn),
 			Value: perWaiter(rssBlocked, rssBefore), Unit: "bytes"},
 		{Key: k + ".idle_cpu", Label: fmt.Sprintf("process CPU while %s waiters are blocked and nothing happens (getrusage over %s)", nn, idleWindow),

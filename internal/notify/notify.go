@@ -4,14 +4,21 @@
 // blocks on its channel. Publish never blocks: each channel holds one pending
 // wake-up, which is all a waiter needs, since it re-reads the store on waking.
 // Subscribing before re-reading is what makes a wake-up impossible to miss.
+//
+// A subscription costs one channel and one slice slot: thousands of waiters
+// (wait-mode calls) may each hold one.
 package notify
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Hub fans wake-ups out to subscribers. The zero value is ready to use.
 type Hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	mu sync.Mutex
+	// subs holds each key's channels; almost every key has one.
+	subs map[string][]chan struct{}
 }
 
 // Subscribe returns a channel that receives a value after each Publish of key,
@@ -20,22 +27,25 @@ func (h *Hub) Subscribe(key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	if h.subs == nil {
-		h.subs = map[string]map[chan struct{}]struct{}{}
+		h.subs = map[string][]chan struct{}{}
 	}
-	set := h.subs[key]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		h.subs[key] = set
-	}
-	set[ch] = struct{}{}
+	h.subs[key] = append(h.subs[key], ch)
 	h.mu.Unlock()
 	return ch, func() {
 		h.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 && h.subs[key] != nil && len(h.subs[key]) == 0 {
-			delete(h.subs, key)
+		defer h.mu.Unlock()
+		set := h.subs[key]
+		i := slices.Index(set, ch)
+		if i < 0 {
+			return
 		}
-		h.mu.Unlock()
+		if len(set) == 1 {
+			delete(h.subs, key)
+			return
+		}
+		set[i] = set[len(set)-1]
+		set[len(set)-1] = nil
+		h.subs[key] = set[:len(set)-1]
 	}
 }
 
@@ -43,7 +53,7 @@ func (h *Hub) Subscribe(key string) (<-chan struct{}, func()) {
 func (h *Hub) Publish(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs[key] {
+	for _, ch := range h.subs[key] {
 		select {
 		case ch <- struct{}{}:
 		default: // a wake-up is already pending
@@ -56,4 +66,11 @@ func (h *Hub) Subscribers(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs[key])
+}
+
+// Keys counts the keys with at least one subscription.
+func (h *Hub) Keys() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
 }
