@@ -61,3 +61,33 @@ func TestConcurrentSubscribePublish(t *testing.T) {
 		t.Fatalf("Subscribers = %d, want 0", n)
 	}
 }
+
+func TestUnsubscribeInAnyOrder(t *testing.T) {
+	t.Parallel()
+	var h Hub
+	chs := make([]<-chan struct{}, 3)
+	ends := make([]func(), 3)
+	for i := range chs {
+		chs[i], ends[i] = h.Subscribe("k")
+	}
+	ends[1]()
+	ends[1]() // a second call is harmless
+	h.Publish("k")
+	for _, i := range []int{0, 2} {
+		select {
+		case <-chs[i]:
+		default:
+			t.Fatalf("subscriber %d not woken after another left", i)
+		}
+	}
+	select {
+	case <-chs[1]:
+		t.Fatal("a finished subscription was woken")
+	default:
+	}
+	ends[2]()
+	ends[0]()
+	if n := h.Keys(); n != 0 {
+		t.Fatalf("Keys = %d after every subscription ended, want 0", n)
+	}
+}

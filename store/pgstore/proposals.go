@@ -549,68 +549,6 @@ func (s *Store) Settle(ctx context.Context, params *store.SettleParams) (*store.
 	})
 }
 
-// SettleMany implements store.Store: one transaction, and one round trip
-// for the writes, for the group. The group's rows are locked in one
-// statement, in id order, so that groups never deadlock.
-func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
-	results := make([]*store.TransitionResult, len(params))
-	errs := make([]error, len(params))
-	if len(params) == 0 {
-		return results, errs, nil
-	}
-	tenants, ids := make([]string, len(params)), make([]string, len(params))
-	for i, sp := range params {
-		tenants[i], ids[i] = sp.Tenant, sp.ID
-	}
-	type key struct{ tenant, id string }
-	var (
-		locked  []*store.Proposal
-		readErr error
-	)
-	err := s.write(ctx, func(b *pgx.Batch) {
-		b.Queue(s.q.lockMany, tenants, ids).Query(func(rows pgx.Rows) error {
-			locked, readErr = collectProposals(rows)
-			return nil
-		})
-	}, func(tx *txn, now time.Time) error {
-		clear(results)
-		clear(errs)
-		if readErr != nil {
-			return readErr
-		}
-		cur := make(map[key]*store.Proposal, len(locked))
-		for _, p := range locked {
-			cur[key{p.Tenant, p.ID}] = p
-		}
-		for i, sp := range params {
-			k := key{sp.Tenant, sp.ID}
-			p := cur[k]
-			if p == nil {
-				errs[i] = wrap("settle", notFound(sp.ID))
-				continue
-			}
-			w := p.Clone()
-			c, ferr := store.ApplySettle(w, sp, now)
-			if ferr != nil {
-				errs[i] = wrap("settle", ferr)
-				results[i] = &store.TransitionResult{Proposal: p.Clone(), From: p.Status}
-				continue
-			}
-			if err := s.applyRow(tx, w, p.Status, p.Version, c, now, 0); err != nil {
-				return err
-			}
-			results[i] = &store.TransitionResult{Proposal: w, From: p.Status, Changed: true}
-			// A later item for the same proposal sees this one's result.
-			cur[k] = w.Clone()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, wrap("settle many", err)
-	}
-	return results, errs, nil
-}
-
 // Resolve implements store.Store.
 func (s *Store) Resolve(ctx context.Context, params *store.ResolveParams) (*store.TransitionResult, error) {
 	return s.transition(ctx, "resolve", params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {

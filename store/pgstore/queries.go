@@ -59,6 +59,7 @@ type queries struct {
 	insertProposal, updateProposal                                                                     string
 	lockMany, replacement, expireDue, claimBatch                                                       string
 	insertEvent, admitMessage, insertGrant, activateGrants                                             string
+	settleRows, insertEvents, admitMessages, activateGrantsMany                                        string
 	ensureThread, getThread, deleteThread, listMessages                                                string
 	findGrant, getGrant, revokeGrant                                                                   string
 	loadCursorKey                                                                                      string
@@ -176,6 +177,11 @@ func newQueries(schema string) *queries {
 
 		loadCursorKey: `SELECT value FROM _S_.meta WHERE key = $1`,
 
+		settleRows:         settleRowsSQL,
+		insertEvents:       insertEventsSQL,
+		admitMessages:      admitMessagesSQL,
+		activateGrantsMany: activateGrantsManySQL,
+
 		listProposals: `SELECT ` + prefixed("p") + ` FROM _S_.proposals p WHERE p.tenant = $1`,
 		listGrants:    `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
 		listEvents:    `SELECT id, proposal_id, type, actor, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
@@ -187,6 +193,7 @@ func newQueries(schema string) *queries {
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,
 		&q.findGrant, &q.getGrant, &q.revokeGrant, &q.loadCursorKey,
 		&q.listProposals, &q.listGrants, &q.listEvents,
+		&q.settleRows, &q.insertEvents, &q.admitMessages, &q.activateGrantsMany,
 	} {
 		*p = qualify(schema, *p)
 	}
