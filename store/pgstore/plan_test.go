@@ -82,6 +82,12 @@ func TestQueryPlans(t *testing.T) {
 		// A status filter may instead use a partial index on its status and
 		// sort the few rows it finds: the planner's choice, by the counts.
 		{"list filtered", store.ListProposalsParams{Action: "a1", Visible: visible}, true, "proposals_list"},
+		// The inbox (an approver's pending proposals) and an agent's thread
+		// view, as the engine's List asks for them: the inbox reads only
+		// pending rows, in order.
+		{"inbox", store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, false, "proposals_pending"},
+		{"inbox after", store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, true, "proposals_pending"},
+		{"thread view", store.ListProposalsParams{ThreadID: "th1", Visible: visible}, false, "proposals_thread_list"},
 	} {
 		sql, args := list(l.params, l.after)
 		tests = append(tests, struct {

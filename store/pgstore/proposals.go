@@ -390,8 +390,18 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 	if params.Action != "" {
 		b.WriteString(` AND p.action = ` + arg(params.Action))
 	}
-	if len(params.Statuses) > 0 {
-		b.WriteString(` AND p.status = ANY(` + arg(toStrings(params.Statuses)) + `::text[])`)
+	switch st := params.Statuses; {
+	case len(st) == 1 && st[0].Valid():
+		// One known status (a fixed identifier, never the caller's text) is
+		// written as a literal, so that every plan of the statement, generic
+		// ones too, can prove a partial index's predicate: the inbox's
+		// proposals_pending gives its page in order. With ANY($n) the
+		// planner read every pending row through proposals_expiry and sorted
+		// them (custom plans), or walked proposals_list past every settled
+		// row (generic ones).
+		b.WriteString(` AND p.status = '` + string(st[0]) + `'`)
+	case len(st) > 0:
+		b.WriteString(` AND p.status = ANY(` + arg(toStrings(st)) + `::text[])`)
 	}
 	if pos := after; pos != nil {
 		// A row comparison: a range scan of the (…, created_at DESC, id

@@ -57,6 +57,18 @@ func TestQueryPlans(t *testing.T) {
 		{"list thread after", lq(store.ListProposalsParams{ThreadID: "th"}, true), "USING INDEX proposals_thread_list (tenant=? AND thread_id=? AND (created_at,id)<(?,?))"},
 		{"list filtered", lq(store.ListProposalsParams{
 			Statuses: []store.Status{store.StatusPending}, Action: "x", Visible: visible,
+		}, true), "USING INDEX proposals_pending (tenant=? AND (created_at,id)<(?,?))"},
+		// The inbox (an approver's pending proposals) and an agent's thread
+		// view, as the engine's List asks for them.
+		{"inbox", lq(store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, false),
+			"USING INDEX proposals_pending (tenant=?)"},
+		{"inbox after", lq(store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, true),
+			"USING INDEX proposals_pending (tenant=? AND (created_at,id)<(?,?))"},
+		{"thread view", lq(store.ListProposalsParams{ThreadID: "th", Visible: visible}, false),
+			"USING INDEX proposals_thread_list (tenant=? AND thread_id=?)"},
+		// Other statuses than pending, or several, walk the list in order.
+		{"list two statuses", lq(store.ListProposalsParams{
+			Statuses: []store.Status{store.StatusPending, store.StatusApproved}, Visible: visible,
 		}, true), "USING INDEX proposals_list (tenant=? AND (created_at,id)<(?,?))"},
 	}
 	for _, tt := range tests {

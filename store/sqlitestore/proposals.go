@@ -587,10 +587,17 @@ func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit 
 		b.WriteString(` AND p.action = ?`)
 		args = append(args, params.Action)
 	}
-	if len(params.Statuses) > 0 {
-		b.WriteString(` AND p.status IN (?` + strings.Repeat(", ?", len(params.Statuses)-1) + `)`)
-		for _, st := range params.Statuses {
-			args = append(args, string(st))
+	switch st := params.Statuses; {
+	case len(st) == 1 && st[0].Valid():
+		// One known status (a fixed identifier, never the caller's text) is
+		// written as a literal: SQLite uses a partial index, such as the
+		// inbox's proposals_pending, only for a query whose WHERE clause
+		// contains the index's term, not a bound parameter.
+		b.WriteString(` AND p.status = '` + string(st[0]) + `'`)
+	case len(st) > 0:
+		b.WriteString(` AND p.status IN (?` + strings.Repeat(", ?", len(st)-1) + `)`)
+		for _, s := range st {
+			args = append(args, string(s))
 		}
 	}
 	if pos := after; pos != nil {
