@@ -383,7 +383,18 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	b.WriteString(s.q.listProposals)
+	if params.Visible != nil {
+		// The thread's owner, for the visibility filter below, comes from a
+		// join rather than a subquery per row: the planner costs a
+		// subquery's lookup as a cold index scan for every row it filters,
+		// which at a million proposals made it read all the pending rows
+		// and sort them rather than walk proposals_pending to the page's
+		// end. threads' key is (tenant, id): the join adds no row.
+		sel, where, _ := strings.Cut(s.q.listProposals, " WHERE ")
+		b.WriteString(sel + ` LEFT JOIN ` + s.q.schema + `.threads t ON t.tenant = p.tenant AND t.id = p.thread_id WHERE ` + where)
+	} else {
+		b.WriteString(s.q.listProposals)
+	}
 	if params.ThreadID != "" {
 		b.WriteString(` AND p.thread_id = ` + arg(params.ThreadID))
 	}
@@ -410,12 +421,12 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 	}
 	if v := params.Visible; v != nil {
 		// store.CanSee, in SQL: the thread's owner ("" once the thread is
-		// gone), an approver naming one of the principals, or "requester"
-		// when the actor requested.
+		// gone: the join found none), an approver naming one of the
+		// principals, or "requester" when the actor requested.
 		actor := arg(v.Actor)
 		principals := arg(append([]string{}, v.Principals...))
 		b.WriteString(` AND (
-			COALESCE((SELECT t.owner FROM ` + s.q.schema + `.threads t WHERE t.tenant = p.tenant AND t.id = p.thread_id), '') = ` + actor + `
+			COALESCE(t.owner, '') = ` + actor + `
 			OR EXISTS (SELECT 1 FROM unnest(p.approvers) AS a(v)
 				WHERE (a.v <> 'requester' AND a.v = ANY(` + principals + `::text[]))
 				   OR (a.v = 'requester' AND p.requester = ` + actor + `)))`)
