@@ -143,12 +143,15 @@ func TestWaiterWokenByAnotherEngine(t *testing.T) {
 					if res == nil || res.Status != countersign.ResultSucceeded {
 						t.Fatalf("result %+v, want succeeded", res)
 					}
-				case <-time.After(10 * poll):
-					t.Fatalf("waiters not woken within %v of the decisions", 10*poll)
+				case <-time.After(100 * poll):
+					t.Fatalf("waiters not woken within %v of the decisions", 100*poll)
 				}
 			}
-			if took := time.Since(start); took > 5*poll {
-				t.Errorf("woken %v after the decisions in another engine, want about WaitPoll (%v)", took, poll)
+			// The watcher wakes them within a WaitPoll or so; the bound only
+			// has to tell that from the last-resort re-read (300 WaitPolls
+			// or more), on a busy machine under the race detector.
+			if took := time.Since(start); took > 100*poll {
+				t.Errorf("woken %v after the decisions in another engine, want about WaitPoll (%v), far less than the last-resort re-read", took, poll)
 			}
 			if got := executed.Load(); got != n {
 				t.Errorf("%d executions, want %d", got, n)

@@ -58,7 +58,7 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 	now := s.clock().UnixNano()
 	// store.Grant.Live and the scope rule, in SQL: a thread grant covers
 	// its thread, a run grant its thread's run; an empty digest any input.
-	g, err := scanGrant(s.r.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants
+	g, err := scanGrant(s.rq.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants
 		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
 		AND (input_digest = '' OR input_digest = ?)
 		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
@@ -87,7 +87,7 @@ func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) 
 		query += ` AND thread_id = ?`
 		args = append(args, params.ThreadID)
 	}
-	gs, err := queryGrants(ctx, s.r, query+` ORDER BY seq DESC`, args...)
+	gs, err := queryGrants(ctx, &s.rq, query+` ORDER BY seq DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list grants: %w", err)
 	}

@@ -327,7 +327,7 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	if errors.Is(err, errReplay) {
 		// Unreachable under the write lock; kept so that a replay can never
 		// surface as a constraint error.
-		p, gerr := getProposalByToolCall(ctx, s.r, n.Tenant, n.ThreadID, n.ToolCallID)
+		p, gerr := getProposalByToolCall(ctx, &s.rq, n.Tenant, n.ThreadID, n.ToolCallID)
 		if gerr != nil {
 			return nil, fmt.Errorf("sqlitestore: create proposal: %w", gerr)
 		}
@@ -345,7 +345,7 @@ var errReplay = errors.New("tool call exists")
 
 // GetProposal implements store.Store.
 func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
-	p, err := getProposal(ctx, s.r, params.Tenant, params.ID)
+	p, err := getProposal(ctx, &s.rq, params.Tenant, params.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get proposal: %w", err)
 	}
@@ -354,7 +354,7 @@ func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams
 
 // GetProposalByToolCall implements store.Store.
 func (s *Store) GetProposalByToolCall(ctx context.Context, params *store.GetProposalByToolCallParams) (*store.Proposal, error) {
-	p, err := getProposalByToolCall(ctx, s.r, params.Tenant, params.ThreadID, params.ToolCallID)
+	p, err := getProposalByToolCall(ctx, &s.rq, params.Tenant, params.ThreadID, params.ToolCallID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get proposal by tool call: %w", err)
 	}
@@ -363,7 +363,7 @@ func (s *Store) GetProposalByToolCall(ctx context.Context, params *store.GetProp
 
 // GetProposalByConfirmation implements store.Store.
 func (s *Store) GetProposalByConfirmation(ctx context.Context, params *store.GetProposalByConfirmationParams) (*store.Proposal, error) {
-	p, err := queryProposal(ctx, s.r, "confirmation", byConfirmationSQL,
+	p, err := queryProposal(ctx, &s.rq, "confirmation", byConfirmationSQL,
 		params.Tenant, params.ConfirmationID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get proposal by confirmation: %w", err)
@@ -396,7 +396,7 @@ func (s *Store) ListProposals(ctx context.Context, params *store.ListProposalsPa
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
 	}
-	rows, err := queryProposals(ctx, s.r, query, args...)
+	rows, err := queryProposals(ctx, &s.rq, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
 	}
@@ -667,7 +667,7 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 // ProposalTenant implements store.Store.
 func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 	var tenant string
-	err := s.r.QueryRowContext(ctx, `SELECT tenant FROM proposals WHERE id = ?`, id).Scan(&tenant)
+	err := s.rq.QueryRowContext(ctx, `SELECT tenant FROM proposals WHERE id = ?`, id).Scan(&tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("sqlitestore: proposal tenant: proposal %s: %w", id, store.ErrNotFound)
 	}

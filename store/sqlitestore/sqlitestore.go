@@ -65,6 +65,10 @@ type Store struct {
 
 	// stmts holds the write path's prepared statements (see wtx).
 	stmts stmtCache
+	// queue groups concurrent writes into one transaction (group.go).
+	queue writeQueue
+	// rq runs the read pool's queries prepared (stmtcache.go).
+	rq readDB
 }
 
 var _ store.Store = (*Store)(nil)
@@ -112,7 +116,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(reads)
 	r.SetMaxIdleConns(reads)
-	s := &Store{w: w, r: r, now: opts.Now}
+	s := &Store{w: w, r: r, now: opts.Now, rq: readDB{db: r}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -164,6 +168,7 @@ func dsn(path string, busy time.Duration, writer bool) string {
 // Close closes both connection pools. Calls after Close fail.
 func (s *Store) Close() error {
 	s.stmts.close()
+	s.rq.close()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -177,36 +182,6 @@ func (s *Store) clock() time.Time { return s.now().UTC().Round(0) }
 type commitErr struct{ err error }
 
 func (e *commitErr) Error() string { return e.err.Error() }
-
-// write runs fn in one write transaction on the writer connection, with the
-// time read after the write lock is held, so that times follow commit order.
-// fn's error rolls the transaction back, unless it is a *commitErr.
-func (s *Store) write(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
-	sqltx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	tx := &wtx{Tx: sqltx, stmts: &s.stmts}
-	// Also on a panic in fn: an open transaction would hold the only
-	// writer connection, and the write lock, forever. Once it has ended,
-	// the connection is free to prepare the statements it used.
-	defer func() {
-		_ = tx.Rollback() // a no-op after Commit
-		s.stmts.prepareWanted(context.WithoutCancel(ctx), s.w)
-	}()
-	err = fn(tx, s.clock())
-	ce, keep := err.(*commitErr)
-	if err != nil && !keep {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if keep {
-		return ce.err
-	}
-	return nil
-}
 
 // cursorCodec returns the codec made from the database's cursor key.
 func (s *Store) cursorCodec(ctx context.Context) (*cursor.Codec, error) {

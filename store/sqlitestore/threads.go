@@ -48,7 +48,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 
 // GetThread implements store.Store.
 func (s *Store) GetThread(ctx context.Context, params *store.GetThreadParams) (*store.Thread, error) {
-	t, err := getThread(ctx, s.r, params.Tenant, params.ID)
+	t, err := getThread(ctx, &s.rq, params.Tenant, params.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get thread: %w", err)
 	}
@@ -86,7 +86,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 	// One statement, so the thread's existence and its messages come from
 	// one snapshot: no row at all means no thread; a row of NULLs, a
 	// thread without messages.
-	rows, err := s.r.QueryContext(ctx, `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at
+	rows, err := s.rq.QueryContext(ctx, `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at
 		FROM threads t LEFT JOIN messages m ON m.tenant = t.tenant AND m.thread_id = t.id
 		WHERE t.tenant = ? AND t.id = ?
 		ORDER BY m.seq`, params.Tenant, params.ThreadID)
@@ -146,7 +146,7 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		query += ` AND proposal_id = ?`
 		args = append(args, params.ProposalID)
 	}
-	rows, err := s.r.QueryContext(ctx, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	rows, err := s.rq.QueryContext(ctx, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list events: %w", err)
 	}

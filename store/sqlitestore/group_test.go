@@ -1,0 +1,251 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// metaWrite is a write that stores key in the meta table, then answers with
+// the error ret returns (nil, an error, or a *commitErr).
+func metaWrite(key string, ret func() error) func(tx *wtx, now time.Time) error {
+	return func(tx *wtx, now time.Time) error {
+		if _, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES (?, x'00')`, key); err != nil {
+			return err
+		}
+		return ret()
+	}
+}
+
+func hasMeta(t *testing.T, s *Store, key string) bool {
+	t.Helper()
+	var v []byte
+	err := s.r.QueryRow(`SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// queueBehind holds the writer with a write that waits for release, so that
+// the writes started next queue up and run as one group.
+func queueBehind(t *testing.T, s *Store) (release func(), wait func()) {
+	t.Helper()
+	held, rel := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.write(context.Background(), func(tx *wtx, now time.Time) error {
+			close(held)
+			<-rel
+			return nil
+		})
+	}()
+	<-held
+	return func() { close(rel) }, func() {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// waitQueued waits until n writes are queued behind the leader.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.queue.mu.Lock()
+		got := len(s.queue.pending)
+		s.queue.mu.Unlock()
+		if got >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d writes queued", n)
+}
+
+// TestGroupCommitIsolatesWrites checks that the writes of one group stand
+// or fall alone: a failed write rolls back only its own changes, a
+// *commitErr write commits and reports its error, and a write whose context
+// ended while it was queued neither runs nor blocks the others.
+func TestGroupCommitIsolatesWrites(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	boom := errors.New("boom")
+	kept := errors.New("kept")
+	cancelled, cancel := context.WithCancel(context.Background())
+	type result struct {
+		key string
+		err error
+	}
+	writes := []struct {
+		key string
+		ctx context.Context
+		ret func() error
+	}{
+		{"ok1", context.Background(), func() error { return nil }},
+		{"failed", context.Background(), func() error { return boom }},
+		{"kept", context.Background(), func() error { return &commitErr{kept} }},
+		{"cancelled", cancelled, func() error { return nil }},
+		{"ok2", context.Background(), func() error { return nil }},
+	}
+	results := make(chan result, len(writes))
+	for i, w := range writes {
+		go func() {
+			results <- result{w.key, s.write(w.ctx, metaWrite(w.key, w.ret))}
+		}()
+		waitQueued(t, s, i+1)
+	}
+	cancel()
+	release()
+	wait()
+	got := map[string]error{}
+	for range writes {
+		r := <-results
+		got[r.key] = r.err
+	}
+	for key, want := range map[string]struct {
+		err    error
+		stored bool
+	}{
+		"ok1": {nil, true}, "failed": {boom, false}, "kept": {kept, true}, "cancelled": {context.Canceled, false}, "ok2": {nil, true},
+	} {
+		if !errors.Is(got[key], want.err) || (want.err == nil && got[key] != nil) {
+			t.Errorf("write %s: err %v, want %v", key, got[key], want.err)
+		}
+		if stored := hasMeta(t, s, key); stored != want.stored {
+			t.Errorf("write %s: stored %v, want %v", key, stored, want.stored)
+		}
+	}
+}
+
+// TestGroupCommitSeesEarlierWrites checks that a write sees the writes
+// grouped before it, as if they had committed one by one: the second insert
+// of the same key fails on the primary key and rolls back alone.
+func TestGroupCommitSeesEarlierWrites(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { errs <- s.write(context.Background(), metaWrite("same", func() error { return nil })) }()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	wait()
+	var failed int
+	for range 2 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 1 || !hasMeta(t, s, "same") {
+		t.Fatalf("%d of 2 writes of one key failed, want 1, with the key stored", failed)
+	}
+}
+
+// TestGroupCommitRace decides many proposals from many goroutines at once,
+// several decisions per proposal, and checks that exactly one decision per
+// proposal applied, that every applied decision is stored, and that a
+// missing proposal fails alone.
+func TestGroupCommitRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openInternal(t)
+	const proposals, deciders = 40, 4
+	for i := range proposals {
+		p := &store.Proposal{
+			ID: fmt.Sprintf("prp_%d", i), Tenant: "t", ThreadID: "th", ToolCallID: fmt.Sprint("c", i), Action: "a", Mode: store.ModeIndependent,
+			Requester: "alice", Approvers: []string{"actor:bob", "actor:carol", "actor:dave", "actor:erin"}, Quorum: 1, ActionVersion: "1",
+			Input: []byte(`{}`), RawInput: []byte(`{}`), InputDigest: "sha256:x", ExpiresAt: time.Now().Add(time.Hour),
+			OperationID: fmt.Sprint("op", i), ConfirmationID: fmt.Sprint("cnf", i),
+		}
+		if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actors := []string{"bob", "carol", "dave", "erin"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	applied := map[string]int{}
+	for i := range proposals + 5 { // five proposals that do not exist
+		for d := range deciders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("prp_%d", i)
+				res, err := s.Decide(ctx, &store.DecideParams{Tenant: "t", ID: id, Actor: actors[d], Verdict: store.VerdictApproved, Via: "api"})
+				if i >= proposals {
+					if !errors.Is(err, store.ErrNotFound) {
+						t.Errorf("decide missing %s: %v, want not found", id, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Errorf("decide %s: %v", id, err)
+					return
+				}
+				if res.Outcome == store.DecideApplied {
+					mu.Lock()
+					applied[id]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for i := range proposals {
+		id := fmt.Sprintf("prp_%d", i)
+		p, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "t", ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if applied[id] != 1 || p.Status != store.StatusApproved || len(p.Decisions) != 1 {
+			t.Errorf("%s: %d applied, status %s, %d decisions; want 1, approved, 1", id, applied[id], p.Status, len(p.Decisions))
+		}
+	}
+}
+
+// TestGroupCommitPanic checks that a write that panics inside a group
+// panics in its own caller only, rolls back alone, and leaves the writer
+// free.
+func TestGroupCommitPanic(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	errs := make(chan error, 2)
+	panics := make(chan any, 1)
+	go func() { errs <- s.write(context.Background(), metaWrite("before", func() error { return nil })) }()
+	waitQueued(t, s, 1)
+	go func() {
+		defer func() { panics <- recover() }()
+		_ = s.write(context.Background(), metaWrite("panicked", func() error { panic("boom") }))
+	}()
+	waitQueued(t, s, 2)
+	go func() { errs <- s.write(context.Background(), metaWrite("after", func() error { return nil })) }()
+	waitQueued(t, s, 3)
+	release()
+	wait()
+	if p := <-panics; p != "boom" {
+		t.Fatalf("the panicking caller recovered %v, want boom", p)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !hasMeta(t, s, "before") || !hasMeta(t, s, "after") || hasMeta(t, s, "panicked") {
+		t.Fatal("want the writes around the panic stored and the panicking one rolled back")
+	}
+	if err := s.write(context.Background(), metaWrite("later", func() error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+}
