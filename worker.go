@@ -140,9 +140,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	var execWG sync.WaitGroup
 	slots := make(chan struct{}, w.opts.MaxConcurrency)
 	freed := make(chan struct{}, 1)
+	// When only executions freeing their slots woke the worker, it claims
+	// once a quarter of its slots are free (or when none is busy), so that
+	// a burst of finishing executions makes one batch claim rather than one
+	// claim per slot. A wake-up or a poll claims whatever is free.
+	minClaim := max(1, w.opts.MaxConcurrency/4)
+	anyFree := true
 	for {
 		// Claim as many as there are free slots, in one batch.
-		if free := cap(slots) - len(slots); free > 0 && ctx.Err() == nil {
+		free := cap(slots) - len(slots)
+		if free > 0 && ctx.Err() == nil && (anyFree || free >= minClaim || len(slots) == 0) {
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
@@ -154,16 +161,27 @@ func (w *Worker) Run(ctx context.Context) error {
 				execWG.Add(1)
 				go func() {
 					defer execWG.Done()
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					w.execute(execCtx, cl, group.settle)
+					// The slot is given back once the execution is over:
+					// when its last settlement is queued (its write may
+					// still be on its way; the lease is held until it is
+					// done), or when it ends without one.
+					var once sync.Once
+					release := func() {
+						once.Do(func() {
+							<-slots
+							select {
+							case freed <- struct{}{}:
+							default:
+							}
+						})
+					}
+					defer release()
+					w.execute(execCtx, cl, func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+						return group.settle(ctx, params, release)
+					})
 				}()
 			}
+			anyFree = false
 			if len(claimed) == free && err == nil {
 				continue // there may be more
 			}
@@ -173,8 +191,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.drain(&execWG, cancelExecs)
 			return nil
 		case <-wake:
+			anyFree = true
 		case <-freed:
 		case <-poll.C:
+			anyFree = true
 		}
 	}
 }
@@ -262,13 +282,20 @@ func newSettleGroup(s store.Store) *settleGroup {
 	return &settleGroup{store: s, queue: make(chan *settleRequest, maxSettleGroup)}
 }
 
-// settle queues one settlement and waits for its group's write.
-func (g *settleGroup) settle(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+// settle queues one settlement and waits for its group's write. If the
+// settlement ends the execution (a terminal status, or reconciling with the
+// lease released: nothing runs after it), done is called once it is queued,
+// so that the worker may start another execution while the write is on its
+// way.
+func (g *settleGroup) settle(ctx context.Context, params *store.SettleParams, done func()) (*store.TransitionResult, error) {
 	req := &settleRequest{params: params, done: make(chan settleResult, 1)}
 	select {
 	case g.queue <- req:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if done != nil && (params.Status.Terminal() || params.ReleaseLease) {
+		done()
 	}
 	r := <-req.done
 	return r.tr, r.err
