@@ -57,6 +57,10 @@ func newEngine(st store.Store, mode countersign.Mode, onExecute func()) (*counte
 			Approvers: []string{"role:finance"}, Mode: mode}}}})
 }
 
+// workerEnv names the store a worker process of a drain run works on: the
+// bench binary (or its test binary) started with it set is a worker.
+const workerEnv = "COUNTERSIGN_BENCH_WORKER"
+
 // workerMain is one worker process of a drain run.
 func workerMain(spec string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -119,7 +123,8 @@ func drain(e *env, procs int) (float64, error) {
 	// Start every process, then release them together.
 	var gos []io.WriteCloser
 	for range procs {
-		c := exec.Command(e.self, "-worker", spec)
+		c := exec.Command(e.self)
+		c.Env = append(os.Environ(), workerEnv+"="+spec)
 		c.Stderr = os.Stderr
 		out, err := c.StdoutPipe()
 		if err != nil {

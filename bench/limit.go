@@ -17,9 +17,6 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// limitWindow is how long each commit-rate measurement runs.
-const limitWindow = 3 * time.Second
-
 // pgCommitters is the number of concurrent committers in the grouped
 // PostgreSQL measurement: enough for the server's group commit to show.
 const pgCommitters = 16
@@ -27,24 +24,24 @@ const pgCommitters = 16
 func init() {
 	register(scenario{ID: "limit", order: 0, perStore: true,
 		Title: "The limit: single-row durable commits",
-		Method: fmt.Sprintf("Each measurement inserts one small row per transaction into a fresh table for %s, with the store's own durability settings "+
+		Method: fmt.Sprintf("Each measurement inserts one small row per transaction into a fresh table for a few seconds (-limit-window), with the store's own durability settings "+
 			"(SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE; PostgreSQL: fsync and synchronous_commit on). PostgreSQL is measured with one "+
 			"connection committing in turn, and with %d connections at once (the server's group commit may fold their flushes). "+
-			"The higher figure is the limit B1 and B3 are compared with: commits needed per action × actions/s ÷ this rate.", limitWindow, pgCommitters),
+			"The higher figure is the limit B1 and B3 are compared with: commits needed per action × actions/s ÷ this rate.", pgCommitters),
 		run: func(e *env) ([]Figure, error) {
 			switch e.target.name {
 			case "sqlite":
-				rate, err := sqliteCommitRate(e.ctx)
+				rate, err := sqliteCommitRate(e.ctx, e.cfg.LimitWindow)
 				if err != nil {
 					return nil, err
 				}
 				return []Figure{{Key: "limit.sqlite.serial", Label: "single-row commits, one writer", Value: rate, Unit: "commits/s"}}, nil
 			case "postgres":
-				serial, err := pgCommitRate(e.ctx, 1)
+				serial, err := pgCommitRate(e.ctx, e.cfg.LimitWindow, 1)
 				if err != nil {
 					return nil, err
 				}
-				grouped, err := pgCommitRate(e.ctx, pgCommitters)
+				grouped, err := pgCommitRate(e.ctx, e.cfg.LimitWindow, pgCommitters)
 				if err != nil {
 					return nil, err
 				}
@@ -66,7 +63,7 @@ func commitLimit(figs []Figure) float64 {
 	return best
 }
 
-func sqliteCommitRate(ctx context.Context) (float64, error) {
+func sqliteCommitRate(ctx context.Context, window time.Duration) (float64, error) {
 	dir, err := os.MkdirTemp("", "countersign-limit-")
 	if err != nil {
 		return 0, err
@@ -94,7 +91,7 @@ func sqliteCommitRate(ctx context.Context) (float64, error) {
 	defer b.done()
 	n := 0
 	start := time.Now()
-	for time.Since(start) < limitWindow {
+	for time.Since(start) < window {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, err
@@ -112,7 +109,7 @@ func sqliteCommitRate(ctx context.Context) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func pgCommitRate(ctx context.Context, committers int) (float64, error) {
+func pgCommitRate(ctx context.Context, window time.Duration, committers int) (float64, error) {
 	schema := newSchemaName()
 	defer dropSchema(schema)
 	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
@@ -144,7 +141,7 @@ func pgCommitRate(ctx context.Context, committers int) (float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Since(start) < limitWindow {
+			for time.Since(start) < window {
 				// Outside a transaction block each statement commits on its own.
 				if _, err := pool.Exec(ctx, "INSERT INTO "+table+" (v) VALUES ($1)", "row"); err != nil {
 					once.Do(func() { firstErr = err })

@@ -48,6 +48,8 @@ type config struct {
 	Stores    []string // "sqlite", "postgres"
 	Scenarios []string // empty: all
 	Quick     bool
+	// limit: how long each commit-rate measurement runs
+	LimitWindow time.Duration
 	// B3
 	Actions int
 	Agents  int
@@ -103,17 +105,17 @@ func main() { os.Exit(realMain()) }
 // work (the CPU profile) is done.
 func realMain() int {
 	var (
-		cfg       config
-		stores    string
-		scens     string
-		sizes     string
-		out       string
-		jsonOut   string
-		workerFor string
-		cpuProf   string
+		cfg     config
+		stores  string
+		scens   string
+		sizes   string
+		out     string
+		jsonOut string
+		cpuProf string
 	)
 	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
 	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
+	flag.DurationVar(&cfg.LimitWindow, "limit-window", 3*time.Second, "limit: how long each commit-rate measurement runs")
 	flag.IntVar(&cfg.Actions, "actions", 5000, "B3: actions per run")
 	flag.IntVar(&cfg.Agents, "agents", 32, "B3: concurrent agents (and as many approvers)")
 	flag.StringVar(&sizes, "sizes", "10000,100000,1000000", "B4: stored proposals")
@@ -128,10 +130,9 @@ func realMain() int {
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
-	flag.StringVar(&workerFor, "worker", "", "internal: run as a worker process on this store spec")
 	flag.Parse()
-	if workerFor != "" {
-		return workerMain(workerFor)
+	if spec := os.Getenv(workerEnv); spec != "" {
+		return workerMain(spec)
 	}
 	cfg.Stores = splitList(stores)
 	cfg.Scenarios = splitList(scens)
@@ -146,6 +147,7 @@ func realMain() int {
 	if cfg.Quick {
 		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples = 2000, 200, 1000, 1000, 2000, 50
 		cfg.Sizes = []int{1000, 10000}
+		cfg.LimitWindow = time.Second
 	}
 	if cpuProf != "" {
 		f, err := os.Create(cpuProf)

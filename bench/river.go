@@ -66,20 +66,26 @@ func init() {
 				return nil, err
 			}
 			riverRun = rr
-			var figs []Figure
-			for _, res := range rr.Results {
-				st := riverStore(res.Store)
-				k := fmt.Sprintf("river.%s.%s", st, res.Tuning)
-				cfgText := fmt.Sprintf("%s (MaxWorkers %d, FetchCooldown %s)", res.Tuning, res.MaxWorkers, res.FetchCooldown)
-				figs = append(figs,
-					Figure{Key: k + ".drain", Scenario: "river", Store: st, Label: fmt.Sprintf("burn-down of %s no-op jobs, %s", thousands(fmt.Sprint(res.Jobs)), cfgText), Value: res.JobsPerSecond, Unit: "jobs/s"},
-					Figure{Key: k + ".p50", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %d jobs, %s, p50", res.Samples, cfgText), Value: res.P50Ms, Unit: "ms"},
-					Figure{Key: k + ".p95", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %s, p95", res.Tuning), Value: res.P95Ms, Unit: "ms"},
-					Figure{Key: k + ".p99", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %s, p99", res.Tuning), Value: res.P99Ms, Unit: "ms"},
-				)
-			}
-			return figs, nil
+			return riverFigures(rr), nil
 		}})
+}
+
+// riverFigures turns the peer's results into figures keyed
+// river.<store>.<tuning>.<drain|p50|p95|p99>.
+func riverFigures(rr *riverReport) []Figure {
+	var figs []Figure
+	for _, res := range rr.Results {
+		st := riverStore(res.Store)
+		k := fmt.Sprintf("river.%s.%s", st, res.Tuning)
+		cfgText := fmt.Sprintf("%s (MaxWorkers %d, FetchCooldown %s)", res.Tuning, res.MaxWorkers, res.FetchCooldown)
+		figs = append(figs,
+			Figure{Key: k + ".drain", Scenario: "river", Store: st, Label: fmt.Sprintf("burn-down of %s no-op jobs, %s", thousands(fmt.Sprint(res.Jobs)), cfgText), Value: res.JobsPerSecond, Unit: "jobs/s"},
+			Figure{Key: k + ".p50", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %d jobs, %s, p50", res.Samples, cfgText), Value: res.P50Ms, Unit: "ms"},
+			Figure{Key: k + ".p95", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %s, p95", res.Tuning), Value: res.P95Ms, Unit: "ms"},
+			Figure{Key: k + ".p99", Scenario: "river", Store: st, Label: fmt.Sprintf("insert → work, %s, p99", res.Tuning), Value: res.P99Ms, Unit: "ms"},
+		)
+	}
+	return figs
 }
 
 // riverRun is the peer's report of this run, for the Markdown report.

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/pgtest"
+)
+
+// TestMain lets the test binary serve as a drain's worker process, as the
+// bench binary does.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		os.Exit(workerMain(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// tinyConfig runs every scenario but the peer at sizes that only show the
+// suite works: the figures mean nothing.
+func tinyConfig(stores ...string) config {
+	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, Sizes: []int{1500, 3000}, Waiters: 200,
+		Decisions: 300, Clients: 4, LimitWindow: 200 * time.Millisecond,
+		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6"}}
+}
+
+// TestSuiteRuns runs the suite at tiny sizes on every store and checks that
+// every scenario produced its figures with no problem, and that the goals
+// they feed were judged.
+func TestSuiteRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite takes a while; -short skips it")
+	}
+	for _, st := range []string{"sqlite", "postgres"} {
+		t.Run(st, func(t *testing.T) {
+			if st == "postgres" {
+				pgtest.Connect(t) // skips, or fails in CI, when the server is unreachable
+			}
+			r, err := run(context.Background(), tinyConfig(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Problems) > 0 {
+				t.Fatalf("problems: %q", r.Problems)
+			}
+			for _, key := range []string{
+				"b1." + st + ".procs1", "b1." + st + ".procs4",
+				"b2." + st + ".p50", "b2." + st + ".p95", "b2." + st + ".p99",
+				"b3." + st + ".actions", "b3." + st + ".p99",
+				"b4." + st + ".thread.1500.p50", "b4." + st + ".inbox.3000.p50",
+				"b5." + st + ".bytes_per_waiter", "b5." + st + ".wake_all_ms", "b5." + st + ".idle_cpu",
+				"b6." + st + ".rate", "b6." + st + ".p99",
+			} {
+				f, ok := r.figure(key)
+				if !ok || f.Value <= 0 || f.Store != st {
+					t.Errorf("figure %s: %+v (found %v), want a positive value on %s", key, f, ok, st)
+				}
+			}
+			title := storeTitle(st)
+			judged := map[string]string{}
+			for _, g := range r.Goals {
+				judged[g.ID] = g.Status
+			}
+			// B1 needs the peer, which this test does not run; B4 needs
+			// 10k and 1M; B6 is judged on SQLite only.
+			for _, id := range []string{"B1", "B2", "B3", "B4", "B5"} {
+				want := id != "B1" && id != "B4"
+				if got := judged[id+" "+title] != "not measured"; got != want {
+					t.Errorf("goal %s %s: %q", id, title, judged[id+" "+title])
+				}
+			}
+			md := r.markdown()
+			for _, want := range []string{"### Goals (issue 6)", "### B1 Drain", "### B6 Deciding over HTTP", "| " + title + " |"} {
+				if !strings.Contains(md, want) {
+					t.Errorf("the report lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestUnknownNames checks that a misspelt store or scenario is refused
+// before anything runs.
+func TestUnknownNames(t *testing.T) {
+	for _, cfg := range []config{{Stores: []string{"mysql"}}, {Stores: []string{"sqlite"}, Scenarios: []string{"B9"}}} {
+		if _, err := run(context.Background(), cfg); err == nil {
+			t.Errorf("run(%+v) = nil error, want a refusal", cfg)
+		}
+	}
+}
+
+// TestRatiosAndGoals checks the notes and judgements from known figures.
+func TestRatiosAndGoals(t *testing.T) {
+	riverRun = nil
+	r := &Report{}
+	r.add(
+		Figure{Key: "limit.sqlite.serial", Scenario: "limit", Store: "sqlite", Value: 5000, Unit: "commits/s"},
+		Figure{Key: "b1.sqlite.procs1", Scenario: "B1", Store: "sqlite", Value: 9000, Unit: "proposals/s"},
+		Figure{Key: "b1.sqlite.procs4", Scenario: "B1", Store: "sqlite", Value: 7000, Unit: "proposals/s"},
+		Figure{Key: "river.sqlite.tuned.drain", Scenario: "river", Store: "sqlite", Value: 4000, Unit: "jobs/s"},
+		Figure{Key: "b2.sqlite.p50", Scenario: "B2", Store: "sqlite", Value: 0.5, Unit: "ms"},
+		Figure{Key: "b2.sqlite.p99", Scenario: "B2", Store: "sqlite", Value: 6, Unit: "ms"},
+		Figure{Key: "river.sqlite.tuned.p50", Scenario: "river", Store: "sqlite", Value: 50, Unit: "ms"},
+		Figure{Key: "b3.sqlite.actions", Scenario: "B3", Store: "sqlite", Value: 500, Unit: "actions/s"},
+		Figure{Key: "b4.sqlite.thread.10000.p50", Scenario: "B4", Store: "sqlite", Value: 4, Unit: "ms"},
+		Figure{Key: "b4.sqlite.thread.1000000.p50", Scenario: "B4", Store: "sqlite", Value: 5, Unit: "ms"},
+		Figure{Key: "b4.sqlite.inbox.10000.p50", Scenario: "B4", Store: "sqlite", Value: 4, Unit: "ms"},
+		Figure{Key: "b4.sqlite.inbox.1000000.p50", Scenario: "B4", Store: "sqlite", Value: 8, Unit: "ms"},
+	)
+	annotate(r, map[string]float64{"sqlite": 5000})
+	note := func(key string) string { f, _ := r.figure(key); return f.Note }
+	if n := note("b1.sqlite.procs1"); !strings.Contains(n, "360 % of the commit limit") || !strings.Contains(n, "× 2.25 River tuned") {
+		t.Errorf("B1 note %q", n)
+	}
+	if n := note("b2.sqlite.p50"); !strings.Contains(n, "× 0.010 River tuned") {
+		t.Errorf("B2 note %q", n)
+	}
+	if n := note("b3.sqlite.actions"); !strings.Contains(n, "40 % of the commit limit") {
+		t.Errorf("B3 note %q", n)
+	}
+	got := map[string]string{}
+	for _, g := range goals(r, config{Stores: []string{"sqlite"}}) {
+		got[g.ID] = g.Status
+	}
+	want := map[string]string{
+		"B1 SQLite": "met",          // the best of 1 and 4 processes, 9000 ≥ 2 × 4000
+		"B2 SQLite": "missed",       // p99 6 ms
+		"B3 SQLite": "missed",       // 4 × 500 ÷ 5000 = 40 %
+		"B4 SQLite": "missed",       // the inbox's ratio is 2
+		"B5 SQLite": "not measured", // no figures
+		"B6 SQLite": "not measured",
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("goal %s: %q, want %q", id, got[id], w)
+		}
+	}
+}
+
+// TestWriteMarkdownKeepsTheRest checks that a run replaces only the part
+// between the markers, and appends it to a file that has none.
+func TestWriteMarkdownKeepsTheRest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	r := &Report{Started: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), Command: "go run ./bench", Machine: map[string]string{"cpu": "CPU"}}
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nHand-written intro.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeMarkdown(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	doc := string(b) + "\n## Profiles\n\nHand-written profiles.\n"
+	doc = strings.Replace(doc, "Latest run", "Stale run", 1)
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeMarkdown(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	got := string(b)
+	for _, want := range []string{"Hand-written intro.", "Hand-written profiles.", "## Latest run: 2026-11-29 12:00 UTC", beginMarker, endMarker} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the file lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Stale run") || strings.Count(got, beginMarker) != 1 {
+		t.Errorf("the generated part was not replaced once:\n%s", got)
+	}
+}
+
+// TestRiverOutput checks that the peer's JSON, as its module prints it,
+// becomes figures keyed by store and tuning.
+func TestRiverOutput(t *testing.T) {
+	const out = `{"river": "river v0.51.2", "details": {"PostgreSQL": "pgx"}, "results": [
+	  {"store": "PostgreSQL", "tuning": "tuned", "max_workers": 1000, "fetch_cooldown": "1ms", "jobs": 100, "drain_seconds": 0.01,
+	   "jobs_per_second": 10000, "latency_samples": 10, "latency_p50_ms": 0.5, "latency_p95_ms": 1, "latency_p99_ms": 2}]}`
+	var rr riverReport
+	if err := json.Unmarshal([]byte(out), &rr); err != nil {
+		t.Fatal(err)
+	}
+	figs := riverFigures(&rr)
+	r := &Report{Figures: figs}
+	if f, ok := r.figure("river.postgres.tuned.drain"); !ok || f.Value != 10000 {
+		t.Fatalf("drain figure %+v", f)
+	}
+	if f, ok := r.figure("river.postgres.tuned.p99"); !ok || f.Value != 2 {
+		t.Fatalf("p99 figure %+v", f)
+	}
+}
