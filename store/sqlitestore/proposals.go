@@ -628,42 +628,6 @@ func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit 
 	return b.String(), args, nil
 }
 
-// SettleMany implements store.Store: one write transaction for the group.
-func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
-	results := make([]*store.TransitionResult, len(params))
-	errs := make([]error, len(params))
-	err := s.write(ctx, func(tx *wtx, now time.Time) error {
-		clear(results)
-		clear(errs)
-		for i, sp := range params {
-			cur, err := getProposal(ctx, tx, sp.Tenant, sp.ID)
-			if err != nil {
-				if !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", err)
-				continue
-			}
-			w := cur.Clone()
-			c, ferr := store.ApplySettle(w, sp, now)
-			if ferr != nil {
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", ferr)
-				results[i] = &store.TransitionResult{Proposal: cur, From: cur.Status}
-				continue
-			}
-			if err := applyRow(ctx, tx, w, cur.Version, c, now); err != nil {
-				return err
-			}
-			results[i] = &store.TransitionResult{Proposal: w, From: cur.Status, Changed: true}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqlitestore: settle many: %w", err)
-	}
-	return results, errs, nil
-}
-
 // ProposalTenant implements store.Store.
 func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 	var tenant string
