@@ -16,6 +16,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	// maxSettleGroup bounds the settlements written in one transaction.
 	maxSettleGroup = 256
+	// claimCoalesce is how long, at most, a worker waits after an execution
+	// frees a slot for others to free theirs before it claims (see Run).
+	claimCoalesce = time.Millisecond
 )
 
 // workKey is the hub key the worker listens on: it is published whenever an
@@ -141,15 +144,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.opts.MaxConcurrency)
 	freed := make(chan struct{}, 1)
 	// When only executions freeing their slots woke the worker, it claims
-	// once a quarter of its slots are free (or when none is busy), so that
-	// a burst of finishing executions makes one batch claim rather than one
-	// claim per slot. A wake-up or a poll claims whatever is free.
-	minClaim := max(1, w.opts.MaxConcurrency/4)
+	// once every slot is free, or claimCoalesce after the first slot of the
+	// burst was freed, so that a burst of finishing executions makes one
+	// batch claim (one commit) rather than a claim per slot. A wake-up or a
+	// poll claims whatever is free at once.
 	anyFree := true
+	var coalesce <-chan time.Time // running after a slot was freed
 	for {
 		// Claim as many as there are free slots, in one batch.
 		free := cap(slots) - len(slots)
-		if free > 0 && ctx.Err() == nil && (anyFree || free >= minClaim || len(slots) == 0) {
+		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) {
+			coalesce = nil
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
@@ -193,6 +198,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-wake:
 			anyFree = true
 		case <-freed:
+			if coalesce == nil {
+				coalesce = time.After(claimCoalesce)
+			}
+		case <-coalesce:
+			coalesce = nil
+			anyFree = true
 		case <-poll.C:
 			anyFree = true
 		}
