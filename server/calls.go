@@ -84,9 +84,13 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, id countersi
 		return callError(err)
 	}
 	// The thread's owner is its first caller, also for calls that needed no
-	// proposal (denials store nothing, and return above).
-	if _, err := s.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: id.Tenant, ID: req.ThreadID, Owner: id.Actor}); err != nil {
-		s.log.WarnContext(ctx, "ensure thread", "tenant", id.Tenant, "thread", req.ThreadID, "err", err)
+	// proposal (denials store nothing, and return above). Storing a
+	// proposal created its thread in the same transaction, so only a call
+	// without one needs the extra write.
+	if res.ProposalID == "" {
+		if _, err := s.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: id.Tenant, ID: req.ThreadID, Owner: id.Actor}); err != nil {
+			s.log.WarnContext(ctx, "ensure thread", "tenant", id.Tenant, "thread", req.ThreadID, "err", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, callResponse(res))
 	return nil

@@ -14,8 +14,8 @@
 // shared rule from store/transition.go, and writes the row back with
 // UPDATE … WHERE id = $1 AND version = $2, together with its audit events,
 // its outcome message (admitted once: ON CONFLICT DO NOTHING, and only into a
-// thread that still exists) and its grants. The writes and the notifications
-// go to the server in one round trip, so a transition costs three: lock and
+// thread that still exists) and its grants. The writes go to the server in
+// one round trip, so a transition costs three: lock and
 // read, write, commit. Holding the row lock from the read makes each
 // transition a true compare-and-set across processes; the version guard
 // turns any breach of it into store.ErrConflict rather than a lost update.
@@ -32,7 +32,7 @@
 //
 // A worker's ClaimBatch is one statement: it picks the claimable rows in
 // claim order (ORDER BY updated_at, id) with FOR UPDATE SKIP LOCKED, leases
-// them, records the claim events and queues the notifications. Concurrent
+// them and records the claim events. Concurrent
 // workers, in any number of processes, skip each other's rows instead of
 // waiting, and each row is claimed once. A partial index (proposals_claim)
 // holds just the claimable statuses, in claim order. The expiry sweep
@@ -62,22 +62,29 @@
 // # Notifications
 //
 // Store implements store.Notifier with LISTEN/NOTIFY on the channel
-// countersign_<schema>. Writers send, inside their transactions (so a
-// notification is delivered if and only if the change commits):
+// countersign_<schema>. Writers announce, once their transactions commit:
 //
 //   - p:<proposal id> for every status change, so that a waiter in any
 //     process re-reads the proposal;
 //   - w when a proposal becomes approved in independent mode (a decision,
 //     or a creation approved by a grant), so that workers claim it.
 //
-// Every NOTIFY takes a database-wide lock at commit, so work notifications
-// are rate-limited per Store: at most one per Options.NotifyInterval. One
-// that falls inside the window is not dropped: a single trailing NOTIFY,
-// sent outside any transaction when the window ends, announces every
-// approval committed meanwhile. Listen holds one connection of its own
-// (application_name cs_listen_<schema>), outside the pool, and reconnects
-// with backoff after a failure; notifications are best effort, and workers
-// also poll.
+// The NOTIFYs are not sent inside the transaction that made the change:
+// PostgreSQL takes a database-wide lock when a notifying transaction
+// commits and holds it until the commit is flushed, so notifying
+// transactions could only commit one at a time, defeating the server's
+// group commit. Instead one goroutine per Store sends what committed
+// transactions announced, deduplicated, in a transaction of its own that
+// writes nothing else and does not wait for its flush (synchronous_commit
+// off), one per round trip however many changes gathered meanwhile. A
+// notification therefore always follows its change's commit, and a process
+// that dies in between loses it: notifications are hints, and workers and
+// waiters also poll. Work notifications are also rate-limited per Store:
+// at most one per Options.NotifyInterval; one that falls inside the window
+// is not dropped, a single trailing one announces every approval committed
+// meanwhile. Listen holds one connection of its own (application_name
+// cs_listen_<schema>), outside the pool, and reconnects with backoff after
+// a failure.
 //
 // # Schema and migrations
 //

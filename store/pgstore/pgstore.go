@@ -71,6 +71,7 @@ type Store struct {
 	now     func() time.Time
 	q       *queries
 	work    *workNotifier
+	notes   *sender // sends notifications after their transactions commit
 	// listenCheck is how long Listen waits for a notification before it
 	// pings the server (listenCheckInterval; tests shorten it).
 	listenCheck time.Duration
@@ -169,10 +170,12 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 
 		listenCheck: listenCheckInterval,
 	}
+	s.notes = newSender(s.sendNotifications)
 	s.work = newWorkNotifier(o.NotifyInterval, s.sendTrailingWork)
 	if !o.SkipMigrations {
 		if err := s.Migrate(ctx); err != nil {
 			s.work.close()
+			s.notes.close()
 			return nil, err
 		}
 	}
@@ -189,6 +192,7 @@ func (s *Store) Channel() string { return s.channel }
 // made the pool, closes it (then later calls fail). It always returns nil.
 func (s *Store) Close() error {
 	s.work.close()
+	s.notes.close()
 	if s.ownPool {
 		s.pool.Close()
 	}
@@ -293,34 +297,38 @@ func (s *Store) writeOnce(ctx context.Context, first func(b *pgx.Batch), fn func
 	if err != nil && !keep {
 		return err
 	}
-	announced := s.queueNotifications(tx)
 	if err := tx.flush(ctx); err != nil {
 		return err
 	}
 	if err := ptx.Commit(ctx); err != nil {
 		return err
 	}
-	if tx.work && !announced {
-		s.work.deferred()
-	}
+	s.publish(tx.changed, tx.work)
 	if keep {
 		return ce.err
 	}
 	return nil
 }
 
-// queueNotifications queues the transaction's NOTIFYs. It reports whether
-// the work notification is among them; if not, the rate limiter sends it
-// after the commit.
-func (s *Store) queueNotifications(tx *txn) (workSent bool) {
-	if len(tx.changed) > 0 {
-		tx.queue(`SELECT pg_notify($1, 'p:' || x) FROM unnest($2::text[]) AS x`, s.channel, tx.changed)
+// publish hands a committed transaction's notifications to the sender:
+// a p:<id> for each status change, and work, if the rate limiter allows it
+// now (else its trailing notification announces it).
+func (s *Store) publish(changed []string, work bool) {
+	if len(changed) == 0 && !work {
+		return
 	}
-	if tx.work && s.work.reserve() {
-		tx.queue(`SELECT pg_notify($1, 'w')`, s.channel)
-		return true
+	payloads := make([]string, 0, len(changed)+1)
+	for _, id := range changed {
+		payloads = append(payloads, payloadProposal+id)
 	}
-	return false
+	if work {
+		if s.work.reserve() {
+			payloads = append(payloads, payloadWork)
+		} else {
+			s.work.deferred()
+		}
+	}
+	s.notes.add(payloads...)
 }
 
 // cursorCodec returns the codec made from the database's cursor key.

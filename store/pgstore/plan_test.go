@@ -62,7 +62,7 @@ func TestQueryPlans(t *testing.T) {
 		want   string
 		sorted bool // the plan may sort
 	}{
-		{"claim", s.q.claimBatch, []any{now, "w", int64(1), 10, "c"}, "proposals_claim", false},
+		{"claim", s.q.claimBatch, []any{now, "w", int64(1), 10}, "proposals_claim", false},
 		{"expiry", s.q.expireDue, []any{now, 10}, "proposals_expiry", false},
 		{"replacement", s.q.replacement, []any{"t0", "th4", "r4", "a4", "k4"}, "proposals_replacement", true},
 		{"confirmation", s.q.getByConfirmation, []any{"t1", "cnf_1"}, "proposals_confirmation", false},

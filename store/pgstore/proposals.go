@@ -518,7 +518,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 	if params.Limit <= 0 || params.LeaseDuration <= 0 {
 		return nil, wrap("claim batch", fmt.Errorf("%w: limit and lease must be positive", store.ErrInvalidParams))
 	}
-	rows, err := s.pool.Query(ctx, s.q.claimBatch, s.clock(), params.Owner, params.LeaseDuration.Microseconds(), params.Limit, s.channel)
+	rows, err := s.pool.Query(ctx, s.q.claimBatch, s.clock(), params.Owner, params.LeaseDuration.Microseconds(), params.Limit)
 	if err != nil {
 		return nil, wrap("claim batch", err)
 	}
@@ -532,9 +532,17 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 		}
 		out = append(out, &store.Claimed{Proposal: p, From: store.Status(from)})
 	}
+	rows.Close() // the statement's own transaction has committed
 	if err := rows.Err(); err != nil {
 		return nil, wrap("claim batch", err)
 	}
+	var changed []string
+	for _, c := range out {
+		if c.Proposal.Status != c.From {
+			changed = append(changed, c.Proposal.ID)
+		}
+	}
+	s.publish(changed, false)
 	return out, nil
 }
 

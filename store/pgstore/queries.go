@@ -215,11 +215,11 @@ func newQueries(schema string) *queries {
 //     lease: owner $2, a random token, generation = the version written,
 //     expiry on the database's clock + $3 microseconds.
 //   - ev: the claim events, in claim order.
-//   - notified: a p:<id> notification for each status change, delivered at
-//     commit. (A CTE that is a plain SELECT runs only if the statement
-//     reads it; the final SELECT joins its one row.)
 //
-// Parameters: application now, owner, lease microseconds, limit, channel.
+// The p:<id> notifications of the status changes are sent after the commit
+// (see sendNotifications).
+//
+// Parameters: application now, owner, lease microseconds, limit.
 const claimBatchSQL = `WITH pick AS (
 	SELECT id, status, updated_at FROM _S_.proposals
 	WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
@@ -245,7 +245,5 @@ const claimBatchSQL = `WITH pick AS (
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
 	SELECT tenant, id, 'proposal.claimed', $2, '', status, 'from ' || from_status || ', attempt ' || attempt, $1
 	FROM claimed ORDER BY picked_at, id
-), notified AS (
-	SELECT count(pg_notify($5, 'p:' || id)) AS n FROM claimed WHERE status <> from_status
 )
-SELECT ` + proposalColumns + `, from_status FROM claimed, notified ORDER BY picked_at, id`
+SELECT ` + proposalColumns + `, from_status FROM claimed ORDER BY picked_at, id`
