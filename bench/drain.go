@@ -16,15 +16,21 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// slots is each worker process's MaxConcurrency in B1.
+// drainSlots is each worker process's MaxConcurrency in B1: what River's
+// tuned configuration runs (MaxWorkers 1000), so that the two drain with
+// the same concurrency.
+const drainSlots = 1000
+
+// slots is the worker's MaxConcurrency in the other scenarios (the
+// default of a worker that serves an application).
 const slots = 64
 
 func init() {
 	register(scenario{ID: "B1", order: 10, perStore: true,
 		Title: "Drain",
-		Method: fmt.Sprintf("N approved no-op proposals (independent mode) are seeded, then 1 or 4 worker processes (this binary, %d execution slots each) "+
+		Method: fmt.Sprintf("N approved no-op proposals (independent mode) are seeded, then 1 or 4 worker processes (this binary, %d execution slots each, as River tuned has 1000 workers) "+
 			"are started, released together, and timed until no proposal is approved or executing; every one must have succeeded. "+
-			"Commits needed per action: 2 (claim, settle) — what one-at-a-time execution costs; batching lets the worker pay less.", slots),
+			"Commits needed per action: 2 (claim, settle) — what one-at-a-time execution costs; batching lets the worker pay less. The seeding process watches for the end every 5 ms.", drainSlots),
 		run: func(e *env) ([]Figure, error) {
 			var figs []Figure
 			for _, procs := range []int{1, 4} {
@@ -76,7 +82,7 @@ func workerMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: time.Minute, MaxConcurrency: slots})
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: time.Minute, MaxConcurrency: drainSlots})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -158,8 +164,8 @@ func drain(e *env, procs int) (float64, error) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	last := time.Now()
-	err = workload.WaitDrained(wctx, st, time.Millisecond, func() {
-		if time.Since(last) > 250*time.Millisecond {
+	err = workload.WaitDrained(wctx, st, 5*time.Millisecond, func() {
+		if time.Since(last) > 500*time.Millisecond {
 			last = time.Now()
 			if c, err := st.CountByStatus(ctx); err == nil {
 				b.set(c[store.StatusSucceeded])

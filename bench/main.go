@@ -34,6 +34,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -50,6 +52,8 @@ type config struct {
 	Quick     bool
 	// limit: how long each commit-rate measurement runs
 	LimitWindow time.Duration
+	// Settle is the pause before each scenario on each store.
+	Settle time.Duration
 	// B3
 	Actions int
 	Agents  int
@@ -115,6 +119,7 @@ func realMain() int {
 	)
 	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
 	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
+	flag.DurationVar(&cfg.Settle, "settle", 2*time.Second, "pause before each scenario on each store, after a GC")
 	flag.DurationVar(&cfg.LimitWindow, "limit-window", 3*time.Second, "limit: how long each commit-rate measurement runs")
 	flag.IntVar(&cfg.Actions, "actions", 5000, "B3: actions per run")
 	flag.IntVar(&cfg.Agents, "agents", 32, "B3: concurrent agents (and as many approvers)")
@@ -190,6 +195,15 @@ func realMain() int {
 	return 0
 }
 
+// quiet lets the machine settle before a measurement: the previous one's
+// garbage collected and returned, and the databases' background work after
+// it (checkpoints, autovacuum of dropped data) given a moment.
+func quiet(cfg config) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(cfg.Settle)
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -246,6 +260,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 		if !sc.perStore {
+			quiet(cfg)
 			e := &env{ctx: ctx, cfg: cfg, self: self}
 			figs, err := sc.run(e)
 			r.add(figs...)
@@ -256,6 +271,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			continue
 		}
 		for _, t := range ts {
+			quiet(cfg)
 			e := &env{ctx: ctx, cfg: cfg, target: t, self: self, limit: limits[t.name]}
 			figs, err := sc.run(e)
 			for i := range figs {
