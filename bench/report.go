@@ -127,13 +127,17 @@ func (r *Report) markdown() string {
 		if len(figs) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n### %s %s\n\n%s\n\n| store | figure | value | note |\n| --- | --- | --- | --- |\n", sc.ID, sc.Title, sc.Method)
+		heading := sc.ID + " " + sc.Title
+		if sc.ID == "limit" || sc.ID == "river" {
+			heading = sc.Title
+		}
+		fmt.Fprintf(&b, "\n### %s\n\n%s\n\n| store | figure | value | note |\n| --- | --- | --- | --- |\n", heading, sc.Method)
 		for _, f := range figs {
 			fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", storeTitle(f.Store), f.Label, format(f.Value), f.Unit, f.Note)
 		}
 	}
 	if r.River != nil {
-		b.WriteString("\n### River (peer)\n\n")
+		b.WriteString("\nThe peer's run:\n\n")
 		b.WriteString(r.River.markdown())
 	}
 	if len(r.Problems) > 0 {

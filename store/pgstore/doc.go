@@ -79,7 +79,10 @@
 // off), one per round trip however many changes gathered meanwhile. A
 // notification therefore always follows its change's commit, and a process
 // that dies in between loses it: notifications are hints, and workers and
-// waiters also poll. Work notifications are also rate-limited per Store:
+// waiters also poll. The one exception is the work notification, which
+// wakes an idle worker and so sits on the approval → execution path: when
+// the rate limiter allows one, it is sent inside the approving transaction,
+// delivered at its commit. Work notifications are rate-limited per Store:
 // at most one per Options.NotifyInterval; one that falls inside the window
 // is not dropped, a single trailing one announces every approval committed
 // meanwhile. Listen holds one connection of its own (application_name

@@ -297,13 +297,21 @@ func (s *Store) writeOnce(ctx context.Context, first func(b *pgx.Batch), fn func
 	if err != nil && !keep {
 		return err
 	}
+	// The work notification, when the rate limiter allows one now, goes
+	// out with the commit itself: it is what wakes an idle worker, so it is
+	// on the approval → execution path, and being rate-limited it rarely
+	// holds the commit lock (see sendNotifications).
+	workNow := tx.work && s.work.reserve()
+	if workNow {
+		tx.queue(`SELECT pg_notify($1, $2)`, s.channel, payloadWork)
+	}
 	if err := tx.flush(ctx); err != nil {
 		return err
 	}
 	if err := ptx.Commit(ctx); err != nil {
 		return err
 	}
-	s.publish(tx.changed, tx.work)
+	s.publish(tx.changed, tx.work && !workNow)
 	if keep {
 		return ce.err
 	}
@@ -311,8 +319,8 @@ func (s *Store) writeOnce(ctx context.Context, first func(b *pgx.Batch), fn func
 }
 
 // publish hands a committed transaction's notifications to the sender:
-// a p:<id> for each status change, and work, if the rate limiter allows it
-// now (else its trailing notification announces it).
+// a p:<id> for each status change, and work not yet announced, if the rate
+// limiter allows it now (else its trailing notification announces it).
 func (s *Store) publish(changed []string, work bool) {
 	if len(changed) == 0 && !work {
 		return
