@@ -26,20 +26,26 @@ test-pg-restart:
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
 
-## lint: gofmt, go vet and staticcheck.
+## lint: gofmt, go vet and staticcheck (of bench/river too).
 lint: fmt vet staticcheck
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# bench/river is a module of its own (the peer, River), so that the main
+# module never depends on it; it is vetted and checked on its own.
+RIVER_DIR := bench/river
+
 vet:
 	$(GO) vet $(PKGS)
+	cd $(RIVER_DIR) && $(GO) vet ./...
 
 # staticcheck is fetched through the module proxy at a pinned version.
 STATICCHECK_VERSION ?= v0.8.2
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd $(RIVER_DIR) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 ## bench: the hot-path benchmarks (compare commits with benchstat).
 bench:

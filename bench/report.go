@@ -104,7 +104,11 @@ func (r *Report) markdown() string {
 		b.WriteString("**A -quick run: the sizes are smaller than the issue's, so these figures are a smoke test, not the record.**\n\n")
 	}
 	for _, k := range slices.Sorted(mapKeys(r.Stores)) {
-		fmt.Fprintf(&b, "- %s: %s\n", storeTitle(k), r.Stores[k])
+		server := ""
+		if k == "postgres" && r.Machine["postgres"] != "" {
+			server = "; server " + r.Machine["postgres"]
+		}
+		fmt.Fprintf(&b, "- %s: %s%s\n", storeTitle(k), r.Stores[k], server)
 	}
 	b.WriteString("\n### Goals (issue 6)\n\n| goal | target | status | measured |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
