@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Fence", testFence},
 		{"Settle", testSettle},
 		{"SettleMany", testSettleMany},
+		{"SettleManyMatchesSettle", testSettleManyMatchesSettle},
 		{"ClaimBatch", testClaimBatch},
 		{"Resolve", testResolve},
 		{"Grants", testGrants},

@@ -1,4 +1,4 @@
-package pgstore_test
+package storetest
 
 import (
 	"context"
@@ -8,37 +8,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/store/pgstore"
 )
 
-// TestSettleManyMatchesSettle pins SettleMany's set-based writes to Settle's
-// row-at-a-time ones: the same group, settled in one SettleMany on one
-// schema and one Settle at a time on another (same clock), leaves the same
+// testSettleManyMatchesSettle pins SettleMany's group writes (set-based on
+// PostgreSQL, only the changed columns on SQLite) to Settle's row-at-a-time
+// ones: the same group, settled in one SettleMany in one store and one
+// Settle at a time in another (same clock), leaves the same
 // proposals, results, audit events, outcome messages and grants. The group
 // holds what the set-based statements must get right: one proposal settled
 // twice (reconciling, then succeeded), a stale fence, a missing proposal, a
 // grant to activate, a thread deleted before its outcome is admitted, and a
 // presentation.
-func TestSettleManyMatchesSettle(t *testing.T) {
-	t.Parallel()
+func testSettleManyMatchesSettle(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	open := func() *pgstore.Store {
-		dsn, schema := pgtest.NewSchema(t)
-		s, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, Now: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func() store.Store { return newStore(t, clock) }
 	const tenant = "acme"
 	// seed makes 6 claimed proposals, the third with a grant to activate,
 	// and deletes the fifth's thread.
-	seed := func(s *pgstore.Store) []*store.Claimed {
+	seed := func(s store.Store) []*store.Claimed {
 		for i := range 6 {
 			id := fmt.Sprintf("prp_%d", i)
 			p := &store.Proposal{
@@ -130,7 +120,7 @@ func TestSettleManyMatchesSettle(t *testing.T) {
 			t.Errorf("%s: after SettleMany\n%+v\nafter Settle\n%+v", id, a, b)
 		}
 	}
-	events := func(s *pgstore.Store) []store.Event {
+	events := func(s store.Store) []store.Event {
 		evs, err := s.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant})
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +146,7 @@ func TestSettleManyMatchesSettle(t *testing.T) {
 			t.Errorf("thread %s: messages after SettleMany %+v (%v), after Settle %+v (%v)", th, a, erra, b, errb)
 		}
 	}
-	grants := func(s *pgstore.Store) []*store.Grant {
+	grants := func(s store.Store) []*store.Grant {
 		gs, err := s.ListGrants(ctx, &store.ListGrantsParams{Tenant: tenant})
 		if err != nil {
 			t.Fatal(err)
@@ -169,8 +159,8 @@ func TestSettleManyMatchesSettle(t *testing.T) {
 	}
 }
 
-// comparable blanks what differs between two schemas by design: the lease
-// token (random) and its expiry (the database's clock).
+// comparable blanks what differs between two stores by design: the lease
+// token (random) and its expiry (the database's clock, on PostgreSQL).
 func comparable(p *store.Proposal) *store.Proposal {
 	if p == nil {
 		return nil
