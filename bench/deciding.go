@@ -22,17 +22,12 @@ func init() {
 }
 
 func deciding(e *env) ([]Figure, error) {
-	spec, cleanup, err := e.target.spec()
+	st, _, closeStore, err := e.open()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx := e.ctx
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
 	metrics := newMetrics()
 	eng, err := newLifecycleEngine(st, metrics, func(int) {})
 	if err != nil {

@@ -103,17 +103,12 @@ func workerMain(spec string) int {
 // drain seeds N approved proposals and times procs worker processes
 // draining them.
 func drain(e *env, procs int) (float64, error) {
-	spec, cleanup, err := e.target.spec()
+	st, spec, closeStore, err := e.open()
 	if err != nil {
 		return 0, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx := e.ctx
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
 	n := e.cfg.N
 	seed := newBar(n, "B1 %s: seed", e.target.title)
 	if err := seedApproved(ctx, st, n, seed); err != nil {

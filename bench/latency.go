@@ -63,18 +63,13 @@ func (s *timedStore) Decide(ctx context.Context, p *store.DecideParams) (*store.
 
 // latency returns the sorted samples.
 func latency(e *env) ([]time.Duration, error) {
-	spec, cleanup, err := e.target.spec()
+	raw, spec, closeStore, err := e.open()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
-	raw, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
 	approverStore := &timedStore{Store: raw}
 	started := make(chan int64, 1)
 	approver, err := newEngine(approverStore, countersign.ModeIndependent, func() { started <- time.Now().UnixNano() })

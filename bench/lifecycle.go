@@ -25,18 +25,13 @@ func init() {
 }
 
 func lifecycle(e *env) ([]Figure, error) {
-	spec, cleanup, err := e.target.spec()
+	st, _, closeStore, err := e.open()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
 	n, agents := e.cfg.Actions, e.cfg.Agents
 	sent := make([]atomic.Int64, n)     // unix nanos when the call was sent
 	executed := make([]atomic.Int64, n) // unix nanos when Execute began

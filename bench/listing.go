@@ -114,17 +114,12 @@ func listSources() []listSource {
 
 func listing(e *env) ([]Figure, error) {
 	sizes := slices.Sorted(slices.Values(e.cfg.Sizes))
-	spec, cleanup, err := e.target.spec()
+	st, spec, closeStore, err := e.open()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx := e.ctx
-	st, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
 	eng, err := newEngine(st, countersign.ModeIndependent, func() {})
 	if err != nil {
 		return nil, err

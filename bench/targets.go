@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/workload"
+	"github.com/countersign/countersign/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -39,6 +41,21 @@ func targets() map[string]target {
 				return "postgres:" + schema, func() { dropSchema(schema) }, nil
 			}},
 	}
+}
+
+// open makes a fresh, empty store of the scenario's target. spec names it
+// for other processes and stores; done closes it and removes it.
+func (e *env) open() (st store.Store, spec string, done func(), err error) {
+	spec, cleanup, err := e.target.spec()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	st, err = workload.OpenStore(e.ctx, spec)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return st, spec, func() { _ = st.Close(); cleanup() }, nil
 }
 
 func newSchemaName() string {

@@ -168,18 +168,13 @@ func cpuTime() time.Duration {
 }
 
 func waiting(e *env) ([]Figure, error) {
-	spec, cleanup, err := e.target.spec()
+	raw, _, closeStore, err := e.open()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer closeStore()
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
-	raw, err := workload.OpenStore(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
 	n := e.cfg.Waiters
 	ws := make([]*waiter, n)
 	for i := range ws {

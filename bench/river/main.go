@@ -22,7 +22,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -126,7 +125,9 @@ func run(ctx context.Context, n, samples int, stores []string, jsonOnly bool) er
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"machine": machine(), "river": riverVersion(), "details": details, "results": results})
+	// The machine is described by the main module's bench command, which
+	// runs this one; standalone, the report's first line names the basics.
+	return enc.Encode(map[string]any{"river": riverVersion(), "details": details, "results": results})
 }
 
 func dsn() string {
@@ -326,9 +327,8 @@ func pct(sorted []time.Duration, p int) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func report(results []result, details map[string]string, n, samples int) {
-	m := machine()
 	fmt.Printf("## River (peer), %s\n\n", riverVersion())
-	fmt.Printf("Machine: %s, %d cores, %s memory, %s, %s %s/%s.\n\n", m["cpu"], runtime.NumCPU(), m["memory"], runtime.GOOS, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("%d cores, %s %s/%s (go run ./bench in the main module records the whole machine).\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	for _, s := range slices.Sorted(func(yield func(string) bool) {
 		for k := range details {
 			if !yield(k) {
@@ -356,33 +356,6 @@ func thousands(f float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-// machine describes the CPU and memory from /proc, where Linux has them.
-func machine() map[string]string {
-	m := map[string]string{"cpu": runtime.GOARCH, "memory": "unknown", "go": runtime.Version()}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m["cpu"] = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var kb int64
-			if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); err == nil {
-				m["memory"] = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
-				break
-			}
-		}
-		f.Close()
-	}
-	return m
 }
 
 // riverVersion is the River module this binary was built with.
