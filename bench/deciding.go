@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -37,34 +35,19 @@ func deciding(e *env) ([]Figure, error) {
 	ids := make([]string, n)
 	seed := newBar(n, "B6 %s: seed pending", e.target.title)
 	alice := countersign.Identity{Tenant: workload.Tenant, Actor: "alice"}
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				res, err := eng.Call(ctx, &countersign.Call{Identity: alice, ThreadID: fmt.Sprint("t", w), ToolCallID: fmt.Sprint("c", i),
-					Action: "noop", Input: json.RawMessage(`{"n":0}`)})
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				ids[i] = res.ProposalID
-				seed.add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	err = parallel(n, 16, func(w, i int) error {
+		res, err := eng.Call(ctx, &countersign.Call{Identity: alice, ThreadID: fmt.Sprint("t", w), ToolCallID: fmt.Sprint("c", i),
+			Action: "noop", Input: json.RawMessage(`{"n":0}`)})
+		if err != nil {
+			return err
+		}
+		ids[i] = res.ProposalID
+		seed.add(1)
+		return nil
+	})
 	seed.done()
-	if firstErr != nil {
-		return nil, firstErr
+	if err != nil {
+		return nil, err
 	}
 	api, err := startAPI(eng, st, metrics, clients)
 	if err != nil {
@@ -73,37 +56,24 @@ func deciding(e *env) ([]Figure, error) {
 	defer api.close()
 	b := newBar(n, "B6 %s: decisions, %d clients", e.target.title, clients)
 	lat := make([]time.Duration, n)
-	next.Store(0)
 	start := time.Now()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				t0 := time.Now()
-				var ans decisionAnswer
-				err := api.post(ctx, "/v1/proposals/"+ids[i]+"/approve", approverKey, map[string]any{"reason": "ok"}, &ans)
-				if err == nil && ans.Status != "applied" {
-					err = fmt.Errorf("approve %s answered %q", ids[i], ans.Status)
-				}
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				lat[i] = time.Since(t0)
-				b.add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	err = parallel(n, clients, func(_, i int) error {
+		t0 := time.Now()
+		var ans decisionAnswer
+		if err := api.post(ctx, "/v1/proposals/"+ids[i]+"/approve", approverKey, map[string]any{"reason": "ok"}, &ans); err != nil {
+			return err
+		}
+		if ans.Status != "applied" {
+			return fmt.Errorf("approve %s answered %q", ids[i], ans.Status)
+		}
+		lat[i] = time.Since(t0)
+		b.add(1)
+		return nil
+	})
 	elapsed := time.Since(start)
 	b.done()
-	if firstErr != nil {
-		return nil, firstErr
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(lat)
 	k := "b6." + e.target.name

@@ -257,34 +257,19 @@ func waiting(e *env) ([]Figure, error) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	next := atomic.Int64{}
-	errs := make(chan error, approvers)
-	var decide sync.WaitGroup
-	for range approvers {
-		decide.Add(1)
-		go func() {
-			defer decide.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				res, err := eng.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: ws[i].id, Verdict: countersign.Approve})
-				if err == nil && res.Status != countersign.DecideApplied {
-					err = fmt.Errorf("decision on %s: %s", ws[i].id, res.Status)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				approving.add(1)
-			}
-		}()
-	}
-	decide.Wait()
+	err = parallel(n, approvers, func(_, i int) error {
+		res, err := eng.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: ws[i].id, Verdict: countersign.Approve})
+		if err != nil {
+			return err
+		}
+		if res.Status != countersign.DecideApplied {
+			return fmt.Errorf("decision on %s: %s", ws[i].id, res.Status)
+		}
+		approving.add(1)
+		return nil
+	})
 	approving.done()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err != nil {
 		stop()
 		calls.Wait()
 		return nil, err
