@@ -903,6 +903,12 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 			ev = p
 		}
 	}
+	// The thread's owner before the call: the store refuses to create a
+	// proposal of another actor in it.
+	var owner string
+	if th, err := h.st.GetThread(context.Background(), &store.GetThreadParams{Tenant: propTenant, ID: c.ThreadID}); err == nil {
+		owner = th.Owner
+	}
 	res, err := h.e.Call(ctx, &c)
 	cancel()
 	h.mu.Lock()
@@ -932,6 +938,9 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 		}
 		return
 	case errors.As(err, &denied), errors.As(err, &evidence):
+	case errors.Is(err, store.ErrNotThreadOwner) && owner != "" && owner != c.Identity.Actor:
+		// Another actor's thread: nothing was stored.
+		return
 	case cancelled && errors.Is(err, context.Canceled):
 		// The caller gave up while an idempotent retry was pending.
 	case interrupted && errors.Is(err, store.ErrLeaseLost):
