@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/server"
 	"github.com/spf13/cobra"
 )
 
@@ -61,7 +61,7 @@ func proposalsCmd() *cobra.Command {
 				q.Set("limit", fmt.Sprint(limit))
 			}
 			var page struct {
-				Proposals []*store.Proposal `json:"proposals"`
+				Proposals []*server.Proposal `json:"proposals"`
 			}
 			if _, err := c.do(cmd.Context(), "GET", path, q, nil, &page); err != nil {
 				return err
@@ -87,7 +87,7 @@ func proposalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var p store.Proposal
+			var p server.Proposal
 			if _, err := c.do(cmd.Context(), "GET", "/v1/proposals/"+url.PathEscape(args[0]), nil, nil, &p); err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ func proposalsCmd() *cobra.Command {
 // decisionAnswer is the server's answer to a decision.
 type decisionAnswer struct {
 	Status   string          `json:"status"`
-	Proposal *store.Proposal `json:"proposal"`
+	Proposal *server.Proposal `json:"proposal"`
 }
 
 func decisionCmd(verb string) *cobra.Command {
@@ -222,7 +222,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printTable(w io.Writer, ps []*store.Proposal) error {
+func printTable(w io.Writer, ps []*server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tREQUESTER\tTHREAD\tEXPIRES\tPREVIEW")
 	for _, p := range ps {
@@ -235,7 +235,7 @@ func printTable(w io.Writer, ps []*store.Proposal) error {
 	return tw.Flush()
 }
 
-func printProposal(w io.Writer, p *store.Proposal) error {
+func printProposal(w io.Writer, p *server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("ID", p.ID)
