@@ -11,12 +11,12 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// readEngine is an engine on driver's store whose refunds finance approves
+// readEngine is an engine on a store of open whose refunds finance approves
 // and may remember for the thread.
-func readEngine(t *testing.T, driver string) *countersign.Engine {
+func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
 	t.Helper()
 	e, err := countersign.New(countersign.Options{
-		Store:   openStore(t, driver, nil),
+		Store:   open(t, nil),
 		Actions: []*countersign.Action{mustAction(t, refundSpec(newBackend()))},
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{
 			Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
@@ -65,9 +65,9 @@ func wantNotFound(t *testing.T, what string, err error) {
 // alike, and an unknown id is not found.
 func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, driver string) {
+	eachStore(t, func(t *testing.T, open storeOpener) {
 		ctx := context.Background()
-		e := readEngine(t, driver)
+		e := readEngine(t, open)
 		p := pendingRefund(t, e, "call_1")
 		for _, who := range []countersign.Identity{tAlice, tBob, tCarol} {
 			got, err := e.Proposal(ctx, who, p.ID)
@@ -107,9 +107,9 @@ func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 // thread is not found.
 func TestThreadReadsAreTheOwners(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, driver string) {
+	eachStore(t, func(t *testing.T, open storeOpener) {
 		ctx := context.Background()
-		e := readEngine(t, driver)
+		e := readEngine(t, open)
 		p := pendingRefund(t, e, "call_1")
 		view, err := e.Thread(ctx, tAlice, "t1")
 		if err != nil || view.Thread.Owner != "alice" {
@@ -142,9 +142,9 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 // and the tenant's operators only.
 func TestGrantsAreManagedByTheirParties(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, driver string) {
+	eachStore(t, func(t *testing.T, open storeOpener) {
 		ctx := context.Background()
-		e := readEngine(t, driver)
+		e := readEngine(t, open)
 		call := &countersign.Call{
 			Identity: tAlice, ThreadID: "t1", ToolCallID: "call_1", Action: "payments.refund",
 			Input: json.RawMessage(`{"amount": 40, "customer": "c_9"}`), WaitTimeout: time.Millisecond,

@@ -13,44 +13,44 @@ import (
 	"github.com/countersign/countersign/store/sqlitestore"
 )
 
-// drivers names every store driver the engine's tests run on.
-var drivers = []string{"memory", "sqlite", "postgres"}
+// storeOpener opens an empty store on the given clock, closed when t ends.
+type storeOpener func(t *testing.T, now func() time.Time) store.Store
 
-// openStore opens a fresh, empty store of the named driver, closed when t
-// ends: a memory store, a SQLite file in t.TempDir, or a PostgreSQL schema of
-// its own. now is the store's clock (nil: time.Now).
-func openStore(t testing.TB, driver string, now func() time.Time) store.Store {
-	t.Helper()
-	ctx := context.Background()
-	var (
-		st  store.Store
-		err error
-	)
-	switch driver {
-	case "memory":
-		st = memstore.New(&memstore.Options{Now: now})
-	case "sqlite":
-		st, err = sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "engine.db"), &sqlitestore.Options{Now: now})
-	case "postgres":
-		_, schema := pgtest.NewSchema(t)
-		st, err = pgstore.Open(ctx, pgtest.DSN(), &pgstore.Options{Schema: schema, Now: now})
-	default:
-		t.Fatalf("openStore: unknown driver %q", driver)
-	}
-	if err != nil {
-		t.Fatalf("open %s store: %v", driver, err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
+func openMemory(t *testing.T, now func() time.Time) store.Store {
+	return memstore.New(&memstore.Options{Now: now})
 }
 
-// eachStore runs f as a parallel subtest on every driver.
-func eachStore(t *testing.T, f func(t *testing.T, driver string)) {
+func openSQLite(t *testing.T, now func() time.Time) store.Store {
 	t.Helper()
-	for _, d := range drivers {
-		t.Run(d, func(t *testing.T) {
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "engine.db"), &sqlitestore.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openPostgres(t *testing.T, now func() time.Time) store.Store {
+	t.Helper()
+	_, schema := pgtest.NewSchema(t)
+	s, err := pgstore.Open(context.Background(), pgtest.DSN(), &pgstore.Options{Schema: schema, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// eachStore runs test on memory, SQLite and PostgreSQL, in parallel.
+func eachStore(t *testing.T, test func(t *testing.T, open storeOpener)) {
+	t.Helper()
+	for _, s := range []struct {
+		name string
+		open storeOpener
+	}{{"memory", openMemory}, {"sqlite", openSQLite}, {"postgres", openPostgres}} {
+		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, d)
+			test(t, s.open)
 		})
 	}
 }

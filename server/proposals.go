@@ -69,7 +69,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, id countersign.Ide
 	if page.Next != "" {
 		w.Header().Set(NextHeader, escapeURIComponent(page.Next))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"proposals": renderProposals(page.Proposals)})
+	writeJSON(w, http.StatusOK, map[string]any{"proposals": wireProposals(page.Proposals)})
 	return nil
 }
 
@@ -209,7 +209,7 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, renderProposal(p))
+	writeJSON(w, http.StatusOK, wireProposal(p))
 	return nil
 }
 
@@ -232,7 +232,7 @@ func (s *Server) handleProposalEvents(w http.ResponseWriter, r *http.Request, id
 		}
 		after = evs[len(evs)-1].ID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": renderEvents(all)})
+	writeJSON(w, http.StatusOK, map[string]any{"events": wireEvents(all)})
 	return nil
 }
 
@@ -314,7 +314,7 @@ func joinStatuses(ss []store.Status) string {
 
 // decided writes a decision's answer.
 func decided(w http.ResponseWriter, status store.DecideOutcome, p *store.Proposal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"status": string(status), "proposal": renderProposal(p)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": string(status), "proposal": wireProposal(p)})
 	return nil
 }
 

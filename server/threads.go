@@ -41,7 +41,7 @@ func (s *Server) handleGetThread(w http.ResponseWriter, r *http.Request, id coun
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"thread": renderThread(t), "messages": renderMessages(msgs)})
+	writeJSON(w, http.StatusOK, map[string]any{"thread": wireThread(t), "messages": wireMessages(msgs)})
 	return nil
 }
 
@@ -62,10 +62,10 @@ func (s *Server) handleListGrants(w http.ResponseWriter, r *http.Request, id cou
 	if err != nil {
 		return err
 	}
-	out := []*store.Grant{}
+	out := []*Grant{}
 	for _, g := range gs {
 		if mayManageGrant(id, g) {
-			out = append(out, renderGrant(g))
+			out = append(out, wireGrant(g))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"grants": out})
@@ -82,6 +82,6 @@ func (s *Server) handleRevokeGrant(w http.ResponseWriter, r *http.Request, id co
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"grant": renderGrant(g)})
+	writeJSON(w, http.StatusOK, map[string]any{"grant": wireGrant(g)})
 	return nil
 }
