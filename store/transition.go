@@ -193,12 +193,14 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 // quorum — each distinct approver's, the completing one included — must have
 // asked to remember, and the narrowest scope asked applies (run is narrower
 // than thread). A run grant is for p's run; a thread grant for none. The
-// grant takes p's rule fingerprint. p must already hold the completing
-// decision.
+// grant takes p's rule fingerprint, and is granted by the approver who asked
+// for the scope it has (the completing one when it did). p must already hold
+// the completing decision, last.
 func CompleteGrant(p *Proposal, asked *Grant) *Grant {
-	if asked == nil {
+	if asked == nil || len(p.Decisions) == 0 {
 		return nil
 	}
+	var counted []Decision
 	scope := ScopeThread
 	for _, d := range p.Decisions {
 		if d.Decision != VerdictApproved {
@@ -211,6 +213,7 @@ func CompleteGrant(p *Proposal, asked *Grant) *Grant {
 		default:
 			return nil
 		}
+		counted = append(counted, d)
 	}
 	g := asked.Clone()
 	g.Scope = scope
@@ -219,6 +222,14 @@ func CompleteGrant(p *Proposal, asked *Grant) *Grant {
 		g.RunID = p.RunID
 	}
 	g.RuleFingerprint = p.RuleFingerprint
+	if last := counted[len(counted)-1]; last.Remember != scope {
+		for _, d := range counted {
+			if d.Remember == scope {
+				g.GrantedBy = d.Actor
+				break
+			}
+		}
+	}
 	return g
 }
 

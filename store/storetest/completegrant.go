@@ -81,6 +81,19 @@ func testCompleteGrant(t *testing.T, newStore Factory) {
 			if c.want == store.ScopeRun {
 				wantRun = p.RunID
 			}
+			// Granted by the approver who asked for the scope it has.
+			wantBy := ""
+			for i, scope := range c.asks {
+				if scope == c.want {
+					wantBy = []string{approver, approver2}[i]
+				}
+			}
+			if g.GrantedBy != wantBy && c.asks[len(c.asks)-1] != c.want {
+				t.Errorf("grant granted by %s, want %s, who asked for %s", g.GrantedBy, wantBy, c.want)
+			}
+			if last := []string{approver, approver2}[len(c.asks)-1]; c.asks[len(c.asks)-1] == c.want && g.GrantedBy != last {
+				t.Errorf("grant granted by %s, want %s, whose approval completed it", g.GrantedBy, last)
+			}
 			if g.Scope != c.want || g.RunID != wantRun || g.ActivatedAt == nil || g.OriginProposalID != p.ID || g.RuleFingerprint != "rule_q" {
 				t.Errorf("grant = scope %s, run %q, activated %v, origin %s, fingerprint %q; want %s, %q, activated, %s, rule_q",
 					g.Scope, g.RunID, g.ActivatedAt, g.OriginProposalID, g.RuleFingerprint, c.want, wantRun, p.ID)
