@@ -110,28 +110,60 @@ func decodeOutcome(b []byte) (*store.Outcome, error) {
 	return o, nil
 }
 
+// storedDecision is the stored form of store.Decision: every field, its
+// time in RFC 3339 with nanoseconds.
+type storedDecision struct {
+	Actor    string        `json:"actor"`
+	Decision store.Verdict `json:"decision"`
+	Via      string        `json:"via"`
+	At       time.Time     `json:"at"`
+	Reason   string        `json:"reason,omitempty"`
+	Remember store.Scope   `json:"remember,omitempty"`
+}
+
 // encodeDecisions encodes decisions as a JSON array, nil as NULL.
-// store.Decision's JSON form keeps every field, its time in RFC 3339 with
-// nanoseconds.
 func encodeDecisions(ds []store.Decision) ([]byte, error) {
 	if ds == nil {
 		return nil, nil
 	}
-	return json.Marshal(ds)
+	out := make([]storedDecision, len(ds))
+	for i, d := range ds {
+		out[i] = storedDecision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember}
+	}
+	return json.Marshal(out)
 }
 
 func decodeDecisions(b []byte) ([]store.Decision, error) {
 	if b == nil {
 		return nil, nil
 	}
-	ds := []store.Decision{}
-	if err := json.Unmarshal(b, &ds); err != nil {
+	sds := []storedDecision{}
+	if err := json.Unmarshal(b, &sds); err != nil {
 		return nil, err
 	}
-	for i := range ds {
-		ds[i].At = ds[i].At.UTC()
+	ds := make([]store.Decision, len(sds))
+	for i, d := range sds {
+		ds[i] = store.Decision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember}
 	}
 	return ds, nil
+}
+
+// storedConfirmation is the stored form of store.Confirmation.
+type storedConfirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+func encodeConfirmation(c store.Confirmation) ([]byte, error) {
+	return json.Marshal(storedConfirmation{Title: c.Title, Verb: c.Verb})
+}
+
+func decodeConfirmation(b []byte) (store.Confirmation, error) {
+	var sc storedConfirmation
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return store.Confirmation{}, err
+	}
+	return store.Confirmation{Title: sc.Title, Verb: sc.Verb}, nil
 }
 
 // rawBytes stores raw JSON verbatim, nil as NULL.
@@ -144,7 +176,7 @@ func rawBytes(b json.RawMessage) []byte {
 
 // proposalValues encodes p in proposalColumns order.
 func proposalValues(p *store.Proposal) ([]any, error) {
-	confirmation, err := json.Marshal(p.Confirmation)
+	confirmation, err := encodeConfirmation(p.Confirmation)
 	if err != nil {
 		return nil, fmt.Errorf("encode proposal %s: confirmation: %w", p.ID, err)
 	}
@@ -219,10 +251,10 @@ func (r *proposalRow) proposal() (*store.Proposal, error) {
 	if r.leaseToken != nil && r.leaseOwner != nil && r.leaseGen != nil && r.leaseExp != nil {
 		p.Lease = &store.Lease{Owner: *r.leaseOwner, Token: *r.leaseToken, Generation: *r.leaseGen, ExpiresAt: r.leaseExp.UTC()}
 	}
-	if err := json.Unmarshal(r.confirmation, &p.Confirmation); err != nil {
+	var err error
+	if p.Confirmation, err = decodeConfirmation(r.confirmation); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
 	}
-	var err error
 	if p.Decisions, err = decodeDecisions(r.decisions); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: decisions: %w", p.ID, err)
 	}

@@ -209,6 +209,24 @@ func decodeOutcome(s sql.NullString) (*store.Outcome, error) {
 	return o, nil
 }
 
+// storedConfirmation is the stored form of store.Confirmation.
+type storedConfirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+func encodeConfirmation(c store.Confirmation) ([]byte, error) {
+	return json.Marshal(storedConfirmation{Title: c.Title, Verb: c.Verb})
+}
+
+func decodeConfirmation(b []byte) (store.Confirmation, error) {
+	var sc storedConfirmation
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return store.Confirmation{}, err
+	}
+	return store.Confirmation{Title: sc.Title, Verb: sc.Verb}, nil
+}
+
 // storedDecision is the stored form of store.Decision, its time in
 // nanoseconds.
 type storedDecision struct {
@@ -278,7 +296,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 	}
 	roles, e := jsonList(p.RequesterRoles)
 	fail("requester_roles", e)
-	confirmation, e := json.Marshal(p.Confirmation)
+	confirmation, e := encodeConfirmation(p.Confirmation)
 	fail("confirmation", e)
 	approvers, e := jsonList(p.Approvers)
 	fail("approvers", e)
@@ -362,7 +380,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 	if leaseToken.Valid {
 		p.Lease = &store.Lease{Owner: leaseOwner.String, Token: leaseToken.String, Generation: leaseGen.Int64, ExpiresAt: fromNanos(leaseExp.Int64)}
 	}
-	if err := json.Unmarshal([]byte(confirmation), &p.Confirmation); err != nil {
+	if p.Confirmation, err = decodeConfirmation([]byte(confirmation)); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
 	}
 	if p.RequesterRoles, err = fromJSONStrings[string](roles); err != nil {
