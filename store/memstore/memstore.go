@@ -40,6 +40,7 @@ type Store struct {
 	grants     []*store.Grant
 	events     []*store.Event
 	nextGrant  int
+	sessions   map[string]*store.Session // by id; see sessions.go
 	closed     bool
 }
 
