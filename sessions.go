@@ -59,10 +59,12 @@ func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (
 	case params.TTL <= 0:
 		return "", nil, fmt.Errorf("start session: %w: TTL %v must be positive", ErrInvalidCall, params.TTL)
 	}
-	now := e.clock()
+	// Microseconds, as every store keeps them: the session returned here
+	// is the one later lookups find.
+	now := e.clock().Truncate(time.Microsecond)
 	expires := now.Add(params.TTL)
 	if !params.NotAfter.IsZero() && params.NotAfter.Before(expires) {
-		expires = params.NotAfter.UTC()
+		expires = params.NotAfter.UTC().Truncate(time.Microsecond)
 	}
 	if !expires.After(now) {
 		return "", nil, fmt.Errorf("start session: %w: the credential expired at %v", ErrInvalidCall, expires)
