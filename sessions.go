@@ -22,6 +22,10 @@ type Session struct {
 	// token the user signed in with, so that the inbox can check on every
 	// request that the credential still stands for Identity.
 	CredentialSHA256 string
+	// Revocable: the credential can be withdrawn before it expires (an API
+	// key removed from the configuration), so the inbox looks it up again
+	// by CredentialSHA256 on every request.
+	Revocable bool
 	// CSRF is the token every form of the session must carry.
 	CSRF      string
 	CreatedAt time.Time
@@ -35,6 +39,9 @@ type StartSessionParams struct {
 	// Credential is the API key or token the user signed in with. The
 	// engine keeps only its SHA-256.
 	Credential string
+	// Revocable: the credential can be withdrawn before it expires and
+	// looked up again by its SHA-256 (an API key).
+	Revocable bool
 	// TTL is the session's lifetime from now. Required.
 	TTL time.Duration
 	// NotAfter, when set, ends the session sooner: a JWT's exp, so that a
@@ -72,7 +79,7 @@ func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (
 	token := newSessionToken()
 	rec := &store.Session{
 		ID: sessionDigest(token), Tenant: id.Tenant, Actor: id.Actor, Roles: id.Roles,
-		CredentialSHA256: CredentialSHA256(params.Credential), CSRF: newSessionToken(),
+		CredentialSHA256: CredentialSHA256(params.Credential), Revocable: params.Revocable, CSRF: newSessionToken(),
 		CreatedAt: now, ExpiresAt: expires,
 	}
 	if err := e.store.CreateSession(ctx, &store.CreateSessionParams{Session: rec}); err != nil {
@@ -149,6 +156,7 @@ func sessionFrom(rec *store.Session) *Session {
 	return &Session{
 		Identity:         Identity{Tenant: r.Tenant, Actor: r.Actor, Roles: r.Roles},
 		CredentialSHA256: r.CredentialSHA256,
+		Revocable:        r.Revocable,
 		CSRF:             r.CSRF,
 		CreatedAt:        r.CreatedAt,
 		ExpiresAt:        r.ExpiresAt,

@@ -39,7 +39,7 @@ func TestSessionLifecycle(t *testing.T) {
 		e, s, clock := sessionEngine(t, open)
 		ctx := t.Context()
 		token, started, err := e.StartSession(ctx, &countersign.StartSessionParams{
-			Identity: sessionUser, Credential: "sk_live_secret", TTL: time.Hour,
+			Identity: sessionUser, Credential: "sk_live_secret", Revocable: true, TTL: time.Hour,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestSessionLifecycle(t *testing.T) {
 				t.Fatalf("%s: session: %v", name, err)
 			}
 			if got.Identity.Tenant != "acme" || got.Identity.Actor != "bob" || !slices.Equal(got.Identity.Roles, sessionUser.Roles) ||
-				got.CSRF != started.CSRF || got.CredentialSHA256 != rec.CredentialSHA256 {
+				got.CSRF != started.CSRF || got.CredentialSHA256 != rec.CredentialSHA256 || !got.Revocable {
 				t.Errorf("%s: session %+v, want %+v", name, got, started)
 			}
 		}

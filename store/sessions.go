@@ -39,6 +39,11 @@ type Session struct {
 	Actor            string
 	Roles            []string
 	CredentialSHA256 string
+	// Revocable: the credential can be withdrawn before it expires (an API
+	// key removed from the configuration), so whoever uses the session
+	// looks it up again by CredentialSHA256 each time. A credential that
+	// cannot be looked up (a JWT) bounds ExpiresAt instead.
+	Revocable bool
 	// CSRF is the token every form of the session carries.
 	CSRF      string
 	CreatedAt time.Time

@@ -9,11 +9,11 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-const sessionColumns = `id, tenant, actor, roles, credential_sha256, csrf, created_at, expires_at`
+const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, csrf, created_at, expires_at`
 
 // The session statements; qualify puts the store's schema in.
 const (
-	insertSessionSQL = `INSERT INTO _S_.sessions (` + sessionColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	insertSessionSQL = `INSERT INTO _S_.sessions (` + sessionColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	getSessionSQL    = `SELECT ` + sessionColumns + ` FROM _S_.sessions WHERE id = $1`
 	deleteSessionSQL = `DELETE FROM _S_.sessions WHERE id = $1`
 	// The oldest expired first; SKIP LOCKED lets concurrent sweeps share
@@ -29,7 +29,7 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 		return wrap("create session", err)
 	}
 	_, err := s.pool.Exec(ctx, qualify(s.q.schema, insertSessionSQL),
-		sess.ID, sess.Tenant, sess.Actor, sess.Roles, sess.CredentialSHA256, sess.CSRF, sess.CreatedAt, sess.ExpiresAt)
+		sess.ID, sess.Tenant, sess.Actor, sess.Roles, sess.CredentialSHA256, sess.Revocable, sess.CSRF, sess.CreatedAt, sess.ExpiresAt)
 	return wrap("create session", err)
 }
 
@@ -37,7 +37,7 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) (*store.Session, error) {
 	var sess store.Session
 	err := s.pool.QueryRow(ctx, qualify(s.q.schema, getSessionSQL), params.ID).Scan(
-		&sess.ID, &sess.Tenant, &sess.Actor, &sess.Roles, &sess.CredentialSHA256, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt)
+		&sess.ID, &sess.Tenant, &sess.Actor, &sess.Roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, wrap("get session", store.ErrNotFound)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-const sessionColumns = `id, tenant, actor, roles, credential_sha256, csrf, created_at, expires_at`
+const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, csrf, created_at, expires_at`
 
 // CreateSession implements store.Store.
 func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionParams) error {
@@ -31,8 +31,8 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 		return fmt.Errorf("sqlitestore: create session: roles: %w", err)
 	}
 	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			sess.ID, sess.Tenant, sess.Actor, roles, sess.CredentialSHA256, sess.CSRF, created, expires)
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.Tenant, sess.Actor, roles, sess.CredentialSHA256, sess.Revocable, sess.CSRF, created, expires)
 		if _, dup := uniqueViolation(err); dup {
 			return fmt.Errorf("%w: id exists", store.ErrInvalidParams)
 		}
@@ -52,7 +52,7 @@ func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) 
 		created, expires int64
 	)
 	err := s.rq.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, params.ID).
-		Scan(&sess.ID, &sess.Tenant, &sess.Actor, &roles, &sess.CredentialSHA256, &sess.CSRF, &created, &expires)
+		Scan(&sess.ID, &sess.Tenant, &sess.Actor, &roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlitestore: get session: %w", store.ErrNotFound)
 	}

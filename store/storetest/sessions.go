@@ -23,7 +23,7 @@ func sessionID() string {
 func newSession(now time.Time, ttl time.Duration) *store.Session {
 	return &store.Session{
 		ID: sessionID(), Tenant: tenant, Actor: approver, Roles: []string{"finance", "ops"},
-		CredentialSHA256: sessionID(), CSRF: uniqueID("csrf"), CreatedAt: now, ExpiresAt: now.Add(ttl),
+		CredentialSHA256: sessionID(), Revocable: true, CSRF: uniqueID("csrf"), CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 }
 
@@ -44,7 +44,7 @@ func requireSameSession(t *testing.T, got, want *store.Session) {
 		t.Fatalf("session %s: got none", want.ID)
 	}
 	if got.ID != want.ID || got.Tenant != want.Tenant || got.Actor != want.Actor || !slices.Equal(got.Roles, want.Roles) ||
-		got.CredentialSHA256 != want.CredentialSHA256 || got.CSRF != want.CSRF ||
+		got.CredentialSHA256 != want.CredentialSHA256 || got.Revocable != want.Revocable || got.CSRF != want.CSRF ||
 		!got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) {
 		t.Errorf("session differs:\n  got  %+v\n  want %+v", got, want)
 	}
@@ -77,14 +77,14 @@ func testSessions(t *testing.T, newStore Factory) {
 		requireSameSession(t, again, want)
 
 		noRoles := newSession(now, time.Hour)
-		noRoles.Roles = nil
+		noRoles.Roles, noRoles.Revocable = nil, false
 		fx.createSession(noRoles)
 		got, err = fx.getSession(noRoles.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Roles) != 0 {
-			t.Errorf("roles %q, want none", got.Roles)
+		if len(got.Roles) != 0 || got.Revocable {
+			t.Errorf("roles %q, revocable %v; want none, false", got.Roles, got.Revocable)
 		}
 	})
 

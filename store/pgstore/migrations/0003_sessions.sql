@@ -8,6 +8,7 @@ CREATE TABLE sessions (
     actor             TEXT COLLATE "C" NOT NULL,
     roles             TEXT[],
     credential_sha256 TEXT COLLATE "C" NOT NULL,
+    revocable         BOOLEAN NOT NULL,
     csrf              TEXT COLLATE "C" NOT NULL,
     created_at        TIMESTAMPTZ NOT NULL,
     expires_at        TIMESTAMPTZ NOT NULL
