@@ -192,21 +192,7 @@ func (st *stream) send(ctx context.Context, ev *store.Event) error {
 	if err != nil {
 		return err
 	}
-	owner, ok := st.owners[p.ThreadID]
-	if !ok {
-		t, err := st.s.store.GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
-		switch {
-		case err == nil:
-			owner = t.Owner
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		if len(st.owners) >= ownerCacheSize {
-			clear(st.owners)
-		}
-		st.owners[p.ThreadID] = owner
-	}
-	if !store.CanSee(p, owner, visibility(st.id)) {
+	if !store.CanSee(p, visibility(st.id)) {
 		return nil
 	}
 	data, err := json.Marshal(wireProposal(p))
