@@ -62,6 +62,10 @@
 // of a tenant in a process reads the tenant's audit history once to find
 // "now".
 //
+// One actor (tenant and actor) holds at most [Options.MaxStreamsPerActor]
+// event streams at once in one process (default 8); one more answers 429
+// TOO_MANY_REQUESTS with Retry-After, before anything is read.
+//
 // The http.Server from [Server.HTTPServer] bounds headers and bodies
 // against slow clients, and leaves WriteTimeout unset so long-polls and
 // streams live: each handler sets its own write deadline instead, and

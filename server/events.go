@@ -44,6 +44,12 @@ const (
 
 // handleEvents streams the tenant's proposal events that the caller may see.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
+	// The limit comes first: a refused stream costs no store read.
+	key := actorKey{id.Tenant, id.Actor}
+	if !s.streams.acquire(key) {
+		return errTooManyStreams(s.streams.max)
+	}
+	defer s.streams.release(key)
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	var last int64

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,11 @@ type Options struct {
 	// as the engine's Options.Observer to get engine metrics too. Nil: a
 	// private registry with HTTP and Go runtime metrics only.
 	Metrics *Metrics
+	// MaxStreamsPerActor bounds the event streams (GET /v1/events and
+	// StreamEvents) one actor of a tenant holds open at once in this
+	// process; one more answers 429 TOO_MANY_REQUESTS with Retry-After.
+	// 0 means DefaultMaxStreamsPerActor.
+	MaxStreamsPerActor int
 }
 
 func (o *Options) validate() error {
@@ -88,6 +94,9 @@ func (o *Options) validate() error {
 			return fmt.Errorf("server: Options.CORSOrigins[%d] %q: want \"*\" or scheme://host[:port]", i, origin)
 		}
 	}
+	if o.MaxStreamsPerActor < 0 {
+		return fmt.Errorf("server: Options.MaxStreamsPerActor %d: want 0 (the default) or more", o.MaxStreamsPerActor)
+	}
 	if strings.TrimSpace(o.MetricsRole) != o.MetricsRole {
 		return fmt.Errorf("server: Options.MetricsRole %q: surrounding spaces", o.MetricsRole)
 	}
@@ -104,6 +113,7 @@ type Server struct {
 	log     *slog.Logger
 	ready   func(ctx context.Context) error
 	metrics *Metrics
+	streams *streamLimit
 	handler http.Handler
 	mux     *http.ServeMux
 
@@ -139,6 +149,7 @@ func New(opts Options) (*Server, error) {
 		log:            opts.Logger,
 		ready:          opts.Ready,
 		metrics:        opts.Metrics,
+		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),
 		tails:          map[string]int64{},
 		pollEvery:      500 * time.Millisecond,
 		keepAliveEvery: 15 * time.Second,
