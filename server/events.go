@@ -33,8 +33,6 @@ const (
 	eventPage = 500
 	// eventWriteTimeout bounds writing one event to a slow client.
 	eventWriteTimeout = 30 * time.Second
-	// ownerCacheSize bounds a stream's cache of thread owners.
-	ownerCacheSize = 4096
 	// rereadWindow is how far back in time a stream re-reads the audit
 	// events. Event ids grow in insertion order, which across concurrent
 	// transactions (PostgreSQL) is not quite commit order: an event may
@@ -76,7 +74,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // ask reverse proxies not to buffer
 	w.WriteHeader(http.StatusOK)
-	st := &stream{s: s, w: w, rc: rc, id: id, owners: map[string]string{}, floor: last, sent: map[int64]bool{}}
+	st := &stream{s: s, w: w, rc: rc, id: id, floor: last, sent: map[int64]bool{}}
 	if err := st.write("retry: 2000\n\n"); err != nil {
 		return nil
 	}
@@ -113,11 +111,10 @@ var errClientGone = errors.New("client gone")
 
 // stream is one client's event stream.
 type stream struct {
-	s      *Server
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	id     countersign.Identity
-	owners map[string]string // thread → owner ("" when the thread is gone)
+	s  *Server
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	id countersign.Identity
 
 	// floor is the position reads start after: where the stream was
 	// rereadWindow ago (or where it began). sent holds the ids above it that
@@ -191,29 +188,13 @@ func (st *stream) send(ctx context.Context, ev *store.Event) error {
 	if name == "" || ev.Tenant != st.id.Tenant {
 		return nil
 	}
-	p, err := st.s.store.GetProposal(ctx, &store.GetProposalParams{Tenant: st.id.Tenant, ID: ev.ProposalID})
-	if errors.Is(err, store.ErrNotFound) {
+	// The engine decides what the caller may see.
+	p, err := st.s.engine.Proposal(ctx, st.id, ev.ProposalID)
+	if errors.Is(err, countersign.ErrForbidden) || errors.Is(err, countersign.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
-	}
-	owner, ok := st.owners[p.ThreadID]
-	if !ok {
-		t, err := st.s.store.GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
-		switch {
-		case err == nil:
-			owner = t.Owner
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		if len(st.owners) >= ownerCacheSize {
-			clear(st.owners)
-		}
-		st.owners[p.ThreadID] = owner
-	}
-	if !store.CanSee(p, owner, visibility(st.id)) {
-		return nil
 	}
 	data, err := json.Marshal(wireProposal(p))
 	if err != nil {
