@@ -30,12 +30,13 @@ func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
 	return e
 }
 
-// pendingRefund has alice propose a refund in thread t1 and returns it.
+// pendingRefund has alice propose a refund in thread t1, to a customer of
+// its own (so that it replaces nothing), and returns it.
 func pendingRefund(t *testing.T, e *countersign.Engine, tool string) *store.Proposal {
 	t.Helper()
 	res, err := e.Call(context.Background(), &countersign.Call{
 		Identity: tAlice, ThreadID: "t1", ToolCallID: tool, Action: "payments.refund",
-		Input: json.RawMessage(`{"amount": 40, "customer": "c_9"}`), Mode: countersign.ModeIndependent,
+		Input: json.RawMessage(`{"amount": 40, "customer": "c_` + tool + `"}`), Mode: countersign.ModeIndependent,
 	})
 	if err != nil || res.Proposal == nil {
 		t.Fatalf("call: %v %+v", err, res)
