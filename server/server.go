@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -106,7 +105,6 @@ func (o *Options) validate() error {
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
 	engine  *countersign.Engine
-	store   store.Store
 	auth    auth.Authenticator
 	cors    []string
 	metRole string
@@ -122,12 +120,6 @@ type Server struct {
 	base     context.Context
 	shutdown context.CancelFunc
 
-	// tails caches each tenant's latest audit event id, so that a new event
-	// stream without Last-Event-ID starts at "now" without rescanning the
-	// tenant's whole history.
-	tailsMu sync.Mutex
-	tails   map[string]int64
-
 	// Test knobs: the event stream's polling and keep-alive periods, and a
 	// cap on every long-poll.
 	pollEvery      time.Duration
@@ -142,7 +134,6 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		engine:         opts.Engine,
-		store:          opts.Engine.Store(),
 		auth:           opts.Auth,
 		cors:           slices.Clone(opts.CORSOrigins),
 		metRole:        opts.MetricsRole,
@@ -150,7 +141,6 @@ func New(opts Options) (*Server, error) {
 		ready:          opts.Ready,
 		metrics:        opts.Metrics,
 		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),
-		tails:          map[string]int64{},
 		pollEvery:      500 * time.Millisecond,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,
