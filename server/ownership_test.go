@@ -2,8 +2,12 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
 )
 
 // notOwner checks a refusal of dave (an actor of alice's tenant without
@@ -172,4 +176,20 @@ func TestThreadOwnershipOfEvidence(t *testing.T) {
 			t.Fatalf("alice spends her evidence: %v", res)
 		}
 	})
+}
+
+// TestCallErrorOwnership: the store's refusal of a record in another
+// actor's thread (the loser of a race for a new thread id) is the same 403
+// as the engine's.
+func TestCallErrorOwnership(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		fmt.Errorf("call: create proposal: %w", store.ErrNotThreadOwner),
+		fmt.Errorf("call: %w", &countersign.ForbiddenError{Actor: "dave", Reason: "only the thread's owner may make calls in it"}),
+	} {
+		ae, ok := callError(err).(*apiError)
+		if !ok || ae.status != 403 || ae.code != CodeForbidden {
+			t.Errorf("callError(%v) = %v, want 403 FORBIDDEN", err, callError(err))
+		}
+	}
 }
