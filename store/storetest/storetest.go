@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore Factory, pending ...string) {
 		{"Events", testEvents},
 		{"Aliasing", testAliasing},
 		{"Races", testRaces},
+		{"Sessions", testSessions},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
