@@ -39,7 +39,7 @@ func TestQueryPlans(t *testing.T) {
 			CASE WHEN i % 100 = 0 THEN 'approved' WHEN i % 100 = 1 THEN 'executing' WHEN i % 50 = 2 THEN 'pending' ELSE 'succeeded' END,
 			NULL, 1, false, NULL, NULL, false, 0, CASE WHEN i % 4 = 0 THEN 'k' || (i % 9) ELSE '' END, NULL,
 			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
-			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second'
+			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', ''
 		FROM generate_series(1, 20000) AS i`, now); err != nil {
 		t.Fatal(err)
 	}

@@ -209,6 +209,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		p.Channels, toStrings(p.RememberScopes), p.GrantAnyInput, int64(p.GrantTTL), p.ReplacementKey, decisions,
 		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
+		p.RuleFingerprint,
 	}, nil
 }
 
@@ -234,6 +235,7 @@ func (r *proposalRow) dest() []any {
 		&p.Channels, &r.scopes, &p.GrantAnyInput, &r.grantTTL, &p.ReplacementKey, &r.decisions,
 		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
+		&p.RuleFingerprint,
 	}
 }
 
@@ -290,7 +292,7 @@ func collectProposals(rows pgx.Rows) ([]*store.Proposal, error) {
 // grantColumns lists the columns of a grant row, in scanGrant's order.
 const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
 	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
-	revoked_at, revoked_by`
+	revoked_at, revoked_by, rule_fingerprint`
 
 func scanGrant(row pgx.Row) (*store.Grant, error) {
 	var (
@@ -299,7 +301,7 @@ func scanGrant(row pgx.Row) (*store.Grant, error) {
 	)
 	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
 		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &g.CreatedAt, &g.ActivatedAt, &g.ExpiresAt,
-		&g.RevokedAt, &g.RevokedBy)
+		&g.RevokedAt, &g.RevokedBy, &g.RuleFingerprint)
 	if err != nil {
 		return nil, err
 	}

@@ -272,7 +272,8 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	confirmation, confirmation_id, mode, status, approvers, quorum, forbid_self_approval,
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
-	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at`
+	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
+	rule_fingerprint`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -332,6 +333,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, decisions,
 		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
+		p.RuleFingerprint,
 	}, nil
 }
 
@@ -367,6 +369,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&channels, &scopes, &anyInput, &grantTTL, &p.ReplacementKey, &decisions,
 		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
+		&p.RuleFingerprint,
 	)
 	if err != nil {
 		return nil, err
@@ -407,7 +410,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 // grantColumns lists the columns of a grant row, in scanGrant's order.
 const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
 	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
-	revoked_at, revoked_by`
+	revoked_at, revoked_by, rule_fingerprint`
 
 func scanGrant(row scanner) (*store.Grant, error) {
 	var (
@@ -418,7 +421,7 @@ func scanGrant(row scanner) (*store.Grant, error) {
 	)
 	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
 		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &created, &activated, &expires,
-		&revoked, &g.RevokedBy)
+		&revoked, &g.RevokedBy, &g.RuleFingerprint)
 	if err != nil {
 		return nil, err
 	}
