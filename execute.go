@@ -178,8 +178,15 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 		o := &Outcome{ProposalID: x.p.ID, Status: params.Status, Executed: params.Executed, Receipt: params.Receipt, Result: params.Result, Error: params.Error}
 		params.Presentation = a.hooks.Present(ctx, o)
 	}
+	final := params.Status.Terminal() || params.ReleaseLease
+	if final {
+		x.holder.settlingLast()
+	}
 	tr, err := x.settleRetrying(context.WithoutCancel(ctx), params)
 	if err != nil {
+		if final && errors.Is(err, store.ErrLeaseLost) {
+			x.holder.lose("settlement refused", err)
+		}
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
 	}
 	x.p = tr.Proposal

@@ -52,6 +52,10 @@ type leaseHolder struct {
 	lapse   *time.Timer
 	lost    bool
 	stopped bool
+	// settling is set once the execution's last settlement is on its way: a
+	// renewal refused from then on may be refused because that settlement
+	// landed, so it proves nothing; the settlement's own answer tells.
+	settling bool
 }
 
 // holdLease starts holding the lease of x, claimed by a call asked for at
@@ -119,7 +123,9 @@ func (h *leaseHolder) renew(ctx context.Context, next time.Time) {
 		case ctx.Err() != nil:
 			return // stopped
 		case errors.Is(err, store.ErrLeaseLost):
-			h.lose("lease taken over", err)
+			if !h.isSettlingLast() {
+				h.lose("lease taken over", err)
+			}
 			return
 		default:
 			h.e.log.Warn("lease renewal failed; retrying while the lease lasts", "proposal", h.id, "err", err)
@@ -146,6 +152,19 @@ func (h *leaseHolder) confirmed(asked time.Time) {
 	}
 	h.until = asked.Add(h.lease)
 	h.lapse.Reset(time.Until(h.until.Add(-leaseMargin(h.lease))))
+}
+
+// settlingLast records that the execution's last settlement is on its way.
+func (h *leaseHolder) settlingLast() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.settling = true
+}
+
+func (h *leaseHolder) isSettlingLast() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.settling
 }
 
 // lapsed is the lapse timer's work: the lease may run out before a renewal
