@@ -75,6 +75,8 @@ type harness struct {
 }
 
 type harnessOpts struct {
+	// open opens the store; default memstore.
+	open       storeOpener
 	rules      []countersign.Rule
 	actions    func(b *backend) []*countersign.Action
 	resolver   countersign.ActorResolver
@@ -107,7 +109,10 @@ func mustAction(t testing.TB, spec countersign.RawActionSpec) *countersign.Actio
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: newClock(), backend: newBackend()}
-	h.store = memstore.New(&memstore.Options{Now: h.clock.Now})
+	if o.open == nil {
+		o.open = openMemory
+	}
+	h.store = o.open(t, h.clock.Now)
 	actions := []*countersign.Action{mustAction(t, refundSpec(h.backend))}
 	if o.actions != nil {
 		actions = o.actions(h.backend)
@@ -698,7 +703,7 @@ func TestDecisionRules(t *testing.T) {
 	if _, err := decide(tDave, countersign.Approve, "web"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("non-approver: %v", err)
 	}
-	if _, err := decide(tEve, countersign.Approve, "web"); !errors.Is(err, countersign.ErrNotFound) {
+	if _, err := decide(tEve, countersign.Approve, "web"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("other tenant: %v", err)
 	}
 	if r, err := decide(tBob, countersign.Approve, "web"); err != nil || r.Status != countersign.DecideApplied || r.Proposal.Status != store.StatusPending {

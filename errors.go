@@ -100,15 +100,21 @@ func (e *EvidenceError) Error() string {
 // Is matches ErrInvalidEvidence.
 func (e *EvidenceError) Is(target error) bool { return target == ErrInvalidEvidence }
 
-// ForbiddenError reports a decider who may not decide a proposal.
+// ForbiddenError reports an actor who may not do what it asked: decide,
+// cancel or see a proposal, or act in a thread another actor owns. It names
+// nothing the actor did not send.
 type ForbiddenError struct {
+	// ProposalID is the proposal asked about; empty for a thread.
 	ProposalID string
 	Actor      string
 	Reason     string
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("%s may not decide proposal %s: %s", e.Actor, e.ProposalID, e.Reason)
+	if e.ProposalID == "" {
+		return fmt.Sprintf("%s is forbidden: %s", e.Actor, e.Reason)
+	}
+	return fmt.Sprintf("%s may not act on proposal %s: %s", e.Actor, e.ProposalID, e.Reason)
 }
 
 // Is matches ErrForbidden.

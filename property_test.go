@@ -903,6 +903,12 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 			ev = p
 		}
 	}
+	// A thread belongs to its first caller: a call in a thread another actor
+	// owns, or a repeat of another actor's tool call (possible only once a
+	// deleted thread was taken by someone else), is refused.
+	th, terr := h.st.GetThread(context.Background(), &store.GetThreadParams{Tenant: propTenant, ID: c.ThreadID})
+	foreign := terr == nil && th.Owner != c.Identity.Actor || existing != nil && existing.Requester != c.Identity.Actor
+	before := len(h.proposals())
 	res, err := h.e.Call(ctx, &c)
 	cancel()
 	h.mu.Lock()
@@ -919,6 +925,27 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 		h.cov.add(fmt.Sprintf("call → %s grant=%v", res.Status, res.GrantID != ""))
 	}
 
+	var forbidden *countersign.ForbiddenError
+	switch {
+	case foreign:
+		h.cov.add("call in another actor's thread")
+		if !errors.As(err, &forbidden) || res != nil {
+			h.fatalf(t, "Call %s in a thread owned by %s: want *ForbiddenError and no result, got %+v, %v", desc, th.Owner, res, err)
+		}
+		if after := len(h.proposals()); after != before {
+			h.fatalf(t, "Call %s in another actor's thread stored %d proposals", desc, after-before)
+		}
+		h.mu.Lock()
+		for _, x := range h.execs[h.execsSeen:] {
+			if x.caller == ci {
+				h.violate("Call %s in another actor's thread executed operation %s", desc, x.opID)
+			}
+		}
+		h.mu.Unlock()
+		return
+	case errors.As(err, &forbidden):
+		h.fatalf(t, "Call %s by the thread's owner refused: %v", desc, err)
+	}
 	var (
 		denied   *countersign.DeniedError
 		evidence *countersign.EvidenceError
@@ -1007,6 +1034,15 @@ func (h *propHarness) checkReplay(t *rapid.T, c countersign.Call, existing *stor
 		return
 	}
 	switch {
+	case c.Evidence != "" && c.Evidence == existing.ConfirmationID && existing.Mode == countersign.ModeTwoPhase &&
+		slices.Contains([]store.Status{store.StatusRejected, store.StatusCancelled, store.StatusSuperseded}, existing.Status):
+		// Evidence of a proposal a human (or a newer call) said no to is
+		// denied, on its own tool call as on any other.
+		h.cov.add("replay presenting its own denied evidence")
+		var ee *countersign.EvidenceError
+		if !errors.As(err, &ee) || ee.Reason != countersign.EvidenceDenied || res != nil {
+			h.fatalf(t, "replay of tool call %s/%s with the evidence of its %s proposal %s: want denied evidence, got %+v, %v", c.ThreadID, c.ToolCallID, existing.Status, existing.ID, res, err)
+		}
 	case existing.Status.Terminal():
 		h.cov.add("replay of a settled tool call")
 		g, _ := grantOf(existing)
@@ -1442,7 +1478,7 @@ func (h *propHarness) opResolve(t *rapid.T) {
 }
 
 func (h *propHarness) opRevoke(t *rapid.T) {
-	gs, err := h.e.Grants(context.Background(), propIdentities["alice"], "")
+	gs, err := h.e.Grants(context.Background(), propIdentities["olga"], "")
 	if err != nil {
 		h.fatalf(t, "Grants: %v", err)
 	}
@@ -1451,7 +1487,7 @@ func (h *propHarness) opRevoke(t *rapid.T) {
 		return
 	}
 	g := gs[rapid.IntRange(0, len(gs)-1).Draw(t, "grant")]
-	got, err := h.e.RevokeGrant(context.Background(), propIdentities["bob"], g.ID)
+	got, err := h.e.RevokeGrant(context.Background(), propIdentities["olga"], g.ID)
 	h.logf(t, "Revoke %s (origin %s) → %v", g.ID, g.OriginProposalID, err)
 	switch {
 	case err != nil || got.RevokedAt == nil:

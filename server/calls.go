@@ -130,7 +130,7 @@ func callError(err error) error {
 
 // callResponse is API.md's call answer for res.Status.
 func callResponse(res *countersign.Result) map[string]any {
-	p := renderProposal(res.Proposal)
+	p := wireProposal(res.Proposal)
 	var proposal any = p
 	if p == nil {
 		proposal = nil // an untyped nil: "proposal": null

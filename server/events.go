@@ -209,7 +209,7 @@ func (st *stream) send(ctx context.Context, ev *store.Event) error {
 	if !store.CanSee(p, owner, visibility(st.id)) {
 		return nil
 	}
-	data, err := json.Marshal(renderProposal(p))
+	data, err := json.Marshal(wireProposal(p))
 	if err != nil {
 		return fmt.Errorf("encode proposal %s: %w", p.ID, err)
 	}

@@ -69,7 +69,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, id countersign.Ide
 	if page.Next != "" {
 		w.Header().Set(NextHeader, escapeURIComponent(page.Next))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"proposals": renderProposals(page.Proposals)})
+	writeJSON(w, http.StatusOK, map[string]any{"proposals": wireProposals(page.Proposals)})
 	return nil
 }
 
@@ -122,6 +122,9 @@ func (s *Server) findProposal(ctx context.Context, id countersign.Identity, prop
 	p, err := s.engine.Get(ctx, id, proposalID)
 	if err == nil {
 		return p, nil
+	}
+	if errors.Is(err, countersign.ErrForbidden) {
+		return nil, errForbidden("you may not see this proposal")
 	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -206,7 +209,7 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, renderProposal(p))
+	writeJSON(w, http.StatusOK, wireProposal(p))
 	return nil
 }
 
@@ -229,7 +232,7 @@ func (s *Server) handleProposalEvents(w http.ResponseWriter, r *http.Request, id
 		}
 		after = evs[len(evs)-1].ID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": renderEvents(all)})
+	writeJSON(w, http.StatusOK, map[string]any{"events": wireEvents(all)})
 	return nil
 }
 
@@ -311,7 +314,7 @@ func joinStatuses(ss []store.Status) string {
 
 // decided writes a decision's answer.
 func decided(w http.ResponseWriter, status store.DecideOutcome, p *store.Proposal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"status": string(status), "proposal": renderProposal(p)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": string(status), "proposal": wireProposal(p)})
 	return nil
 }
 
@@ -398,13 +401,15 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, id counte
 		return errBadBody("note", "required: say how the outcome was established")
 	}
 	ctx := context.WithoutCancel(r.Context())
-	v, p, err := s.decisionTarget(ctx, r, id)
+	v, err := via(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.engine.Resolve(ctx, id, p.ID, status, req.Receipt, *req.Note, v)
+	// Operators resolve proposals they may not otherwise see: the engine
+	// checks the role and the tenant.
+	out, err := s.engine.Resolve(ctx, id, r.PathValue("id"), status, req.Receipt, *req.Note, v)
 	if err != nil {
-		return s.decisionError(ctx, id, p, err)
+		return s.decisionError(ctx, id, nil, err)
 	}
 	return decided(w, countersign.DecideApplied, out)
 }

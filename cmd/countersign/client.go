@@ -112,6 +112,8 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		if msg == "" {
 			msg = strings.TrimSpace(string(data))
 		}
+		// The message and the code are the server's text, printed to a terminal.
+		msg, code := escapeText(msg), escapeText(ae.Error.Code)
 		switch resp.StatusCode {
 		case http.StatusUnauthorized:
 			return nil, &exitErr{exitUnauth, "unauthenticated (401): the token was refused; check --token or COUNTERSIGN_TOKEN"}
@@ -122,11 +124,11 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		case http.StatusConflict:
 			return nil, &exitErr{exitRefused, "refused (409): " + msg}
 		}
-		return nil, &exitErr{exitError, fmt.Sprintf("%s (%d): %s", ae.Error.Code, resp.StatusCode, msg)}
+		return nil, &exitErr{exitError, fmt.Sprintf("%s (%d): %s", code, resp.StatusCode, msg)}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("decode the server's answer: %w", err)
+			return nil, fmt.Errorf("decode the server's answer: %s", escapeText(err.Error()))
 		}
 	}
 	return resp.Header, nil

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/server"
 	"github.com/spf13/cobra"
 )
 
@@ -61,7 +61,7 @@ func proposalsCmd() *cobra.Command {
 				q.Set("limit", fmt.Sprint(limit))
 			}
 			var page struct {
-				Proposals []*store.Proposal `json:"proposals"`
+				Proposals []*server.Proposal `json:"proposals"`
 			}
 			if _, err := c.do(cmd.Context(), "GET", path, q, nil, &page); err != nil {
 				return err
@@ -87,7 +87,7 @@ func proposalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var p store.Proposal
+			var p server.Proposal
 			if _, err := c.do(cmd.Context(), "GET", "/v1/proposals/"+url.PathEscape(args[0]), nil, nil, &p); err != nil {
 				return err
 			}
@@ -104,8 +104,8 @@ func proposalsCmd() *cobra.Command {
 
 // decisionAnswer is the server's answer to a decision.
 type decisionAnswer struct {
-	Status   string          `json:"status"`
-	Proposal *store.Proposal `json:"proposal"`
+	Status   string           `json:"status"`
+	Proposal *server.Proposal `json:"proposal"`
 }
 
 func decisionCmd(verb string) *cobra.Command {
@@ -193,7 +193,7 @@ func reportDecision(cmd *cobra.Command, asJSON bool, ans decisionAnswer) error {
 		if ans.Proposal != nil {
 			status = fmt.Sprintf(" (proposal %s is now %s)", ans.Proposal.ID, ans.Proposal.Status)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s%s\n", describeAnswer(ans.Status), status)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escapeText(describeAnswer(ans.Status)+status))
 	}
 	switch ans.Status {
 	case "applied", "unchanged", "":
@@ -216,18 +216,24 @@ func describeAnswer(s string) string {
 	return s
 }
 
+// printJSON prints v as indented JSON, with the characters a terminal would
+// obey escaped (the document means the same).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	doc, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(escapeJSON(doc), '\n'))
+	return err
 }
 
-func printTable(w io.Writer, ps []*store.Proposal) error {
+func printTable(w io.Writer, ps []*server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tREQUESTER\tTHREAD\tEXPIRES\tPREVIEW")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Status, p.Action, p.Requester, p.ThreadID,
-			p.ExpiresAt.Local().Format(time.DateTime), truncate(p.Preview, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escapeText(p.ID), escapeText(p.Status), escapeText(p.Action),
+			escapeText(p.Requester), escapeText(p.ThreadID), p.ExpiresAt.Local().Format(time.DateTime),
+			escapeText(truncate(p.Preview, 60)))
 	}
 	if len(ps) == 0 {
 		fmt.Fprintln(tw, "(none)")
@@ -235,9 +241,10 @@ func printTable(w io.Writer, ps []*store.Proposal) error {
 	return tw.Flush()
 }
 
-func printProposal(w io.Writer, p *store.Proposal) error {
+func printProposal(w io.Writer, p *server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	// Every value holds the server's text: escaped whole.
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, escapeText(v)) }
 	row("ID", p.ID)
 	row("Status", string(p.Status))
 	row("Action", p.Action+" (version "+p.ActionVersion+")")

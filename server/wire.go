@@ -1,0 +1,219 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// The wire types are the API's objects as clients see them. They are the
+// server's own, converted from the store's records, so that a change to how
+// a record is stored never changes an answer, and a field the store keeps
+// for itself (leases, confirmation ids, the rule's frozen terms) is never
+// sent. Every time is in UTC whatever the store's clock, and every list is
+// [] rather than null.
+
+// Proposal is the proposal object.
+type Proposal struct {
+	ID            string          `json:"id"`
+	Tenant        string          `json:"tenant"`
+	Requester     string          `json:"requester"`
+	ThreadID      string          `json:"thread_id"`
+	RunID         string          `json:"run_id"`
+	ToolCallID    string          `json:"tool_call_id"`
+	Action        string          `json:"action"`
+	ActionVersion string          `json:"action_version"`
+	Input         json.RawMessage `json:"input"`
+	InputDigest   string          `json:"input_digest"`
+	Preview       string          `json:"preview"`
+	StateVersion  string          `json:"state_version"`
+	Confirmation  Confirmation    `json:"confirmation"`
+	Mode          string          `json:"mode"`
+	Status        string          `json:"status"`
+	Approvers     []string        `json:"approvers"`
+	Quorum        int             `json:"quorum"`
+	Decisions     []Decision      `json:"decisions"`
+	ExpiresAt     time.Time       `json:"expires_at"`
+	OperationID   string          `json:"operation_id"`
+	Outcome       *Outcome        `json:"outcome"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+// Confirmation is the copy shown to an approver.
+type Confirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+// Decision is one recorded decision on a proposal.
+type Decision struct {
+	Actor    string    `json:"actor"`
+	Decision string    `json:"decision"`
+	Via      string    `json:"via"`
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason,omitempty"`
+	Remember string    `json:"remember,omitempty"`
+}
+
+// Outcome is a proposal's recorded result.
+type Outcome struct {
+	ProposalID        string          `json:"proposal_id"`
+	Status            string          `json:"status"`
+	Executed          *bool           `json:"executed"`
+	Receipt           string          `json:"receipt,omitempty"`
+	Result            json.RawMessage `json:"result,omitempty"`
+	Error             *string         `json:"error"`
+	Summary           string          `json:"summary"`
+	Note              string          `json:"note,omitempty"`
+	ResolvedBy        string          `json:"resolved_by,omitempty"`
+	ReconcileAttempts int             `json:"reconcile_attempts,omitempty"`
+	At                time.Time       `json:"at"`
+}
+
+// Grant is a remembered approval.
+type Grant struct {
+	ID            string `json:"id"`
+	Tenant        string `json:"tenant"`
+	Requester     string `json:"requester"`
+	Scope         string `json:"scope"`
+	ThreadID      string `json:"thread_id"`
+	RunID         string `json:"run_id,omitempty"`
+	Action        string `json:"action"`
+	ActionVersion string `json:"action_version"`
+	// InputDigest is absent when the rule widened the grant to any input.
+	InputDigest      string     `json:"input_digest,omitempty"`
+	OriginProposalID string     `json:"origin_proposal_id"`
+	GrantedBy        string     `json:"granted_by"`
+	CreatedAt        time.Time  `json:"created_at"`
+	ActivatedAt      *time.Time `json:"activated_at"`
+	ExpiresAt        *time.Time `json:"expires_at"`
+	RevokedAt        *time.Time `json:"revoked_at"`
+	RevokedBy        string     `json:"revoked_by,omitempty"`
+}
+
+// Thread is a conversation; its owner is its first caller.
+type Thread struct {
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Message is one entry of a thread; an outcome message carries the outcome.
+type Message struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Text      string    `json:"text"`
+	Outcome   *Outcome  `json:"outcome,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Event is one entry of a proposal's audit trail.
+type Event struct {
+	ID         int64     `json:"id"`
+	ProposalID string    `json:"proposal_id"`
+	Type       string    `json:"type"`
+	Actor      string    `json:"actor,omitempty"`
+	Via        string    `json:"via,omitempty"`
+	Status     string    `json:"status"`
+	Detail     string    `json:"detail,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// orEmpty is s, or an empty list for nil, so that it encodes as [].
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// wireProposal converts a proposal record; nil stays nil.
+func wireProposal(p *store.Proposal) *Proposal {
+	if p == nil {
+		return nil
+	}
+	ds := make([]Decision, len(p.Decisions))
+	for i, d := range p.Decisions {
+		ds[i] = Decision{Actor: d.Actor, Decision: string(d.Decision), Via: d.Via, At: d.At.UTC(),
+			Reason: d.Reason, Remember: string(d.Remember)}
+	}
+	return &Proposal{
+		ID: p.ID, Tenant: p.Tenant, Requester: p.Requester,
+		ThreadID: p.ThreadID, RunID: p.RunID, ToolCallID: p.ToolCallID,
+		Action: p.Action, ActionVersion: p.ActionVersion,
+		Input: rawOrNull(p.Input), InputDigest: p.InputDigest,
+		Preview: p.Preview, StateVersion: p.StateVersion,
+		Confirmation: Confirmation{Title: p.Confirmation.Title, Verb: p.Confirmation.Verb},
+		Mode:         string(p.Mode), Status: string(p.Status),
+		Approvers: orEmpty(append([]string(nil), p.Approvers...)), Quorum: p.Quorum,
+		Decisions: ds, ExpiresAt: p.ExpiresAt.UTC(), OperationID: p.OperationID,
+		Outcome:   wireOutcome(p.Outcome),
+		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+	}
+}
+
+func wireProposals(ps []*store.Proposal) []*Proposal {
+	out := make([]*Proposal, len(ps))
+	for i, p := range ps {
+		out[i] = wireProposal(p)
+	}
+	return out
+}
+
+// wireOutcome converts an outcome; nil stays nil.
+func wireOutcome(o *store.Outcome) *Outcome {
+	if o == nil {
+		return nil
+	}
+	c := o.Clone()
+	if len(c.Result) > 0 && !json.Valid(c.Result) {
+		c.Result = nil // a misbehaving hook's result must not break every answer
+	}
+	return &Outcome{
+		ProposalID: c.ProposalID, Status: string(c.Status), Executed: c.Executed,
+		Receipt: c.Receipt, Result: c.Result, Error: c.Error, Summary: c.Summary,
+		Note: c.Note, ResolvedBy: c.ResolvedBy, ReconcileAttempts: c.Reconciles, At: c.At.UTC(),
+	}
+}
+
+func wireThread(t *store.Thread) *Thread {
+	return &Thread{ID: t.ID, Owner: t.Owner, CreatedAt: t.CreatedAt.UTC()}
+}
+
+func wireMessages(ms []*store.Message) []*Message {
+	out := make([]*Message, len(ms))
+	for i, m := range ms {
+		out[i] = &Message{ID: m.ID, Role: m.Role, Text: m.Text, Outcome: wireOutcome(m.Outcome), CreatedAt: m.CreatedAt.UTC()}
+	}
+	return out
+}
+
+func wireGrant(g *store.Grant) *Grant {
+	return &Grant{
+		ID: g.ID, Tenant: g.Tenant, Requester: g.Requester, Scope: string(g.Scope),
+		ThreadID: g.ThreadID, RunID: g.RunID, Action: g.Action, ActionVersion: g.ActionVersion,
+		InputDigest: g.InputDigest, OriginProposalID: g.OriginProposalID, GrantedBy: g.GrantedBy,
+		CreatedAt:   g.CreatedAt.UTC(),
+		ActivatedAt: utcPtr(g.ActivatedAt), ExpiresAt: utcPtr(g.ExpiresAt), RevokedAt: utcPtr(g.RevokedAt),
+		RevokedBy: g.RevokedBy,
+	}
+}
+
+func wireEvents(es []*store.Event) []*Event {
+	out := make([]*Event, len(es))
+	for i, e := range es {
+		out[i] = &Event{ID: e.ID, ProposalID: e.ProposalID, Type: string(e.Type), Actor: e.Actor,
+			Via: e.Via, Status: string(e.Status), Detail: e.Detail, At: e.At.UTC()}
+	}
+	return out
+}
