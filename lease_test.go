@@ -211,6 +211,53 @@ func TestHealthyLeaseIsNeverGivenUp(t *testing.T) {
 	}
 }
 
+// A renewal that the store refuses because the execution's own last
+// settlement landed first is no lost lease: nothing is reported, nothing
+// cancelled.
+func TestRenewalRefusedAfterTheLastSettlementIsNoLoss(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 30 * time.Second
+		fs := faultstore.New(memstore.New(nil))
+		obs := newLeaseObserver()
+		gate := make(chan struct{})
+		fs.SetRenewals(faultstore.Fault{Gate: gate}, faultstore.Fault{})
+		a := mustAction(t, countersign.RawActionSpec{Name: "quick", Hooks: countersign.Hooks{
+			Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+				// Finish while a renewal is on its way.
+				for fs.Calls("RenewLease") == 0 {
+					time.Sleep(lease / 30)
+				}
+				return &countersign.Receipt{ID: "done"}, nil
+			},
+		}})
+		// The settlement has landed: let the renewal reach the store now,
+		// and wait until its refusal has been handled.
+		letRenewalIn := func(ctx context.Context, p *store.Proposal) error {
+			close(gate)
+			synctest.Wait()
+			return nil
+		}
+		e, err := countersign.New(countersign.Options{Store: fs, Observer: obs, Actions: []*countersign.Action{a},
+			Policy: independentRule(), OnSettled: []countersign.SettledFunc{letRenewalIn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := approveMany(t, e, "quick", 1)[0]
+		if n, err := leaseWorker(t, e, lease).RunOnce(context.Background()); n != 1 || err != nil {
+			t.Fatalf("RunOnce = %d, %v", n, err)
+		}
+		r := fs.Renewals()
+		p, _ := e.Get(context.Background(), tAlice, id)
+		if len(r) != 1 || !errors.Is(r[0].Err, store.ErrLeaseLost) || p.Status != store.StatusSucceeded {
+			t.Fatalf("renewals %+v, status %s; want one refused renewal after the success", r, p.Status)
+		}
+		if obs.losses() != 0 {
+			t.Fatalf("%d lease losses reported; want none", obs.losses())
+		}
+	})
+}
+
 // fencedBackend is an action whose Execute outlives its cancelled context:
 // it waits for the lease to be given up, optionally applies its change, then
 // waits for release and answers success, as a backend that finished the
@@ -296,106 +343,103 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 		{name: "reclaimed, no reconcile: unknown", reclaim: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
 		{name: "reclaimed and reconciled: succeeded once", reclaim: true, reconcile: true, want: store.StatusSucceeded, settleErr: store.ErrLeaseLost},
 	}
-	for _, d := range storeDrivers {
-		t.Run(d.name, func(t *testing.T) {
-			t.Parallel()
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					inner := d.open(t, nil)
-					fs := faultstore.New(inner)
-					b := newFencedBackend(fs)
-					a := b.action(t, tc.reconcile)
-					var settled sync.Map // proposal id → settlements seen by OnSettled
-					onSettled := func(ctx context.Context, p *store.Proposal) error {
-						n, _ := settled.LoadOrStore(p.ID, new(int))
-						*n.(*int)++
-						return nil
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				inner := open(t, nil)
+				fs := faultstore.New(inner)
+				b := newFencedBackend(fs)
+				a := b.action(t, tc.reconcile)
+				var settled sync.Map // proposal id → settlements seen by OnSettled
+				onSettled := func(ctx context.Context, p *store.Proposal) error {
+					n, _ := settled.LoadOrStore(p.ID, new(int))
+					*n.(*int)++
+					return nil
+				}
+				eA, err := countersign.New(countersign.Options{Store: fs, Owner: "a", Actions: []*countersign.Action{a},
+					Policy: independentRule(), OnSettled: []countersign.SettledFunc{onSettled}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := approveMany(t, eA, "pay", 1)[0]
+				fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
+
+				doneA := make(chan struct{})
+				go func() {
+					defer close(doneA)
+					if n, err := leaseWorker(t, eA, lease).RunOnce(context.Background()); n != 1 || err != nil {
+						t.Errorf("RunOnce = %d, %v", n, err)
 					}
-					eA, err := countersign.New(countersign.Options{Store: fs, Owner: "a", Actions: []*countersign.Action{a},
+				}()
+				awaitOr(t, b.cancelled, "Execute's context ending")
+				fence, _ := fs.Lease(id)
+				// Let the lease run out by the store's clock, so that the
+				// settle comes after the lapse.
+				time.Sleep(time.Until(fence.ExpiresAt) + 20*time.Millisecond)
+				if tc.reclaim {
+					eB, err := countersign.New(countersign.Options{Store: inner, Owner: "b", Actions: []*countersign.Action{a},
 						Policy: independentRule(), OnSettled: []countersign.SettledFunc{onSettled}})
 					if err != nil {
 						t.Fatal(err)
 					}
-					id := approveMany(t, eA, "pay", 1)[0]
-					fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
-
-					doneA := make(chan struct{})
+					wB := leaseWorker(t, eB, 10*time.Second)
+					reclaimed := make(chan struct{})
 					go func() {
-						defer close(doneA)
-						if n, err := leaseWorker(t, eA, lease).RunOnce(context.Background()); n != 1 || err != nil {
-							t.Errorf("RunOnce = %d, %v", n, err)
+						defer close(reclaimed)
+						for {
+							n, err := wB.RunOnce(context.Background())
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if n == 1 {
+								return
+							}
+							time.Sleep(10 * time.Millisecond)
 						}
 					}()
-					awaitOr(t, b.cancelled, "Execute's context ending")
-					fence, _ := fs.Lease(id)
-					// Let the lease run out by the store's clock, so that the
-					// settle comes after the lapse.
-					time.Sleep(time.Until(fence.ExpiresAt) + 20*time.Millisecond)
-					if tc.reclaim {
-						eB, err := countersign.New(countersign.Options{Store: inner, Owner: "b", Actions: []*countersign.Action{a},
-							Policy: independentRule(), OnSettled: []countersign.SettledFunc{onSettled}})
-						if err != nil {
-							t.Fatal(err)
-						}
-						wB := leaseWorker(t, eB, 10*time.Second)
-						reclaimed := make(chan struct{})
-						go func() {
-							defer close(reclaimed)
-							for {
-								n, err := wB.RunOnce(context.Background())
-								if err != nil {
-									t.Error(err)
-									return
-								}
-								if n == 1 {
-									return
-								}
-								time.Sleep(10 * time.Millisecond)
-							}
-						}()
-						awaitOr(t, reclaimed, "the second worker's reclaim")
-					}
-					close(b.release)
-					awaitOr(t, doneA, "the first worker's end")
+					awaitOr(t, reclaimed, "the second worker's reclaim")
+				}
+				close(b.release)
+				awaitOr(t, doneA, "the first worker's end")
 
-					// The first holder asked to settle its known success with
-					// its old fence, after Execute's context ended.
-					var mine []faultstore.Settlement
-					for _, s := range fs.Settlements() {
-						if s.Params.Fence.Token == fence.Token {
-							mine = append(mine, s)
-						}
+				// The first holder asked to settle its known success with
+				// its old fence, after Execute's context ended.
+				var mine []faultstore.Settlement
+				for _, s := range fs.Settlements() {
+					if s.Params.Fence.Token == fence.Token {
+						mine = append(mine, s)
 					}
-					if len(mine) != 1 || mine[0].Params.Status != store.StatusSucceeded || mine[0].Params.Fence.Generation != fence.Generation {
-						t.Fatalf("settlements under the first fence: %+v; want one, succeeded", mine)
-					}
-					if got := mine[0].Err; (tc.settleErr == nil) != (got == nil) || (tc.settleErr != nil && !errors.Is(got, tc.settleErr)) {
-						t.Fatalf("the first holder's settle answered %v; want %v", got, tc.settleErr)
-					}
-					ev := fs.Events()
-					ended := slices.Index(ev, "execute: context ended")
-					settle := slices.IndexFunc(ev, func(s string) bool { return strings.HasPrefix(s, "settle "+id+" succeeded") })
-					if ended < 0 || settle < ended {
-						t.Fatalf("events %q: the settle must follow Execute's context ending", ev)
-					}
+				}
+				if len(mine) != 1 || mine[0].Params.Status != store.StatusSucceeded || mine[0].Params.Fence.Generation != fence.Generation {
+					t.Fatalf("settlements under the first fence: %+v; want one, succeeded", mine)
+				}
+				if got := mine[0].Err; (tc.settleErr == nil) != (got == nil) || (tc.settleErr != nil && !errors.Is(got, tc.settleErr)) {
+					t.Fatalf("the first holder's settle answered %v; want %v", got, tc.settleErr)
+				}
+				ev := fs.Events()
+				ended := slices.Index(ev, "execute: context ended")
+				settle := slices.IndexFunc(ev, func(s string) bool { return strings.HasPrefix(s, "settle "+id+" succeeded") })
+				if ended < 0 || settle < ended {
+					t.Fatalf("events %q: the settle must follow Execute's context ending", ev)
+				}
 
-					p, err := inner.GetProposal(context.Background(), &store.GetProposalParams{Tenant: "acme", ID: id})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if p.Status != tc.want || b.count() != 1 {
-						t.Fatalf("status %s after %d executions; want %s after exactly 1", p.Status, b.count(), tc.want)
-					}
-					if tc.want == store.StatusSucceeded && (p.Outcome == nil || p.Outcome.Receipt != "r_"+p.OperationID) {
-						t.Fatalf("outcome %+v; want the backend's receipt", p.Outcome)
-					}
-					if n, _ := settled.Load(id); n == nil || *n.(*int) != 1 {
-						t.Fatalf("OnSettled ran %v times; want once", n)
-					}
-				})
-			}
-		})
-	}
+				p, err := inner.GetProposal(context.Background(), &store.GetProposalParams{Tenant: "acme", ID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Status != tc.want || b.count() != 1 {
+					t.Fatalf("status %s after %d executions; want %s after exactly 1", p.Status, b.count(), tc.want)
+				}
+				if tc.want == store.StatusSucceeded && (p.Outcome == nil || p.Outcome.Receipt != "r_"+p.OperationID) {
+					t.Fatalf("outcome %+v; want the backend's receipt", p.Outcome)
+				}
+				if n, _ := settled.Load(id); n == nil || *n.(*int) != 1 {
+					t.Fatalf("OnSettled ran %v times; want once", n)
+				}
+			})
+		}
+	})
 }
 
 // An allowed call of the Go API (no proposal) and an approved one (claimed,

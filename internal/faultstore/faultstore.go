@@ -17,6 +17,10 @@ type Fault struct {
 	Hang bool
 	// Err fails the call with this error; the wrapped store is never asked.
 	Err error
+	// Gate, when set, holds the call until Gate is closed (or the context
+	// ends: then the call answers the context's error) before anything
+	// else.
+	Gate <-chan struct{}
 	// Delay holds back the wrapped store's answer this long: the call took
 	// effect at once and its answer is slow on the way back. If the context
 	// ends first, the call answers the context's error (it still took
@@ -189,7 +193,17 @@ func (s *Store) RenewLease(ctx context.Context, params *store.RenewLeaseParams) 
 		r.InForce = l.ExpiresAt
 	}
 	f := s.nextRenewal()
+	var gated error
+	if f.Gate != nil {
+		select {
+		case <-f.Gate:
+		case <-ctx.Done():
+			gated = ctx.Err()
+		}
+	}
 	switch {
+	case gated != nil:
+		r.Err = gated
 	case f.Hang:
 		<-ctx.Done()
 		r.Err = ctx.Err()
