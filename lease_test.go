@@ -51,12 +51,6 @@ func (o *leaseObserver) losses() int {
 	return o.leaseLost
 }
 
-func (o *leaseObserver) reached(s store.Status) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.transition[s]
-}
-
 // leaseEngine returns an engine on st that proposes every call of action
 // independently (a worker executes it), and one approved proposal.
 func leaseEngine(t *testing.T, st store.Store, owner string, obs countersign.Observer, actions ...*countersign.Action) *countersign.Engine {
