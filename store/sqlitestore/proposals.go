@@ -634,20 +634,22 @@ func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit 
 		args = append(args, pos.CreatedAt.UnixNano(), pos.ID)
 	}
 	if v := params.Visible; v != nil {
-		// store.CanSee, in SQL: the thread's owner (or "" once the thread
-		// is gone), an approver naming one of the principals, or
-		// "requester" when the actor requested. json_each compares whole
-		// array elements, never substrings.
+		// store.CanSee, in SQL: the requester, an approver naming one of
+		// the principals, and operators for what is reconciling or
+		// unknown. json_each compares whole array elements, never
+		// substrings.
 		principals, err := jsonList(append([]string{}, v.Principals...))
 		if err != nil {
 			return "", nil, err
 		}
-		b.WriteString(` AND (
-			COALESCE((SELECT t.owner FROM threads t WHERE t.tenant = p.tenant AND t.id = p.thread_id), '') = ?
+		b.WriteString(` AND (p.requester = ?
 			OR EXISTS (SELECT 1 FROM json_each(p.approvers) a
-				WHERE a.value IN (SELECT value FROM json_each(?))
-				   OR (a.value = 'requester' AND p.requester = ?)))`)
-		args = append(args, v.Actor, principals, v.Actor)
+				WHERE a.value <> 'requester' AND a.value IN (SELECT value FROM json_each(?)))`)
+		args = append(args, v.Actor, principals)
+		if v.Operator {
+			b.WriteString(` OR p.status IN ('reconciling', 'unknown')`)
+		}
+		b.WriteString(`)`)
 	}
 	// One row more than the page tells whether another page follows.
 	b.WriteString(` ORDER BY p.created_at DESC, p.id DESC LIMIT ?`)
