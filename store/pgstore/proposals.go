@@ -539,15 +539,16 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 
 // Claim implements store.Store. The lease runs out on the database's clock.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
-	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, params.LeaseDuration, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+	p, _, changed, err := s.mutate(ctx, params.Tenant, params.ID, params.LeaseDuration, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
 		err = wrap("claim", err)
 		// A lapsed approval was expired by this claim: the caller gets the
-		// expired proposal with the conflict, to settle the expiry once.
+		// expired proposal with the conflict, to settle the expiry once. A
+		// proposal that someone else expired first is theirs to settle.
 		var ce *store.ConflictError
-		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+		if changed && p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
 			return p, err
 		}
 		return nil, err

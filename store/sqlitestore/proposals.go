@@ -496,15 +496,16 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
-	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+	p, _, changed, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
 		err = fmt.Errorf("sqlitestore: claim: %w", err)
 		// A lapsed approval was expired by this claim: the caller gets the
-		// expired proposal with the conflict, to settle the expiry once.
+		// expired proposal with the conflict, to settle the expiry once. A
+		// proposal that someone else expired first is theirs to settle.
 		var ce *store.ConflictError
-		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+		if changed && p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
 			return p, err
 		}
 		return nil, err
