@@ -69,7 +69,9 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
-		settler = e.store.Settle
+		settler = func(ctx context.Context, params *store.SettleParams, _ bool) (*store.TransitionResult, error) {
+			return e.store.Settle(ctx, params)
+		}
 	}
 	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx, asked)
@@ -137,8 +139,10 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 	return x.run(lctx, ctx, a)
 }
 
-// settleFunc writes one settlement.
-type settleFunc func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error)
+// settleFunc writes one settlement. held says whether the lease is still
+// held by this process's reckoning: only then may the worker start other
+// work before the write lands (see settleGroup.settle).
+type settleFunc func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error)
 
 // execution is one lease holder's work on one proposal.
 type execution struct {
@@ -204,7 +208,7 @@ func (x *execution) settleRetrying(ctx context.Context, params *store.SettlePara
 	backoff := 20 * time.Millisecond
 	ambiguous := false
 	for {
-		tr, err := x.settler(ctx, params)
+		tr, err := x.settler(ctx, params, !x.leaseLost())
 		switch {
 		case err == nil:
 			return tr, nil

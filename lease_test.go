@@ -330,11 +330,16 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 		name      string
 		reclaim   bool // a second worker claims the proposal after the lapse
 		reconcile bool
+		// viaRun runs the first worker with Run, which settles in groups
+		// (SettleMany), instead of RunOnce (Settle).
+		viaRun    bool
 		want      store.Status
 		settleErr error // what the store answers the first holder's settle
 	}{
 		{name: "nobody reclaimed: it lands", want: store.StatusSucceeded},
+		{name: "nobody reclaimed: it lands from a settlement group", viaRun: true, want: store.StatusSucceeded},
 		{name: "reclaimed, no reconcile: unknown", reclaim: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
+		{name: "reclaimed, no reconcile: unknown, from a settlement group", reclaim: true, viaRun: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
 		{name: "reclaimed and reconciled: succeeded once", reclaim: true, reconcile: true, want: store.StatusSucceeded, settleErr: store.ErrLeaseLost},
 	}
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -359,8 +364,22 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 				fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
 
 				doneA := make(chan struct{})
+				runCtx, stopRun := context.WithCancel(context.Background())
+				defer stopRun()
 				go func() {
 					defer close(doneA)
+					if tc.viaRun {
+						// One slot: the worker cannot reclaim its own
+						// proposal while the execution is busy.
+						w, err := eA.NewWorker(countersign.WorkerOptions{PollInterval: lease / 4, LeaseDuration: lease, MaxConcurrency: 1})
+						if err == nil {
+							err = w.Run(runCtx)
+						}
+						if err != nil {
+							t.Error(err)
+						}
+						return
+					}
 					if n, err := leaseWorker(t, eA, lease).RunOnce(context.Background()); n != 1 || err != nil {
 						t.Errorf("RunOnce = %d, %v", n, err)
 					}
@@ -395,6 +414,23 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 					awaitOr(t, reclaimed, "the second worker's reclaim")
 				}
 				close(b.release)
+				if tc.viaRun {
+					// Run goes on working: stop it once the first holder's
+					// settlement was answered.
+					answered := make(chan struct{})
+					go func() {
+						defer close(answered)
+						for !slices.ContainsFunc(fs.Settlements(), func(s faultstore.Settlement) bool { return s.Params.Fence.Token == fence.Token }) {
+							select {
+							case <-runCtx.Done():
+								return
+							case <-time.After(5 * time.Millisecond):
+							}
+						}
+					}()
+					awaitOr(t, answered, "the first holder's settlement")
+					stopRun()
+				}
 				awaitOr(t, doneA, "the first worker's end")
 
 				// The first holder asked to settle its known success with
@@ -409,7 +445,7 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 					t.Fatalf("settlements under the first fence: %+v; want one, succeeded", mine)
 				}
 				if got := mine[0].Err; (tc.settleErr == nil) != (got == nil) || (tc.settleErr != nil && !errors.Is(got, tc.settleErr)) {
-					t.Fatalf("the first holder's settle answered %v; want %v", got, tc.settleErr)
+					t.Fatalf("the first holder's settle answered %v; want %v (events %q)", got, tc.settleErr, fs.Events())
 				}
 				ev := fs.Events()
 				ended := slices.Index(ev, "execute: context ended")
