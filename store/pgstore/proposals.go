@@ -84,7 +84,7 @@ func (s *Store) queueChange(tx *txn, p *store.Proposal, c *store.Change, now tim
 		}
 		tx.queue(s.q.insertGrant,
 			id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
-			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy)
+			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy, g.RuleFingerprint)
 	}
 	if c.ActivateGrants {
 		tx.queue(s.q.activateGrants, now, p.ID)
