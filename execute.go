@@ -54,6 +54,17 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 	}
 	e.changed(ctx, claimed, store.StatusApproved)
 	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, asked, e.lease, nil)
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The execution was given up with its lease: whoever claims the
+		// proposal next settles it (or already did). The caller is told
+		// where it stands, as any waiter would be, and a repeat of the call
+		// later answers the outcome.
+		now, gerr := e.store.GetProposal(context.WithoutCancel(ctx), &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
+		if gerr != nil {
+			return nil, fmt.Errorf("%w (and reading proposal %s: %w)", err, p.ID, gerr)
+		}
+		return resultOf(now), nil
+	}
 	if err != nil {
 		return nil, err
 	}
