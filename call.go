@@ -66,9 +66,11 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 }
 
 // callRun is one call on its way through the pipeline: what each step
-// established for the next.
+// established for the next. It holds no pointer to the Call, so that the
+// Call, which a waiting call keeps, stays on its caller's stack: a field of
+// callRun that reaches the heap (its input goes to the hooks) would take the
+// Call with it.
 type callRun struct {
-	c    *Call
 	a    *Action
 	m    ruleMatch
 	mode Mode
@@ -91,15 +93,17 @@ func (r *callRun) recorded() bool { return r.m.effect == EffectAsk }
 // settled returns it as wait, for Call to wait on. Each step below either
 // hands the call on or answers it.
 func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Proposal, err error) {
-	r, err := e.resolve(c)
-	if err != nil {
+	// r stays in this frame (resolve fills it in): a call that waits keeps
+	// nothing of the pipeline on the heap.
+	r := &callRun{}
+	if err := e.resolve(c, r); err != nil {
 		return nil, nil, err
 	}
-	if err := e.checkOwner(ctx, r); err != nil {
+	if err := e.checkOwner(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
 	if r.recorded() {
-		p, err := e.replay(ctx, r)
+		p, err := e.replay(ctx, c, r)
 		switch {
 		case err != nil:
 			return nil, nil, err
@@ -112,7 +116,7 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 		return nil, nil, err
 	}
 	if r.recorded() && c.Evidence != "" {
-		if res, err, handled := e.spendEvidence(ctx, r); handled {
+		if res, err, handled := e.spendEvidence(ctx, c, r); handled {
 			return res, nil, err
 		}
 	}
@@ -122,16 +126,16 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if !r.recorded() {
 		return withoutWait(e.executeDirect(ctx, c, r.a, r.input))
 	}
-	if err := e.findGrant(ctx, r); err != nil {
+	if err := e.findGrant(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
-	if res, err := e.preflightCall(ctx, r); res != nil || err != nil {
+	if res, err := e.preflightCall(ctx, c, r); res != nil || err != nil {
 		return res, nil, err
 	}
-	if err := e.prepare(ctx, r); err != nil {
+	if err := e.prepare(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
-	p, created, err := e.record(ctx, r)
+	p, created, err := e.record(ctx, c, r)
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -146,23 +150,23 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 
 // resolve validates the call, finds its action and applies the policy: a
 // deny rule refuses it here, before anything is read.
-func (e *Engine) resolve(c *Call) (*callRun, error) {
+func (e *Engine) resolve(c *Call, r *callRun) error {
 	if err := c.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	a, ok := e.Action(c.Action)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
+		return fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
 	}
-	r := &callRun{c: c, a: a, m: e.policy.evaluate(a)}
+	r.a, r.m = a, e.policy.evaluate(a)
 	if r.m.effect == EffectDeny {
-		return nil, &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
+		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
 	}
 	r.mode = c.Mode
 	if r.mode == "" {
 		r.mode = r.m.rule.Mode
 	}
-	return r, nil
+	return nil
 }
 
 // checkOwner makes sure the caller owns the call's thread, before anything
@@ -171,8 +175,7 @@ func (e *Engine) resolve(c *Call) (*callRun, error) {
 // created, owned by the caller, with the call's record (CreateProposal
 // refuses another actor's thread, for the caller who loses that race); a
 // call that leaves no record creates it here.
-func (e *Engine) checkOwner(ctx context.Context, r *callRun) error {
-	c := r.c
+func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun) error {
 	var t *store.Thread
 	var err error
 	if r.recorded() {
@@ -201,8 +204,7 @@ func notOwner(c *Call) *ForbiddenError {
 // replay finds the record of a repeated tool call, which resumes it: a
 // repeated call never proposes or executes anew. It returns nil when the
 // tool call is new.
-func (e *Engine) replay(ctx context.Context, r *callRun) (*store.Proposal, error) {
-	c := r.c
+func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Proposal, error) {
 	p, err := e.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{
 		Tenant: c.Identity.Tenant, ThreadID: c.ThreadID, ToolCallID: c.ToolCallID,
 	})
@@ -226,8 +228,8 @@ func (e *Engine) replay(ctx context.Context, r *callRun) (*store.Proposal, error
 // proposal (and so an operation id, an outcome, a replay record), and still
 // runs preflight and prepare; the grant is checked again when the proposal
 // is created.
-func (e *Engine) findGrant(ctx context.Context, r *callRun) error {
-	c, a := r.c, r.a
+func (e *Engine) findGrant(ctx context.Context, c *Call, r *callRun) error {
+	a := r.a
 	g, err := e.store.FindGrant(ctx, &store.FindGrantParams{
 		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
 		Action: a.name, ActionVersion: a.version, InputDigest: r.digest,
@@ -255,9 +257,9 @@ const (
 
 // preflightCall runs the Preflight hook and fills in the confirmation copy.
 // A completed call is answered with its result; a denied one is refused.
-func (e *Engine) preflightCall(ctx context.Context, r *callRun) (*Result, error) {
+func (e *Engine) preflightCall(ctx context.Context, c *Call, r *callRun) (*Result, error) {
 	r.conf = Confirmation{Title: fill(r.a.confirmation.Title, r.input), Verb: r.a.confirmation.Verb}
-	override, done, err := e.preflight(ctx, r.c.Identity, r.a, r.input)
+	override, done, err := e.preflight(ctx, c.Identity, r.a, r.input)
 	switch {
 	case err != nil || done != nil:
 		return done, err
@@ -295,12 +297,12 @@ func (e *Engine) preflight(ctx context.Context, id Identity, a *Action, input js
 
 // prepare runs the action's Prepare hook: the preview of the exact change
 // and the state version it depends on.
-func (e *Engine) prepare(ctx context.Context, r *callRun) error {
+func (e *Engine) prepare(ctx context.Context, c *Call, r *callRun) error {
 	r.prep = &Prepared{Preview: r.conf.Title}
 	if r.a.hooks.Prepare == nil {
 		return nil
 	}
-	prep, err := r.a.hooks.Prepare(ctx, &PrepareRequest{Identity: r.c.Identity, Action: r.a.name, Input: r.input})
+	prep, err := r.a.hooks.Prepare(ctx, &PrepareRequest{Identity: c.Identity, Action: r.a.name, Input: r.input})
 	if err != nil {
 		return prepareErr(r.a, err)
 	}
@@ -321,8 +323,8 @@ func prepareErr(a *Action, err error) error {
 // record stores the call's proposal in one transaction, creating the thread
 // if needed. created is false when a concurrent identical call stored it
 // first: p is then that call's.
-func (e *Engine) record(ctx context.Context, r *callRun) (p *store.Proposal, created bool, err error) {
-	c, a, rule := r.c, r.a, &r.m.rule
+func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Proposal, created bool, err error) {
+	a, rule := r.a, &r.m.rule
 	key, err := a.replacementKeyFor(r.input)
 	if err != nil {
 		return nil, false, fmt.Errorf("call %s: replacement key: %w", a.name, err)
