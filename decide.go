@@ -154,6 +154,10 @@ func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, st
 	if status != store.StatusSucceeded && status != store.StatusFailed {
 		return nil, fmt.Errorf("%w: resolve to %q: want succeeded or failed", ErrInvalidCall, status)
 	}
+	// Another tenant's proposal is refused, as every read of it is.
+	if _, err := e.proposalOfTenant(ctx, id, proposalID); err != nil {
+		return nil, fmt.Errorf("resolve: %w", err)
+	}
 	tr, err := e.store.Resolve(ctx, &store.ResolveParams{
 		Tenant: id.Tenant, ID: proposalID, Actor: id.Actor, Via: via, Status: status, Receipt: receipt, Note: note,
 	})
@@ -164,33 +168,4 @@ func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, st
 	// reconciling this is the settlement.
 	e.changed(ctx, tr.Proposal, tr.From)
 	return tr.Proposal, nil
-}
-
-// Grants lists a tenant's grants, optionally for one thread.
-func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*store.Grant, error) {
-	gs, err := e.store.ListGrants(ctx, &store.ListGrantsParams{Tenant: id.Tenant, ThreadID: threadID})
-	if err != nil {
-		return nil, fmt.Errorf("list grants: %w", err)
-	}
-	return gs, nil
-}
-
-// RevokeGrant revokes a grant; later calls need a decision again.
-func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*store.Grant, error) {
-	g, err := e.store.RevokeGrant(ctx, &store.RevokeGrantParams{Tenant: id.Tenant, ID: grantID, Actor: id.Actor})
-	if err != nil {
-		return nil, fmt.Errorf("revoke grant: %w", err)
-	}
-	return g, nil
-}
-
-// List returns a page of the proposals id may see, newest first.
-func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposalsParams) (*store.ProposalPage, error) {
-	params.Tenant = id.Tenant
-	params.Visible = &store.Visibility{Actor: id.Actor, Principals: Principals(id)}
-	page, err := e.store.ListProposals(ctx, &params)
-	if err != nil {
-		return nil, fmt.Errorf("list proposals: %w", err)
-	}
-	return page, nil
 }

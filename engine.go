@@ -272,15 +272,6 @@ func (e *Engine) runSettled(ctx context.Context, p *store.Proposal) {
 	}
 }
 
-// Get returns a proposal the identity's tenant owns.
-func (e *Engine) Get(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
-	p, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
-	if err != nil {
-		return nil, fmt.Errorf("get proposal: %w", err)
-	}
-	return p, nil
-}
-
 // Sweep expires up to batch due proposals (DefaultSweepBatch when batch <= 0)
 // and wakes their waiters. It returns how many it expired.
 func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {

@@ -703,7 +703,7 @@ func TestDecisionRules(t *testing.T) {
 	if _, err := decide(tDave, countersign.Approve, "web"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("non-approver: %v", err)
 	}
-	if _, err := decide(tEve, countersign.Approve, "web"); !errors.Is(err, countersign.ErrNotFound) {
+	if _, err := decide(tEve, countersign.Approve, "web"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("other tenant: %v", err)
 	}
 	if r, err := decide(tBob, countersign.Approve, "web"); err != nil || r.Status != countersign.DecideApplied || r.Proposal.Status != store.StatusPending {

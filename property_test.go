@@ -1478,7 +1478,7 @@ func (h *propHarness) opResolve(t *rapid.T) {
 }
 
 func (h *propHarness) opRevoke(t *rapid.T) {
-	gs, err := h.e.Grants(context.Background(), propIdentities["alice"], "")
+	gs, err := h.e.Grants(context.Background(), propIdentities["olga"], "")
 	if err != nil {
 		h.fatalf(t, "Grants: %v", err)
 	}
@@ -1487,7 +1487,7 @@ func (h *propHarness) opRevoke(t *rapid.T) {
 		return
 	}
 	g := gs[rapid.IntRange(0, len(gs)-1).Draw(t, "grant")]
-	got, err := h.e.RevokeGrant(context.Background(), propIdentities["bob"], g.ID)
+	got, err := h.e.RevokeGrant(context.Background(), propIdentities["olga"], g.ID)
 	h.logf(t, "Revoke %s (origin %s) → %v", g.ID, g.OriginProposalID, err)
 	switch {
 	case err != nil || got.RevokedAt == nil:

@@ -73,24 +73,13 @@ func (s *Server) handleListGrants(w http.ResponseWriter, r *http.Request, id cou
 }
 
 func (s *Server) handleRevokeGrant(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
-	grantID := r.PathValue("id")
-	// The store has no lookup by id alone; a tenant's grants are few.
-	gs, err := s.engine.Grants(r.Context(), id, "")
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(gs, func(g *store.Grant) bool { return g.ID == grantID })
-	if i < 0 {
-		return errNotFound("no such grant")
-	}
-	if !mayManageGrant(id, gs[i]) {
+	g, err := s.engine.RevokeGrant(context.WithoutCancel(r.Context()), id, r.PathValue("id"))
+	switch {
+	case errors.Is(err, countersign.ErrForbidden):
 		return errForbidden("only the grant's requester, its approver or an operator may revoke it")
-	}
-	g, err := s.engine.RevokeGrant(context.WithoutCancel(r.Context()), id, grantID)
-	if errors.Is(err, store.ErrNotFound) {
+	case errors.Is(err, store.ErrNotFound):
 		return errNotFound("no such grant")
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"grant": wireGrant(g)})

@@ -163,6 +163,9 @@ type GetProposalByConfirmationParams struct {
 type Visibility struct {
 	Actor      string
 	Principals []string
+	// Operator also shows the tenant's reconciling and unknown proposals,
+	// which operators resolve.
+	Operator bool
 }
 
 // ListProposalsParams selects a page of proposals.

@@ -247,6 +247,9 @@ func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid stri
 		return nil, notFound
 	}
 	p, err := in.engine.Get(ctx, id, pid)
+	if errors.Is(err, countersign.ErrForbidden) {
+		return nil, forbidden
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		tenant, terr := in.engine.Store().ProposalTenant(ctx, pid)
 		switch {

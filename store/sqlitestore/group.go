@@ -29,6 +29,14 @@ import (
 // seeing the ones before it, exactly as if they had committed one by one in
 // that order; each reads the store's clock when it starts, so the times of
 // one row's transitions still follow their commit order.
+//
+// A caller's context decides only its own write. Its statements run without
+// its cancellation, because SQLite answers an interrupted write by rolling
+// back the whole transaction, which would take the other callers' writes
+// with it. Instead the context is looked at before the write starts and once
+// it has run: a write whose context has ended by then is rolled back to its
+// savepoint and fails with the context's error, and the group goes on. A
+// write released into the group stands, and its caller is told it succeeded.
 
 // maxGroup bounds the writes of one group, and so how long the writer is
 // held, and how much one failed COMMIT can fail.
@@ -125,9 +133,10 @@ func (w *groupWrite) run(tx *wtx, now time.Time) (err error) {
 
 // runGroup runs the writes in one transaction and sets each one's err.
 func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
-	// The transaction belongs to no single caller: one caller's cancelled
-	// context must not roll back the others' writes.
-	sqltx, err := s.w.BeginTx(context.WithoutCancel(ctx), nil)
+	// The transaction and its savepoints belong to no single caller: no
+	// caller's context, not even the leader's, may end them.
+	ctx = context.WithoutCancel(ctx)
+	sqltx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		for _, g := range group {
 			g.err = err
@@ -139,13 +148,22 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 	// the statements it used.
 	defer func() {
 		_ = tx.Rollback() // a no-op after Commit
-		s.stmts.prepareWanted(context.WithoutCancel(ctx), s.w)
+		s.stmts.prepareWanted(ctx, s.w)
 	}()
 	if len(group) == 1 {
 		g := group[0]
+		if err := g.ctx.Err(); err != nil {
+			g.err = err
+			return
+		}
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
 		if err != nil && !keep {
+			g.err = err
+			return
+		}
+		// The caller gave up while its write ran: nothing of it stands.
+		if err := g.ctx.Err(); err != nil {
 			g.err = err
 			return
 		}
@@ -180,8 +198,15 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 		}
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
+		if err == nil || keep {
+			// The caller gave up while its write ran: its changes go, and
+			// so does any error fn had, which nobody is waiting for.
+			if cerr := g.ctx.Err(); cerr != nil {
+				err, keep = cerr, false
+			}
+		}
 		if err != nil && !keep {
-			if _, rerr := tx.Tx.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
+			if _, rerr := tx.Tx.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
 				// SQLite may have rolled the whole transaction back (an I/O
 				// error, a full disk): nothing of the group stands.
 				abort(i, fmt.Errorf("group commit: roll back a failed write: %w", errors.Join(err, rerr)))
@@ -190,7 +215,7 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 			g.err = err
 			continue
 		}
-		if _, err := tx.Tx.ExecContext(context.WithoutCancel(ctx), "RELEASE grp"); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, "RELEASE grp"); err != nil {
 			abort(i, err)
 			return
 		}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/store"
+	sqlite "modernc.org/sqlite"
 )
 
 // metaWrite is a write that stores key in the meta table, then answers with
@@ -247,5 +249,253 @@ func TestGroupCommitPanic(t *testing.T) {
 	}
 	if err := s.write(context.Background(), metaWrite("later", func() error { return nil })); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startWrite runs metaWrite(key) in its own goroutine and waits until it is
+// queued behind the writer held by queueBehind.
+func startWrite(t *testing.T, s *Store, ctx context.Context, queued int, fn func(tx *wtx, now time.Time) error) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- s.write(ctx, fn) }()
+	waitQueued(t, s, queued)
+	return errc
+}
+
+// heldWrite stores key, tells started, and returns once proceed is closed:
+// the group it belongs to stays open, at that write, until then.
+func heldWrite(key string, started chan<- struct{}, proceed <-chan struct{}) func(tx *wtx, now time.Time) error {
+	return func(tx *wtx, now time.Time) error {
+		if _, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES (?, x'00')`, key); err != nil {
+			return err
+		}
+		close(started)
+		<-proceed
+		return nil
+	}
+}
+
+// TestGroupCommitLeaderCancelled cancels the leader of a group while its
+// own write runs, holding the group open at that write: the leader gets its
+// context's error and nothing of its write stands, while the other members
+// of the group commit and succeed.
+func TestGroupCommitLeaderCancelled(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	leaderCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, proceed := make(chan struct{}), make(chan struct{})
+	// The oldest queued write leads the next group, its own write first.
+	leader := startWrite(t, s, leaderCtx, 1, heldWrite("leader", started, proceed))
+	m1 := startWrite(t, s, context.Background(), 2, metaWrite("m1", func() error { return nil }))
+	m2 := startWrite(t, s, context.Background(), 3, metaWrite("m2", func() error { return nil }))
+	release()
+	wait()
+	<-started
+	cancel()
+	close(proceed)
+	if err := <-leader; !errors.Is(err, context.Canceled) {
+		t.Errorf("leader: err %v, want %v", err, context.Canceled)
+	}
+	for key, errc := range map[string]<-chan error{"m1": m1, "m2": m2} {
+		if err := <-errc; err != nil {
+			t.Errorf("member %s: %v, want success", key, err)
+		}
+	}
+	if hasMeta(t, s, "leader") || !hasMeta(t, s, "m1") || !hasMeta(t, s, "m2") {
+		t.Errorf("stored leader %v, m1 %v, m2 %v; want false, true, true", hasMeta(t, s, "leader"), hasMeta(t, s, "m1"), hasMeta(t, s, "m2"))
+	}
+}
+
+// TestGroupCommitLeaderCancelledQueued cancels the next group's leader
+// while it is still queued: it fails alone, without running, and the group
+// it then leads commits the others.
+func TestGroupCommitLeaderCancelledQueued(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	leaderCtx, cancel := context.WithCancel(context.Background())
+	leader := startWrite(t, s, leaderCtx, 1, metaWrite("leader", func() error { return nil }))
+	m1 := startWrite(t, s, context.Background(), 2, metaWrite("m1", func() error { return nil }))
+	m2 := startWrite(t, s, context.Background(), 3, metaWrite("m2", func() error { return nil }))
+	cancel()
+	release()
+	wait()
+	if err := <-leader; !errors.Is(err, context.Canceled) {
+		t.Errorf("leader: err %v, want %v", err, context.Canceled)
+	}
+	for key, errc := range map[string]<-chan error{"m1": m1, "m2": m2} {
+		if err := <-errc; err != nil {
+			t.Errorf("member %s: %v, want success", key, err)
+		}
+	}
+	if hasMeta(t, s, "leader") || !hasMeta(t, s, "m1") || !hasMeta(t, s, "m2") {
+		t.Errorf("stored leader %v, m1 %v, m2 %v; want false, true, true", hasMeta(t, s, "leader"), hasMeta(t, s, "m1"), hasMeta(t, s, "m2"))
+	}
+}
+
+// TestGroupCommitMemberCancelled cancels a member in the middle of a group
+// while its write runs: its write is rolled back to its savepoint and fails
+// with the context's error; the writes before and after it commit.
+func TestGroupCommitMemberCancelled(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	memberCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, proceed := make(chan struct{}), make(chan struct{})
+	before := startWrite(t, s, context.Background(), 1, metaWrite("before", func() error { return nil }))
+	member := startWrite(t, s, memberCtx, 2, heldWrite("member", started, proceed))
+	after := startWrite(t, s, context.Background(), 3, metaWrite("after", func() error { return nil }))
+	release()
+	wait()
+	<-started
+	cancel()
+	close(proceed)
+	if err := <-member; !errors.Is(err, context.Canceled) {
+		t.Errorf("member: err %v, want %v", err, context.Canceled)
+	}
+	for key, errc := range map[string]<-chan error{"before": before, "after": after} {
+		if err := <-errc; err != nil {
+			t.Errorf("%s: %v, want success", key, err)
+		}
+	}
+	if hasMeta(t, s, "member") || !hasMeta(t, s, "before") || !hasMeta(t, s, "after") {
+		t.Errorf("stored member %v, before %v, after %v; want false, true, true", hasMeta(t, s, "member"), hasMeta(t, s, "before"), hasMeta(t, s, "after"))
+	}
+}
+
+// TestGroupCommitAloneCancelled cancels a write that runs alone, while it
+// runs: nothing of it is committed, and it fails with the context's error.
+func TestGroupCommitAloneCancelled(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := s.write(ctx, metaWrite("alone", func() error { cancel(); return nil }))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want %v", err, context.Canceled)
+	}
+	if hasMeta(t, s, "alone") {
+		t.Fatal("a write cancelled while it ran was committed")
+	}
+}
+
+// TestGroupCommitCancelRace runs many writes at once, a third of them
+// cancelled from another goroutine at an arbitrary moment and a third
+// cancelling themselves after their first statement, and checks that every
+// write either succeeded and is stored in full or failed with its context's
+// error and left nothing: no cancellation fails or loses another's write.
+func TestGroupCommitCancelRace(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	const writes = 300
+	errs := make([]error, writes)
+	var wg sync.WaitGroup
+	for i := range writes {
+		ctx, cancel := context.WithCancel(context.Background())
+		key := fmt.Sprint("w", i)
+		fn := func(tx *wtx, now time.Time) error {
+			for part := range 2 {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, x'00')`, fmt.Sprint(key, "/", part)); err != nil {
+					return err
+				}
+				if i%3 == 1 {
+					cancel()
+				}
+			}
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			errs[i] = s.write(ctx, fn)
+		}()
+		if i%3 == 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); cancel() }()
+		}
+	}
+	wg.Wait()
+	var ok int
+	for i, err := range errs {
+		key := fmt.Sprint("w", i)
+		first, second := hasMeta(t, s, key+"/0"), hasMeta(t, s, key+"/1")
+		switch {
+		case err == nil:
+			ok++
+			if !first || !second {
+				t.Errorf("%s succeeded but stored %v, %v", key, first, second)
+			}
+		case errors.Is(err, context.Canceled):
+			if first || second {
+				t.Errorf("%s was cancelled but stored %v, %v", key, first, second)
+			}
+			if i%3 == 0 {
+				t.Errorf("%s, never cancelled, failed: %v", key, err)
+			}
+		default:
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	if ok < writes/3 {
+		t.Errorf("%d of %d writes succeeded, want at least the %d never cancelled", ok, writes, writes/3)
+	}
+}
+
+// cancelDuring holds the cancel functions test_cancel_during(key) calls.
+var cancelDuring sync.Map
+
+func init() {
+	// test_cancel_during(key) cancels the context registered for key from
+	// inside a running statement, then gives the driver's watcher of that
+	// context time to interrupt the statement, as a caller giving up at that
+	// moment would.
+	sqlite.MustRegisterScalarFunction("test_cancel_during", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if c, ok := cancelDuring.Load(args[0]); ok {
+			c.(context.CancelFunc)()
+			time.Sleep(20 * time.Millisecond)
+		}
+		return int64(1), nil
+	})
+}
+
+// TestGroupCommitCancelledDuringStatement cancels a member of a group while
+// one of its statements runs. SQLite answers an interrupted write by rolling
+// back the whole transaction, so the statement must not be interrupted: the
+// member fails alone with its context's error, and the writes before and
+// after it in the group commit.
+func TestGroupCommitCancelledDuringStatement(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	memberCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := t.Name()
+	cancelDuring.Store(key, cancel)
+	defer cancelDuring.Delete(key)
+	// Many VM steps follow the cancellation, so an interrupt would land.
+	slow := func(tx *wtx, now time.Time) error {
+		_, err := tx.ExecContext(memberCtx, `INSERT INTO meta (key, value)
+			WITH RECURSIVE c(n) AS (SELECT test_cancel_during(?) UNION ALL SELECT n+1 FROM c WHERE n < 10000)
+			SELECT 'member', x'00' FROM (SELECT max(n) FROM c)`, key)
+		return err
+	}
+	before := startWrite(t, s, context.Background(), 1, metaWrite("before", func() error { return nil }))
+	member := startWrite(t, s, memberCtx, 2, slow)
+	after := startWrite(t, s, context.Background(), 3, metaWrite("after", func() error { return nil }))
+	release()
+	wait()
+	if err := <-member; !errors.Is(err, context.Canceled) {
+		t.Errorf("member: err %v, want %v", err, context.Canceled)
+	}
+	for key, errc := range map[string]<-chan error{"before": before, "after": after} {
+		if err := <-errc; err != nil {
+			t.Errorf("%s: %v, want success", key, err)
+		}
+	}
+	if hasMeta(t, s, "member") || !hasMeta(t, s, "before") || !hasMeta(t, s, "after") {
+		t.Errorf("stored member %v, before %v, after %v; want false, true, true", hasMeta(t, s, "member"), hasMeta(t, s, "before"), hasMeta(t, s, "after"))
 	}
 }

@@ -75,24 +75,30 @@ func (c *stmtCache) close() {
 	c.ready = nil
 }
 
-// ExecContext runs query prepared when it can.
+// ExecContext runs query prepared when it can, without ctx's
+// cancellation (see write).
 func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.stmts.get(query); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return t.Tx.ExecContext(ctx, query, args...)
 }
 
-// QueryContext runs query prepared when it can.
+// QueryContext runs query prepared when it can, without ctx's
+// cancellation (see write).
 func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.stmts.get(query); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return t.Tx.QueryContext(ctx, query, args...)
 }
 
-// QueryRowContext runs query prepared when it can.
+// QueryRowContext runs query prepared when it can, without ctx's
+// cancellation (see write).
 func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.stmts.get(query); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}

@@ -1,0 +1,134 @@
+package countersign_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+)
+
+// drainFeed reads f until it has nothing new, and returns the event ids.
+func drainFeed(t *testing.T, f *countersign.Feed) []int64 {
+	t.Helper()
+	var ids []int64
+	for {
+		evs, err := f.Next(context.Background(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return ids
+		}
+		for _, ev := range evs {
+			if ev.Proposal == nil || ev.Proposal.ID != ev.Event.ProposalID {
+				t.Fatalf("event %d without its proposal", ev.Event.ID)
+			}
+			ids = append(ids, ev.Event.ID)
+		}
+	}
+}
+
+// A feed hands each event its identity may see out once, in id order, with
+// the proposal as it stands now; what others may not see stays out.
+func TestFeedDeliversEachVisibleEventOnce(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		ctx := context.Background()
+		e := readEngine(t, open)
+		var alices []string
+		for i := range 3 {
+			alices = append(alices, pendingRefund(t, e, fmt.Sprint("call_", i)).ID)
+		}
+		// dave asks in a thread of his own; finance may decide it.
+		if _, err := e.Call(ctx, &countersign.Call{
+			Identity: tDave, ThreadID: "dave-1", ToolCallID: "d1", Action: "payments.refund",
+			Input: json.RawMessage(`{"amount": 1, "customer": "c_1"}`), Mode: countersign.ModeIndependent,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		feeds := map[string]*countersign.Feed{}
+		for _, who := range []countersign.Identity{tAlice, tBob, tDave, tEve} {
+			f, err := e.Feed(ctx, who, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			feeds[who.Actor] = f
+		}
+		want := map[string]int{"alice": 3, "bob": 4, "dave": 1, "eve": 0}
+		for who, f := range feeds {
+			ids := drainFeed(t, f)
+			if len(ids) != want[who] {
+				t.Fatalf("%s's feed: %d events, want %d", who, len(ids), want[who])
+			}
+			for i := 1; i < len(ids); i++ {
+				if ids[i] <= ids[i-1] {
+					t.Fatalf("%s's feed out of order: %v", who, ids)
+				}
+			}
+		}
+		// A decision is new to those who see the proposal, once.
+		if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: alices[0], Verdict: countersign.Reject}); err != nil {
+			t.Fatal(err)
+		}
+		for who, n := range map[string]int{"alice": 1, "bob": 1, "dave": 0, "eve": 0} {
+			evs, err := feeds[who].Next(ctx, 0)
+			if err != nil || len(evs) != n {
+				t.Fatalf("%s after the decision: %v, %d events, want %d", who, err, len(evs), n)
+			}
+			if n == 1 && (evs[0].Event.Type != store.EventDecided || evs[0].Proposal.Status != store.StatusRejected) {
+				t.Fatalf("%s got %s with the proposal %s", who, evs[0].Event.Type, evs[0].Proposal.Status)
+			}
+			if again := drainFeed(t, feeds[who]); len(again) != 0 {
+				t.Fatalf("%s's feed repeats %v", who, again)
+			}
+		}
+	})
+}
+
+// A feed starts after a position the tenant's log has reached, or now; a
+// position beyond the newest event (a restored backup, another server) is an
+// invalid cursor, not a silent stream.
+func TestFeedPositions(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		ctx := context.Background()
+		e := readEngine(t, open)
+		pendingRefund(t, e, "call_1")
+		all, err := e.Feed(ctx, tBob, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := drainFeed(t, all)
+		if len(ids) != 1 {
+			t.Fatalf("history: %v", ids)
+		}
+		newest := ids[0]
+		for _, bad := range []int64{newest + 1, newest + 1000, -2} {
+			if _, err := e.Feed(ctx, tBob, bad); !errors.Is(err, store.ErrInvalidCursor) {
+				t.Fatalf("Feed after %d: %v, want ErrInvalidCursor", bad, err)
+			}
+		}
+		now, err := e.Feed(ctx, tBob, countersign.FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resumed, err := e.Feed(ctx, tBob, newest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := drainFeed(t, now); len(got) != 0 {
+			t.Fatalf("a feed from now replays %v", got)
+		}
+		second := pendingRefund(t, e, "call_2")
+		for name, f := range map[string]*countersign.Feed{"from now": now, "resumed": resumed} {
+			evs, err := f.Next(ctx, 0)
+			if err != nil || len(evs) != 1 || evs[0].Proposal.ID != second.ID {
+				t.Fatalf("%s: %v %v", name, err, evs)
+			}
+		}
+	})
+}

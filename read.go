@@ -1,0 +1,211 @@
+package countersign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign/store"
+)
+
+// The engine's reads. Each checks who is asking: a surface renders what
+// these return and never reads the store itself. A refusal is a
+// *ForbiddenError (another tenant's record, or one the actor may not see);
+// an unknown id is an error wrapping ErrNotFound. Neither reveals anything of
+// the record.
+
+// forbidden is the refusal of a read. It names nothing but the id asked for.
+func forbidden(id Identity, proposalID, reason string) *ForbiddenError {
+	return &ForbiddenError{ProposalID: proposalID, Actor: id.Actor, Reason: reason}
+}
+
+// validID rejects ids no record can have, before they reach a store.
+func validID(s string) bool { return s != "" && len(s) <= store.MaxIDLen }
+
+// Proposal returns a proposal id may see: the owner of its thread (its
+// requester) and whoever may decide it. Another tenant's proposal, or one id
+// may not see, is a *ForbiddenError; an unknown one wraps ErrNotFound.
+func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+	p, err := e.proposalOfTenant(ctx, id, proposalID)
+	if err != nil {
+		return nil, err
+	}
+	if !canSee(id, p) {
+		return nil, forbidden(id, proposalID, "you may not see this proposal")
+	}
+	return p, nil
+}
+
+// Get is Proposal.
+//
+// Deprecated: use Proposal.
+func (e *Engine) Get(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+	return e.Proposal(ctx, id, proposalID)
+}
+
+// proposalOfTenant reads a proposal of id's tenant, telling another
+// tenant's (forbidden) from none at all (not found). It does not check
+// visibility.
+func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+	if !validID(proposalID) {
+		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
+	}
+	p, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
+	if err == nil {
+		return p, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("get proposal: %w", err)
+	}
+	tenant, err := e.store.ProposalTenant(ctx, proposalID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("get proposal: %w", err)
+	case tenant != id.Tenant:
+		return nil, forbidden(id, proposalID, "you may not see this proposal")
+	}
+	// Created between the two reads.
+	p, err = e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
+	if err != nil {
+		return nil, fmt.Errorf("get proposal: %w", err)
+	}
+	return p, nil
+}
+
+// ThreadView is a thread and its conversation, oldest message first.
+type ThreadView struct {
+	Thread   *store.Thread
+	Messages []*store.Message
+}
+
+// Thread returns a thread of id's tenant and its messages. Only the
+// thread's owner may read it (*ForbiddenError otherwise); thread ids are
+// namespaced by tenant, so another tenant's thread of the same id is simply
+// not this tenant's (ErrNotFound).
+func (e *Engine) Thread(ctx context.Context, id Identity, threadID string) (*ThreadView, error) {
+	t, err := e.thread(ctx, id, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if !mayReadThread(id, t) {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner may read it"}
+	}
+	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: id.Tenant, ThreadID: t.ID})
+	if errors.Is(err, store.ErrNotFound) { // deleted meanwhile
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	return &ThreadView{Thread: t, Messages: msgs}, nil
+}
+
+// thread reads a thread of id's tenant without checking who asks.
+func (e *Engine) thread(ctx context.Context, id Identity, threadID string) (*store.Thread, error) {
+	if !validID(threadID) {
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
+	}
+	t, err := e.store.GetThread(ctx, &store.GetThreadParams{Tenant: id.Tenant, ID: threadID})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get thread: %w", err)
+	}
+	return t, nil
+}
+
+// ProposalEvents returns the audit trail of a proposal id may see, oldest
+// first.
+func (e *Engine) ProposalEvents(ctx context.Context, id Identity, proposalID string) ([]*store.Event, error) {
+	p, err := e.Proposal(ctx, id, proposalID)
+	if err != nil {
+		return nil, err
+	}
+	var all []*store.Event
+	const page = 1000
+	for after := int64(0); ; {
+		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: id.Tenant, ProposalID: p.ID, AfterID: after, Limit: page})
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		all = append(all, evs...)
+		if len(evs) < page {
+			return all, nil
+		}
+		after = evs[len(evs)-1].ID
+	}
+}
+
+// List returns a page of the proposals id may see, newest first: every
+// proposal of the threads it owns, and those it may decide.
+func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposalsParams) (*store.ProposalPage, error) {
+	params.Tenant = id.Tenant
+	params.Visible = visibilityOf(id)
+	page, err := e.store.ListProposals(ctx, &params)
+	if err != nil {
+		return nil, fmt.Errorf("list proposals: %w", err)
+	}
+	return page, nil
+}
+
+// ThreadProposals is List of one thread: an unknown thread is ErrNotFound
+// (where List would answer an empty page). An approver who does not own the
+// thread sees the proposals it may decide.
+func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params store.ListProposalsParams) (*store.ProposalPage, error) {
+	if _, err := e.thread(ctx, id, threadID); err != nil {
+		return nil, err
+	}
+	params.ThreadID = threadID
+	return e.List(ctx, id, params)
+}
+
+// Grants lists the grants id may see and revoke (its own, those it granted,
+// and, for operators, the tenant's), newest first, optionally of one thread.
+func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*store.Grant, error) {
+	gs, err := e.store.ListGrants(ctx, &store.ListGrantsParams{Tenant: id.Tenant, ThreadID: threadID})
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	out := gs[:0]
+	for _, g := range gs {
+		if mayManageGrant(id, g) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// RevokeGrant revokes a grant id may manage (see Grants); later calls need a
+// decision again. Revoking twice is not an error. An unknown grant, or
+// another tenant's, wraps ErrNotFound; one id may not manage is a
+// *ForbiddenError.
+func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*store.Grant, error) {
+	if !validID(grantID) {
+		return nil, fmt.Errorf("revoke grant %q: %w", grantID, ErrNotFound)
+	}
+	// The store has no lookup by id alone; a tenant's grants are few.
+	gs, err := e.store.ListGrants(ctx, &store.ListGrantsParams{Tenant: id.Tenant})
+	if err != nil {
+		return nil, fmt.Errorf("revoke grant: %w", err)
+	}
+	var g *store.Grant
+	for _, x := range gs {
+		if x.ID == grantID {
+			g = x
+		}
+	}
+	switch {
+	case g == nil:
+		return nil, fmt.Errorf("revoke grant %q: %w", grantID, ErrNotFound)
+	case !mayManageGrant(id, g):
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the grant's requester, its approver or an operator may revoke it"}
+	}
+	g, err = e.store.RevokeGrant(ctx, &store.RevokeGrantParams{Tenant: id.Tenant, ID: grantID, Actor: id.Actor})
+	if err != nil {
+		return nil, fmt.Errorf("revoke grant: %w", err)
+	}
+	return g, nil
+}
