@@ -22,6 +22,17 @@ var ErrLeaseLost = errors.New("lease lost")
 // issued by another store.
 var ErrInvalidCursor = errors.New("invalid cursor")
 
+// ErrNotThreadOwner is returned when a proposal would be created in a thread
+// that another actor owns. A thread belongs to its first caller; nothing is
+// stored, and nothing of the thread or its proposals is returned.
+var ErrNotThreadOwner = errors.New("thread owned by another actor")
+
+// ErrGrantNotLive is returned when a proposal approved by a grant is created
+// but, in the creating transaction, that grant no longer approves it:
+// revoked, expired, never activated, or made under another rule. Nothing is
+// stored; the caller asks the humans instead.
+var ErrGrantNotLive = errors.New("grant not live")
+
 // ErrInvalidParams wraps a caller's mistake in the parameters of a call.
 var ErrInvalidParams = errors.New("invalid parameters")
 

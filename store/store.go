@@ -22,6 +22,18 @@ type Store interface {
 	// the pending proposals of the same tenant, requester, thread, action and
 	// key, in the same transaction. The thread is created, owned by the
 	// requester, if it does not exist.
+	//
+	// A thread belongs to its first caller: when the thread exists and its
+	// owner is not the proposal's requester, CreateProposal stores nothing
+	// and returns an error wrapping ErrNotThreadOwner — replays included, so
+	// that another actor never gets the owner's proposal back. Of concurrent
+	// creations in a new thread, the first to commit owns it.
+	//
+	// With GrantID, the grant is re-read in the creating transaction and must
+	// still approve the proposal (see GrantApproves), else the error wraps
+	// ErrGrantNotLive and nothing is stored; a revocation that returned
+	// before the creation began is never outrun. With Allowed, the proposal
+	// is stored already executing under a new lease (see AllowedExecution).
 	CreateProposal(ctx context.Context, params *CreateProposalParams) (*CreateProposalResult, error)
 
 	// GetProposal returns one proposal, or ErrNotFound.
@@ -68,7 +80,16 @@ type Store interface {
 	// reconciling ones whose next attempt is due.
 	ClaimBatch(ctx context.Context, params *ClaimBatchParams) ([]*Claimed, error)
 
-	// RenewLease extends a held lease. A stale fence is a *ConflictError.
+	// RenewLease extends a held lease and returns it, its ExpiresAt the
+	// store's clock plus LeaseDuration (the clock a claimer judges expiry by).
+	//
+	// The fence, not the clock, decides who holds a lease: a holder whose
+	// lease ran out but which nobody claimed again still renews, retries and
+	// settles with its fence. Once another claim took the proposal over
+	// (ClaimBatch recovering it, which writes a new token and generation),
+	// every fenced call of the old holder — RenewLease, BeginRetry, Settle,
+	// SettleMany — fails with a *ConflictError matching ErrLeaseLost and
+	// writes nothing.
 	RenewLease(ctx context.Context, params *RenewLeaseParams) (*Lease, error)
 
 	// BeginRetry starts the next attempt of an idempotent action under the
@@ -117,6 +138,10 @@ type Store interface {
 	// ListEvents returns audit events in ID order after AfterID.
 	ListEvents(ctx context.Context, params *ListEventsParams) ([]*Event, error)
 
+	// LastEventID returns the tenant's highest event id, 0 when it has none:
+	// where a stream that starts "now" begins, found by one index probe.
+	LastEventID(ctx context.Context, params *LastEventIDParams) (int64, error)
+
 	// Close releases the driver's resources.
 	Close() error
 }
@@ -129,6 +154,30 @@ type CreateProposalParams struct {
 	// ApprovedBy, when set, creates the proposal already approved by this
 	// decision: a remembered approval (grant) standing in for the humans.
 	ApprovedBy *Decision
+	// GrantID names the grant ApprovedBy stands for (set only with
+	// ApprovedBy). The creating transaction re-reads it: unless it is still
+	// live by the store's clock and approves this proposal (same tenant,
+	// requester, action, version, thread, run for a run grant, input unless
+	// widened, and rule fingerprint), the creation fails with
+	// ErrGrantNotLive.
+	GrantID string
+	// Allowed, when set, records a write the policy allowed: the proposal is
+	// created executing under a new lease, without decisions.
+	Allowed *AllowedExecution
+}
+
+// AllowedExecution asks CreateProposal to record a write the policy allowed
+// without a human. The proposal is stored directly executing, attempt 1, its
+// ConsumedBy its own tool call id, under a new lease of Owner running for
+// LeaseDuration, with no decisions; its Approvers may be empty and its Quorum
+// 0. The events are those of a creation and a claim. A replay of the tool
+// call returns the existing record (Created false) and grants no lease. From
+// there it is an execution like any other: the holder settles with the
+// lease's fence, and a lease that lapses is recovered by ClaimBatch (From
+// executing).
+type AllowedExecution struct {
+	Owner         string
+	LeaseDuration time.Duration
 }
 
 // CreateProposalResult reports what CreateProposal did.
@@ -199,8 +248,10 @@ type DecideParams struct {
 	Via      string
 	Reason   string
 	Remember Scope // only with VerdictApproved
-	// Grant, when set, is stored inactive in the same transaction if this
-	// decision is applied; it goes live when the execution succeeds.
+	// Grant is the grant this approval asks to remember. It is stored,
+	// inactive, in the same transaction only when the approval completes the
+	// quorum and every approval counted toward it asked to remember (see
+	// CompleteGrant); it goes live when the execution succeeds.
 	Grant *Grant
 }
 
@@ -336,6 +387,9 @@ type FindGrantParams struct {
 	Action        string
 	ActionVersion string
 	InputDigest   string
+	// RuleFingerprint is the fingerprint of the rule the call falls under
+	// now: a grant matches only when its own equals it.
+	RuleFingerprint string
 }
 
 // ListGrantsParams selects grants.
@@ -377,6 +431,11 @@ type ListEventsParams struct {
 	ProposalID string // empty: every proposal of the tenant
 	AfterID    int64
 	Limit      int // 0: 1000
+}
+
+// LastEventIDParams names the tenant whose latest event is asked for.
+type LastEventIDParams struct {
+	Tenant string
 }
 
 // Notification tells listeners that something changed in the store.

@@ -167,11 +167,9 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 			settle(p, c, StatusRejected, Outcome{Executed: boolPtr(false), Summary: DefaultSummary(p.Action, StatusRejected, detail)}, now)
 			return DecideApplied, c
 		}
-		if d.Grant != nil {
-			c.Grant = d.Grant.Clone()
-		}
 		if p.Approvals() >= max(p.Quorum, 1) {
 			p.Status = StatusApproved
+			c.Grant = CompleteGrant(p, d.Grant)
 		}
 		return DecideApplied, c
 	case StatusRejected:
@@ -187,6 +185,77 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 	default: // superseded, cancelled
 		return DecideConflict, nil
 	}
+}
+
+// CompleteGrant returns the grant that the approval which just completed p's
+// quorum makes of asked (the grant that approval asked to remember), or nil.
+// A grant stands for a complete approval: every approval counted toward the
+// quorum — each distinct approver's, the completing one included — must have
+// asked to remember, and the narrowest scope asked applies (run is narrower
+// than thread). A run grant is for p's run; a thread grant for none. The
+// grant takes p's rule fingerprint, and is granted by the approver who asked
+// for the scope it has (the completing one when it did). p must already hold
+// the completing decision, last.
+func CompleteGrant(p *Proposal, asked *Grant) *Grant {
+	if asked == nil || len(p.Decisions) == 0 {
+		return nil
+	}
+	var counted []Decision
+	scope := ScopeThread
+	for _, d := range p.Decisions {
+		if d.Decision != VerdictApproved {
+			continue
+		}
+		switch d.Remember {
+		case ScopeRun:
+			scope = ScopeRun
+		case ScopeThread:
+		default:
+			return nil
+		}
+		counted = append(counted, d)
+	}
+	g := asked.Clone()
+	g.Scope = scope
+	g.RunID = ""
+	if scope == ScopeRun {
+		g.RunID = p.RunID
+	}
+	g.RuleFingerprint = p.RuleFingerprint
+	if last := counted[len(counted)-1]; last.Remember != scope {
+		for _, d := range counted {
+			if d.Remember == scope {
+				g.GrantedBy = d.Actor
+				break
+			}
+		}
+	}
+	return g
+}
+
+// GrantMatches reports whether g answers the call q describes, live or not:
+// same tenant, requester, action, version, thread and rule fingerprint, the
+// same input unless the grant was widened to any, and the same run for a run
+// grant.
+func GrantMatches(g *Grant, q *FindGrantParams) bool {
+	if g.Tenant != q.Tenant || g.Requester != q.Requester || g.Action != q.Action ||
+		g.ActionVersion != q.ActionVersion || g.ThreadID != q.ThreadID || g.RuleFingerprint != q.RuleFingerprint {
+		return false
+	}
+	if g.InputDigest != "" && g.InputDigest != q.InputDigest {
+		return false
+	}
+	return g.Scope == ScopeThread || (g.Scope == ScopeRun && g.RunID == q.RunID)
+}
+
+// GrantApproves reports whether g, read in the transaction that creates p,
+// may stand in for p's approval at now: it is live and matches p's call.
+func GrantApproves(g *Grant, p *Proposal, now time.Time) bool {
+	return g.Live(now) && GrantMatches(g, &FindGrantParams{
+		Tenant: p.Tenant, Requester: p.Requester, ThreadID: p.ThreadID, RunID: p.RunID,
+		Action: p.Action, ActionVersion: p.ActionVersion, InputDigest: p.InputDigest,
+		RuleFingerprint: p.RuleFingerprint,
+	})
 }
 
 // ApplyCancel withdraws a pending proposal. Cancelling a cancelled proposal
@@ -426,10 +495,34 @@ func ValidateCreate(p *Proposal) error {
 	return nil
 }
 
-// PrepareCreate stamps a new proposal for insertion, at version 1, pending —
-// or approved, when approvedBy is a remembered approval. Unlike the other
-// transitions it needs no Finish.
-func PrepareCreate(p *Proposal, approvedBy *Decision, now time.Time) *Change {
+// ValidateCreateParams checks a creation's parameters: the proposal (see
+// ValidateCreate), a grant id only with the approval it stands for, and an
+// allowed execution with an owner and a positive lease, never together with
+// an approval.
+func ValidateCreateParams(params *CreateProposalParams) error {
+	if params == nil {
+		return invalidParams("no parameters")
+	}
+	if err := ValidateCreate(params.Proposal); err != nil {
+		return err
+	}
+	switch a := params.Allowed; {
+	case params.GrantID != "" && params.ApprovedBy == nil:
+		return invalidParams("a grant id needs the approval it stands for")
+	case a != nil && params.ApprovedBy != nil:
+		return invalidParams("an allowed execution has no approval")
+	case a != nil && (a.Owner == "" || a.LeaseDuration <= 0):
+		return invalidParams("an allowed execution needs an owner and a positive lease duration")
+	}
+	return nil
+}
+
+// PrepareCreate stamps a new proposal for insertion at version 1: pending;
+// approved, when params.ApprovedBy is a remembered approval; or executing
+// under a new lease (attempt 1, consumed by its own tool call), when
+// params.Allowed records an allowed write. Unlike the other transitions it
+// needs no Finish.
+func PrepareCreate(p *Proposal, params *CreateProposalParams, now time.Time) *Change {
 	p.Status = StatusPending
 	p.Version = 1
 	p.Decisions = nil
@@ -440,13 +533,21 @@ func PrepareCreate(p *Proposal, approvedBy *Decision, now time.Time) *Change {
 	p.UpdatedAt = now
 	c := &Change{}
 	c.event(EventCreated, p.Requester, "", "")
-	if approvedBy != nil {
+	if approvedBy := params.ApprovedBy; approvedBy != nil {
 		d := *approvedBy
 		d.Decision = VerdictApproved
 		d.At = now
 		p.Decisions = []Decision{d}
 		p.Status = StatusApproved
 		c.event(EventDecided, d.Actor, d.Via, string(VerdictApproved))
+	}
+	if a := params.Allowed; a != nil {
+		p.Status = StatusExecuting
+		p.Attempt = 1
+		p.ConsumedBy = p.ToolCallID
+		// The generation is the version the creation writes, as for a claim.
+		p.Lease = &Lease{Owner: a.Owner, Token: NewToken(), Generation: p.Version, ExpiresAt: now.Add(a.LeaseDuration)}
+		c.event(EventClaimed, a.Owner, "", fmt.Sprintf("allowed, attempt %d", p.Attempt))
 	}
 	return c
 }

@@ -166,12 +166,16 @@ type Proposal struct {
 	RememberScopes     []Scope       `json:"-"`
 	GrantAnyInput      bool          `json:"-"`
 	GrantTTL           time.Duration `json:"-"`
-	ReplacementKey     string        `json:"-"`
-	Decisions          []Decision    `json:"decisions"`
-	ExpiresAt          time.Time     `json:"expires_at"`
-	OperationID        string        `json:"operation_id"`
-	Attempt            int           `json:"-"`
-	Lease              *Lease        `json:"-"`
+	// RuleFingerprint identifies the rule the proposal was made under; a
+	// grant made by its approval takes it, and approves only proposals of
+	// the same fingerprint, so that changing the rule retires the grant.
+	RuleFingerprint string     `json:"-"`
+	ReplacementKey  string     `json:"-"`
+	Decisions       []Decision `json:"decisions"`
+	ExpiresAt       time.Time  `json:"expires_at"`
+	OperationID     string     `json:"operation_id"`
+	Attempt         int        `json:"-"`
+	Lease           *Lease     `json:"-"`
 	// ConsumedBy is the tool call that claimed the approval for execution: the
 	// original one, or a later one that spent the two-phase evidence.
 	ConsumedBy    string     `json:"-"`
@@ -273,7 +277,11 @@ type Grant struct {
 	Action        string `json:"action"`
 	ActionVersion string `json:"action_version"`
 	// InputDigest is empty when the rule widened the grant to any input.
-	InputDigest      string     `json:"input_digest,omitempty"`
+	InputDigest string `json:"input_digest,omitempty"`
+	// RuleFingerprint is the fingerprint of the rule the grant was made
+	// under (the origin proposal's); the grant matches only calls made under
+	// a rule of the same fingerprint.
+	RuleFingerprint  string     `json:"-"`
 	OriginProposalID string     `json:"origin_proposal_id"`
 	GrantedBy        string     `json:"granted_by"`
 	CreatedAt        time.Time  `json:"created_at"`

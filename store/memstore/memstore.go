@@ -188,7 +188,7 @@ func (s *Store) replace(p *store.Proposal) {
 
 // CreateProposal implements store.Store.
 func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
-	if err := store.ValidateCreate(params.Proposal); err != nil {
+	if err := store.ValidateCreateParams(params); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -196,6 +196,10 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	}
 	defer s.mu.Unlock()
 	n := params.Proposal.Clone()
+	tk := key(n.Tenant, n.ThreadID)
+	if t, ok := s.threads[tk]; ok && t.Owner != n.Requester {
+		return nil, fmt.Errorf("memstore: create proposal in thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
+	}
 	if id, ok := s.byToolCall[key(n.Tenant, n.ThreadID, n.ToolCallID)]; ok {
 		return &store.CreateProposalResult{Proposal: s.proposals[id].Clone()}, nil
 	}
@@ -206,7 +210,12 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		return nil, fmt.Errorf("memstore: create proposal: %w: confirmation id exists", store.ErrInvalidParams)
 	}
 	now := s.clock()
-	c := store.PrepareCreate(n, params.ApprovedBy, now)
+	if params.GrantID != "" {
+		if g := s.grant(n.Tenant, params.GrantID); g == nil || !store.GrantApproves(g, n, now) {
+			return nil, fmt.Errorf("memstore: create proposal approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)
+		}
+	}
+	c := store.PrepareCreate(n, params, now)
 	res := &store.CreateProposalResult{Created: true}
 	for _, p := range s.order {
 		if store.Supersedes(n, p) {
@@ -218,7 +227,6 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 			res.Superseded = append(res.Superseded, w.Clone())
 		}
 	}
-	tk := key(n.Tenant, n.ThreadID)
 	if _, ok := s.threads[tk]; !ok {
 		s.threads[tk] = &store.Thread{Tenant: n.Tenant, ID: n.ThreadID, Owner: n.Requester, CreatedAt: now}
 	}
@@ -492,15 +500,14 @@ func (s *Store) Resolve(ctx context.Context, params *store.ResolveParams) (*stor
 	})
 }
 
-func matchGrant(g *store.Grant, params *store.FindGrantParams) bool {
-	if g.Tenant != params.Tenant || g.Requester != params.Requester || g.Action != params.Action ||
-		g.ActionVersion != params.ActionVersion || g.ThreadID != params.ThreadID {
-		return false
+// grant returns the tenant's grant id, or nil.
+func (s *Store) grant(tenant, id string) *store.Grant {
+	for _, g := range s.grants {
+		if g.ID == id && g.Tenant == tenant {
+			return g
+		}
 	}
-	if g.InputDigest != "" && g.InputDigest != params.InputDigest {
-		return false
-	}
-	return g.Scope == store.ScopeThread || (g.Scope == store.ScopeRun && g.RunID == params.RunID)
+	return nil
 }
 
 // FindGrant implements store.Store.
@@ -512,7 +519,7 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 	now := s.clock()
 	for i := len(s.grants) - 1; i >= 0; i-- {
 		g := s.grants[i]
-		if g.Live(now) && matchGrant(g, params) {
+		if g.Live(now) && store.GrantMatches(g, params) {
 			return g.Clone(), nil
 		}
 	}
@@ -544,17 +551,16 @@ func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	for _, g := range s.grants {
-		if g.ID == params.ID && g.Tenant == params.Tenant {
-			if g.RevokedAt == nil {
-				t := s.clock()
-				g.RevokedAt = &t
-				g.RevokedBy = params.Actor
-			}
-			return g.Clone(), nil
-		}
+	g := s.grant(params.Tenant, params.ID)
+	if g == nil {
+		return nil, fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
 	}
-	return nil, fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
+	if g.RevokedAt == nil {
+		t := s.clock()
+		g.RevokedAt = &t
+		g.RevokedBy = params.Actor
+	}
+	return g.Clone(), nil
 }
 
 // EnsureThread implements store.Store.
@@ -645,6 +651,20 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		}
 	}
 	return out, nil
+}
+
+// LastEventID implements store.Store.
+func (s *Store) LastEventID(ctx context.Context, params *store.LastEventIDParams) (int64, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	for i := len(s.events) - 1; i >= 0; i-- {
+		if e := s.events[i]; e.Tenant == params.Tenant {
+			return e.ID, nil
+		}
+	}
+	return 0, nil
 }
 
 // Close implements store.Store. Later calls fail.

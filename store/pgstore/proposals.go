@@ -207,7 +207,7 @@ func (s *Store) replacementLock(p *store.Proposal) string {
 // creations with one replacement key take turns, and each sees the ones
 // committed before it, so exactly one pending proposal remains.
 func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
-	if err := store.ValidateCreate(params.Proposal); err != nil {
+	if err := store.ValidateCreateParams(params); err != nil {
 		return nil, wrap("create proposal", err)
 	}
 	sent := params.Proposal
@@ -223,15 +223,50 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		})
 	}, func(tx *txn, now time.Time) error {
 		res = nil
-		if readErr == nil {
-			res = &store.CreateProposalResult{Proposal: existing}
-			return nil
-		}
-		if !errors.Is(readErr, pgx.ErrNoRows) {
+		if readErr != nil && !errors.Is(readErr, pgx.ErrNoRows) {
 			return readErr
 		}
 		n := sent.Clone()
-		c := store.PrepareCreate(n, params.ApprovedBy, now)
+		// The thread first, replays included. The insert waits for a
+		// concurrent one of the same thread and then inserts nothing; the
+		// SELECT after it (a new snapshot) reads whoever committed first.
+		tx.queue(s.q.ensureThread, n.Tenant, n.ThreadID, n.Requester, now)
+		var owner string
+		tx.queue(s.q.getThread, n.Tenant, n.ThreadID).QueryRow(func(row pgx.Row) error {
+			var created time.Time
+			if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+		// The grant that stands in for the approval is read FOR SHARE: a
+		// revocation (an UPDATE of the row) waits for this creation to
+		// commit, or this read waits for the revocation and sees it.
+		var grant *store.Grant
+		if params.GrantID != "" {
+			tx.queue(s.q.lockGrant, n.Tenant, params.GrantID).QueryRow(func(row pgx.Row) error {
+				g, err := scanGrant(row)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				grant = g
+				return err
+			})
+		}
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		if owner != n.Requester {
+			return fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
+		}
+		if readErr == nil {
+			// A replay: nothing of this transaction is to stay.
+			return errReplay
+		}
+		if params.GrantID != "" && (grant == nil || !store.GrantApproves(grant, n, now)) {
+			return fmt.Errorf("approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)
+		}
+		c := store.PrepareCreate(n, params, now)
 		normalize(n)
 		vals, err := proposalValues(n)
 		if err != nil {
@@ -242,6 +277,19 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 			inserted = ct.RowsAffected() == 1
 			return nil
 		})
+		if n.Lease != nil {
+			// An allowed execution's lease runs by the database's clock, as
+			// a claim's does.
+			tx.queue(s.q.leaseFromNow, n.ID, params.Allowed.LeaseDuration.Microseconds()).QueryRow(func(row pgx.Row) error {
+				var exp time.Time
+				err := row.Scan(&exp)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil // the insert was a replay
+				}
+				n.Lease.ExpiresAt = exp.UTC()
+				return err
+			})
+		}
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}
@@ -270,7 +318,6 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 				r.Superseded = append(r.Superseded, old)
 			}
 		}
-		tx.queue(s.q.ensureThread, n.Tenant, n.ThreadID, n.Requester, now)
 		if err := s.queueChange(tx, n, c, now); err != nil {
 			return err
 		}
@@ -280,6 +327,9 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		res = r
 		return nil
 	})
+	if errors.Is(err, errReplay) && readErr == nil {
+		return &store.CreateProposalResult{Proposal: existing}, nil
+	}
 	if errors.Is(err, errReplay) {
 		// The concurrent creation committed (ON CONFLICT waited for it).
 		p, gerr := s.queryProposal(ctx, "tool call "+sent.ToolCallID, s.q.getByToolCall, sent.Tenant, sent.ThreadID, sent.ToolCallID)
@@ -505,7 +555,14 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Pr
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
-		return nil, wrap("claim", err)
+		err = wrap("claim", err)
+		// A lapsed approval was expired by this claim: the caller gets the
+		// expired proposal with the conflict, to settle the expiry once.
+		var ce *store.ConflictError
+		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+			return p, err
+		}
+		return nil, err
 	}
 	return p, nil
 }

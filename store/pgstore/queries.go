@@ -61,9 +61,10 @@ type queries struct {
 	insertEvent, admitMessage, insertGrant, activateGrants                                             string
 	settleRows, insertEvents, admitMessages, activateGrantsMany                                        string
 	ensureThread, getThread, deleteThread, listMessages                                                string
-	findGrant, getGrant, revokeGrant                                                                   string
+	findGrant, getGrant, lockGrant, revokeGrant, leaseFromNow                                          string
 	loadCursorKey                                                                                      string
 	listProposals, listGrants, listEvents                                                              string // prefixes; the filters follow
+	lastEventID                                                                                        string
 }
 
 func newQueries(schema string) *queries {
@@ -171,6 +172,13 @@ func newQueries(schema string) *queries {
 			AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $8)
 			ORDER BY seq DESC LIMIT 1`,
 		getGrant: `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1 AND id = $2`,
+		// lockGrant reads a grant that is to approve a creation, FOR SHARE
+		// so that its revocation serialises with the creation.
+		lockGrant: `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1 AND id = $2 FOR SHARE`,
+		// leaseFromNow sets a new row's lease expiry from the database's
+		// clock. Parameters: id, lease microseconds.
+		leaseFromNow: `UPDATE _S_.proposals SET lease_expires_at = statement_timestamp() + $2::bigint * interval '1 microsecond'
+			WHERE id = $1 RETURNING lease_expires_at`,
 		// The first revocation stands: a second one changes nothing.
 		revokeGrant: `UPDATE _S_.grants SET revoked_at = $3, revoked_by = $4
 			WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL`,
@@ -185,14 +193,16 @@ func newQueries(schema string) *queries {
 		listProposals: `SELECT ` + prefixed("p") + ` FROM _S_.proposals p WHERE p.tenant = $1`,
 		listGrants:    `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
 		listEvents:    `SELECT id, proposal_id, type, actor, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
+		// The tenant's newest event, from the end of events_tenant.
+		lastEventID: `SELECT id FROM _S_.events WHERE tenant = $1 ORDER BY id DESC LIMIT 1`,
 	}
 	for _, p := range []*string{
 		&q.getProposal, &q.getProposalForUpdate, &q.getByToolCall, &q.getByConfirmation, &q.proposalTenant, &q.countByStatus,
 		&q.insertProposal, &q.updateProposal, &q.lockMany, &q.replacement, &q.expireDue, &q.claimBatch,
 		&q.insertEvent, &q.admitMessage, &q.insertGrant, &q.activateGrants,
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,
-		&q.findGrant, &q.getGrant, &q.revokeGrant, &q.loadCursorKey,
-		&q.listProposals, &q.listGrants, &q.listEvents,
+		&q.findGrant, &q.getGrant, &q.lockGrant, &q.revokeGrant, &q.leaseFromNow, &q.loadCursorKey,
+		&q.listProposals, &q.listGrants, &q.listEvents, &q.lastEventID,
 		&q.settleRows, &q.insertEvents, &q.admitMessages, &q.activateGrantsMany,
 	} {
 		*p = qualify(schema, *p)

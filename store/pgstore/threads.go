@@ -141,3 +141,16 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 	}
 	return out, nil
 }
+
+// LastEventID implements store.Store: one probe of events_tenant.
+func (s *Store) LastEventID(ctx context.Context, params *store.LastEventIDParams) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, s.q.lastEventID, params.Tenant).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrap("last event id", err)
+	}
+	return id, nil
+}

@@ -35,6 +35,15 @@ func insertGrant(ctx context.Context, tx *wtx, p *store.Proposal, g *store.Grant
 	return err
 }
 
+// getGrant reads one grant of a tenant, or ErrNotFound.
+func getGrant(ctx context.Context, q querier, tenant, id string) (*store.Grant, error) {
+	g, err := scanGrant(q.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants WHERE tenant = ? AND id = ?`, tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("grant %s: %w", id, store.ErrNotFound)
+	}
+	return g, err
+}
+
 // queryGrants reads every grant a query selects.
 func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]*store.Grant, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
@@ -105,11 +114,7 @@ func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams
 		if err != nil {
 			return err
 		}
-		g, err = scanGrant(tx.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants WHERE tenant = ? AND id = ?`,
-			params.Tenant, params.ID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("grant %s: %w", params.ID, store.ErrNotFound)
-		}
+		g, err = getGrant(ctx, tx, params.Tenant, params.ID)
 		return err
 	})
 	if err != nil {

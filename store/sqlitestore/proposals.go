@@ -263,14 +263,22 @@ func (s *Store) transition(ctx context.Context, op, tenant, id string, fn func(p
 
 // CreateProposal implements store.Store.
 func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
-	if err := store.ValidateCreate(params.Proposal); err != nil {
+	if err := store.ValidateCreateParams(params); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create proposal: %w", err)
 	}
 	n := params.Proposal.Clone()
 	var res *store.CreateProposalResult
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
-		// The write lock makes this lookup and the insert below atomic,
-		// across processes too.
+		// The write lock makes these lookups and the inserts below atomic,
+		// across processes too: of concurrent first calls in a thread, the
+		// first to take the lock owns it.
+		owner, err := threadOwner(ctx, tx, n.Tenant, n.ThreadID)
+		if err != nil {
+			return fmt.Errorf("thread owner: %w", err)
+		}
+		if owner != nil && *owner != n.Requester {
+			return fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
+		}
 		existing, err := getProposalByToolCall(ctx, tx, n.Tenant, n.ThreadID, n.ToolCallID)
 		if err == nil {
 			res = &store.CreateProposalResult{Proposal: existing}
@@ -286,7 +294,18 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		if taken > 0 {
 			return fmt.Errorf("%w: id %s exists", store.ErrInvalidParams, n.ID)
 		}
-		c := store.PrepareCreate(n, params.ApprovedBy, now)
+		if params.GrantID != "" {
+			// Re-read under the write lock, which a revocation takes too: a
+			// revocation that returned is seen here.
+			g, err := getGrant(ctx, tx, n.Tenant, params.GrantID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("grant %s: %w", params.GrantID, err)
+			}
+			if g == nil || !store.GrantApproves(g, n, now) {
+				return fmt.Errorf("approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)
+			}
+		}
+		c := store.PrepareCreate(n, params, now)
 		r := &store.CreateProposalResult{Created: true}
 		if n.ReplacementKey != "" {
 			olds, err := queryProposals(ctx, tx, replacementSQL, n.Tenant, n.ThreadID, n.Requester, n.Action, n.ReplacementKey)
@@ -481,7 +500,14 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Pr
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+		err = fmt.Errorf("sqlitestore: claim: %w", err)
+		// A lapsed approval was expired by this claim: the caller gets the
+		// expired proposal with the conflict, to settle the expiry once.
+		var ce *store.ConflictError
+		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+			return p, err
+		}
+		return nil, err
 	}
 	return p, nil
 }

@@ -700,7 +700,9 @@ func TestThreadsAndMessages(t *testing.T) {
 		t.Errorf("ListMessages of an empty thread = %+v, %v", msgs, err)
 	}
 	// A proposal in bob's thread keeps bob as the owner.
-	p := create(t, s, proposal(c, "t1", "th1")).Proposal
+	p := proposal(c, "t1", "th1")
+	p.Requester = "bob"
+	p = create(t, s, p).Proposal
 	if th, _ := s.GetThread(ctx, &store.GetThreadParams{Tenant: "t1", ID: "th1"}); th.Owner != "bob" {
 		t.Errorf("owner %s, want bob", th.Owner)
 	}

@@ -25,6 +25,18 @@ func getThread(ctx context.Context, q querier, tenant, id string) (*store.Thread
 	return t, nil
 }
 
+// threadOwner returns the owner of a thread, or nil when it does not exist.
+func threadOwner(ctx context.Context, q querier, tenant, id string) (*string, error) {
+	t, err := getThread(ctx, q, tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &t.Owner, nil
+}
+
 // EnsureThread implements store.Store.
 func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadParams) (*store.Thread, error) {
 	if params.Tenant == "" || params.ID == "" {
@@ -167,3 +179,20 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 	}
 	return out, nil
 }
+
+// LastEventID implements store.Store: one probe of events_tenant.
+func (s *Store) LastEventID(ctx context.Context, params *store.LastEventIDParams) (int64, error) {
+	var id int64
+	err := s.rq.QueryRowContext(ctx, lastEventIDSQL, params.Tenant).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: last event id: %w", err)
+	}
+	return id, nil
+}
+
+// lastEventIDSQL reads the tenant's newest event from the end of
+// events_tenant. Parameters: tenant.
+const lastEventIDSQL = `SELECT id FROM events WHERE tenant = ? ORDER BY id DESC LIMIT 1`

@@ -38,6 +38,7 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 			p.GrantAnyInput = true
 			p.GrantTTL = 36 * time.Hour
 			p.ReplacementKey = "c_9"
+			p.RuleFingerprint = "rule_sha256:9f2c"
 			// Sub-millisecond precision must survive.
 			p.ExpiresAt = now.Add(10*time.Minute + 123456*time.Microsecond)
 		})
@@ -120,10 +121,10 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 		first := fx.create(fx.proposal(thread, withKey("c_9"))).Proposal
 
 		fx.clock.Advance(time.Minute)
-		// A replay of the same (tenant, thread, tool call) with every other
-		// field different.
+		// A replay of the same (tenant, thread, tool call) by its requester
+		// with every other field different.
 		replay := NewProposal(tenant, thread, first.ToolCallID,
-			withRequester("mallory"), withAction("files.delete"), withMode(store.ModeIndependent),
+			withAction("files.delete"), withMode(store.ModeIndependent),
 			withKey("c_9"), withInput(`{"path":"/"}`), withExpiresAt(fx.clock.Now().Add(time.Hour)))
 		res := fx.create(replay)
 		if res.Created {
@@ -225,7 +226,7 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 		createdAt := fx.clock.Now()
 		fx.createNew(withRequester("alice"))
 		fx.clock.Advance(time.Second)
-		fx.createNew(withRequester("bob"))
+		fx.createNew(withRequester("alice"))
 
 		th, err := fx.store.GetThread(fx.ctx, &store.GetThreadParams{Tenant: tenant, ID: thread})
 		if err != nil {
@@ -326,7 +327,6 @@ func testReplacement(t *testing.T, newStore Factory) {
 			nextOther bool // the next proposal is another tenant's
 		}{
 			{name: "OtherKey", old: opts(withKey("c_9")), next: opts(withKey("c_10"))},
-			{name: "OtherRequester", old: opts(withKey("c_9")), next: opts(withKey("c_9"), withRequester("bob"))},
 			{name: "OtherThread", old: opts(withKey("c_9")), next: opts(withKey("c_9")), nextTh: "t2"},
 			{name: "OtherAction", old: opts(withKey("c_9")), next: opts(withKey("c_9"), withAction("payments.charge"))},
 			{name: "OtherTenant", old: opts(withKey("c_9")), next: opts(withKey("c_9")), nextOther: true},
@@ -507,8 +507,11 @@ func testThreads(t *testing.T, newStore Factory) {
 			t.Errorf("other tenant's t9: owner %q, want zed", other.Owner)
 		}
 
-		// A proposal in an existing thread keeps its owner.
-		fx.create(fx.proposal("t9", withRequester("carol")))
+		// A proposal in an existing thread keeps its owner; another actor's
+		// is refused.
+		fx.create(fx.proposal("t9", withRequester("alice")))
+		_, err = fx.store.CreateProposal(fx.ctx, &store.CreateProposalParams{Proposal: fx.proposal("t9", withRequester("carol"))})
+		requireErrorIs(t, err, store.ErrNotThreadOwner)
 		got, err := fx.store.GetThread(fx.ctx, &store.GetThreadParams{Tenant: tenant, ID: "t9"})
 		if err != nil {
 			t.Fatalf("GetThread: %v", err)

@@ -28,6 +28,48 @@ func requireIncreasing(t *testing.T, evs []*store.Event) {
 }
 
 func testEvents(t *testing.T, newStore Factory) {
+	t.Run("LastEventID", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		last := func(tn string) int64 {
+			t.Helper()
+			id, err := fx.store.LastEventID(fx.ctx, &store.LastEventIDParams{Tenant: tn})
+			if err != nil {
+				t.Fatalf("LastEventID(%s): %v", tn, err)
+			}
+			return id
+		}
+		if id := last(tenant); id != 0 {
+			t.Errorf("LastEventID of an empty store = %d, want 0", id)
+		}
+		p := fx.approved()
+		evs := fx.events(p.ID)
+		if id := last(tenant); id != evs[len(evs)-1].ID {
+			t.Errorf("LastEventID = %d, want %d", id, evs[len(evs)-1].ID)
+		}
+		// Another tenant's later events are not this tenant's.
+		fx.create(NewProposal(otherTenant, thread, uniqueID("call"), withExpiresAt(fx.clock.Now().Add(time.Hour))))
+		if id := last(tenant); id != evs[len(evs)-1].ID {
+			t.Errorf("LastEventID after another tenant's event = %d, want %d", id, evs[len(evs)-1].ID)
+		}
+		if id := last(otherTenant); id <= evs[len(evs)-1].ID {
+			t.Errorf("other tenant's LastEventID = %d, want above %d", id, evs[len(evs)-1].ID)
+		}
+		if id := last("nobody"); id != 0 {
+			t.Errorf("LastEventID of a tenant without events = %d, want 0", id)
+		}
+		// A stream that starts at LastEventID sees only what comes next.
+		from := last(tenant)
+		fx.decide(fx.createNew(), approver, store.VerdictRejected)
+		after, err := fx.store.ListEvents(fx.ctx, &store.ListEventsParams{Tenant: tenant, AfterID: from})
+		if err != nil {
+			t.Fatalf("ListEvents: %v", err)
+		}
+		if typ := eventTypes(after); len(typ) != 2 || typ[0] != store.EventCreated || typ[1] != store.EventDecided {
+			t.Errorf("events after LastEventID = %v, want created, decided", typ)
+		}
+	})
+
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)

@@ -78,10 +78,16 @@ func testClaim(t *testing.T, newStore Factory) {
 		fx := setup(t, newStore)
 		p := fx.approved(withExpiresAt(fx.clock.Now().Add(time.Minute)))
 		fx.clock.Advance(time.Minute)
-		_, err := fx.store.Claim(fx.ctx, &store.ClaimParams{Tenant: tenant, ID: p.ID, Owner: worker, LeaseDuration: longLease, ConsumedBy: p.ToolCallID})
+		res, err := fx.store.Claim(fx.ctx, &store.ClaimParams{Tenant: tenant, ID: p.ID, Owner: worker, LeaseDuration: longLease, ConsumedBy: p.ToolCallID})
 		requireConflict(t, err, p.ID, store.StatusExpired, []store.Status{store.StatusApproved}, false)
 		got := fx.get(p)
 		requireStatus(t, got, store.StatusExpired)
+		// The claim returns the expired proposal, so that its caller settles
+		// the expiry once (hooks, metrics, waiters).
+		if res == nil {
+			t.Fatalf("Claim of a lapsed approval returned no proposal, want the expired one")
+		}
+		requireSameProposal(t, res, got)
 		if got.Lease != nil || got.Attempt != 0 {
 			t.Errorf("expired proposal: lease %+v, attempt %d; want none, 0", got.Lease, got.Attempt)
 		}
@@ -184,6 +190,81 @@ func testFence(t *testing.T, newStore Factory) {
 		if got := fx.claimBatch(worker2, longLease, 10); len(got) != 0 {
 			t.Errorf("ClaimBatch took a renewed lease: %d claimed", len(got))
 		}
+	})
+
+	t.Run("ExpiredLeaseNobodyTookSettles", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		p := fx.claim(fx.approved(independent), shortLease)
+		fx.elapse(shortLease + leaseSlack)
+		// The holder's lease time has passed, but no claim took over: its
+		// fence still decides, and its known outcome is applied.
+		res := fx.succeed(p)
+		if !res.Changed || res.From != store.StatusExecuting {
+			t.Errorf("Settle = changed %t from %s, want changed from executing", res.Changed, res.From)
+		}
+		requireStatus(t, res.Proposal, store.StatusSucceeded)
+		if got := fx.claimBatch(worker2, longLease, 10); len(got) != 0 {
+			t.Errorf("ClaimBatch after the settlement claimed %v", claimedIDs(got))
+		}
+	})
+
+	t.Run("RenewReturnsLeaseByStoreClock", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		p := fx.claim(fx.approved(), shortLease)
+		fx.clock.Advance(30 * time.Second)
+		l, err := fx.store.RenewLease(fx.ctx, &store.RenewLeaseParams{Tenant: tenant, ID: p.ID, Fence: fenceOf(p), LeaseDuration: time.Hour})
+		if err != nil {
+			t.Fatalf("RenewLease: %v", err)
+		}
+		// The expiry is the store's now plus the duration, what a claimer
+		// judges it by.
+		got := fx.get(p)
+		if !l.ExpiresAt.Equal(got.Lease.ExpiresAt) {
+			t.Errorf("renewed lease runs out at %v, the stored lease at %v", l.ExpiresAt, got.Lease.ExpiresAt)
+		}
+		requireLease(t, fx, got, worker, time.Hour)
+	})
+
+	t.Run("TakenOverLeaseLost", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		a := fx.claim(fx.approved(independent), shortLease)
+		b := fx.claim(fx.approved(independent), shortLease)
+		fx.elapse(shortLease + leaseSlack)
+		claimed := fx.claimBatch(worker2, longLease, 10)
+		if len(claimed) != 2 {
+			t.Fatalf("ClaimBatch recovered %v, want both", claimedIDs(claimed))
+		}
+		old := map[string]*store.Proposal{a.ID: a, b.ID: b}
+		holders := map[string]*store.Proposal{}
+		for _, c := range claimed {
+			if o := old[c.Proposal.ID]; o == nil || c.From != store.StatusExecuting || c.Proposal.Lease.Generation <= o.Lease.Generation {
+				t.Fatalf("recovered %s from %s, generation %d; want one of %s, %s from executing, a newer generation",
+					c.Proposal.ID, c.From, c.Proposal.Lease.Generation, a.ID, b.ID)
+			}
+			holders[c.Proposal.ID] = c.Proposal
+		}
+		// The old holder's fenced calls fail, and write nothing.
+		for name, op := range fencedOps(fx, a) {
+			err := op(fenceOf(a))
+			if err == nil {
+				t.Fatalf("%s by the old holder: no error, want lease lost", name)
+			}
+			requireLeaseLost(t, err)
+			requireSameProposal(t, fx.get(a), holders[a.ID])
+		}
+		sp := settleParams(b, store.StatusSucceeded)
+		_, errs, err := fx.store.SettleMany(fx.ctx, []*store.SettleParams{sp})
+		if err != nil || len(errs) != 1 {
+			t.Fatalf("SettleMany = %v, %v", errs, err)
+		}
+		requireLeaseLost(t, errs[0])
+		requireSameProposal(t, fx.get(b), holders[b.ID])
+		// The new holders settle.
+		fx.succeed(holders[a.ID])
+		fx.succeed(holders[b.ID])
 	})
 
 	t.Run("BeginRetry", func(t *testing.T) {

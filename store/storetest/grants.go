@@ -63,6 +63,7 @@ func findParams(p *store.Proposal) *store.FindGrantParams {
 	return &store.FindGrantParams{
 		Tenant: p.Tenant, Requester: p.Requester, ThreadID: p.ThreadID, RunID: p.RunID,
 		Action: p.Action, ActionVersion: p.ActionVersion, InputDigest: p.InputDigest,
+		RuleFingerprint: p.RuleFingerprint,
 	}
 }
 
@@ -154,6 +155,25 @@ func testGrants(t *testing.T, newStore Factory) {
 		})
 	})
 
+	t.Run("RuleFingerprint", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		fingerprint := func(p *store.Proposal) { p.RuleFingerprint = "rule_a" }
+		// The grant takes the proposal's fingerprint, whatever the asked-for
+		// grant said.
+		g := liveGrant(t, fx, store.ScopeThread, opts(fingerprint), func(g *store.Grant) { g.RuleFingerprint = "rule_forged" })
+		if gs := fx.listGrants(); len(gs) != 1 || gs[0].RuleFingerprint != "rule_a" {
+			t.Fatalf("ListGrants = %+v, want one grant of fingerprint rule_a", gs)
+		}
+		base := findParams(fx.proposal(thread, fingerprint))
+		requireFindGrant(t, fx, base, g, []callLike{
+			{name: "SameRule", match: true},
+			{name: "ChangedRule", edit: func(q *store.FindGrantParams) { q.RuleFingerprint = "rule_b" }},
+			{name: "NoRule", edit: func(q *store.FindGrantParams) { q.RuleFingerprint = "" }},
+			{name: "ForgedRule", edit: func(q *store.FindGrantParams) { q.RuleFingerprint = "rule_forged" }},
+		})
+	})
+
 	t.Run("Expired", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
@@ -218,7 +238,8 @@ func testGrants(t *testing.T, newStore Factory) {
 		fx := setup(t, newStore)
 		g1 := liveGrant(t, fx, store.ScopeThread, nil, nil)
 		fx.clock.Advance(time.Second)
-		g2 := liveGrant(t, fx, store.ScopeRun, opts(withRequester("bob")), nil)
+		// Bob's call is in a thread of his own: he may not call in alice's.
+		g2 := liveGrant(t, fx, store.ScopeRun, opts(withRequester("bob"), func(p *store.Proposal) { p.ThreadID = "t-bob" }), nil)
 		fx.clock.Advance(time.Second)
 		g3 := liveGrant(t, fx, store.ScopeThread, nil, func(g *store.Grant) { g.ThreadID = "t2" })
 		fx.clock.Advance(time.Second)
@@ -241,8 +262,9 @@ func testGrants(t *testing.T, newStore Factory) {
 		}{
 			{"All", store.ListGrantsParams{Tenant: tenant}, []*store.Grant{g3, g2, g1}},
 			{"Requester", store.ListGrantsParams{Tenant: tenant, Requester: "alice"}, []*store.Grant{g3, g1}},
-			{"Thread", store.ListGrantsParams{Tenant: tenant, ThreadID: thread}, []*store.Grant{g2, g1}},
-			{"Both", store.ListGrantsParams{Tenant: tenant, Requester: "bob", ThreadID: thread}, []*store.Grant{g2}},
+			{"Thread", store.ListGrantsParams{Tenant: tenant, ThreadID: thread}, []*store.Grant{g1}},
+			{"Both", store.ListGrantsParams{Tenant: tenant, Requester: "bob", ThreadID: "t-bob"}, []*store.Grant{g2}},
+			{"BothOtherThread", store.ListGrantsParams{Tenant: tenant, Requester: "bob", ThreadID: thread}, nil},
 			{"None", store.ListGrantsParams{Tenant: tenant, Requester: "zed"}, nil},
 		}
 		for _, c := range cases {

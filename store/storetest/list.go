@@ -203,21 +203,32 @@ func testListProposals(t *testing.T, newStore Factory) {
 			fx.clock.Advance(time.Second)
 			return fx.create(fx.proposal(th, o...)).Proposal
 		}
-		// Alice owns t-alice; erin owns t-erin.
+		// deleteThread drops a thread, so that another actor's next call
+		// claims its id: proposals outlive their thread, so a thread may hold
+		// the calls of a requester who no longer owns it.
+		deleteThread := func(th string) {
+			if err := fx.store.DeleteThread(fx.ctx, &store.GetThreadParams{Tenant: tenant, ID: th}); err != nil {
+				t.Fatalf("DeleteThread(%s): %v", th, err)
+			}
+		}
+		// Alice owns t-alice, which holds an older call of bob's; erin owns
+		// t-erin, which holds an older call of frank's.
+		bInAlices := next("t-alice", withRequester("bob"), withApprovers("requester"))
+		deleteThread("t-alice")
 		aFinance := next("t-alice", withRequester("alice"), withApprovers("role:finance"))
 		aSelf := next("t-alice", withRequester("alice"), withApprovers("requester"))
-		bInAlices := next("t-alice", withRequester("bob"), withApprovers("requester"))
-		eDave := next("t-erin", withRequester("erin"), withApprovers("actor:dave"))
 		fInErins := next("t-erin", withRequester("frank"), withApprovers("requester", "role:ops"))
+		deleteThread("t-erin")
+		eDave := next("t-erin", withRequester("erin"), withApprovers("actor:dave"))
 
 		cases := []struct {
 			name string
 			vis  *store.Visibility
 			want []*store.Proposal
 		}{
-			{"Unrestricted", nil, []*store.Proposal{fInErins, eDave, bInAlices, aSelf, aFinance}},
+			{"Unrestricted", nil, []*store.Proposal{eDave, fInErins, aSelf, aFinance, bInAlices}},
 			{"OwnerSeesThread", &store.Visibility{Actor: "alice", Principals: []string{"actor:alice", "role:agent"}},
-				[]*store.Proposal{bInAlices, aSelf, aFinance}},
+				[]*store.Proposal{aSelf, aFinance, bInAlices}},
 			{"RequesterApprover", &store.Visibility{Actor: "bob", Principals: []string{"actor:bob", "role:agent"}},
 				[]*store.Proposal{bInAlices}},
 			{"RequesterApproverOnlyOwnCall", &store.Visibility{Actor: "frank", Principals: []string{"actor:frank"}},
@@ -227,7 +238,7 @@ func testListProposals(t *testing.T, newStore Factory) {
 			{"Actor", &store.Visibility{Actor: "dave", Principals: []string{"actor:dave"}},
 				[]*store.Proposal{eDave}},
 			{"OwnerAndRole", &store.Visibility{Actor: "erin", Principals: []string{"actor:erin", "role:finance"}},
-				[]*store.Proposal{fInErins, eDave, aFinance}},
+				[]*store.Proposal{eDave, fInErins, aFinance}},
 			{"Others", &store.Visibility{Actor: "mallory", Principals: []string{"actor:mallory", "role:support"}}, nil},
 		}
 		for _, c := range cases {

@@ -295,7 +295,7 @@ func testRaces(t *testing.T, newStore Factory) {
 		exp := fx.clock.Now().Add(time.Hour)
 		results := make([]*store.CreateProposalResult, n)
 		concurrently(n, func(i int) {
-			p := NewProposal(tenant, thread, call, withExpiresAt(exp), withKey("k"), withRequester(fmt.Sprintf("req-%02d", i)))
+			p := NewProposal(tenant, thread, call, withExpiresAt(exp), withKey("k"), withInput(fmt.Sprintf(`{"amount":%d}`, i)))
 			res, err := fx.store.CreateProposal(fx.ctx, &store.CreateProposalParams{Proposal: p})
 			if err != nil {
 				t.Errorf("creator %d: %v", i, err)
