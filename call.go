@@ -71,9 +71,13 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 // callRun that reaches the heap (its input goes to the hooks) would take the
 // Call with it.
 type callRun struct {
-	a    *Action
-	m    ruleMatch
+	a *Action
+	m ruleMatch
+	// mode is the call's mode, or its rule's; a grant turns two_phase into
+	// wait, since there is nothing left to confirm.
 	mode Mode
+	// fingerprint is the rule's (see Rule.fingerprint), for asked calls.
+	fingerprint string
 	// input is the validated, canonical snapshot, and digest its hash.
 	input  json.RawMessage
 	digest string
@@ -85,9 +89,14 @@ type callRun struct {
 	prep       *Prepared
 }
 
-// recorded reports whether the call leaves a durable record: every call that
-// asks for a decision. Only those can be repeated as a replay.
-func (r *callRun) recorded() bool { return r.m.effect == EffectAsk }
+// recorded reports whether the call leaves a durable record before it runs:
+// every call that asks for a decision, and every write the policy allows, so
+// that a repeat replays its outcome and never executes again. A read the
+// policy allows leaves none and may run again.
+func (r *callRun) recorded() bool { return r.m.effect == EffectAsk || r.a.kind == KindWrite }
+
+// asked reports whether the call needs a decision (a human's, or a grant's).
+func (r *callRun) asked() bool { return r.m.effect == EffectAsk }
 
 // call runs Call up to the wait: a wait-mode call whose proposal is not
 // settled returns it as wait, for Call to wait on. Each step below either
@@ -115,7 +124,7 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if r.input, r.digest, err = r.a.prepareInput(c.Input); err != nil {
 		return nil, nil, err
 	}
-	if r.recorded() && c.Evidence != "" {
+	if r.asked() && c.Evidence != "" {
 		if res, err, handled := e.spendEvidence(ctx, c, r); handled {
 			return res, nil, err
 		}
@@ -126,8 +135,10 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if !r.recorded() {
 		return withoutWait(e.executeDirect(ctx, c, r.a, r.input))
 	}
-	if err := e.findGrant(ctx, c, r); err != nil {
-		return nil, nil, err
+	if r.asked() {
+		if err := e.findGrant(ctx, c, r); err != nil {
+			return nil, nil, err
+		}
 	}
 	if res, err := e.preflightCall(ctx, c, r); res != nil || err != nil {
 		return res, nil, err
@@ -142,6 +153,8 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	case !created:
 		// A concurrent identical call created it first: resume that one.
 		return e.resumeOrWait(ctx, c, p)
+	case !r.asked():
+		return withoutWait(e.executeAllowed(ctx, p))
 	case r.approvedBy != nil:
 		return withoutWait(e.executeGranted(ctx, c, p))
 	}
@@ -162,10 +175,7 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 	if r.m.effect == EffectDeny {
 		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
 	}
-	r.mode = c.Mode
-	if r.mode == "" {
-		r.mode = r.m.rule.Mode
-	}
+	r.mode = askedMode(c, r)
 	return nil
 }
 
@@ -224,15 +234,16 @@ func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Propos
 	return p, nil
 }
 
-// findGrant looks for a live grant that approves the call. It still gets a
-// proposal (and so an operation id, an outcome, a replay record), and still
-// runs preflight and prepare; the grant is checked again when the proposal
-// is created.
+// findGrant looks for a live grant, made under the call's rule as it stands,
+// that approves the call. The call still gets a proposal (and so an operation
+// id, an outcome, a replay record), and still runs preflight and prepare; the
+// grant is checked again in the transaction that creates the proposal (see
+// record).
 func (e *Engine) findGrant(ctx context.Context, c *Call, r *callRun) error {
 	a := r.a
 	g, err := e.store.FindGrant(ctx, &store.FindGrantParams{
 		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
-		Action: a.name, ActionVersion: a.version, InputDigest: r.digest,
+		Action: a.name, ActionVersion: a.version, InputDigest: r.digest, RuleFingerprint: r.fingerprint,
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -246,6 +257,14 @@ func (e *Engine) findGrant(ctx context.Context, c *Call, r *callRun) error {
 		r.mode = ModeWait // there is nothing to confirm: the caller executes now
 	}
 	return nil
+}
+
+// askedMode is the call's mode without a grant: its own, or its rule's.
+func askedMode(c *Call, r *callRun) Mode {
+	if c.Mode != "" {
+		return c.Mode
+	}
+	return r.m.rule.Mode
 }
 
 // A decision taken by a remembered approval names the grant as its actor and
@@ -321,15 +340,27 @@ func prepareErr(a *Action, err error) error {
 }
 
 // record stores the call's proposal in one transaction, creating the thread
-// if needed. created is false when a concurrent identical call stored it
-// first: p is then that call's.
+// if needed: a pending proposal; one approved by the grant findGrant found,
+// if the grant still approves it in that transaction (else the call asks
+// after all, as if no grant existed, so that a revocation already answered
+// is never outrun); or, for a write the policy allows, a record already
+// executing under this process' lease. created is false when a concurrent
+// identical call stored it first: p is then that call's.
 func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Proposal, created bool, err error) {
-	a, rule := r.a, &r.m.rule
+	a := r.a
 	key, err := a.replacementKeyFor(r.input)
 	if err != nil {
 		return nil, false, fmt.Errorf("call %s: replacement key: %w", a.name, err)
 	}
 	now := e.clock()
+	rule, confirmationID := &r.m.rule, "cnf_"+newID()
+	var allowed *store.AllowedExecution
+	if !r.asked() {
+		// Nobody decides an allowed write, and its caller executes it now.
+		rule, confirmationID = &Rule{TTL: r.m.rule.TTL, Approvers: []string{}}, ""
+		r.mode = ModeWait
+		allowed = &store.AllowedExecution{Owner: e.owner, LeaseDuration: e.lease}
+	}
 	p = &store.Proposal{
 		ID:                 "prp_" + newID(),
 		Tenant:             c.Identity.Tenant,
@@ -346,7 +377,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		Preview:            r.prep.Preview,
 		StateVersion:       r.prep.StateVersion,
 		Confirmation:       r.conf,
-		ConfirmationID:     "cnf_" + newID(),
+		ConfirmationID:     confirmationID,
 		Mode:               r.mode,
 		Approvers:          rule.Approvers,
 		Quorum:             rule.Quorum,
@@ -358,9 +389,21 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		ReplacementKey:     key,
 		ExpiresAt:          now.Add(rule.TTL),
 		OperationID:        "op_" + newID(),
+		RuleFingerprint:    r.fingerprint,
 	}
-	cr, err := e.store.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy})
-	if err != nil {
+	params := &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy, GrantID: r.grantID, Allowed: allowed}
+	cr, err := e.store.CreateProposal(ctx, params)
+	if errors.Is(err, store.ErrGrantNotLive) {
+		// Revoked (or expired, or its rule changed) since findGrant.
+		r.approvedBy, r.grantID, r.mode = nil, "", askedMode(c, r)
+		params.ApprovedBy, params.GrantID, p.Mode = nil, "", r.mode
+		cr, err = e.store.CreateProposal(ctx, params)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotThreadOwner):
+		// Another actor's call created the thread since checkOwner read it.
+		return nil, false, notOwner(c)
+	case err != nil:
 		return nil, false, fmt.Errorf("call %s: create proposal: %w", a.name, err)
 	}
 	for _, s := range cr.Superseded {
@@ -374,6 +417,17 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 	}
 	e.changed(ctx, cr.Proposal, "")
 	return cr.Proposal, true, nil
+}
+
+// executeAllowed executes the record of an allowed write, which this process
+// holds under the lease its creation took, as any claimed execution: a crash
+// or a lost lease leaves it to be recovered like an approved one.
+func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal) (*Result, error) {
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, e.lease, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resultOf(settled), nil
 }
 
 // executeGranted executes a proposal a grant approved at its creation: the
