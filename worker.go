@@ -155,6 +155,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		free := cap(slots) - len(slots)
 		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) {
 			coalesce = nil
+			asked := time.Now()
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
@@ -169,7 +170,8 @@ func (w *Worker) Run(ctx context.Context) error {
 					// The slot is given back once the execution is over:
 					// when its last settlement is queued (its write may
 					// still be on its way; the lease is held until it is
-					// done), or when it ends without one.
+					// done), when it is written if the lease was given up,
+					// or when the execution ends without one.
 					var once sync.Once
 					release := func() {
 						once.Do(func() {
@@ -181,7 +183,16 @@ func (w *Worker) Run(ctx context.Context) error {
 						})
 					}
 					defer release()
-					w.execute(execCtx, cl, func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+					w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error) {
+						if !held {
+							// The lease may have lapsed in the store: a
+							// claim made before this settlement is written
+							// could take the proposal over (this worker's
+							// own next claim too), and the fence would then
+							// refuse a known outcome. The slot waits for
+							// the write.
+							return group.settle(ctx, params, nil)
+						}
 						return group.settle(ctx, params, release)
 					})
 				}()
@@ -228,9 +239,10 @@ func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {
 	}
 }
 
-func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFunc) {
+// execute runs one proposal claimed by a ClaimBatch asked for at asked.
+func (w *Worker) execute(ctx context.Context, cl *store.Claimed, asked time.Time, settle settleFunc) {
 	w.e.changed(ctx, cl.Proposal, cl.From)
-	p, err := w.e.executeClaimed(ctx, cl, w.opts.LeaseDuration, settle)
+	p, err := w.e.executeClaimed(ctx, cl, asked, w.opts.LeaseDuration, settle)
 	if err != nil {
 		w.e.log.Warn("execution ended without settling", "proposal", cl.Proposal.ID, "err", err)
 		return
@@ -242,6 +254,7 @@ func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFu
 // how many proposals it worked on. It is Run's step without the waiting, for
 // tests and for callers that schedule work themselves.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	asked := time.Now()
 	claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 		Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: w.opts.MaxConcurrency,
 	})
@@ -253,7 +266,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.execute(context.WithoutCancel(ctx), cl, nil)
+			w.execute(context.WithoutCancel(ctx), cl, asked, nil)
 		}()
 	}
 	wg.Wait()

@@ -16,6 +16,9 @@ import (
 // Time: drivers read the current time from their own clock (an option, so
 // tests can move it). Lease expiry may be judged by the database's clock.
 type Store interface {
+	// Sessions stores the inbox's signed-in browsers.
+	Sessions
+
 	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
 	// tool call id): a replay returns the existing proposal with Created false
 	// and supersedes nothing. A new proposal with a replacement key supersedes

@@ -265,16 +265,8 @@ func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid stri
 	if err != nil {
 		return nil, err
 	}
-	owner := ""
-	t, err := in.engine.Store().GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
-	switch {
-	case err == nil:
-		owner = t.Owner
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
-	}
 	vis := &store.Visibility{Actor: id.Actor, Principals: countersign.Principals(id)}
-	if p.Tenant != id.Tenant || !store.CanSee(p, owner, vis) {
+	if p.Tenant != id.Tenant || !store.CanSee(p, vis) {
 		return nil, forbidden
 	}
 	return p, nil

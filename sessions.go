@@ -1,0 +1,164 @@
+package countersign
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Session is one signed-in browser of an inbox, as the engine keeps it: in
+// the store, so that it holds across restarts and processes. Nothing it
+// holds is what the browser presents.
+type Session struct {
+	Identity Identity
+	// CredentialSHA256 is the SHA-256 (lowercase hex) of the API key or
+	// token the user signed in with, so that the inbox can check on every
+	// request that the credential still stands for Identity.
+	CredentialSHA256 string
+	// Revocable: the credential can be withdrawn before it expires (an API
+	// key removed from the configuration), so the inbox looks it up again
+	// by CredentialSHA256 on every request.
+	Revocable bool
+	// CSRF is the token every form of the session must carry.
+	CSRF      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// StartSessionParams describes the session to start.
+type StartSessionParams struct {
+	// Identity is who signed in. Tenant and Actor are required.
+	Identity Identity
+	// Credential is the API key or token the user signed in with. The
+	// engine keeps only its SHA-256.
+	Credential string
+	// Revocable: the credential can be withdrawn before it expires and
+	// looked up again by its SHA-256 (an API key).
+	Revocable bool
+	// TTL is the session's lifetime from now. Required.
+	TTL time.Duration
+	// NotAfter, when set, ends the session sooner: a JWT's exp, so that a
+	// session never outlives the token it was opened with.
+	NotAfter time.Time
+}
+
+// maxSessionToken bounds a presented session token: StartSession makes
+// 43-character ones.
+const maxSessionToken = 128
+
+// StartSession stores a new session and returns the token for the browser's
+// cookie. The session lasts TTL, or until NotAfter when that is sooner; a
+// NotAfter already past is ErrInvalidCall.
+func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (string, *Session, error) {
+	id := params.Identity
+	switch {
+	case id.Tenant == "" || id.Actor == "":
+		return "", nil, fmt.Errorf("start session: %w: identity without tenant or actor", ErrInvalidCall)
+	case params.Credential == "":
+		return "", nil, fmt.Errorf("start session: %w: credential required", ErrInvalidCall)
+	case params.TTL <= 0:
+		return "", nil, fmt.Errorf("start session: %w: TTL %v must be positive", ErrInvalidCall, params.TTL)
+	}
+	// Microseconds, as every store keeps them: the session returned here
+	// is the one later lookups find.
+	now := e.clock().Truncate(time.Microsecond)
+	expires := now.Add(params.TTL)
+	if !params.NotAfter.IsZero() && params.NotAfter.Before(expires) {
+		expires = params.NotAfter.UTC().Truncate(time.Microsecond)
+	}
+	if !expires.After(now) {
+		return "", nil, fmt.Errorf("start session: %w: the credential expired at %v", ErrInvalidCall, expires)
+	}
+	token := newSessionToken()
+	rec := &store.Session{
+		ID: sessionDigest(token), Tenant: id.Tenant, Actor: id.Actor, Roles: id.Roles,
+		CredentialSHA256: CredentialSHA256(params.Credential), Revocable: params.Revocable, CSRF: newSessionToken(),
+		CreatedAt: now, ExpiresAt: expires,
+	}
+	if err := e.store.CreateSession(ctx, &store.CreateSessionParams{Session: rec}); err != nil {
+		return "", nil, fmt.Errorf("start session: %w", err)
+	}
+	return token, sessionFrom(rec), nil
+}
+
+// Session returns the live session a browser's token opens. A token that
+// opens none, or opens one that has expired by the engine's clock, is
+// ErrNotFound.
+func (e *Engine) Session(ctx context.Context, token string) (*Session, error) {
+	if token == "" || len(token) > maxSessionToken {
+		return nil, fmt.Errorf("session: %w", ErrNotFound)
+	}
+	rec, err := e.store.GetSession(ctx, &store.GetSessionParams{ID: sessionDigest(token)})
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	// Expired sessions stay stored until a sweep: a lookup stays a read.
+	if !e.clock().Before(rec.ExpiresAt) {
+		return nil, fmt.Errorf("session: expired: %w", ErrNotFound)
+	}
+	return sessionFrom(rec), nil
+}
+
+// EndSession ends the session a token opens, in every process. Ending one
+// that does not exist is not an error.
+func (e *Engine) EndSession(ctx context.Context, token string) error {
+	if token == "" || len(token) > maxSessionToken {
+		return nil
+	}
+	if err := e.store.DeleteSession(ctx, &store.DeleteSessionParams{ID: sessionDigest(token)}); err != nil {
+		return fmt.Errorf("end session: %w", err)
+	}
+	return nil
+}
+
+// SweepSessions removes up to limit sessions that have expired by the
+// engine's clock, and returns how many it removed.
+func (e *Engine) SweepSessions(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, errors.New("sweep sessions: limit must be positive")
+	}
+	n, err := e.store.DeleteExpiredSessions(ctx, &store.DeleteExpiredSessionsParams{Before: e.clock(), Limit: limit})
+	if err != nil {
+		return 0, fmt.Errorf("sweep sessions: %w", err)
+	}
+	return n, nil
+}
+
+// CredentialSHA256 is the digest a Session keeps of a credential: SHA-256,
+// lowercase hex.
+func CredentialSHA256(credential string) string {
+	d := sha256.Sum256([]byte(credential))
+	return hex.EncodeToString(d[:])
+}
+
+// sessionDigest is the store's id of a session token.
+func sessionDigest(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(d[:])
+}
+
+// newSessionToken returns 32 random bytes, base64url-encoded.
+func newSessionToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func sessionFrom(rec *store.Session) *Session {
+	r := rec.Clone()
+	return &Session{
+		Identity:         Identity{Tenant: r.Tenant, Actor: r.Actor, Roles: r.Roles},
+		CredentialSHA256: r.CredentialSHA256,
+		Revocable:        r.Revocable,
+		CSRF:             r.CSRF,
+		CreatedAt:        r.CreatedAt,
+		ExpiresAt:        r.ExpiresAt,
+	}
+}

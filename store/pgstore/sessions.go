@@ -1,0 +1,67 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/countersign/countersign/store"
+)
+
+const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, csrf, created_at, expires_at`
+
+// The session statements; qualify puts the store's schema in.
+const (
+	insertSessionSQL = `INSERT INTO _S_.sessions (` + sessionColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	getSessionSQL    = `SELECT ` + sessionColumns + ` FROM _S_.sessions WHERE id = $1`
+	deleteSessionSQL = `DELETE FROM _S_.sessions WHERE id = $1`
+	// The oldest expired first; SKIP LOCKED lets concurrent sweeps share
+	// the work instead of queueing on the same rows.
+	deleteExpiredSessionsSQL = `DELETE FROM _S_.sessions WHERE id IN
+		(SELECT id FROM _S_.sessions WHERE expires_at <= $1 ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)`
+)
+
+// CreateSession implements store.Store.
+func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionParams) error {
+	sess := params.Session
+	if err := store.ValidateSession(sess); err != nil {
+		return wrap("create session", err)
+	}
+	_, err := s.pool.Exec(ctx, qualify(s.q.schema, insertSessionSQL),
+		sess.ID, sess.Tenant, sess.Actor, sess.Roles, sess.CredentialSHA256, sess.Revocable, sess.CSRF, sess.CreatedAt, sess.ExpiresAt)
+	return wrap("create session", err)
+}
+
+// GetSession implements store.Store.
+func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) (*store.Session, error) {
+	var sess store.Session
+	err := s.pool.QueryRow(ctx, qualify(s.q.schema, getSessionSQL), params.ID).Scan(
+		&sess.ID, &sess.Tenant, &sess.Actor, &sess.Roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, wrap("get session", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap("get session", err)
+	}
+	sess.CreatedAt, sess.ExpiresAt = sess.CreatedAt.UTC(), sess.ExpiresAt.UTC()
+	return &sess, nil
+}
+
+// DeleteSession implements store.Store.
+func (s *Store) DeleteSession(ctx context.Context, params *store.DeleteSessionParams) error {
+	_, err := s.pool.Exec(ctx, qualify(s.q.schema, deleteSessionSQL), params.ID)
+	return wrap("delete session", err)
+}
+
+// DeleteExpiredSessions implements store.Store.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, params *store.DeleteExpiredSessionsParams) (int, error) {
+	if err := store.ValidateDeleteExpiredSessions(params); err != nil {
+		return 0, wrap("delete expired sessions", err)
+	}
+	ct, err := s.pool.Exec(ctx, qualify(s.q.schema, deleteExpiredSessionsSQL), params.Before, params.Limit)
+	if err != nil {
+		return 0, wrap("delete expired sessions", err)
+	}
+	return int(ct.RowsAffected()), nil
+}

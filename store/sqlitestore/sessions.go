@@ -1,0 +1,104 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, csrf, created_at, expires_at`
+
+// CreateSession implements store.Store.
+func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionParams) error {
+	sess := params.Session
+	if err := store.ValidateSession(sess); err != nil {
+		return fmt.Errorf("sqlitestore: create session: %w", err)
+	}
+	created, err := nanos("created_at", sess.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create session: %w", err)
+	}
+	expires, err := nanos("expires_at", sess.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create session: %w", err)
+	}
+	roles, err := jsonList(sess.Roles)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create session: roles: %w", err)
+	}
+	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.Tenant, sess.Actor, roles, sess.CredentialSHA256, sess.Revocable, sess.CSRF, created, expires)
+		if _, dup := uniqueViolation(err); dup {
+			return fmt.Errorf("%w: id exists", store.ErrInvalidParams)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create session: %w", err)
+	}
+	return nil
+}
+
+// GetSession implements store.Store.
+func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) (*store.Session, error) {
+	var (
+		sess             store.Session
+		roles            sql.NullString
+		created, expires int64
+	)
+	err := s.rq.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, params.ID).
+		Scan(&sess.ID, &sess.Tenant, &sess.Actor, &roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlitestore: get session: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get session: %w", err)
+	}
+	if sess.Roles, err = fromJSONList[string](roles); err != nil {
+		return nil, fmt.Errorf("sqlitestore: get session: roles: %w", err)
+	}
+	sess.CreatedAt, sess.ExpiresAt = fromNanos(created), fromNanos(expires)
+	return &sess, nil
+}
+
+// DeleteSession implements store.Store.
+func (s *Store) DeleteSession(ctx context.Context, params *store.DeleteSessionParams) error {
+	err := s.write(ctx, func(tx *wtx, _ time.Time) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, params.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions implements store.Store, the longest expired first.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, params *store.DeleteExpiredSessionsParams) (int, error) {
+	if err := store.ValidateDeleteExpiredSessions(params); err != nil {
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+	}
+	before, err := nanos("before", params.Before)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+	}
+	var n int64
+	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id IN
+			(SELECT id FROM sessions WHERE expires_at <= ? ORDER BY expires_at, id LIMIT ?)`, before, params.Limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+	}
+	return int(n), nil
+}
