@@ -87,6 +87,9 @@ type callRun struct {
 	grantID    string
 	conf       Confirmation
 	prep       *Prepared
+	// leaseAsked is when the creation of an allowed write's record, which
+	// took its lease, was asked for: the lease is reckoned from then.
+	leaseAsked time.Time
 }
 
 // recorded reports whether the call leaves a durable record before it runs:
@@ -154,7 +157,7 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 		// A concurrent identical call created it first: resume that one.
 		return e.resumeOrWait(ctx, c, p)
 	case !r.asked():
-		return withoutWait(e.executeAllowed(ctx, p))
+		return withoutWait(e.executeAllowed(ctx, p, r.leaseAsked))
 	case r.approvedBy != nil:
 		return withoutWait(e.executeGranted(ctx, c, p))
 	}
@@ -392,6 +395,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		RuleFingerprint:    r.fingerprint,
 	}
 	params := &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy, GrantID: r.grantID, Allowed: allowed}
+	r.leaseAsked = time.Now()
 	cr, err := e.store.CreateProposal(ctx, params)
 	if errors.Is(err, store.ErrGrantNotLive) {
 		// Revoked (or expired, or its rule changed) since findGrant.
@@ -422,8 +426,8 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 // executeAllowed executes the record of an allowed write, which this process
 // holds under the lease its creation took, as any claimed execution: a crash
 // or a lost lease leaves it to be recovered like an approved one.
-func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal) (*Result, error) {
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, e.lease, nil)
+func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
 	if err != nil {
 		return nil, err
 	}
