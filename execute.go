@@ -54,6 +54,17 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 	}
 	e.changed(ctx, claimed, store.StatusApproved)
 	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, asked, e.lease, nil)
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The execution was given up with its lease: whoever claims the
+		// proposal next settles it (or already did). The caller is told
+		// where it stands, as any waiter would be, and a repeat of the call
+		// later answers the outcome.
+		now, gerr := e.store.GetProposal(context.WithoutCancel(ctx), &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
+		if gerr != nil {
+			return nil, fmt.Errorf("%w (and reading proposal %s: %w)", err, p.ID, gerr)
+		}
+		return resultOf(now), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +80,9 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
-		settler = e.store.Settle
+		settler = func(ctx context.Context, params *store.SettleParams, _ bool) (*store.TransitionResult, error) {
+			return e.store.Settle(ctx, params)
+		}
 	}
 	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx, asked)
@@ -137,8 +150,10 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 	return x.run(lctx, ctx, a)
 }
 
-// settleFunc writes one settlement.
-type settleFunc func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error)
+// settleFunc writes one settlement. held says whether the lease is still
+// held by this process's reckoning: only then may the worker start other
+// work before the write lands (see settleGroup.settle).
+type settleFunc func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error)
 
 // execution is one lease holder's work on one proposal.
 type execution struct {
@@ -204,7 +219,7 @@ func (x *execution) settleRetrying(ctx context.Context, params *store.SettlePara
 	backoff := 20 * time.Millisecond
 	ambiguous := false
 	for {
-		tr, err := x.settler(ctx, params)
+		tr, err := x.settler(ctx, params, !x.leaseLost())
 		switch {
 		case err == nil:
 			return tr, nil
