@@ -45,7 +45,7 @@ func (c *Call) validate() error {
 	return nil
 }
 
-// Call runs one invocation (DESIGN.md §2). Denials return *DeniedError, bad
+// Call runs one invocation through the call path. Denials return *DeniedError, bad
 // two-phase evidence *EvidenceError, schema failures *InvalidInputError, a
 // call in a thread another actor owns *ForbiddenError (nothing stored, run or
 // revealed); every other answer, including a human's rejection, is a Result.
