@@ -179,6 +179,9 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
 	}
 	r.mode = askedMode(c, r)
+	if r.asked() {
+		r.fingerprint = r.m.rule.fingerprint()
+	}
 	return nil
 }
 
