@@ -48,9 +48,7 @@ func TestGrantStopsMatchingWhenItsRuleChanges(t *testing.T) {
 			"mode":          func(r *countersign.Rule) { r.Mode = countersign.ModeIndependent },
 			"channels":      func(r *countersign.Rule) { r.Channels = []string{"web"} },
 		}
-		i := 0
 		for name, change := range changed {
-			i++
 			rule := grantRule()
 			change(&rule)
 			res, err := h.engineWith(rule).Call(ctx, refundCall("changed_"+name, "", grantInput))
