@@ -430,11 +430,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 // holds under the lease its creation took, as any claimed execution: a crash
 // or a lost lease leaves it to be recovered like an approved one.
 func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
-	if err != nil {
-		return nil, err
-	}
-	return resultOf(settled), nil
+	return e.executeHeld(ctx, p, asked)
 }
 
 // executeGranted executes a proposal a grant approved at its creation: the
