@@ -45,7 +45,7 @@ func (c *Call) validate() error {
 	return nil
 }
 
-// Call runs one invocation (DESIGN.md §2). Denials return *DeniedError, bad
+// Call runs one invocation through the call path. Denials return *DeniedError, bad
 // two-phase evidence *EvidenceError, schema failures *InvalidInputError, a
 // call in a thread another actor owns *ForbiddenError (nothing stored, run or
 // revealed); every other answer, including a human's rejection, is a Result.
@@ -179,6 +179,9 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
 	}
 	r.mode = askedMode(c, r)
+	if r.asked() {
+		r.fingerprint = r.m.rule.fingerprint()
+	}
 	return nil
 }
 
@@ -427,11 +430,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 // holds under the lease its creation took, as any claimed execution: a crash
 // or a lost lease leaves it to be recovered like an approved one.
 func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
-	if err != nil {
-		return nil, err
-	}
-	return resultOf(settled), nil
+	return e.executeHeld(ctx, p, asked)
 }
 
 // executeGranted executes a proposal a grant approved at its creation: the

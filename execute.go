@@ -53,7 +53,14 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		return nil, err
 	}
 	e.changed(ctx, claimed, store.StatusApproved)
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, asked, e.lease, nil)
+	return e.executeHeld(ctx, claimed, asked)
+}
+
+// executeHeld executes, for its caller, an approved proposal this process
+// holds under the lease that a claim (or an allowed write's record) asked
+// for at asked took, and answers the caller.
+func (e *Engine) executeHeld(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
 	if errors.Is(err, store.ErrLeaseLost) {
 		// The execution was given up with its lease: whoever claims the
 		// proposal next settles it (or already did). The caller is told
@@ -408,8 +415,8 @@ func (e *Engine) retryPause(attempt int) time.Duration {
 	return e.retryBackoff << min(max(attempt-1, 0), 10)
 }
 
-// executeDirect runs a call the policy allows without a proposal: nothing is
-// recorded, nothing settles. Authorization already ran; preflight and
+// executeDirect runs an allowed call that is not recorded (a read): no
+// proposal, nothing settles. Authorization already ran; preflight and
 // prepare still run. An uncertain outcome is routed as on every path (see
 // routeUncertain); with nothing stored, a reconciliation that cannot tell
 // answers unknown at once.

@@ -32,6 +32,50 @@ func (h *harness) remember(tool string) {
 	}
 }
 
+// A grant remembers the rule it was made under: once the rule's terms
+// change it approves nothing, and if they change back it approves again.
+func TestGrantStopsMatchingWhenItsRuleChanges(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		h := newHarness(t, harnessOpts{open: open, rules: []countersign.Rule{grantRule()}})
+		ctx := context.Background()
+		h.remember("call_1")
+		changed := map[string]func(r *countersign.Rule){
+			"quorum":        func(r *countersign.Rule) { r.Quorum = 2 },
+			"approvers":     func(r *countersign.Rule) { r.Approvers = []string{"role:finance", "actor:zoe"} },
+			"self-approval": func(r *countersign.Rule) { r.ForbidSelfApproval = true },
+			"remember":      func(r *countersign.Rule) { r.Remember = []countersign.Scope{countersign.ScopeThread} },
+			"mode":          func(r *countersign.Rule) { r.Mode = countersign.ModeIndependent },
+			"channels":      func(r *countersign.Rule) { r.Channels = []string{"web"} },
+		}
+		for name, change := range changed {
+			rule := grantRule()
+			change(&rule)
+			res, err := h.engineWith(rule).Call(ctx, refundCall("changed_"+name, "", grantInput))
+			if err != nil || res.GrantID != "" || res.Status != countersign.ResultPending {
+				t.Fatalf("after the rule's %s changed: %+v, %v; want pending, no grant", name, res, err)
+			}
+		}
+		// The same terms in another engine (another process, a restart): the
+		// grant still approves.
+		res, err := h.engineWith(grantRule()).Call(ctx, refundCall("same_rule", "", grantInput))
+		if err != nil || res.GrantID == "" || res.Status != countersign.ResultSucceeded {
+			t.Fatalf("under the unchanged rule: %+v, %v; want approved by the grant", res, err)
+		}
+	})
+}
+
+// engineWith is another engine on h's store and clock, under rule.
+func (h *harness) engineWith(rule countersign.Rule) *countersign.Engine {
+	h.t.Helper()
+	e, err := countersign.New(countersign.Options{Store: h.store, Now: h.clock.Now, Actions: []*countersign.Action{mustAction(h.t, refundSpec(h.backend))},
+		Policy: &countersign.Policy{Rules: []countersign.Rule{rule}}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
 // Calls that found a live grant before it was revoked, and are still
 // preparing when the revocation is answered, do not go through on it: the
 // grant is checked again when their proposals are created, and they ask a

@@ -164,54 +164,73 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 	}
 }
 
-// A waiting caller that executes its approved call holds the lease the same
-// way: reckoned from before its claim was asked, given up before the store's
-// lease can run out.
+// A caller that executes its own call holds the lease the same way as a
+// worker: reckoned from before its claim (or its allowed write's record,
+// created executing) was asked for, given up before the store's lease can
+// run out; and it is then told where the proposal stands, not handed an
+// error.
 func TestCallerLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const lease = 30 * time.Second
-		fs := faultstore.New(memstore.New(nil))
-		obs := newLeaseObserver()
-		var cancelledAt time.Time
-		a := mustAction(t, countersign.RawActionSpec{Name: "slow", Hooks: countersign.Hooks{
-			Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
-				<-ctx.Done()
-				cancelledAt = time.Now()
-				return nil, ctx.Err()
-			},
-		}})
-		e, err := countersign.New(countersign.Options{Store: fs, Observer: obs, Actions: []*countersign.Action{a}, LeaseDuration: lease,
-			Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}}}})
-		if err != nil {
-			t.Fatal(err)
+	for _, allowed := range []bool{false, true} {
+		name := "approved, the waiting caller executes"
+		if allowed {
+			name = "an allowed write"
 		}
-		fs.SetClaimDelay(lease / 5)
-		fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
-		ctx := context.Background()
-		call := &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c", Action: "slow", Input: json.RawMessage(`{}`), WaitTimeout: 10 * lease}
-		res, err := e.Call(ctx, &countersign.Call{Identity: call.Identity, ThreadID: call.ThreadID, ToolCallID: call.ToolCallID, Action: call.Action, Input: call.Input, WaitTimeout: time.Second})
-		if err != nil || res.Status != countersign.ResultPending {
-			t.Fatalf("Call = %+v, %v; want pending", res, err)
-		}
-		if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
-			t.Fatal(err)
-		}
-		// The caller comes back, claims and executes; its lease is lost
-		// and nobody has recovered the proposal yet: the caller is told it
-		// is pending, not handed an error.
-		if res, err := e.Call(ctx, call); err != nil || res.Status != countersign.ResultPending {
-			t.Fatalf("Call after the lease was lost = %+v, %v; want pending", res, err)
-		}
-		l, ok := fs.Lease(res.ProposalID)
-		if !ok || cancelledAt.IsZero() || !cancelledAt.Before(l.ExpiresAt) {
-			t.Fatalf("Execute's context ended at %v; the store's lease ran out at %v: it must end before", cancelledAt, l.ExpiresAt)
-		}
-		checkRenewalDeadlines(t, fs)
-		if fs.Calls("RenewLease") == 0 || obs.losses() != 1 {
-			t.Fatalf("%d renewals, %d lease losses reported; want some renewals and one loss", fs.Calls("RenewLease"), obs.losses())
-		}
-	})
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const lease = 30 * time.Second
+				fs := faultstore.New(memstore.New(nil))
+				obs := newLeaseObserver()
+				var cancelledAt time.Time
+				a := mustAction(t, countersign.RawActionSpec{Name: "slow", Hooks: countersign.Hooks{
+					Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+						<-ctx.Done()
+						cancelledAt = time.Now()
+						return nil, ctx.Err()
+					},
+				}})
+				rule := countersign.Rule{Match: "*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}
+				if allowed {
+					rule = countersign.Rule{Match: "*", Effect: countersign.EffectAllow}
+				}
+				e, err := countersign.New(countersign.Options{Store: fs, Observer: obs, Actions: []*countersign.Action{a}, LeaseDuration: lease,
+					Policy: &countersign.Policy{Rules: []countersign.Rule{rule}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs.SetClaimDelay(lease / 5)
+				fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
+				ctx := context.Background()
+				call := &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c", Action: "slow", Input: json.RawMessage(`{}`), WaitTimeout: 10 * lease}
+				if !allowed {
+					first := *call
+					first.WaitTimeout = time.Second
+					res, err := e.Call(ctx, &first)
+					if err != nil || res.Status != countersign.ResultPending {
+						t.Fatalf("Call = %+v, %v; want pending", res, err)
+					}
+					if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The caller (back, for the approved call) executes; its
+				// lease is lost and nobody has recovered the proposal yet.
+				res, err := e.Call(ctx, call)
+				if err != nil || res.Status != countersign.ResultPending || res.ProposalID == "" {
+					t.Fatalf("Call after the lease was lost = %+v, %v; want pending", res, err)
+				}
+				l, ok := fs.Lease(res.ProposalID)
+				if !ok || cancelledAt.IsZero() || !cancelledAt.Before(l.ExpiresAt) {
+					t.Fatalf("Execute's context ended at %v; the store's lease ran out at %v: it must end before", cancelledAt, l.ExpiresAt)
+				}
+				checkRenewalDeadlines(t, fs)
+				if fs.Calls("RenewLease") == 0 || obs.losses() != 1 {
+					t.Fatalf("%d renewals, %d lease losses reported; want some renewals and one loss", fs.Calls("RenewLease"), obs.losses())
+				}
+			})
+		})
+	}
 }
 
 // A healthy holder, even one whose renewals answer slowly, renews often
