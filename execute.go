@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/store"
@@ -39,6 +38,7 @@ func (e *Engine) authorize(ctx context.Context, a *Action, id Identity, phase Ph
 
 // claimAndExecute claims an approved proposal for this caller and executes it.
 func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+	asked := time.Now()
 	claimed, err := e.store.Claim(ctx, &store.ClaimParams{
 		Tenant: p.Tenant, ID: p.ID, Owner: e.owner, LeaseDuration: e.lease, ConsumedBy: c.ToolCallID,
 	})
@@ -53,7 +53,7 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		return nil, err
 	}
 	e.changed(ctx, claimed, store.StatusApproved)
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, e.lease, nil)
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, asked, e.lease, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +63,16 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 // executeClaimed runs a claimed proposal to its next resting state (DESIGN.md
 // §6) and returns it. From says what the claim took over: approved (a first
 // execution), executing (a lease that lapsed: the outcome is uncertain) or
-// reconciling. It is shared by in-process callers and the worker.
-func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
+// reconciling. asked is when the claim was asked for: the lease is reckoned
+// from then (see lease.go). It is shared by in-process callers and the
+// worker.
+func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
 		settler = e.store.Settle
 	}
 	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
-	lctx, stop := x.holdLease(ctx)
+	lctx, stop := x.holdLease(ctx, asked)
 	defer stop()
 
 	a, registered := e.Action(p.Action)
@@ -147,79 +149,20 @@ type execution struct {
 	lease time.Duration
 	// settler writes settlements: the store directly, or a worker's group.
 	settler settleFunc
-
-	mu   sync.Mutex
-	lost bool
+	holder  *leaseHolder
 }
 
-// holdLease renews the lease at a third of its duration until stop is called.
-// If the lease is lost, the returned context is cancelled and the execution
-// must never settle.
-func (x *execution) holdLease(ctx context.Context) (context.Context, func()) {
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	// The goroutine reads only these copies: x.p is replaced as the
-	// execution settles.
-	tenant, id, fence := x.p.Tenant, x.p.ID, x.fence
-	// The lease's own expiry may come from another clock (the database's);
-	// this process judges it by its own, counting from before each renewal
-	// was asked for, which errs on the side of giving up early.
-	expires := time.Now().Add(x.lease)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(x.lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-lctx.Done():
-				return
-			case <-t.C:
-			}
-			asked := time.Now()
-			_, err := x.e.store.RenewLease(context.WithoutCancel(ctx), &store.RenewLeaseParams{
-				Tenant: tenant, ID: id, Fence: fence, LeaseDuration: x.lease,
-			})
-			if err == nil {
-				expires = asked.Add(x.lease)
-				continue
-			}
-			if errors.Is(err, store.ErrLeaseLost) || !time.Now().Before(expires) {
-				x.e.log.Warn("execution lease lost", "proposal", id, "err", err)
-				x.mu.Lock()
-				x.lost = true
-				x.mu.Unlock()
-				if x.e.observer != nil {
-					x.e.observer.LeaseLost(id)
-				}
-				cancel()
-				return
-			}
-			x.e.log.Warn("lease renewal failed; retrying", "proposal", id, "err", err)
-		}
-	}()
-	return lctx, func() {
-		close(done)
-		wg.Wait()
-		cancel()
-	}
-}
-
-func (x *execution) leaseLost() bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.lost
-}
+// leaseLost reports whether the execution was given up because its lease
+// was lost or about to lapse. Its known outcome is still settled (the fence
+// decides whether it lands); nothing else may be done under the lease.
+func (x *execution) leaseLost() bool { return x.holder.isLost() }
 
 // settle records the result under the lease. It writes even when the
-// caller's context has ended: the work is done and must be recorded.
+// caller's context has ended, and even after the lease was lost: the work is
+// done and must be recorded, and the fence decides whether it lands. If
+// nobody took the lease over it does; if someone did, the store answers
+// ErrLeaseLost and the new holder treats the outcome as uncertain.
 func (x *execution) settle(ctx context.Context, status store.Status, executed *bool, receipt string, result json.RawMessage, errText string) (*store.Proposal, error) {
-	if x.leaseLost() {
-		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, store.ErrLeaseLost)
-	}
 	params := &store.SettleParams{
 		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: status,
 		Executed: executed, Receipt: receipt, Result: result,
@@ -235,8 +178,15 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 		o := &Outcome{ProposalID: x.p.ID, Status: params.Status, Executed: params.Executed, Receipt: params.Receipt, Result: params.Result, Error: params.Error}
 		params.Presentation = a.hooks.Present(ctx, o)
 	}
+	final := params.Status.Terminal() || params.ReleaseLease
+	if final {
+		x.holder.settlingLast()
+	}
 	tr, err := x.settleRetrying(context.WithoutCancel(ctx), params)
 	if err != nil {
+		if final && errors.Is(err, store.ErrLeaseLost) {
+			x.holder.lose("settlement refused", err)
+		}
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
 	}
 	x.p = tr.Proposal
@@ -292,8 +242,6 @@ func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, 
 		x.e.observer.Executed(a.name, time.Since(began), err)
 	}
 	switch {
-	case x.leaseLost():
-		return nil, fmt.Errorf("execute proposal %s: %w", x.p.ID, store.ErrLeaseLost)
 	case err == nil:
 		if rec == nil {
 			rec = &Receipt{}
@@ -305,11 +253,17 @@ func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, 
 	return x.uncertain(lctx, ctx, a, err)
 }
 
-// uncertain routes an outcome nobody knows (DESIGN.md §6): reconcile if the
-// action can, retry with the same operation id if it is idempotent, else
-// unknown. Nothing here re-issues a non-idempotent write.
+// uncertain routes an outcome nobody knows (see routeUncertain): reconcile
+// if the action can, retry with the same operation id if it is idempotent,
+// else unknown. Nothing here re-issues a non-idempotent write. Without the
+// lease it does nothing: the proposal stays as it is, and whoever claims it
+// next routes the uncertain outcome.
 func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error) (*store.Proposal, error) {
-	if a.hooks.Reconcile != nil {
+	if x.leaseLost() {
+		return nil, fmt.Errorf("proposal %s: outcome uncertain (%v): %w", x.p.ID, cause, store.ErrLeaseLost)
+	}
+	switch routeUncertain(a, x.p.Attempt, x.e.maxAttempts) {
+	case routeReconcile:
 		msg := "outcome uncertain: " + cause.Error()
 		if _, err := x.write(ctx, &store.SettleParams{
 			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: store.StatusReconciling, Error: &msg,
@@ -317,9 +271,7 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 			return nil, err
 		}
 		return x.reconcile(lctx, ctx, a)
-	}
-	if a.idempotent && x.p.Attempt < x.e.maxAttempts {
-		backoff := x.e.retryBackoff << min(max(x.p.Attempt-1, 0), 10)
+	case routeRetry:
 		select {
 		case <-lctx.Done():
 			if x.leaseLost() {
@@ -328,11 +280,9 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 			// The caller stopped waiting; the proposal stays executing and
 			// its lease lapses, so a worker recovers it.
 			return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, lctx.Err())
-		case <-time.After(backoff):
+		case <-time.After(x.e.retryPause(x.p.Attempt)):
 		}
-		p, err := x.e.store.BeginRetry(context.WithoutCancel(ctx), &store.BeginRetryParams{
-			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, LeaseDuration: x.lease,
-		})
+		p, err := x.beginRetry(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, err)
 		}
@@ -349,6 +299,27 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 	return x.settle(ctx, store.StatusUnknown, nil, "", nil, detail)
 }
 
+// beginRetry starts the next attempt under the lease. It renews the lease
+// too, so it is asked with a renewal's deadline and confirms the lease when
+// it succeeds.
+func (x *execution) beginRetry(ctx context.Context) (*store.Proposal, error) {
+	deadline, ok := x.holder.deadline()
+	if !ok {
+		return nil, store.ErrLeaseLost
+	}
+	asked := time.Now()
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	p, err := x.e.store.BeginRetry(rctx, &store.BeginRetryParams{
+		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, LeaseDuration: x.lease,
+	})
+	if err != nil {
+		return nil, err
+	}
+	x.holder.confirmed(asked)
+	return p, nil
+}
+
 // reconcile asks the backend what became of the operation. An unknown answer
 // leaves the proposal reconciling, with the lease released until the next
 // attempt is due.
@@ -357,16 +328,18 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 		Identity: Identity{Tenant: x.p.Tenant, Actor: x.p.Requester, Roles: x.p.RequesterRoles},
 		Action:   a.name, OperationID: x.p.OperationID, ProposalID: x.p.ID,
 	})
-	if x.leaseLost() {
-		return nil, fmt.Errorf("reconcile proposal %s: %w", x.p.ID, store.ErrLeaseLost)
-	}
 	if err == nil {
+		// A definite answer is known even if the lease was lost meanwhile:
+		// it is settled, and the fence decides.
 		switch r.Status {
 		case ReconcileApplied:
 			return x.settle(ctx, store.StatusSucceeded, ptr(true), r.Receipt, r.Result, "")
 		case ReconcileNotApplied:
 			return x.fail(ctx, true, "reconciled: the operation was not applied")
 		}
+	}
+	if x.leaseLost() {
+		return nil, fmt.Errorf("reconcile proposal %s: %w", x.p.ID, store.ErrLeaseLost)
 	}
 	msg := "reconcile: the backend does not know yet whether the operation was applied"
 	if err != nil {
@@ -384,8 +357,47 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 	})
 }
 
-// executeDirect runs a call the policy allows: no proposal, nothing to
-// settle. Authorization already ran; preflight and prepare still run.
+// uncertainRoute is what becomes of an execution whose outcome nobody knows:
+// an error after the call began, a timeout, a cancellation, a crash, a lost
+// lease.
+type uncertainRoute int
+
+const (
+	// routeReconcile asks the backend, by operation id, what happened.
+	routeReconcile uncertainRoute = iota + 1
+	// routeRetry executes again with the same operation id (at least once).
+	routeRetry
+	// routeUnknown gives up: it may or may not have been applied, and
+	// nothing re-issues the write.
+	routeUnknown
+)
+
+// routeUncertain is the one rule for an uncertain outcome, on every
+// execution path: an action that can reconcile reconciles; an idempotent
+// one is executed again with the same operation id until it has been
+// attempted maxAttempts times; anything else is unknown. attempts counts the
+// executions already begun.
+func routeUncertain(a *Action, attempts, maxAttempts int) uncertainRoute {
+	switch {
+	case a.hooks.Reconcile != nil:
+		return routeReconcile
+	case a.idempotent && attempts < maxAttempts:
+		return routeRetry
+	}
+	return routeUnknown
+}
+
+// retryPause is the pause before the attempt after attempt: it doubles with
+// every attempt, up to 2^10 times the first.
+func (e *Engine) retryPause(attempt int) time.Duration {
+	return e.retryBackoff << min(max(attempt-1, 0), 10)
+}
+
+// executeDirect runs a call the policy allows without a proposal: nothing is
+// recorded, nothing settles. Authorization already ran; preflight and
+// prepare still run. An uncertain outcome is routed as on every path (see
+// routeUncertain); with nothing stored, a reconciliation that cannot tell
+// answers unknown at once.
 func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input json.RawMessage) (*Result, error) {
 	var stateVersion string
 	if _, done, err := e.preflight(ctx, c.Identity, a, input); err != nil || done != nil {
@@ -399,7 +411,14 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 		stateVersion = prep.StateVersion
 	}
 	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
-	res := &Result{}
+	succeeded := func(receipt string, result json.RawMessage) (*Result, error) {
+		return &Result{Status: ResultSucceeded, Executed: ptr(true), Receipt: receipt, Result: result,
+			Summary: store.DefaultSummary(a.name, store.StatusSucceeded, receiptDetail(receipt))}, nil
+	}
+	failed := func(reason string) (*Result, error) {
+		return &Result{Status: ResultFailed, Executed: ptr(true), Error: reason,
+			Summary: store.DefaultSummary(a.name, store.StatusFailed, reason)}, nil
+	}
 	for req.Attempt = 1; ; req.Attempt++ {
 		began := time.Now()
 		rec, err := a.hooks.Execute(ctx, req)
@@ -411,35 +430,33 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 			if rec == nil {
 				rec = &Receipt{}
 			}
-			res.Status, res.Executed, res.Receipt, res.Result = ResultSucceeded, ptr(true), rec.ID, rec.Result
-			res.Summary = store.DefaultSummary(a.name, store.StatusSucceeded, receiptDetail(rec.ID))
-			return res, nil
+			return succeeded(rec.ID, rec.Result)
 		case errors.Is(err, ErrNotApplied):
-			res.Status, res.Executed, res.Error = ResultFailed, ptr(true), err.Error()
-			res.Summary = store.DefaultSummary(a.name, store.StatusFailed, err.Error())
-			return res, nil
-		case a.hooks.Reconcile == nil && a.idempotent && req.Attempt < e.maxAttempts && ctx.Err() == nil:
-			select {
-			case <-ctx.Done():
-			case <-time.After(e.retryBackoff << min(req.Attempt-1, 10)):
+			return failed(err.Error())
+		}
+		switch routeUncertain(a, req.Attempt, e.maxAttempts) {
+		case routeRetry:
+			if ctx.Err() == nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(e.retryPause(req.Attempt)):
+				}
 			}
-			continue
-		case a.hooks.Reconcile != nil:
+			if ctx.Err() == nil {
+				continue
+			}
+			// The caller is gone: nobody waits for another attempt.
+		case routeReconcile:
 			r, rerr := a.hooks.Reconcile(context.WithoutCancel(ctx), &ReconcileRequest{Identity: c.Identity, Action: a.name, OperationID: req.OperationID})
-			if rerr == nil && r.Status == ReconcileApplied {
-				res.Status, res.Executed, res.Receipt, res.Result = ResultSucceeded, ptr(true), r.Receipt, r.Result
-				res.Summary = store.DefaultSummary(a.name, store.StatusSucceeded, receiptDetail(r.Receipt))
-				return res, nil
-			}
-			if rerr == nil && r.Status == ReconcileNotApplied {
-				res.Status, res.Executed, res.Error = ResultFailed, ptr(true), "reconciled: the operation was not applied"
-				res.Summary = store.DefaultSummary(a.name, store.StatusFailed, res.Error)
-				return res, nil
+			switch {
+			case rerr != nil:
+			case r.Status == ReconcileApplied:
+				return succeeded(r.Receipt, r.Result)
+			case r.Status == ReconcileNotApplied:
+				return failed("reconciled: the operation was not applied")
 			}
 		}
-		res.Status, res.Error = ResultUnknown, err.Error()
-		res.Summary = store.DefaultSummary(a.name, store.StatusUnknown, "")
-		return res, nil
+		return &Result{Status: ResultUnknown, Error: err.Error(), Summary: store.DefaultSummary(a.name, store.StatusUnknown, "")}, nil
 	}
 }
 

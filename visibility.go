@@ -9,11 +9,11 @@ import (
 // Who may see what. Every surface (HTTP, inbox, chat, AG-UI, MCP, CLI) asks
 // the engine, and the engine asks these functions; nothing else decides.
 //
-// A proposal is visible to its thread's owner and to whoever may decide it
-// (store.CanSee, which the drivers' listing queries restate and the
-// conformance suite pins). Since a thread's owner is the only actor who may
-// make calls in it (CreateProposal refuses any other requester), the owner of
-// a proposal's thread is its requester, so no thread read is needed.
+// A proposal is visible to its requester, to whoever may decide it, and to
+// the tenant's operators while it is reconciling or unknown (store.CanSee,
+// which the drivers' listing queries restate and the conformance suite
+// pins). The requester owned the proposal's thread when it was made: only a
+// thread's owner makes calls in it (CreateProposal refuses anyone else).
 
 // visibilityOf is the listing filter for id: the actor, the principals
 // ("actor:ID", "role:NAME") an approver list may name it by, and whether it
@@ -24,7 +24,7 @@ func visibilityOf(id Identity) *store.Visibility {
 
 // canSee reports whether id may see p.
 func canSee(id Identity, p *store.Proposal) bool {
-	return p.Tenant == id.Tenant && store.CanSee(p, p.Requester, visibilityOf(id))
+	return p.Tenant == id.Tenant && store.CanSee(p, visibilityOf(id))
 }
 
 // mayManageGrant reports whether id may see and revoke g: its requester (who

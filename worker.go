@@ -155,6 +155,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		free := cap(slots) - len(slots)
 		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) {
 			coalesce = nil
+			asked := time.Now()
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
@@ -181,7 +182,7 @@ func (w *Worker) Run(ctx context.Context) error {
 						})
 					}
 					defer release()
-					w.execute(execCtx, cl, func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+					w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
 						return group.settle(ctx, params, release)
 					})
 				}()
@@ -228,9 +229,10 @@ func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {
 	}
 }
 
-func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFunc) {
+// execute runs one proposal claimed by a ClaimBatch asked for at asked.
+func (w *Worker) execute(ctx context.Context, cl *store.Claimed, asked time.Time, settle settleFunc) {
 	w.e.changed(ctx, cl.Proposal, cl.From)
-	p, err := w.e.executeClaimed(ctx, cl, w.opts.LeaseDuration, settle)
+	p, err := w.e.executeClaimed(ctx, cl, asked, w.opts.LeaseDuration, settle)
 	if err != nil {
 		w.e.log.Warn("execution ended without settling", "proposal", cl.Proposal.ID, "err", err)
 		return
@@ -242,6 +244,7 @@ func (w *Worker) execute(ctx context.Context, cl *store.Claimed, settle settleFu
 // how many proposals it worked on. It is Run's step without the waiting, for
 // tests and for callers that schedule work themselves.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	asked := time.Now()
 	claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 		Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: w.opts.MaxConcurrency,
 	})
@@ -253,7 +256,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.execute(context.WithoutCancel(ctx), cl, nil)
+			w.execute(context.WithoutCancel(ctx), cl, asked, nil)
 		}()
 	}
 	wg.Wait()

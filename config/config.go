@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -36,6 +37,10 @@ const (
 	DefaultInputSchema   = `{"type":"object"}`
 	DefaultHookTimeout   = 10 * time.Second // prepare, execute and reconcile
 
+	DefaultMaxStreamsPerActor  = 8                 // events.max_streams_per_actor
+	DefaultSecureCookies       = SecureCookiesAuto // web.secure_cookies
+	DefaultProposalCountsEvery = 30 * time.Second  // metrics.proposal_counts_every
+
 	DefaultTenantClaim = "tid"   // auth.jwt.claims.tenant
 	DefaultActorClaim  = "sub"   // auth.jwt.claims.actor
 	DefaultRolesClaim  = "roles" // auth.jwt.claims.roles
@@ -62,6 +67,8 @@ type Config struct {
 	// Actions are webhook actions, in file order.
 	Actions []Action
 	Metrics Metrics
+	Events  Events
+	Web     Web
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.
@@ -199,6 +206,36 @@ type Endpoint struct {
 type Metrics struct {
 	// RequireRole, if set, closes /metrics to callers without this role.
 	RequireRole string
+	// ProposalCountsEvery is how often the countersign_proposals gauge is
+	// recounted in the store; a scrape reads the last count. Default 30s.
+	ProposalCountsEvery time.Duration
+}
+
+// Events configures the event stream (GET /v1/events).
+type Events struct {
+	// MaxStreamsPerActor bounds the streams one actor holds open at once in
+	// one process. Default 8.
+	MaxStreamsPerActor int
+}
+
+// The values of web.secure_cookies.
+const (
+	// SecureCookiesAuto marks the inbox's cookies Secure when the request
+	// came over TLS, or from a trusted proxy that says it did.
+	SecureCookiesAuto = "auto"
+	// SecureCookiesAlways marks them Secure on every request.
+	SecureCookiesAlways = "always"
+	// SecureCookiesNever never does (plain-HTTP development only).
+	SecureCookiesNever = "never"
+)
+
+// Web configures the approver's inbox.
+type Web struct {
+	// SecureCookies is auto, always or never. Default auto.
+	SecureCookies string
+	// TrustedProxies are the CIDR prefixes of the reverse proxies whose
+	// X-Forwarded-Proto the inbox believes. See TrustedProxies.
+	TrustedProxies []string
 }
 
 // Default returns the configuration of an empty file: every default, no API
@@ -216,6 +253,9 @@ func Default() *Config {
 			MaxAttempts:    DefaultMaxAttempts,
 		},
 		PolicySpec: PolicySpec{DefaultTTL: DefaultTTL},
+		Metrics:    Metrics{ProposalCountsEvery: DefaultProposalCountsEvery},
+		Events:     Events{MaxStreamsPerActor: DefaultMaxStreamsPerActor},
+		Web:        Web{SecureCookies: DefaultSecureCookies},
 	}
 }
 
@@ -285,6 +325,18 @@ func (c *Config) AllowedOrigins() []string { return slices.Clone(c.CORS.AllowedO
 
 // MetricsRole returns the role /metrics requires, or "" when it is open.
 func (c *Config) MetricsRole() string { return c.Metrics.RequireRole }
+
+// TrustedProxies returns web.trusted_proxies parsed. A validated
+// configuration holds only prefixes that parse.
+func (c *Config) TrustedProxies() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.Web.TrustedProxies))
+	for _, s := range c.Web.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // ErrSecretUnset is wrapped by the errors of WebhookSecret and HS256Secret
 // when a secret is not configured or its environment variable is empty.

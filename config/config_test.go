@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -66,6 +67,9 @@ func exampleConfig() *Config {
 			Execute:        &Endpoint{URL: "http://127.0.0.1:9100/execute", Timeout: 10 * time.Second},
 			Reconcile:      &Endpoint{URL: "http://127.0.0.1:9100/reconcile", Timeout: 5 * time.Second},
 		}},
+		Metrics: Metrics{ProposalCountsEvery: 30 * time.Second},
+		Events:  Events{MaxStreamsPerActor: 8},
+		Web:     Web{SecureCookies: "auto"},
 	}
 	return c
 }
@@ -116,6 +120,9 @@ func TestDefault(t *testing.T) {
 		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
 		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
 		PolicySpec:       PolicySpec{DefaultTTL: 10 * time.Minute},
+		Metrics:          Metrics{ProposalCountsEvery: 30 * time.Second},
+		Events:           Events{MaxStreamsPerActor: 8},
+		Web:              Web{SecureCookies: "auto"},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -237,6 +244,21 @@ func TestErrors(t *testing.T) {
 		{"origin scheme", "cors:\n  allowed_origins:\n    - a.example\n", 3, "want an origin"},
 		{"webhook env", "webhook_secret_env: \"\"\n", 1, "webhook_secret_env: \"\": want an environment variable name"},
 		{"metrics role", "metrics:\n  require_role: \"ops team\"\n", 2, "metrics.require_role"},
+		{"metrics counts every", "metrics:\n  proposal_counts_every: 0s\n", 2, "metrics.proposal_counts_every: 0s: must be positive"},
+		{"metrics counts every type", "metrics:\n  proposal_counts_every: often\n", 2, "metrics.proposal_counts_every"},
+		// events
+		{"streams zero", "events:\n  max_streams_per_actor: 0\n", 2, "events.max_streams_per_actor: 0: must be positive"},
+		{"streams negative", "events: {max_streams_per_actor: -3}\n", 1, "events.max_streams_per_actor: -3: must be positive"},
+		{"streams type", "events:\n  max_streams_per_actor: many\n", 2, "events.max_streams_per_actor"},
+		{"events unknown key", "events:\n  max_streams: 4\n", 2, "max_streams"},
+		// web
+		{"secure cookies", "web:\n  secure_cookies: sometimes\n", 2, "web.secure_cookies: \"sometimes\": want auto, always or never"},
+		{"secure cookies bool", "web:\n  secure_cookies: true\n", 2, "web.secure_cookies"},
+		{"proxy address", "web:\n  trusted_proxies:\n    - 10.0.0.0/8\n    - 10.1.2.3\n", 4, "web.trusted_proxies[1]: \"10.1.2.3\": want a CIDR prefix; for this one address write 10.1.2.3/32"},
+		{"proxy host bits", "web:\n  trusted_proxies: [\"10.1.2.3/8\"]\n", 2, "web.trusted_proxies[0]: \"10.1.2.3/8\": has host bits set; the prefix is 10.0.0.0/8"},
+		{"proxy garbage", "web:\n  trusted_proxies:\n    - proxy.internal\n", 3, "want a CIDR prefix such as 10.0.0.0/8"},
+		{"proxy not a list", "web:\n  trusted_proxies: 10.0.0.0/8\n", 2, "web.trusted_proxies"},
+		{"web unknown key", "web:\n  cookies: always\n", 2, "cookies"},
 		// worker
 		{"poll vs lease", "worker:\n  poll_interval: 10s\n  lease: 30s\n", 2, "worker.poll_interval: 10s must be less than a third of worker.lease (30s)"},
 		{"poll vs default lease", "worker:\n  poll_interval: 15s\n", 2, "less than a third of worker.lease (30s)"},
@@ -541,7 +563,11 @@ auth:
     claims: {tenant: org}
 cors:
   allowed_origins: ["https://inbox.example.com", "*"]
-metrics: {require_role: operator}
+metrics: {require_role: operator, proposal_counts_every: 5s}
+events: {max_streams_per_actor: 2}
+web:
+  secure_cookies: always
+  trusted_proxies: ["10.0.0.0/8", "fd00::/8", "192.0.2.7/32"]
 `)
 	keys := c.APIKeys()
 	if sum := sha256.Sum256([]byte("ck_dev_alice")); len(keys) != 2 || keys[0].KeySHA256 != hex.EncodeToString(sum[:]) {
@@ -570,6 +596,16 @@ metrics: {require_role: operator}
 	}
 	if c.MetricsRole() != "operator" || Default().MetricsRole() != "" {
 		t.Errorf("MetricsRole() = %q", c.MetricsRole())
+	}
+	if c.Metrics.ProposalCountsEvery != 5*time.Second || c.Events.MaxStreamsPerActor != 2 || c.Web.SecureCookies != SecureCookiesAlways {
+		t.Errorf("metrics %+v, events %+v, web %+v", c.Metrics, c.Events, c.Web)
+	}
+	wantProxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("192.0.2.7/32")}
+	if got := c.TrustedProxies(); !reflect.DeepEqual(got, wantProxies) {
+		t.Errorf("TrustedProxies() = %v, want %v", got, wantProxies)
+	}
+	if got := Default().TrustedProxies(); len(got) != 0 {
+		t.Errorf("Default().TrustedProxies() = %v", got)
 	}
 }
 

@@ -42,7 +42,13 @@
 //	    prepare:   {url: http://127.0.0.1:9100/prepare,   timeout: 5s}  # optional
 //	    execute:   {url: http://127.0.0.1:9100/execute,   timeout: 10s} # required
 //	    reconcile: {url: http://127.0.0.1:9100/reconcile, timeout: 5s}  # optional
-//	metrics: {require_role: operator}     # default: /metrics is open
+//	metrics:
+//	  require_role: operator              # default: /metrics is open
+//	  proposal_counts_every: 30s          # how often countersign_proposals is recounted
+//	events: {max_streams_per_actor: 8}    # open event streams per actor and process
+//	web:                                  # the approver's inbox
+//	  secure_cookies: auto                # auto | always | never
+//	  trusted_proxies: [10.0.0.0/8]       # CIDR prefixes whose X-Forwarded-Proto is believed
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -79,7 +85,7 @@
 //
 // [Config.Policy], [Config.EngineOptions] and [Config.WorkerOptions] give the
 // engine's and the worker's options; [Config.APIKeys], [Config.JWT],
-// [Config.AllowedOrigins] and [Config.MetricsRole] what a server
-// authenticates and exposes with. Actions stay descriptions ([Action]); the
+// [Config.AllowedOrigins], [Config.MetricsRole] and [Config.TrustedProxies]
+// what a server authenticates and exposes with. Actions stay descriptions ([Action]); the
 // webhook package turns them into countersign actions.
 package config

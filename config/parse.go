@@ -524,7 +524,19 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 			})
 		}},
 		{"metrics", func(p string, v *yaml.Node) {
-			d.mapping(p, v, []key{{"require_role", text(d, &c.Metrics.RequireRole)}})
+			d.mapping(p, v, []key{
+				{"require_role", text(d, &c.Metrics.RequireRole)},
+				{"proposal_counts_every", d.duration(&c.Metrics.ProposalCountsEvery)},
+			})
+		}},
+		{"events", func(p string, v *yaml.Node) {
+			d.mapping(p, v, []key{{"max_streams_per_actor", d.integer(&c.Events.MaxStreamsPerActor)}})
+		}},
+		{"web", func(p string, v *yaml.Node) {
+			d.mapping(p, v, []key{
+				{"secure_cookies", text(d, &c.Web.SecureCookies)},
+				{"trusted_proxies", texts(d, &c.Web.TrustedProxies)},
+			})
 		}},
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -95,6 +96,42 @@ func (v *validator) config(c *Config) {
 	if r := c.Metrics.RequireRole; r != "" && !isToken(r) {
 		v.fail("metrics.require_role", "%q: a role has no spaces or control characters", r)
 	}
+	if e := c.Metrics.ProposalCountsEvery; e <= 0 {
+		v.fail("metrics.proposal_counts_every", "%v: must be positive", e)
+	}
+	if n := c.Events.MaxStreamsPerActor; n <= 0 {
+		v.fail("events.max_streams_per_actor", "%d: must be positive", n)
+	}
+	v.web(&c.Web)
+}
+
+func (v *validator) web(w *Web) {
+	switch w.SecureCookies {
+	case SecureCookiesAuto, SecureCookiesAlways, SecureCookiesNever:
+	default:
+		v.fail("web.secure_cookies", "%q: want auto, always or never", w.SecureCookies)
+	}
+	for i, s := range w.TrustedProxies {
+		if err := checkProxy(s); err != nil {
+			v.fail(item("web.trusted_proxies", i), "%v", err)
+		}
+	}
+}
+
+// checkProxy checks a trusted proxy's prefix: a CIDR, without host bits, so
+// that what the file says is what is trusted.
+func checkProxy(s string) error {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		if a, aerr := netip.ParseAddr(s); aerr == nil {
+			return fmt.Errorf("%q: want a CIDR prefix; for this one address write %s", s, netip.PrefixFrom(a, a.BitLen()))
+		}
+		return fmt.Errorf("%q: want a CIDR prefix such as 10.0.0.0/8 or fd00::/8", s)
+	}
+	if m := p.Masked(); m != p {
+		return fmt.Errorf("%q: has host bits set; the prefix is %s", s, m)
+	}
+	return nil
 }
 
 func checkListen(addr string) error {

@@ -83,15 +83,6 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, id countersi
 		}
 		return callError(err)
 	}
-	// The thread's owner is its first caller, also for calls that needed no
-	// proposal (denials store nothing, and return above). Storing a
-	// proposal created its thread in the same transaction, so only a call
-	// without one needs the extra write.
-	if res.ProposalID == "" {
-		if _, err := s.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: id.Tenant, ID: req.ThreadID, Owner: id.Actor}); err != nil {
-			s.log.WarnContext(ctx, "ensure thread", "tenant", id.Tenant, "thread", req.ThreadID, "err", err)
-		}
-	}
 	writeJSON(w, http.StatusOK, callResponse(res))
 	return nil
 }
@@ -110,6 +101,12 @@ func refusal(err error) map[string]any {
 
 // callError maps the engine's other errors to API.md's answers.
 func callError(err error) error {
+	if errors.Is(err, countersign.ErrForbidden) || errors.Is(err, store.ErrNotThreadOwner) {
+		// Another actor's thread: the answer must say nothing of it (no
+		// proposal, input, operation or confirmation id, result), so it is
+		// the same whatever the thread holds.
+		return errForbidden("only the thread's owner may make calls in it")
+	}
 	if in, ok := errors.AsType[*countersign.InvalidInputError](err); ok {
 		ps := make([]problem, len(in.Problems))
 		for i, p := range in.Problems {

@@ -21,15 +21,22 @@
 // in a body or a query chooses them. /healthz, /readyz and /openapi.json are
 // open; /metrics is open unless [Options.MetricsRole] names the role it needs.
 //
-// # Visibility
+// # Visibility and ownership
 //
-// A proposal is visible to the owner of its thread (the thread's first
-// caller) and to the actors who may decide it (its approvers: "requester",
-// "role:NAME", "actor:ID"). Another tenant's proposal, or one the caller may
-// not see, answers 403; an unknown one 404. Thread ids are namespaced by
-// tenant, so another tenant's thread is simply unknown (404). A thread and its
-// messages are shown to its owner only. Grants are shown to, and may be
-// revoked by, their requester, the approver who granted them, and operators.
+// The server decides none of it: every read and every write goes through
+// the engine ([countersign.Engine.Proposal], Thread, ThreadProposals,
+// ProposalEvents, Grants, RevokeGrant, Feed, Call, Decide, …), which
+// enforces who may see and do what, and the server maps its refusals to
+// answers. A proposal is visible to the owner of its thread (the thread's
+// first caller) and to the actors who may decide it (its approvers:
+// "requester", "role:NAME", "actor:ID"). Another tenant's proposal, or one
+// the caller may not see, answers 403; an unknown one 404. Thread ids are
+// namespaced by tenant, so another tenant's thread is simply unknown (404).
+// A thread and its messages are shown to its owner only, and only the owner
+// makes calls in it: anyone else gets 403 FORBIDDEN, which says nothing of
+// the thread (no proposal, confirmation id or result). Grants are shown to,
+// and may be revoked by, their requester, the approver who granted them, and
+// operators.
 //
 // # Decision channels
 //
@@ -55,12 +62,17 @@
 // proposal object as data and the store's audit event id as id, so a client
 // resumes with Last-Event-ID. The stream wakes on the engine's change
 // notifications and polls the store's audit events as a fallback, so changes
-// made by other processes arrive too. Each event is sent once per stream; it
-// re-reads a few seconds behind its position, because PostgreSQL may commit
-// an event after one with a higher id, so such a late event can arrive after
-// a higher id. Without Last-Event-ID a stream starts now; the first stream
-// of a tenant in a process reads the tenant's audit history once to find
-// "now".
+// made by other processes arrive too. The stream reads the engine's feed
+// ([countersign.Engine.Feed]), which sends each event once and only to those
+// who may see its proposal; PostgreSQL may commit an event after one with a
+// higher id, so such a late event can arrive after a higher id. A stream
+// resuming from an old Last-Event-ID pages forward through the history once.
+// Without Last-Event-ID a stream starts now; a Last-Event-ID that is
+// malformed or ahead of the newest event answers 400 INVALID_CURSOR.
+//
+// One actor (tenant and actor) holds at most [Options.MaxStreamsPerActor]
+// event streams at once in one process (default 8); one more answers 429
+// TOO_MANY_REQUESTS with Retry-After, before anything is read.
 //
 // The http.Server from [Server.HTTPServer] bounds headers and bodies
 // against slow clients, and leaves WriteTimeout unset so long-polls and

@@ -18,6 +18,7 @@ const (
 	CodeInvalidCursor    = "INVALID_CURSOR"     // 400
 	CodeBodyTooLarge     = "BODY_TOO_LARGE"     // 413
 	CodeInvalidState     = "INVALID_STATE"      // 409
+	CodeTooManyRequests  = "TOO_MANY_REQUESTS"  // 429
 	CodeNotReady         = "NOT_READY"          // 503
 	CodeInternal         = "INTERNAL"           // 500
 )

@@ -29,40 +29,44 @@ func streamName(t store.EventType) string {
 }
 
 const (
-	// eventPage is how many audit events the stream reads at once.
+	// eventPage is how many events the stream takes from its feed at once.
 	eventPage = 500
 	// eventWriteTimeout bounds writing one event to a slow client.
 	eventWriteTimeout = 30 * time.Second
-	// ownerCacheSize bounds a stream's cache of thread owners.
-	ownerCacheSize = 4096
-	// rereadWindow is how far back in time a stream re-reads the audit
-	// events. Event ids grow in insertion order, which across concurrent
-	// transactions (PostgreSQL) is not quite commit order: an event may
-	// become visible after one with a higher id was read.
-	rereadWindow = 5 * time.Second
 )
 
 // handleEvents streams the tenant's proposal events that the caller may see.
+// The engine's feed decides what that is, hands out each event once (late
+// commits included) and pages through history once for a stream that
+// resumes from an old position.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
+	// The limit comes first: a refused stream costs no store read.
+	key := actorKey{id.Tenant, id.Actor}
+	if !s.streams.acquire(key) {
+		return errTooManyStreams(s.streams.max)
+	}
+	defer s.streams.release(key)
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
-	var last int64
+	after := countersign.FeedFromNow
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n < 0 {
-			return newError(http.StatusBadRequest, CodeInvalidCursor, "Last-Event-ID: want an event id from this stream")
+			return errEventCursor()
 		}
-		last = n
-	} else {
-		n, err := s.eventTail(ctx, id.Tenant)
-		if err != nil {
-			return err
-		}
-		last = n
+		after = n
 	}
-	// Subscribe before the first read, so that no change falls between them.
+	// Subscribe before the feed's first read, so that no change falls
+	// between them.
 	wake, unsubscribe := s.engine.Subscribe()
 	defer unsubscribe()
+	feed, err := s.engine.Feed(ctx, id, after)
+	switch {
+	case errors.Is(err, store.ErrInvalidCursor):
+		return errEventCursor()
+	case err != nil:
+		return err
+	}
 
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -70,7 +74,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // ask reverse proxies not to buffer
 	w.WriteHeader(http.StatusOK)
-	st := &stream{s: s, w: w, rc: rc, id: id, owners: map[string]string{}, floor: last, sent: map[int64]bool{}}
+	st := &stream{w: w, rc: rc}
 	if err := st.write("retry: 2000\n\n"); err != nil {
 		return nil
 	}
@@ -79,12 +83,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	keepAlive := time.NewTicker(s.keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
-		err := st.drain(ctx)
+		err := st.drain(ctx, feed)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, errClientGone) {
+			if ctx.Err() != nil || errors.Is(err, errClientGone) {
 				return nil
 			}
 			// The store failed: log it and try again at the next tick.
@@ -103,28 +104,19 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	}
 }
 
+// errEventCursor is the 400 of a Last-Event-ID this store never issued
+// (malformed, or ahead of the newest event): the client reconnects without
+// it rather than wait in silence.
+func errEventCursor() *apiError {
+	return newError(http.StatusBadRequest, CodeInvalidCursor, "Last-Event-ID: want an event id from this stream")
+}
+
 var errClientGone = errors.New("client gone")
 
 // stream is one client's event stream.
 type stream struct {
-	s      *Server
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	id     countersign.Identity
-	owners map[string]string // thread → owner ("" when the thread is gone)
-
-	// floor is the position reads start after: where the stream was
-	// rereadWindow ago (or where it began). sent holds the ids above it that
-	// were already read, so a re-read delivers only late-committed events.
-	floor int64
-	sent  map[int64]bool
-	marks []mark // positions reached, oldest first, within rereadWindow
-}
-
-// mark is the highest event id a stream had read at a time.
-type mark struct {
-	at   time.Time
-	last int64
+	w  http.ResponseWriter
+	rc *http.ResponseController
 }
 
 // write sends text and flushes it, with a deadline against stuck clients.
@@ -139,106 +131,31 @@ func (st *stream) write(text string) error {
 	return nil
 }
 
-// drain sends every event above the floor that was not sent yet and that
-// the caller may see, then moves the floor to where the stream was
-// rereadWindow ago.
-func (st *stream) drain(ctx context.Context) error {
-	after, high := st.floor, st.floor
+// drain sends whatever the feed has that the stream names, until the feed
+// has nothing more.
+func (st *stream) drain(ctx context.Context, feed *countersign.Feed) error {
 	for {
-		evs, err := st.s.store.ListEvents(ctx, &store.ListEventsParams{Tenant: st.id.Tenant, AfterID: after, Limit: eventPage})
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			if !st.sent[ev.ID] {
-				if err := st.send(ctx, ev); err != nil {
-					return err
-				}
-				st.sent[ev.ID] = true
+		evs, err := feed.Next(ctx, eventPage)
+		for _, fe := range evs {
+			if werr := st.send(fe); werr != nil {
+				return werr
 			}
-			after, high = ev.ID, max(high, ev.ID)
 		}
-		if len(evs) < eventPage {
-			break
-		}
-	}
-	now := time.Now()
-	if n := len(st.marks); n == 0 || st.marks[n-1].last < high {
-		st.marks = append(st.marks, mark{at: now, last: high})
-	}
-	// Positions older than the window become the floor.
-	for len(st.marks) > 0 && now.Sub(st.marks[0].at) > rereadWindow {
-		st.floor = max(st.floor, st.marks[0].last)
-		st.marks = st.marks[1:]
-	}
-	for id := range st.sent {
-		if id <= st.floor {
-			delete(st.sent, id)
-		}
-	}
-	return nil
-}
-
-// send writes one event if it is streamed and visible to the caller.
-func (st *stream) send(ctx context.Context, ev *store.Event) error {
-	name := streamName(ev.Type)
-	if name == "" || ev.Tenant != st.id.Tenant {
-		return nil
-	}
-	p, err := st.s.store.GetProposal(ctx, &store.GetProposalParams{Tenant: st.id.Tenant, ID: ev.ProposalID})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	owner, ok := st.owners[p.ThreadID]
-	if !ok {
-		t, err := st.s.store.GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
-		switch {
-		case err == nil:
-			owner = t.Owner
-		case !errors.Is(err, store.ErrNotFound):
+		if err != nil || len(evs) == 0 {
 			return err
 		}
-		if len(st.owners) >= ownerCacheSize {
-			clear(st.owners)
-		}
-		st.owners[p.ThreadID] = owner
 	}
-	if !store.CanSee(p, owner, visibility(st.id)) {
-		return nil
-	}
-	data, err := json.Marshal(wireProposal(p))
-	if err != nil {
-		return fmt.Errorf("encode proposal %s: %w", p.ID, err)
-	}
-	return st.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", ev.ID, name, data))
 }
 
-// eventTail returns the tenant's latest audit event id, so that a stream
-// without Last-Event-ID starts now. The store can only list forwards, so the
-// first stream of a tenant in this process reads its history once; later
-// ones start from the cached tail.
-func (s *Server) eventTail(ctx context.Context, tenant string) (int64, error) {
-	s.tailsMu.Lock()
-	last := s.tails[tenant]
-	s.tailsMu.Unlock()
-	const page = 1000
-	for {
-		evs, err := s.store.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant, AfterID: last, Limit: page})
-		if err != nil {
-			return 0, fmt.Errorf("event stream: find the latest event: %w", err)
-		}
-		if len(evs) > 0 {
-			last = evs[len(evs)-1].ID
-		}
-		if len(evs) < page {
-			break
-		}
+// send writes one event, unless it is audit-only.
+func (st *stream) send(fe countersign.FeedEvent) error {
+	name := streamName(fe.Event.Type)
+	if name == "" {
+		return nil
 	}
-	s.tailsMu.Lock()
-	s.tails[tenant] = max(s.tails[tenant], last)
-	s.tailsMu.Unlock()
-	return last, nil
+	data, err := json.Marshal(wireProposal(fe.Proposal))
+	if err != nil {
+		return fmt.Errorf("encode proposal %s: %w", fe.Proposal.ID, err)
+	}
+	return st.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", fe.Event.ID, name, data))
 }

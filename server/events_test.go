@@ -283,16 +283,16 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 }
 
-// lateStore hides the first event above after from its first reads, as
-// PostgreSQL may when a transaction that took an event id commits after one
-// that took a higher id.
+// lateStore hides the first event above after until a read has returned a
+// later event, as PostgreSQL may when a transaction that took an event id
+// commits after one that took a higher id.
 type lateStore struct {
 	store.Store
 	mu       sync.Mutex
 	after    int64 // arm: hide the first event above this id
 	armed    bool
 	hidden   int64
-	hideFrom int // reads left that hide it
+	overtook bool // a read returned an event above the hidden one
 }
 
 func (l *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
@@ -302,20 +302,21 @@ func (l *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) (
 	if err != nil || !l.armed {
 		return evs, err
 	}
+	// The hidden event "commits" on the first read after one that
+	// returned a later event.
+	hide := !l.overtook
 	out := evs[:0:0]
-	hid := false
 	for _, ev := range evs {
 		if l.hidden == 0 && ev.ID > l.after {
 			l.hidden = ev.ID
 		}
-		if ev.ID == l.hidden && l.hideFrom > 0 {
-			hid = true
+		if ev.ID == l.hidden && hide {
 			continue
 		}
+		if l.hidden != 0 && ev.ID > l.hidden {
+			l.overtook = true
+		}
 		out = append(out, ev)
-	}
-	if hid {
-		l.hideFrom--
 	}
 	return out, nil
 }
@@ -335,7 +336,7 @@ func TestEventStreamLateCommit(t *testing.T) {
 	if len(evs) > 0 {
 		late.after = evs[len(evs)-1].ID
 	}
-	late.armed, late.hideFrom = true, 4
+	late.armed = true
 	late.mu.Unlock()
 
 	a := h.pending("late_a", "c_a")

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -28,6 +27,8 @@ import (
 //	countersign_lease_losses_total                                 counter: executions that lost their lease
 //	countersign_webhook_duration_seconds{action,endpoint,status}   histogram: one webhook request (status "error" without an answer)
 //	countersign_http_request_duration_seconds{route,method,status} histogram: one API request (route is the pattern)
+//
+// [ProposalCounts] adds the countersign_proposals{status} gauge.
 type Metrics struct {
 	gatherer prometheus.Gatherer
 	serve    http.Handler
@@ -172,33 +173,3 @@ func (m *Metrics) observeHTTP(route, method string, status int, d time.Duration)
 
 // handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) handler() http.Handler { return m.serve }
-
-// proposalCounts is the countersign_proposals gauge: every tenant's
-// proposals by status, counted in the store when /metrics is scraped, so it
-// is the same whichever process serves the scrape.
-type proposalCounts struct {
-	count func(context.Context) (map[store.Status]int, error)
-	desc  *prometheus.Desc
-}
-
-// NewProposalCounts returns a collector of the proposals in st by status.
-// Register it on the registry given to NewMetrics.
-func NewProposalCounts(st store.Store) prometheus.Collector {
-	return &proposalCounts{count: st.CountByStatus, desc: prometheus.NewDesc(
-		"countersign_proposals", "Proposals in the store, by status.", []string{"status"}, nil)}
-}
-
-func (c *proposalCounts) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *proposalCounts) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.count(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
-	}
-	for _, s := range store.Statuses {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
-	}
-}

@@ -55,9 +55,8 @@ func escapeURIComponent(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
-// list answers one page of the proposals id may see.
-func (s *Server) list(w http.ResponseWriter, r *http.Request, id countersign.Identity, params store.ListProposalsParams) error {
-	page, err := s.engine.List(r.Context(), id, params)
+// list answers a page the engine read.
+func list(w http.ResponseWriter, page *store.ProposalPage, err error) error {
 	switch {
 	case errors.Is(err, store.ErrInvalidCursor):
 		return newError(http.StatusBadRequest, CodeInvalidCursor, "after: not a cursor this server issued, or altered")
@@ -94,7 +93,8 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request, id 
 			params.Statuses = append(params.Statuses, store.Status(st))
 		}
 	}
-	return s.list(w, r, id, params)
+	page, err := s.engine.List(r.Context(), id, params)
+	return list(w, page, err)
 }
 
 func (s *Server) handleThreadProposals(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
@@ -102,77 +102,31 @@ func (s *Server) handleThreadProposals(w http.ResponseWriter, r *http.Request, i
 	if err != nil {
 		return err
 	}
-	if _, err := s.findThread(r.Context(), id, r.PathValue("thread_id")); err != nil {
-		return err
-	}
-	params := store.ListProposalsParams{ThreadID: r.PathValue("thread_id"), After: q.Get("after")}
+	threadID := r.PathValue("thread_id")
+	params := store.ListProposalsParams{After: q.Get("after")}
 	if params.Limit, err = parseLimit(q); err != nil {
 		return err
 	}
-	return s.list(w, r, id, params)
+	page, err := s.engine.ThreadProposals(r.Context(), id, threadID, params)
+	if err := threadError(err, threadID); err != nil {
+		return list(w, nil, err)
+	}
+	return list(w, page, nil)
 }
 
-// findProposal loads a proposal of the caller's tenant: 404 when no tenant
-// has it, 403 when another tenant does (API.md). It does not check
-// visibility: deciders are checked by the engine, readers by visible.
-func (s *Server) findProposal(ctx context.Context, id countersign.Identity, proposalID string) (*store.Proposal, error) {
-	if proposalID == "" || len(proposalID) > store.MaxIDLen {
-		return nil, errNotFound("no such proposal")
-	}
-	p, err := s.engine.Get(ctx, id, proposalID)
-	if err == nil {
-		return p, nil
-	}
-	if errors.Is(err, countersign.ErrForbidden) {
-		return nil, errForbidden("you may not see this proposal")
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	tenant, err := s.store.ProposalTenant(ctx, proposalID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, errNotFound("no such proposal")
-	case err != nil:
-		return nil, err
-	case tenant != id.Tenant:
-		return nil, errForbidden("you may not see this proposal")
-	}
-	// Created between the two reads: read it again.
-	return s.engine.Get(ctx, id, proposalID)
-}
-
-// canSee reports whether id may see p: it owns p's thread, or may decide p.
-func (s *Server) canSee(ctx context.Context, id countersign.Identity, p *store.Proposal) (bool, error) {
-	owner := ""
-	t, err := s.store.GetThread(ctx, &store.GetThreadParams{Tenant: p.Tenant, ID: p.ThreadID})
+// readError maps the engine's refusals of a read of a proposal: 403 for
+// another tenant's or one the caller may not see (saying nothing of it),
+// 404 for none at all.
+func readError(err error) error {
 	switch {
 	case err == nil:
-		owner = t.Owner
-	case !errors.Is(err, store.ErrNotFound):
-		return false, err
+		return nil
+	case errors.Is(err, countersign.ErrForbidden):
+		return errForbidden("you may not see this proposal")
+	case errors.Is(err, countersign.ErrNotFound):
+		return errNotFound("no such proposal")
 	}
-	return p.Tenant == id.Tenant && store.CanSee(p, owner, visibility(id)), nil
-}
-
-func visibility(id countersign.Identity) *store.Visibility {
-	return &store.Visibility{Actor: id.Actor, Principals: countersign.Principals(id)}
-}
-
-// visibleProposal is findProposal, and 403 when id may not see it.
-func (s *Server) visibleProposal(ctx context.Context, id countersign.Identity, proposalID string) (*store.Proposal, error) {
-	p, err := s.findProposal(ctx, id, proposalID)
-	if err != nil {
-		return nil, err
-	}
-	ok, err := s.canSee(ctx, id, p)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, errForbidden("you may not see this proposal")
-	}
-	return p, nil
+	return err
 }
 
 func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
@@ -185,9 +139,9 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 		return err
 	}
 	pid := r.PathValue("id")
-	p, err := s.visibleProposal(r.Context(), id, pid)
+	p, err := s.engine.Proposal(r.Context(), id, pid)
 	if err != nil {
-		return err
+		return readError(err)
 	}
 	if wait && !(p.Status.Terminal() || p.Status == store.StatusReconciling) {
 		ctx, cancel := s.requestContext(r)
@@ -202,8 +156,8 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 			return nil // the client left: nobody to answer
 		case ctx.Err() != nil:
 			// The wait ended while reading: read once more, unhurried.
-			if p, err = s.engine.Get(r.Context(), id, pid); err != nil {
-				return err
+			if p, err = s.engine.Proposal(r.Context(), id, pid); err != nil {
+				return readError(err)
 			}
 		default:
 			return err
@@ -214,25 +168,11 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 }
 
 func (s *Server) handleProposalEvents(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
-	p, err := s.visibleProposal(r.Context(), id, r.PathValue("id"))
+	evs, err := s.engine.ProposalEvents(r.Context(), id, r.PathValue("id"))
 	if err != nil {
-		return err
+		return readError(err)
 	}
-	var all []*store.Event
-	var after int64
-	const pageSize = 1000
-	for {
-		evs, err := s.store.ListEvents(r.Context(), &store.ListEventsParams{Tenant: id.Tenant, ProposalID: p.ID, AfterID: after, Limit: pageSize})
-		if err != nil {
-			return err
-		}
-		all = append(all, evs...)
-		if len(evs) < pageSize {
-			break
-		}
-		after = evs[len(evs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": wireEvents(all)})
+	writeJSON(w, http.StatusOK, map[string]any{"events": wireEvents(evs)})
 	return nil
 }
 
@@ -269,18 +209,14 @@ func via(r *http.Request) (string, error) {
 	return "", e
 }
 
-// decisionError maps the engine's errors for a decision on p (nil when the
-// proposal could not be loaded) to API.md's answers.
-func (s *Server) decisionError(ctx context.Context, id countersign.Identity, p *store.Proposal, err error) error {
+// decisionError maps the engine's errors for a decision to API.md's
+// answers.
+func decisionError(err error) error {
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
-		// The engine's reason may name the approvers: only for those who
-		// may see the proposal anyway.
-		if p != nil {
-			if ok, _ := s.canSee(ctx, id, p); ok {
-				return errForbidden("%s", fe.Reason)
-			}
-		}
-		return errForbidden("you may not decide this proposal")
+		// The engine checks visibility first: a reason that names more
+		// than "you may not see this proposal" (the approvers, the rule's
+		// channels) is only given to those who see the proposal anyway.
+		return errForbidden("%s", fe.Reason)
 	}
 	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
 		e := newError(http.StatusConflict, CodeInvalidState, "the proposal is %s; this needs %s", ce.Got, joinStatuses(ce.Want))
@@ -294,7 +230,7 @@ func (s *Server) decisionError(ctx context.Context, id countersign.Identity, p *
 			ae.bodyStatus = "not_found"
 		}
 		return ae
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, countersign.ErrNotFound):
 		e := errNotFound("no such proposal")
 		e.bodyStatus = "not_found"
 		return e
@@ -318,20 +254,6 @@ func decided(w http.ResponseWriter, status store.DecideOutcome, p *store.Proposa
 	return nil
 }
 
-// decisionTarget reads the channel and loads the proposal a decision is
-// about (404 not_found, 403 for another tenant's).
-func (s *Server) decisionTarget(ctx context.Context, r *http.Request, id countersign.Identity) (string, *store.Proposal, error) {
-	v, err := via(r)
-	if err != nil {
-		return "", nil, err
-	}
-	p, err := s.findProposal(ctx, id, r.PathValue("id"))
-	if err != nil {
-		return "", nil, s.decisionError(ctx, id, nil, err)
-	}
-	return v, p, nil
-}
-
 func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
 		var req approveRequest
@@ -352,15 +274,15 @@ func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 		}
 		// A decision, once asked for, is not abandoned with its client.
 		ctx := context.WithoutCancel(r.Context())
-		v, p, err := s.decisionTarget(ctx, r, id)
+		v, err := via(r)
 		if err != nil {
 			return err
 		}
 		res, err := s.engine.Decide(ctx, &countersign.Decision{
-			Identity: id, ProposalID: p.ID, Verdict: verdict, Via: v, Reason: req.Reason, Remember: remember,
+			Identity: id, ProposalID: r.PathValue("id"), Verdict: verdict, Via: v, Reason: req.Reason, Remember: remember,
 		})
 		if err != nil {
-			return s.decisionError(ctx, id, p, err)
+			return decisionError(err)
 		}
 		return decided(w, res.Status, res.Proposal)
 	}
@@ -372,16 +294,19 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, id counter
 		return err
 	}
 	ctx := context.WithoutCancel(r.Context())
-	v, p, err := s.decisionTarget(ctx, r, id)
+	v, err := via(r)
 	if err != nil {
 		return err
 	}
-	if p.Status == store.StatusCancelled && p.Requester == id.Actor {
-		return decided(w, countersign.DecideUnchanged, p) // asking twice is not a conflict
+	pid := r.PathValue("id")
+	// The requester asking twice is not a conflict, and is told nothing
+	// changed. The engine's read decides what the caller may see.
+	if p, err := s.engine.Proposal(ctx, id, pid); err == nil && p.Status == store.StatusCancelled && p.Requester == id.Actor {
+		return decided(w, countersign.DecideUnchanged, p)
 	}
-	out, err := s.engine.Cancel(ctx, id, p.ID, v, req.Reason)
+	out, err := s.engine.Cancel(ctx, id, pid, v, req.Reason)
 	if err != nil {
-		return s.decisionError(ctx, id, p, err)
+		return decisionError(err)
 	}
 	return decided(w, countersign.DecideApplied, out)
 }
@@ -409,7 +334,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, id counte
 	// checks the role and the tenant.
 	out, err := s.engine.Resolve(ctx, id, r.PathValue("id"), status, req.Receipt, *req.Note, v)
 	if err != nil {
-		return s.decisionError(ctx, id, nil, err)
+		return decisionError(err)
 	}
 	return decided(w, countersign.DecideApplied, out)
 }

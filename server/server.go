@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -69,6 +69,11 @@ type Options struct {
 	// as the engine's Options.Observer to get engine metrics too. Nil: a
 	// private registry with HTTP and Go runtime metrics only.
 	Metrics *Metrics
+	// MaxStreamsPerActor bounds the event streams (GET /v1/events and
+	// StreamEvents) one actor of a tenant holds open at once in this
+	// process; one more answers 429 TOO_MANY_REQUESTS with Retry-After.
+	// 0 means DefaultMaxStreamsPerActor.
+	MaxStreamsPerActor int
 }
 
 func (o *Options) validate() error {
@@ -88,6 +93,9 @@ func (o *Options) validate() error {
 			return fmt.Errorf("server: Options.CORSOrigins[%d] %q: want \"*\" or scheme://host[:port]", i, origin)
 		}
 	}
+	if o.MaxStreamsPerActor < 0 {
+		return fmt.Errorf("server: Options.MaxStreamsPerActor %d: want 0 (the default) or more", o.MaxStreamsPerActor)
+	}
 	if strings.TrimSpace(o.MetricsRole) != o.MetricsRole {
 		return fmt.Errorf("server: Options.MetricsRole %q: surrounding spaces", o.MetricsRole)
 	}
@@ -97,13 +105,13 @@ func (o *Options) validate() error {
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
 	engine  *countersign.Engine
-	store   store.Store
 	auth    auth.Authenticator
 	cors    []string
 	metRole string
 	log     *slog.Logger
 	ready   func(ctx context.Context) error
 	metrics *Metrics
+	streams *streamLimit
 	handler http.Handler
 	mux     *http.ServeMux
 
@@ -111,12 +119,6 @@ type Server struct {
 	// event streams and proposal long-polls end instead of holding Shutdown.
 	base     context.Context
 	shutdown context.CancelFunc
-
-	// tails caches each tenant's latest audit event id, so that a new event
-	// stream without Last-Event-ID starts at "now" without rescanning the
-	// tenant's whole history.
-	tailsMu sync.Mutex
-	tails   map[string]int64
 
 	// Test knobs: the event stream's polling and keep-alive periods, and a
 	// cap on every long-poll.
@@ -132,14 +134,13 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		engine:         opts.Engine,
-		store:          opts.Engine.Store(),
 		auth:           opts.Auth,
 		cors:           slices.Clone(opts.CORSOrigins),
 		metRole:        opts.MetricsRole,
 		log:            opts.Logger,
 		ready:          opts.Ready,
 		metrics:        opts.Metrics,
-		tails:          map[string]int64{},
+		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),
 		pollEvery:      500 * time.Millisecond,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,

@@ -559,22 +559,20 @@ func Supersedes(n, p *Proposal) bool {
 		p.Action == n.Action && p.ReplacementKey == n.ReplacementKey
 }
 
-// CanSee reports whether v may see p, given the owner of p's thread.
-func CanSee(p *Proposal, threadOwner string, v *Visibility) bool {
-	if v == nil || threadOwner == v.Actor {
+// CanSee reports whether v may see p: its requester, who owned p's thread
+// when p was made (only a thread's owner makes calls in it); an approver p
+// names; and operators, for what is reconciling or unknown. A thread deleted
+// and then started again by another actor shows the new owner none of the
+// old owner's proposals.
+func CanSee(p *Proposal, v *Visibility) bool {
+	if v == nil || p.Requester == v.Actor {
 		return true
 	}
 	if v.Operator && (p.Status == StatusReconciling || p.Status == StatusUnknown) {
 		return true // operators resolve what nobody knows the outcome of
 	}
 	for _, a := range p.Approvers {
-		if a == "requester" {
-			if p.Requester == v.Actor {
-				return true
-			}
-			continue
-		}
-		if slices.Contains(v.Principals, a) {
+		if a != "requester" && slices.Contains(v.Principals, a) {
 			return true
 		}
 	}

@@ -119,6 +119,7 @@ type runtime struct {
 	engine  *countersign.Engine
 	metrics *server.Metrics
 	reg     *prometheus.Registry
+	counts  *server.ProposalCounts
 }
 
 func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, error) {
@@ -133,7 +134,8 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	rt := &runtime{cfg: cfg, demo: demo, store: st, reg: prometheus.NewRegistry()}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
-	rt.reg.MustRegister(server.NewProposalCounts(st))
+	rt.counts = server.NewProposalCounts(st)
+	rt.reg.MustRegister(rt.counts)
 	opts := cfg.EngineOptions()
 	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
 	if demo {
@@ -241,6 +243,67 @@ and executions finish (up to 30s), and stops.`,
 	return cmd
 }
 
+// apiPaths are the paths the API serves besides /v1/.
+var apiPaths = []string{"/healthz", "/readyz", "/metrics", "/openapi.json"}
+
+// routes is the process's one mux: the API at /v1/ and at its operational
+// endpoints, the approver's inbox at /. Each surface gets only its own
+// paths, so neither passes requests on to the other.
+func routes(api, inbox http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	for _, p := range apiPaths {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", inbox)
+	return mux
+}
+
+// app is the composed process: one engine and its store (in rt), the HTTP
+// surfaces on one mux, and the background work.
+type app struct {
+	rt      *runtime
+	api     *server.Server
+	handler http.Handler
+	worker  *countersign.Worker
+}
+
+// compose builds the surfaces on rt's engine and mounts them on one mux.
+func compose(rt *runtime, log *slog.Logger) (*app, error) {
+	authn, err := rt.authenticator()
+	if err != nil {
+		return nil, err
+	}
+	api, err := server.New(server.Options{Engine: rt.engine, Auth: authn, CORSOrigins: rt.cfg.AllowedOrigins(),
+		MetricsRole: rt.cfg.MetricsRole(), Logger: log, Ready: ready(rt.store), Metrics: rt.metrics,
+		MaxStreamsPerActor: rt.cfg.Events.MaxStreamsPerActor})
+	if err != nil {
+		return nil, err
+	}
+	inbox, err := web.New(webOptions(rt, authn, api, log))
+	if err != nil {
+		return nil, err
+	}
+	w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+}
+
+// run does the background work until ctx ends: executions, and the
+// proposal counts /metrics reports.
+func (a *app) run(ctx context.Context, log *slog.Logger) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := a.worker.Run(ctx); err != nil {
+			log.Error("worker stopped", "err", err)
+		}
+	})
+	wg.Go(func() { a.rt.counts.Run(ctx, a.rt.cfg.Metrics.ProposalCountsEvery, log) })
+	wg.Wait()
+}
+
 func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	rt, err := build(ctx, f, log)
@@ -248,22 +311,9 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 		return err
 	}
 	defer rt.store.Close()
-	authn, err := rt.authenticator()
+	a, err := compose(rt, log)
 	if err != nil {
 		return err
-	}
-	srv, err := server.New(server.Options{Engine: rt.engine, Auth: authn, CORSOrigins: rt.cfg.AllowedOrigins(),
-		MetricsRole: rt.cfg.MetricsRole(), Logger: log, Ready: ready(rt.store), Metrics: rt.metrics})
-	if err != nil {
-		return err
-	}
-	inbox, err := web.New(web.Options{Engine: rt.engine, Auth: authn, API: srv, Logger: log})
-	if err != nil {
-		return err
-	}
-	w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
-	if err != nil {
-		return &exitErr{exitUsage, err.Error()}
 	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
 	if err != nil {
@@ -275,19 +325,16 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	if rt.demo {
 		printDemo(out, base)
 	}
-	hs := srv.HTTPServer(rt.cfg.Listen)
-	hs.Handler = inbox.Handler() // the inbox at /, the API everywhere else
+	hs := a.api.HTTPServer(rt.cfg.Listen)
+	hs.Handler = a.handler
 
-	// The worker runs until the server has drained, so that executions the
-	// last requests approved still settle.
+	// The background work runs until the server has drained, so that
+	// executions the last requests approved still settle.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
+	worked := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		if err := w.Run(workCtx); err != nil {
-			log.Error("worker stopped", "err", err)
-		}
+		defer close(worked)
+		a.run(workCtx, log)
 	}()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -303,7 +350,7 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 		<-served
 	}
 	stopWork()
-	wg.Wait()
+	<-worked
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
@@ -400,4 +447,10 @@ func redact(store string) string {
 		return u.Redacted()
 	}
 	return store
+}
+
+// webOptions are the inbox's options from the configuration.
+func webOptions(rt *runtime, authn auth.Authenticator, api *server.Server, log *slog.Logger) web.Options {
+	return web.Options{Engine: rt.engine, Auth: authn, API: api, Logger: log,
+		SecureCookies: web.SecureCookies(rt.cfg.Web.SecureCookies), TrustedProxies: rt.cfg.TrustedProxies()}
 }

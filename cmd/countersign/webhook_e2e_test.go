@@ -68,6 +68,7 @@ auth:
     - {key_sha256: %s, tenant: acme, actor: bob, roles: [finance]}
 webhook_secret_env: E2E_WEBHOOK_SECRET
 worker: {poll_interval: 100ms, lease: 5s}
+metrics: {proposal_counts_every: 50ms}
 policy:
   rules:
     - {match: "payments.*", effect: ask, approvers: ["role:finance"], mode: wait}
@@ -119,10 +120,20 @@ actions:
 	if third["receipt"] != second["receipt"] {
 		t.Fatalf("replay: %v, want the recorded receipt %v", third["receipt"], second["receipt"])
 	}
-	// The operations endpoints see it: webhook latency and the outcome.
-	metrics, err := exec.Command("curl", "-s", s.base+"/metrics").Output()
-	if err != nil {
-		t.Fatal(err)
+	// The operations endpoints see it: webhook latency and the outcome. The
+	// proposal counts are a background count: scrape until one has run
+	// since the execution.
+	var metrics []byte
+	for tries := 0; !strings.Contains(string(metrics), `countersign_proposals{status="succeeded"} 1`); tries++ {
+		if tries == 1000 {
+			t.Fatalf("no count of the succeeded proposal in /metrics:\n%s", metrics)
+		}
+		out, err := exec.Command("curl", "-s", s.base+"/metrics").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics = out
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, want := range []string{
 		`countersign_webhook_duration_seconds_count{action="payments.refund",endpoint="execute",status="200"} 1`,

@@ -313,14 +313,8 @@ func (s *Store) ListProposals(ctx context.Context, params *store.ListProposalsPa
 		if after != nil && !olderThan(p, *after) {
 			continue
 		}
-		if params.Visible != nil {
-			owner := ""
-			if t, ok := s.threads[key(p.Tenant, p.ThreadID)]; ok {
-				owner = t.Owner
-			}
-			if !store.CanSee(p, owner, params.Visible) {
-				continue
-			}
+		if !store.CanSee(p, params.Visible) {
+			continue
 		}
 		rows = append(rows, p)
 	}

@@ -84,7 +84,7 @@ func (s *Store) queueChange(tx *txn, p *store.Proposal, c *store.Change, now tim
 		}
 		tx.queue(s.q.insertGrant,
 			id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
-			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy)
+			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy, g.RuleFingerprint)
 	}
 	if c.ActivateGrants {
 		tx.queue(s.q.activateGrants, now, p.ID)
@@ -433,18 +433,7 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	if params.Visible != nil {
-		// The thread's owner, for the visibility filter below, comes from a
-		// join rather than a subquery per row: the planner costs a
-		// subquery's lookup as a cold index scan for every row it filters,
-		// which at a million proposals made it read all the pending rows
-		// and sort them rather than walk proposals_pending to the page's
-		// end. threads' key is (tenant, id): the join adds no row.
-		sel, where, _ := strings.Cut(s.q.listProposals, " WHERE ")
-		b.WriteString(sel + ` LEFT JOIN ` + s.q.schema + `.threads t ON t.tenant = p.tenant AND t.id = p.thread_id WHERE ` + where)
-	} else {
-		b.WriteString(s.q.listProposals)
-	}
+	b.WriteString(s.q.listProposals)
 	if params.ThreadID != "" {
 		b.WriteString(` AND p.thread_id = ` + arg(params.ThreadID))
 	}
@@ -470,16 +459,15 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		b.WriteString(` AND (p.created_at, p.id) < (` + arg(dbTime(pos.CreatedAt)) + `, ` + arg(pos.ID) + `)`)
 	}
 	if v := params.Visible; v != nil {
-		// store.CanSee, in SQL: the thread's owner ("" once the thread is
-		// gone: the join found none), an approver naming one of the
-		// principals, or "requester" when the actor requested.
-		actor := arg(v.Actor)
-		principals := arg(append([]string{}, v.Principals...))
-		b.WriteString(` AND (
-			COALESCE(t.owner, '') = ` + actor + `
+		// store.CanSee, in SQL: the requester, an approver naming one of
+		// the principals, and operators for what is reconciling or unknown.
+		b.WriteString(` AND (p.requester = ` + arg(v.Actor) + `
 			OR EXISTS (SELECT 1 FROM unnest(p.approvers) AS a(v)
-				WHERE (a.v <> 'requester' AND a.v = ANY(` + principals + `::text[]))
-				   OR (a.v = 'requester' AND p.requester = ` + actor + `)))`)
+				WHERE a.v <> 'requester' AND a.v = ANY(` + arg(append([]string{}, v.Principals...)) + `::text[]))`)
+		if v.Operator {
+			b.WriteString(` OR p.status IN ('reconciling', 'unknown')`)
+		}
+		b.WriteString(`)`)
 	}
 	// One row more than the page tells whether another page follows.
 	b.WriteString(` ORDER BY p.created_at DESC, p.id DESC LIMIT ` + arg(limit+1))
@@ -551,15 +539,16 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 
 // Claim implements store.Store. The lease runs out on the database's clock.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
-	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, params.LeaseDuration, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+	p, _, changed, err := s.mutate(ctx, params.Tenant, params.ID, params.LeaseDuration, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
 		err = wrap("claim", err)
 		// A lapsed approval was expired by this claim: the caller gets the
-		// expired proposal with the conflict, to settle the expiry once.
+		// expired proposal with the conflict, to settle the expiry once. A
+		// proposal that someone else expired first is theirs to settle.
 		var ce *store.ConflictError
-		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+		if changed && p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
 			return p, err
 		}
 		return nil, err

@@ -496,15 +496,16 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
-	p, _, _, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
+	p, _, changed, err := s.mutate(ctx, params.Tenant, params.ID, func(p *store.Proposal, now time.Time) (*store.Change, error) {
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
 		err = fmt.Errorf("sqlitestore: claim: %w", err)
 		// A lapsed approval was expired by this claim: the caller gets the
-		// expired proposal with the conflict, to settle the expiry once.
+		// expired proposal with the conflict, to settle the expiry once. A
+		// proposal that someone else expired first is theirs to settle.
 		var ce *store.ConflictError
-		if p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
+		if changed && p != nil && errors.As(err, &ce) && ce.Got == store.StatusExpired && p.Status == store.StatusExpired {
 			return p, err
 		}
 		return nil, err
@@ -633,20 +634,22 @@ func listQuery(params *store.ListProposalsParams, after *cursor.Position, limit 
 		args = append(args, pos.CreatedAt.UnixNano(), pos.ID)
 	}
 	if v := params.Visible; v != nil {
-		// store.CanSee, in SQL: the thread's owner (or "" once the thread
-		// is gone), an approver naming one of the principals, or
-		// "requester" when the actor requested. json_each compares whole
-		// array elements, never substrings.
+		// store.CanSee, in SQL: the requester, an approver naming one of
+		// the principals, and operators for what is reconciling or
+		// unknown. json_each compares whole array elements, never
+		// substrings.
 		principals, err := jsonList(append([]string{}, v.Principals...))
 		if err != nil {
 			return "", nil, err
 		}
-		b.WriteString(` AND (
-			COALESCE((SELECT t.owner FROM threads t WHERE t.tenant = p.tenant AND t.id = p.thread_id), '') = ?
+		b.WriteString(` AND (p.requester = ?
 			OR EXISTS (SELECT 1 FROM json_each(p.approvers) a
-				WHERE a.value IN (SELECT value FROM json_each(?))
-				   OR (a.value = 'requester' AND p.requester = ?)))`)
-		args = append(args, v.Actor, principals, v.Actor)
+				WHERE a.value <> 'requester' AND a.value IN (SELECT value FROM json_each(?)))`)
+		args = append(args, v.Actor, principals)
+		if v.Operator {
+			b.WriteString(` OR p.status IN ('reconciling', 'unknown')`)
+		}
+		b.WriteString(`)`)
 	}
 	// One row more than the page tells whether another page follows.
 	b.WriteString(` ORDER BY p.created_at DESC, p.id DESC LIMIT ?`)

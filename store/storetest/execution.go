@@ -94,6 +94,13 @@ func testClaim(t *testing.T, newStore Factory) {
 		if msgs := fx.messages(thread); len(msgs) != 1 || msgs[0].Outcome == nil || msgs[0].Outcome.Status != store.StatusExpired {
 			t.Errorf("thread messages = %+v, want the expired outcome", msgs)
 		}
+		// A later claim finds it expired by someone else: that expiry is
+		// not its to settle, so it gets no proposal.
+		again, err := fx.store.Claim(fx.ctx, &store.ClaimParams{Tenant: tenant, ID: p.ID, Owner: worker2, LeaseDuration: longLease, ConsumedBy: p.ToolCallID})
+		requireConflict(t, err, p.ID, store.StatusExpired, []store.Status{store.StatusApproved}, false)
+		if again != nil {
+			t.Fatalf("Claim of a proposal already expired returned it; want no proposal (the expiry was settled by its claimer)")
+		}
 	})
 
 	t.Run("IndependentPastDeadline", func(t *testing.T) {

@@ -205,7 +205,8 @@ func testListProposals(t *testing.T, newStore Factory) {
 		}
 		// deleteThread drops a thread, so that another actor's next call
 		// claims its id: proposals outlive their thread, so a thread may hold
-		// the calls of a requester who no longer owns it.
+		// the calls of a requester who no longer owns it — and its new owner
+		// must not see them.
 		deleteThread := func(th string) {
 			if err := fx.store.DeleteThread(fx.ctx, &store.GetThreadParams{Tenant: tenant, ID: th}); err != nil {
 				t.Fatalf("DeleteThread(%s): %v", th, err)
@@ -220,15 +221,22 @@ func testListProposals(t *testing.T, newStore Factory) {
 		fInErins := next("t-erin", withRequester("frank"), withApprovers("requester", "role:ops"))
 		deleteThread("t-erin")
 		eDave := next("t-erin", withRequester("erin"), withApprovers("actor:dave"))
+		// gus's call ran, and nobody knows whether it applied: operators
+		// see it, to resolve it.
+		gUnknown := next("t-gus", withRequester("gus"), withApprovers("requester"))
+		fx.decide(gUnknown, approver, store.VerdictApproved)
+		gUnknown = fx.claim(fx.get(gUnknown), longLease)
+		fx.settle(settleParams(gUnknown, store.StatusUnknown))
 
+		operator := func(v *store.Visibility) *store.Visibility { v.Operator = true; return v }
 		cases := []struct {
 			name string
 			vis  *store.Visibility
 			want []*store.Proposal
 		}{
-			{"Unrestricted", nil, []*store.Proposal{eDave, fInErins, aSelf, aFinance, bInAlices}},
-			{"OwnerSeesThread", &store.Visibility{Actor: "alice", Principals: []string{"actor:alice", "role:agent"}},
-				[]*store.Proposal{aSelf, aFinance, bInAlices}},
+			{"Unrestricted", nil, []*store.Proposal{gUnknown, eDave, fInErins, aSelf, aFinance, bInAlices}},
+			{"RequesterNotLaterOwner", &store.Visibility{Actor: "alice", Principals: []string{"actor:alice", "role:agent"}},
+				[]*store.Proposal{aSelf, aFinance}},
 			{"RequesterApprover", &store.Visibility{Actor: "bob", Principals: []string{"actor:bob", "role:agent"}},
 				[]*store.Proposal{bInAlices}},
 			{"RequesterApproverOnlyOwnCall", &store.Visibility{Actor: "frank", Principals: []string{"actor:frank"}},
@@ -237,15 +245,25 @@ func testListProposals(t *testing.T, newStore Factory) {
 				[]*store.Proposal{aFinance}},
 			{"Actor", &store.Visibility{Actor: "dave", Principals: []string{"actor:dave"}},
 				[]*store.Proposal{eDave}},
-			{"OwnerAndRole", &store.Visibility{Actor: "erin", Principals: []string{"actor:erin", "role:finance"}},
-				[]*store.Proposal{eDave, fInErins, aFinance}},
+			{"RequesterAndRole", &store.Visibility{Actor: "erin", Principals: []string{"actor:erin", "role:finance"}},
+				[]*store.Proposal{eDave, aFinance}},
 			{"Others", &store.Visibility{Actor: "mallory", Principals: []string{"actor:mallory", "role:support"}}, nil},
+			{"OperatorSeesUnknown", operator(&store.Visibility{Actor: "olga", Principals: []string{"actor:olga", "role:operator"}}),
+				[]*store.Proposal{gUnknown}},
+			{"OperatorAndRole", operator(&store.Visibility{Actor: "olga", Principals: []string{"actor:olga", "role:finance"}}),
+				[]*store.Proposal{gUnknown, aFinance}},
 		}
 		for _, c := range cases {
 			for _, limit := range []int{0, 1, 2} {
 				all, _ := fx.listAll(store.ListProposalsParams{Visible: c.vis, Limit: limit})
 				if got, want := ids(all), ids(c.want); !slices.Equal(got, want) {
 					t.Errorf("%s (limit %d): listing = %v, want %v", c.name, limit, got, want)
+				}
+			}
+			// The listing and store.CanSee are one rule.
+			for _, p := range []*store.Proposal{gUnknown, eDave, fInErins, aSelf, aFinance, bInAlices} {
+				if got, want := store.CanSee(fx.get(p), c.vis), slices.ContainsFunc(c.want, func(w *store.Proposal) bool { return w.ID == p.ID }); got != want {
+					t.Errorf("%s: CanSee(%s) = %v, the listing says %v", c.name, p.ID, got, want)
 				}
 			}
 		}
