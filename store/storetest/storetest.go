@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClaimBatch", testClaimBatch},
 		{"Resolve", testResolve},
 		{"Grants", testGrants},
+		{"FindGrantMatchesRule", testFindGrantMatchesRule},
 		{"CompleteGrant", testCompleteGrant},
 		{"GrantRecheck", testGrantRecheck},
 		{"ThreadOwnership", testThreadOwnership},
