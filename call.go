@@ -45,7 +45,7 @@ func (c *Call) validate() error {
 	return nil
 }
 
-// Call runs one invocation (DESIGN.md §2). Denials return *DeniedError, bad
+// Call runs one invocation through the call path. Denials return *DeniedError, bad
 // two-phase evidence *EvidenceError, schema failures *InvalidInputError, a
 // call in a thread another actor owns *ForbiddenError (nothing stored, run or
 // revealed); every other answer, including a human's rejection, is a Result.
@@ -66,12 +66,18 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 }
 
 // callRun is one call on its way through the pipeline: what each step
-// established for the next.
+// established for the next. It holds no pointer to the Call, so that the
+// Call, which a waiting call keeps, stays on its caller's stack: a field of
+// callRun that reaches the heap (its input goes to the hooks) would take the
+// Call with it.
 type callRun struct {
-	c    *Call
-	a    *Action
-	m    ruleMatch
+	a *Action
+	m ruleMatch
+	// mode is the call's mode, or its rule's; a grant turns two_phase into
+	// wait, since there is nothing left to confirm.
 	mode Mode
+	// fingerprint is the rule's (see Rule.fingerprint), for asked calls.
+	fingerprint string
 	// input is the validated, canonical snapshot, and digest its hash.
 	input  json.RawMessage
 	digest string
@@ -81,25 +87,35 @@ type callRun struct {
 	grantID    string
 	conf       Confirmation
 	prep       *Prepared
+	// leaseAsked is when the creation of an allowed write's record, which
+	// took its lease, was asked for: the lease is reckoned from then.
+	leaseAsked time.Time
 }
 
-// recorded reports whether the call leaves a durable record: every call that
-// asks for a decision. Only those can be repeated as a replay.
-func (r *callRun) recorded() bool { return r.m.effect == EffectAsk }
+// recorded reports whether the call leaves a durable record before it runs:
+// every call that asks for a decision, and every write the policy allows, so
+// that a repeat replays its outcome and never executes again. A read the
+// policy allows leaves none and may run again.
+func (r *callRun) recorded() bool { return r.m.effect == EffectAsk || r.a.kind == KindWrite }
+
+// asked reports whether the call needs a decision (a human's, or a grant's).
+func (r *callRun) asked() bool { return r.m.effect == EffectAsk }
 
 // call runs Call up to the wait: a wait-mode call whose proposal is not
 // settled returns it as wait, for Call to wait on. Each step below either
 // hands the call on or answers it.
 func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Proposal, err error) {
-	r, err := e.resolve(c)
-	if err != nil {
+	// r stays in this frame (resolve fills it in): a call that waits keeps
+	// nothing of the pipeline on the heap.
+	r := &callRun{}
+	if err := e.resolve(c, r); err != nil {
 		return nil, nil, err
 	}
-	if err := e.checkOwner(ctx, r); err != nil {
+	if err := e.checkOwner(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
 	if r.recorded() {
-		p, err := e.replay(ctx, r)
+		p, err := e.replay(ctx, c, r)
 		switch {
 		case err != nil:
 			return nil, nil, err
@@ -111,8 +127,8 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if r.input, r.digest, err = r.a.prepareInput(c.Input); err != nil {
 		return nil, nil, err
 	}
-	if r.recorded() && c.Evidence != "" {
-		if res, err, handled := e.spendEvidence(ctx, r); handled {
+	if r.asked() && c.Evidence != "" {
+		if res, err, handled := e.spendEvidence(ctx, c, r); handled {
 			return res, nil, err
 		}
 	}
@@ -122,22 +138,26 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if !r.recorded() {
 		return withoutWait(e.executeDirect(ctx, c, r.a, r.input))
 	}
-	if err := e.findGrant(ctx, r); err != nil {
-		return nil, nil, err
+	if r.asked() {
+		if err := e.findGrant(ctx, c, r); err != nil {
+			return nil, nil, err
+		}
 	}
-	if res, err := e.preflightCall(ctx, r); res != nil || err != nil {
+	if res, err := e.preflightCall(ctx, c, r); res != nil || err != nil {
 		return res, nil, err
 	}
-	if err := e.prepare(ctx, r); err != nil {
+	if err := e.prepare(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
-	p, created, err := e.record(ctx, r)
+	p, created, err := e.record(ctx, c, r)
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case !created:
 		// A concurrent identical call created it first: resume that one.
 		return e.resumeOrWait(ctx, c, p)
+	case !r.asked():
+		return withoutWait(e.executeAllowed(ctx, p, r.leaseAsked))
 	case r.approvedBy != nil:
 		return withoutWait(e.executeGranted(ctx, c, p))
 	}
@@ -146,23 +166,23 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 
 // resolve validates the call, finds its action and applies the policy: a
 // deny rule refuses it here, before anything is read.
-func (e *Engine) resolve(c *Call) (*callRun, error) {
+func (e *Engine) resolve(c *Call, r *callRun) error {
 	if err := c.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	a, ok := e.Action(c.Action)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
+		return fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
 	}
-	r := &callRun{c: c, a: a, m: e.policy.evaluate(a)}
+	r.a, r.m = a, e.policy.evaluate(a)
 	if r.m.effect == EffectDeny {
-		return nil, &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
+		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
 	}
-	r.mode = c.Mode
-	if r.mode == "" {
-		r.mode = r.m.rule.Mode
+	r.mode = askedMode(c, r)
+	if r.asked() {
+		r.fingerprint = r.m.rule.fingerprint()
 	}
-	return r, nil
+	return nil
 }
 
 // checkOwner makes sure the caller owns the call's thread, before anything
@@ -171,8 +191,7 @@ func (e *Engine) resolve(c *Call) (*callRun, error) {
 // created, owned by the caller, with the call's record (CreateProposal
 // refuses another actor's thread, for the caller who loses that race); a
 // call that leaves no record creates it here.
-func (e *Engine) checkOwner(ctx context.Context, r *callRun) error {
-	c := r.c
+func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun) error {
 	var t *store.Thread
 	var err error
 	if r.recorded() {
@@ -201,8 +220,7 @@ func notOwner(c *Call) *ForbiddenError {
 // replay finds the record of a repeated tool call, which resumes it: a
 // repeated call never proposes or executes anew. It returns nil when the
 // tool call is new.
-func (e *Engine) replay(ctx context.Context, r *callRun) (*store.Proposal, error) {
-	c := r.c
+func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Proposal, error) {
 	p, err := e.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{
 		Tenant: c.Identity.Tenant, ThreadID: c.ThreadID, ToolCallID: c.ToolCallID,
 	})
@@ -222,15 +240,16 @@ func (e *Engine) replay(ctx context.Context, r *callRun) (*store.Proposal, error
 	return p, nil
 }
 
-// findGrant looks for a live grant that approves the call. It still gets a
-// proposal (and so an operation id, an outcome, a replay record), and still
-// runs preflight and prepare; the grant is checked again when the proposal
-// is created.
-func (e *Engine) findGrant(ctx context.Context, r *callRun) error {
-	c, a := r.c, r.a
+// findGrant looks for a live grant, made under the call's rule as it stands,
+// that approves the call. The call still gets a proposal (and so an operation
+// id, an outcome, a replay record), and still runs preflight and prepare; the
+// grant is checked again in the transaction that creates the proposal (see
+// record).
+func (e *Engine) findGrant(ctx context.Context, c *Call, r *callRun) error {
+	a := r.a
 	g, err := e.store.FindGrant(ctx, &store.FindGrantParams{
 		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
-		Action: a.name, ActionVersion: a.version, InputDigest: r.digest,
+		Action: a.name, ActionVersion: a.version, InputDigest: r.digest, RuleFingerprint: r.fingerprint,
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -246,6 +265,14 @@ func (e *Engine) findGrant(ctx context.Context, r *callRun) error {
 	return nil
 }
 
+// askedMode is the call's mode without a grant: its own, or its rule's.
+func askedMode(c *Call, r *callRun) Mode {
+	if c.Mode != "" {
+		return c.Mode
+	}
+	return r.m.rule.Mode
+}
+
 // A decision taken by a remembered approval names the grant as its actor and
 // comes via a channel no human decision may use (Decide refuses it).
 const (
@@ -255,9 +282,9 @@ const (
 
 // preflightCall runs the Preflight hook and fills in the confirmation copy.
 // A completed call is answered with its result; a denied one is refused.
-func (e *Engine) preflightCall(ctx context.Context, r *callRun) (*Result, error) {
+func (e *Engine) preflightCall(ctx context.Context, c *Call, r *callRun) (*Result, error) {
 	r.conf = Confirmation{Title: fill(r.a.confirmation.Title, r.input), Verb: r.a.confirmation.Verb}
-	override, done, err := e.preflight(ctx, r.c.Identity, r.a, r.input)
+	override, done, err := e.preflight(ctx, c.Identity, r.a, r.input)
 	switch {
 	case err != nil || done != nil:
 		return done, err
@@ -295,12 +322,12 @@ func (e *Engine) preflight(ctx context.Context, id Identity, a *Action, input js
 
 // prepare runs the action's Prepare hook: the preview of the exact change
 // and the state version it depends on.
-func (e *Engine) prepare(ctx context.Context, r *callRun) error {
+func (e *Engine) prepare(ctx context.Context, c *Call, r *callRun) error {
 	r.prep = &Prepared{Preview: r.conf.Title}
 	if r.a.hooks.Prepare == nil {
 		return nil
 	}
-	prep, err := r.a.hooks.Prepare(ctx, &PrepareRequest{Identity: r.c.Identity, Action: r.a.name, Input: r.input})
+	prep, err := r.a.hooks.Prepare(ctx, &PrepareRequest{Identity: c.Identity, Action: r.a.name, Input: r.input})
 	if err != nil {
 		return prepareErr(r.a, err)
 	}
@@ -319,15 +346,27 @@ func prepareErr(a *Action, err error) error {
 }
 
 // record stores the call's proposal in one transaction, creating the thread
-// if needed. created is false when a concurrent identical call stored it
-// first: p is then that call's.
-func (e *Engine) record(ctx context.Context, r *callRun) (p *store.Proposal, created bool, err error) {
-	c, a, rule := r.c, r.a, &r.m.rule
+// if needed: a pending proposal; one approved by the grant findGrant found,
+// if the grant still approves it in that transaction (else the call asks
+// after all, as if no grant existed, so that a revocation already answered
+// is never outrun); or, for a write the policy allows, a record already
+// executing under this process' lease. created is false when a concurrent
+// identical call stored it first: p is then that call's.
+func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Proposal, created bool, err error) {
+	a := r.a
 	key, err := a.replacementKeyFor(r.input)
 	if err != nil {
 		return nil, false, fmt.Errorf("call %s: replacement key: %w", a.name, err)
 	}
 	now := e.clock()
+	rule, confirmationID := &r.m.rule, "cnf_"+newID()
+	var allowed *store.AllowedExecution
+	if !r.asked() {
+		// Nobody decides an allowed write, and its caller executes it now.
+		rule, confirmationID = &Rule{TTL: r.m.rule.TTL, Approvers: []string{}}, ""
+		r.mode = ModeWait
+		allowed = &store.AllowedExecution{Owner: e.owner, LeaseDuration: e.lease}
+	}
 	p = &store.Proposal{
 		ID:                 "prp_" + newID(),
 		Tenant:             c.Identity.Tenant,
@@ -344,7 +383,7 @@ func (e *Engine) record(ctx context.Context, r *callRun) (p *store.Proposal, cre
 		Preview:            r.prep.Preview,
 		StateVersion:       r.prep.StateVersion,
 		Confirmation:       r.conf,
-		ConfirmationID:     "cnf_" + newID(),
+		ConfirmationID:     confirmationID,
 		Mode:               r.mode,
 		Approvers:          rule.Approvers,
 		Quorum:             rule.Quorum,
@@ -356,9 +395,22 @@ func (e *Engine) record(ctx context.Context, r *callRun) (p *store.Proposal, cre
 		ReplacementKey:     key,
 		ExpiresAt:          now.Add(rule.TTL),
 		OperationID:        "op_" + newID(),
+		RuleFingerprint:    r.fingerprint,
 	}
-	cr, err := e.store.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy})
-	if err != nil {
+	params := &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy, GrantID: r.grantID, Allowed: allowed}
+	r.leaseAsked = time.Now()
+	cr, err := e.store.CreateProposal(ctx, params)
+	if errors.Is(err, store.ErrGrantNotLive) {
+		// Revoked (or expired, or its rule changed) since findGrant.
+		r.approvedBy, r.grantID, r.mode = nil, "", askedMode(c, r)
+		params.ApprovedBy, params.GrantID, p.Mode = nil, "", r.mode
+		cr, err = e.store.CreateProposal(ctx, params)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotThreadOwner):
+		// Another actor's call created the thread since checkOwner read it.
+		return nil, false, notOwner(c)
+	case err != nil:
 		return nil, false, fmt.Errorf("call %s: create proposal: %w", a.name, err)
 	}
 	for _, s := range cr.Superseded {
@@ -372,6 +424,13 @@ func (e *Engine) record(ctx context.Context, r *callRun) (p *store.Proposal, cre
 	}
 	e.changed(ctx, cr.Proposal, "")
 	return cr.Proposal, true, nil
+}
+
+// executeAllowed executes the record of an allowed write, which this process
+// holds under the lease its creation took, as any claimed execution: a crash
+// or a lost lease leaves it to be recovered like an approved one.
+func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
+	return e.executeHeld(ctx, p, asked)
 }
 
 // executeGranted executes a proposal a grant approved at its creation: the

@@ -68,7 +68,7 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 	if d.Remember != "" && (!d.Remember.Valid() || d.Verdict != Approve) {
 		return nil, fmt.Errorf("%w: remember %q: only run or thread, and only with an approval", ErrInvalidCall, d.Remember)
 	}
-	p, err := e.Get(ctx, d.Identity, d.ProposalID)
+	p, err := e.Proposal(ctx, d.Identity, d.ProposalID)
 	if err != nil {
 		return nil, fmt.Errorf("decide: %w", err)
 	}
@@ -128,7 +128,7 @@ func (e *Engine) grantFor(p *store.Proposal, d *Decision) *store.Grant {
 
 // Cancel withdraws a pending proposal. Only its requester may.
 func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reason string) (*store.Proposal, error) {
-	p, err := e.Get(ctx, id, proposalID)
+	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, fmt.Errorf("cancel: %w", err)
 	}

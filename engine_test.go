@@ -231,7 +231,8 @@ func TestTypedActionInfersSchemaAndListsEveryFailingPath(t *testing.T) {
 	}
 	res, err := e.Call(context.Background(), &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c2",
 		Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)})
-	if err != nil || res.Status != countersign.ResultSucceeded || res.Receipt != "c_9" || res.Proposal != nil {
+	// An allowed write leaves its record.
+	if err != nil || res.Status != countersign.ResultSucceeded || res.Receipt != "c_9" || res.Proposal == nil || res.Proposal.Status != store.StatusSucceeded {
 		t.Fatalf("allowed call = %+v, %v", res, err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 // spendEvidence handles a two-phase retry that carries evidence from another
 // tool call. handled is false when the evidence is inert (unknown, or bound to
 // another thread or actor) or expired: then the call proposes afresh.
-func (e *Engine) spendEvidence(ctx context.Context, r *callRun) (res *Result, err error, handled bool) {
-	c, a := r.c, r.a
+func (e *Engine) spendEvidence(ctx context.Context, c *Call, r *callRun) (res *Result, err error, handled bool) {
+	a := r.a
 	p, err := e.store.GetProposalByConfirmation(ctx, &store.GetProposalByConfirmationParams{
 		Tenant: c.Identity.Tenant, ConfirmationID: c.Evidence,
 	})

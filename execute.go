@@ -53,7 +53,25 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		return nil, err
 	}
 	e.changed(ctx, claimed, store.StatusApproved)
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: claimed, From: store.StatusApproved}, asked, e.lease, nil)
+	return e.executeHeld(ctx, claimed, asked)
+}
+
+// executeHeld executes, for its caller, an approved proposal this process
+// holds under the lease that a claim (or an allowed write's record) asked
+// for at asked took, and answers the caller.
+func (e *Engine) executeHeld(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The execution was given up with its lease: whoever claims the
+		// proposal next settles it (or already did). The caller is told
+		// where it stands, as any waiter would be, and a repeat of the call
+		// later answers the outcome.
+		now, gerr := e.store.GetProposal(context.WithoutCancel(ctx), &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
+		if gerr != nil {
+			return nil, fmt.Errorf("%w (and reading proposal %s: %w)", err, p.ID, gerr)
+		}
+		return resultOf(now), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +87,9 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
-		settler = e.store.Settle
+		settler = func(ctx context.Context, params *store.SettleParams, _ bool) (*store.TransitionResult, error) {
+			return e.store.Settle(ctx, params)
+		}
 	}
 	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx, asked)
@@ -137,8 +157,10 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 	return x.run(lctx, ctx, a)
 }
 
-// settleFunc writes one settlement.
-type settleFunc func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error)
+// settleFunc writes one settlement. held says whether the lease is still
+// held by this process's reckoning: only then may the worker start other
+// work before the write lands (see settleGroup.settle).
+type settleFunc func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error)
 
 // execution is one lease holder's work on one proposal.
 type execution struct {
@@ -204,7 +226,7 @@ func (x *execution) settleRetrying(ctx context.Context, params *store.SettlePara
 	backoff := 20 * time.Millisecond
 	ambiguous := false
 	for {
-		tr, err := x.settler(ctx, params)
+		tr, err := x.settler(ctx, params, !x.leaseLost())
 		switch {
 		case err == nil:
 			return tr, nil
@@ -393,8 +415,8 @@ func (e *Engine) retryPause(attempt int) time.Duration {
 	return e.retryBackoff << min(max(attempt-1, 0), 10)
 }
 
-// executeDirect runs a call the policy allows without a proposal: nothing is
-// recorded, nothing settles. Authorization already ran; preflight and
+// executeDirect runs an allowed call that is not recorded (a read): no
+// proposal, nothing settles. Authorization already ran; preflight and
 // prepare still run. An uncertain outcome is routed as on every path (see
 // routeUncertain); with nothing stored, a reconciliation that cannot tell
 // answers unknown at once.

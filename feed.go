@@ -149,9 +149,9 @@ func (e *Engine) Feed(ctx context.Context, id Identity, after int64) (*Feed, err
 		return nil, fmt.Errorf("feed after %d: %w", after, store.ErrInvalidCursor)
 	}
 	if after != 0 {
-		newest, err := e.lastEventID(ctx, id.Tenant)
+		newest, err := e.store.LastEventID(ctx, &store.LastEventIDParams{Tenant: id.Tenant})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("feed: find the newest event: %w", err)
 		}
 		switch {
 		case after == FeedFromNow:
@@ -197,23 +197,6 @@ func (f *Feed) Next(ctx context.Context, limit int) ([]FeedEvent, error) {
 		}
 		if err != nil || atTail || len(out) > 0 || len(evs) == 0 {
 			return out, err
-		}
-	}
-}
-
-// lastEventID returns the id of the tenant's newest audit event (0: none).
-func (e *Engine) lastEventID(ctx context.Context, tenant string) (int64, error) {
-	var last int64
-	for {
-		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant, AfterID: last, Limit: 1000})
-		if err != nil {
-			return 0, fmt.Errorf("find the newest event: %w", err)
-		}
-		if len(evs) > 0 {
-			last = evs[len(evs)-1].ID
-		}
-		if len(evs) < 1000 {
-			return last, nil
 		}
 	}
 }

@@ -164,6 +164,75 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 	}
 }
 
+// A caller that executes its own call holds the lease the same way as a
+// worker: reckoned from before its claim (or its allowed write's record,
+// created executing) was asked for, given up before the store's lease can
+// run out; and it is then told where the proposal stands, not handed an
+// error.
+func TestCallerLeaseGivenUpBeforeItCanLapse(t *testing.T) {
+	t.Parallel()
+	for _, allowed := range []bool{false, true} {
+		name := "approved, the waiting caller executes"
+		if allowed {
+			name = "an allowed write"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const lease = 30 * time.Second
+				fs := faultstore.New(memstore.New(nil))
+				obs := newLeaseObserver()
+				var cancelledAt time.Time
+				a := mustAction(t, countersign.RawActionSpec{Name: "slow", Hooks: countersign.Hooks{
+					Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+						<-ctx.Done()
+						cancelledAt = time.Now()
+						return nil, ctx.Err()
+					},
+				}})
+				rule := countersign.Rule{Match: "*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}
+				if allowed {
+					rule = countersign.Rule{Match: "*", Effect: countersign.EffectAllow}
+				}
+				e, err := countersign.New(countersign.Options{Store: fs, Observer: obs, Actions: []*countersign.Action{a}, LeaseDuration: lease,
+					Policy: &countersign.Policy{Rules: []countersign.Rule{rule}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs.SetClaimDelay(lease / 5)
+				fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
+				ctx := context.Background()
+				call := &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c", Action: "slow", Input: json.RawMessage(`{}`), WaitTimeout: 10 * lease}
+				if !allowed {
+					first := *call
+					first.WaitTimeout = time.Second
+					res, err := e.Call(ctx, &first)
+					if err != nil || res.Status != countersign.ResultPending {
+						t.Fatalf("Call = %+v, %v; want pending", res, err)
+					}
+					if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: res.ProposalID, Verdict: countersign.Approve}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The caller (back, for the approved call) executes; its
+				// lease is lost and nobody has recovered the proposal yet.
+				res, err := e.Call(ctx, call)
+				if err != nil || res.Status != countersign.ResultPending || res.ProposalID == "" {
+					t.Fatalf("Call after the lease was lost = %+v, %v; want pending", res, err)
+				}
+				l, ok := fs.Lease(res.ProposalID)
+				if !ok || cancelledAt.IsZero() || !cancelledAt.Before(l.ExpiresAt) {
+					t.Fatalf("Execute's context ended at %v; the store's lease ran out at %v: it must end before", cancelledAt, l.ExpiresAt)
+				}
+				checkRenewalDeadlines(t, fs)
+				if fs.Calls("RenewLease") == 0 || obs.losses() != 1 {
+					t.Fatalf("%d renewals, %d lease losses reported; want some renewals and one loss", fs.Calls("RenewLease"), obs.losses())
+				}
+			})
+		})
+	}
+}
+
 // A healthy holder, even one whose renewals answer slowly, renews often
 // enough never to reach the lapse timer, however long Execute runs.
 func TestHealthyLeaseIsNeverGivenUp(t *testing.T) {
@@ -330,11 +399,16 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 		name      string
 		reclaim   bool // a second worker claims the proposal after the lapse
 		reconcile bool
+		// viaRun runs the first worker with Run, which settles in groups
+		// (SettleMany), instead of RunOnce (Settle).
+		viaRun    bool
 		want      store.Status
 		settleErr error // what the store answers the first holder's settle
 	}{
 		{name: "nobody reclaimed: it lands", want: store.StatusSucceeded},
+		{name: "nobody reclaimed: it lands from a settlement group", viaRun: true, want: store.StatusSucceeded},
 		{name: "reclaimed, no reconcile: unknown", reclaim: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
+		{name: "reclaimed, no reconcile: unknown, from a settlement group", reclaim: true, viaRun: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
 		{name: "reclaimed and reconciled: succeeded once", reclaim: true, reconcile: true, want: store.StatusSucceeded, settleErr: store.ErrLeaseLost},
 	}
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -359,8 +433,22 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 				fs.SetRenewals(faultstore.Fault{Err: errors.New("connection refused")})
 
 				doneA := make(chan struct{})
+				runCtx, stopRun := context.WithCancel(context.Background())
+				defer stopRun()
 				go func() {
 					defer close(doneA)
+					if tc.viaRun {
+						// One slot: the worker cannot reclaim its own
+						// proposal while the execution is busy.
+						w, err := eA.NewWorker(countersign.WorkerOptions{PollInterval: lease / 4, LeaseDuration: lease, MaxConcurrency: 1})
+						if err == nil {
+							err = w.Run(runCtx)
+						}
+						if err != nil {
+							t.Error(err)
+						}
+						return
+					}
 					if n, err := leaseWorker(t, eA, lease).RunOnce(context.Background()); n != 1 || err != nil {
 						t.Errorf("RunOnce = %d, %v", n, err)
 					}
@@ -395,6 +483,23 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 					awaitOr(t, reclaimed, "the second worker's reclaim")
 				}
 				close(b.release)
+				if tc.viaRun {
+					// Run goes on working: stop it once the first holder's
+					// settlement was answered.
+					answered := make(chan struct{})
+					go func() {
+						defer close(answered)
+						for !slices.ContainsFunc(fs.Settlements(), func(s faultstore.Settlement) bool { return s.Params.Fence.Token == fence.Token }) {
+							select {
+							case <-runCtx.Done():
+								return
+							case <-time.After(5 * time.Millisecond):
+							}
+						}
+					}()
+					awaitOr(t, answered, "the first holder's settlement")
+					stopRun()
+				}
 				awaitOr(t, doneA, "the first worker's end")
 
 				// The first holder asked to settle its known success with
@@ -409,7 +514,7 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 					t.Fatalf("settlements under the first fence: %+v; want one, succeeded", mine)
 				}
 				if got := mine[0].Err; (tc.settleErr == nil) != (got == nil) || (tc.settleErr != nil && !errors.Is(got, tc.settleErr)) {
-					t.Fatalf("the first holder's settle answered %v; want %v", got, tc.settleErr)
+					t.Fatalf("the first holder's settle answered %v; want %v (events %q)", got, tc.settleErr, fs.Events())
 				}
 				ev := fs.Events()
 				ended := slices.Index(ev, "execute: context ended")

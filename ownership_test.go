@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -154,6 +156,68 @@ func TestEvidenceAfterRejectionOnTheSameToolCallIsDenied(t *testing.T) {
 		}
 		if n := h.backend.total(); n != 0 {
 			t.Fatalf("%d executions", n)
+		}
+	})
+}
+
+// Two actors racing to make the first call in a new thread: one of them owns
+// it, every proposal stored there is the owner's, and every call of the other
+// is refused as not the owner's.
+func TestFirstCallerOwnsANewThreadUnderRaces(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		var reads atomic.Int32
+		h := ownerHarness(t, open, &reads)
+		ctx := context.Background()
+		const perActor = 8
+		type answer struct {
+			actor string
+			res   *countersign.Result
+			err   error
+		}
+		answers := make(chan answer, 2*perActor)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, id := range []countersign.Identity{tAlice, tDave} {
+			for i := range perActor {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := refundCall(fmt.Sprintf("%s_%d", id.Actor, i), countersign.ModeIndependent, fmt.Sprintf(`{"amount":%d,"customer":"c_%s"}`, i+1, id.Actor))
+					c.Identity, c.ThreadID = id, "t-race"
+					<-start
+					res, err := h.engine.Call(ctx, c)
+					answers <- answer{id.Actor, res, err}
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		th, err := h.store.GetThread(ctx, &store.GetThreadParams{Tenant: "acme", ID: "t-race"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for a := range answers {
+			var fe *countersign.ForbiddenError
+			switch {
+			case a.actor == th.Owner && (a.err != nil || a.res.Status != countersign.ResultPending):
+				t.Errorf("the owner %s's call = %+v, %v; want pending", a.actor, a.res, a.err)
+			case a.actor != th.Owner && (!errors.As(a.err, &fe) || a.res != nil):
+				t.Errorf("the other actor %s's call = %+v, %v; want *ForbiddenError", a.actor, a.res, a.err)
+			}
+		}
+		page, err := h.store.ListProposals(ctx, &store.ListProposalsParams{Tenant: "acme", ThreadID: "t-race"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Proposals) != perActor {
+			t.Errorf("%d proposals in the thread, want the owner's %d", len(page.Proposals), perActor)
+		}
+		for _, p := range page.Proposals {
+			if p.Requester != th.Owner {
+				t.Errorf("proposal %s of %s in %s's thread", p.ID, p.Requester, th.Owner)
+			}
 		}
 	})
 }

@@ -2,6 +2,9 @@ package countersign
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -294,4 +297,38 @@ func Principals(id Identity) []string {
 		out = append(out, approverRole+r)
 	}
 	return out
+}
+
+// fingerprint names the terms of a rule (defaults resolved) that a
+// remembered approval stands for: who approves (approvers, quorum,
+// self-approval, channels), what may be remembered and how widely (remember
+// scopes, any input), and the mode. A grant records the fingerprint of the
+// rule its approval was given under and approves only calls whose rule has
+// the same, so changing any of these terms retires the rule's grants.
+// The order of approvers, channels and scopes is not a term.
+func (r *Rule) fingerprint() string {
+	sorted := func(s []string) []string {
+		if len(s) == 0 {
+			return nil
+		}
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return s
+	}
+	scopes := make([]string, len(r.Remember))
+	for i, s := range r.Remember {
+		scopes[i] = string(s)
+	}
+	terms := struct {
+		Approvers          []string `json:"approvers"`
+		Quorum             int      `json:"quorum"`
+		ForbidSelfApproval bool     `json:"forbid_self_approval"`
+		Channels           []string `json:"channels"`
+		Remember           []string `json:"remember"`
+		GrantAnyInput      bool     `json:"grant_any_input"`
+		Mode               Mode     `json:"mode"`
+	}{sorted(r.Approvers), r.Quorum, r.ForbidSelfApproval, sorted(r.Channels), sorted(scopes), r.GrantAnyInput, r.Mode}
+	b, _ := json.Marshal(terms) // strings, numbers and booleans always encode
+	sum := sha256.Sum256(b)
+	return "rule:v1:" + hex.EncodeToString(sum[:16])
 }

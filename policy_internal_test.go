@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -77,6 +78,43 @@ func TestRuleSpecificity(t *testing.T) {
 		}
 		if name == "payments.void" && r.Quorum != 2 {
 			t.Errorf("tie between equal globs: quorum %d, want the first rule's 2", r.Quorum)
+		}
+	}
+}
+
+// A rule's fingerprint changes with every term a grant stands for, and with
+// nothing else: not the order of lists, not an empty list for a missing one,
+// not the rule's TTL.
+func TestRuleFingerprint(t *testing.T) {
+	t.Parallel()
+	base := Rule{Match: "payments.*", Effect: EffectAsk, Approvers: []string{"role:finance", "actor:zoe"}, Quorum: 2,
+		Channels: []string{"web", "api"}, Remember: []Scope{ScopeThread, ScopeRun}, Mode: ModeWait}
+	same := base
+	same.Approvers = []string{"actor:zoe", "role:finance"}
+	same.Channels = []string{"api", "web"}
+	same.Remember = []Scope{ScopeRun, ScopeThread}
+	same.TTL = time.Hour
+	if base.fingerprint() != same.fingerprint() {
+		t.Errorf("reordered lists or another TTL changed the fingerprint")
+	}
+	noChannels, emptyChannels := base, base
+	noChannels.Channels, emptyChannels.Channels = nil, []string{}
+	if noChannels.fingerprint() != emptyChannels.fingerprint() {
+		t.Errorf("an empty channel list differs from none")
+	}
+	for name, change := range map[string]func(r *Rule){
+		"approvers":     func(r *Rule) { r.Approvers = []string{"role:finance"} },
+		"quorum":        func(r *Rule) { r.Quorum = 1 },
+		"self-approval": func(r *Rule) { r.ForbidSelfApproval = true },
+		"channels":      func(r *Rule) { r.Channels = []string{"web"} },
+		"remember":      func(r *Rule) { r.Remember = []Scope{ScopeThread} },
+		"any input":     func(r *Rule) { r.GrantAnyInput = true },
+		"mode":          func(r *Rule) { r.Mode = ModeTwoPhase },
+	} {
+		r := base
+		change(&r)
+		if r.fingerprint() == base.fingerprint() {
+			t.Errorf("changing the %s kept the fingerprint", name)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func (e *Engine) waitSettled(ctx context.Context, c *Call, p *store.Proposal) (*
 // Wait blocks until the proposal is terminal or reconciling, or ctx ends, and
 // returns it (with ctx's error if ctx ended). It never executes anything.
 func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
-	p, err := e.Get(ctx, id, proposalID)
+	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,9 +14,10 @@ import (
 // Every waiting call (waitAndExecute, Wait) registers its proposal with the
 // engine and subscribes to the hub; one goroutine per engine, running only
 // while someone waits, finds the changes made by other processes for all of
-// them at once: every WaitPoll it reads each waiting tenant's audit events
-// after its cursor (every status change writes one) and wakes the waiters of
-// the proposals named. Changes made through this engine wake their waiters
+// them at once: every WaitPoll it reads each waiting tenant's new audit
+// events (every status change writes one) through the engine's one tail of
+// the audit log (auditTail, see feed.go) and wakes the waiters of the
+// proposals named. Changes made through this engine wake their waiters
 // directly (Engine.changed), and on a store with notifications (PostgreSQL
 // LISTEN/NOTIFY) the watcher listens too, so other processes' changes wake
 // waiters at once; the poll is what guarantees them.
@@ -27,12 +28,12 @@ import (
 //     one of its waiting proposals), and once it is set every waiter of the
 //     tenant is woken to re-read, so a change either precedes that re-read or
 //     writes an event after the cursor;
-//   - each scan re-reads the events of the previous one (skipping those it
-//     already published), because PostgreSQL may commit an event after one
-//     with a higher id;
-//   - as a last resort against a transaction that commits more than a poll
-//     after writing its event, while the notification listener is down, each
-//     waiter re-reads its own proposal every few hundred polls (recheck).
+//   - the tail hands out an event that commits after one with a higher id
+//     (PostgreSQL may), as long as its transaction was open no longer than
+//     the tail's window;
+//   - as a last resort against a transaction that stays open longer, while
+//     the notification listener is down, each waiter re-reads its own
+//     proposal every few hundred polls (recheck).
 
 // waitRecheckPolls is how many WaitPolls pass, at most, before a waiter
 // re-reads its own proposal even though nothing woke it.
@@ -51,10 +52,7 @@ type waitWatch struct {
 // waiters is shared (under waitWatch.mu); the rest belongs to the loop.
 type tenantWatch struct {
 	waiters map[string]int // proposal id → registered waits
-	ready   bool           // the cursor is set
-	from    int64          // the next scan reads the events after from
-	last    int64          // the highest event id read
-	seen    map[int64]bool // the events above from already published
+	tail    *auditTail     // nil until the cursor is set
 }
 
 // watch registers a wait on p and returns its wake-up channel and the
@@ -174,7 +172,7 @@ func (e *Engine) scanWaits(ctx context.Context) bool {
 	jobs := make([]job, 0, len(w.tenants))
 	for tenant, tw := range w.tenants {
 		j := job{tenant: tenant, tw: tw}
-		if !tw.ready {
+		if tw.tail == nil {
 			for id := range tw.waiters {
 				j.probe = id
 				break
@@ -184,7 +182,7 @@ func (e *Engine) scanWaits(ctx context.Context) bool {
 	}
 	w.mu.Unlock()
 	for _, j := range jobs {
-		if !j.tw.ready {
+		if j.tw.tail == nil {
 			e.startCursor(ctx, j.tenant, j.tw, j.probe)
 			continue
 		}
@@ -210,7 +208,7 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 		}
 		last = evs[len(evs)-1].ID
 	}
-	tw.from, tw.last, tw.ready, tw.seen = last, last, true, map[int64]bool{}
+	tw.tail = newAuditTail(e.store, tenant, last, e.clock)
 	e.waits.mu.Lock()
 	ids := make([]string, 0, len(tw.waiters))
 	for id := range tw.waiters {
@@ -222,33 +220,17 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 	}
 }
 
-// scanTenant reads a tenant's events after its cursor and wakes the waiters
-// they name. It reads the previous scan's events again, since an event may
-// commit after one with a higher id, and publishes only the new ones.
+// scanTenant reads a tenant's new events and wakes the waiters they name.
 func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch) {
-	seen := map[int64]bool{}
-	last := tw.last
-	for after := tw.from; ; {
-		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant, AfterID: after})
-		if err != nil {
-			e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
-			return
-		}
-		for _, ev := range evs {
-			if ev.ID > tw.last {
-				seen[ev.ID] = true
-			}
-			// A creation is never news to a waiter: it read its proposal
-			// after the proposal existed.
-			if ev.Type != store.EventCreated && !tw.seen[ev.ID] {
-				e.hub.Publish(ev.ProposalID)
-			}
-			last = max(last, ev.ID)
-		}
-		if len(evs) == 0 {
-			break
-		}
-		after = evs[len(evs)-1].ID
+	evs, _, err := tw.tail.next(ctx, 0)
+	if err != nil {
+		e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
 	}
-	tw.from, tw.last, tw.seen = tw.last, last, seen
+	for _, ev := range evs {
+		// A creation is never news to a waiter: it read its proposal after
+		// the proposal existed.
+		if ev.Type != store.EventCreated {
+			e.hub.Publish(ev.ProposalID)
+		}
+	}
 }

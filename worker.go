@@ -170,7 +170,8 @@ func (w *Worker) Run(ctx context.Context) error {
 					// The slot is given back once the execution is over:
 					// when its last settlement is queued (its write may
 					// still be on its way; the lease is held until it is
-					// done), or when it ends without one.
+					// done), when it is written if the lease was given up,
+					// or when the execution ends without one.
 					var once sync.Once
 					release := func() {
 						once.Do(func() {
@@ -182,7 +183,16 @@ func (w *Worker) Run(ctx context.Context) error {
 						})
 					}
 					defer release()
-					w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams) (*store.TransitionResult, error) {
+					w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error) {
+						if !held {
+							// The lease may have lapsed in the store: a
+							// claim made before this settlement is written
+							// could take the proposal over (this worker's
+							// own next claim too), and the fence would then
+							// refuse a known outcome. The slot waits for
+							// the write.
+							return group.settle(ctx, params, nil)
+						}
 						return group.settle(ctx, params, release)
 					})
 				}()

@@ -9,6 +9,11 @@
 // with the Change's side effects, in one transaction. The conformance suite in
 // store/storetest runs the same tests, races included, against every driver.
 //
+// The records carry no JSON encoding of their own: the HTTP API renders its
+// own wire types from them (server/), and a driver that keeps a record in a
+// JSON column encodes it through a private storage type, so that neither
+// form changes when the other does.
+//
 // Drivers: store/memstore (tests, one process), store/sqlitestore (the
 // embedded default) and store/pgstore (many processes, many machines).
 package store

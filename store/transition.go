@@ -506,6 +506,11 @@ func ValidateCreateParams(params *CreateProposalParams) error {
 	if err := ValidateCreate(params.Proposal); err != nil {
 		return err
 	}
+	// A proposal that asks humans must name who may decide it; only the
+	// record of an allowed write has nobody to ask.
+	if p := params.Proposal; params.Allowed == nil && (len(p.Approvers) == 0 || p.Quorum < 1) {
+		return invalidParams("a proposal needs approvers and a quorum of at least 1, unless it records an allowed write")
+	}
 	switch a := params.Allowed; {
 	case params.GrantID != "" && params.ApprovedBy == nil:
 		return invalidParams("a grant id needs the approval it stands for")

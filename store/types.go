@@ -87,27 +87,27 @@ func (s Scope) Valid() bool { return s == ScopeRun || s == ScopeThread }
 
 // Confirmation is the copy shown to an approver.
 type Confirmation struct {
-	Title string `json:"title"`
-	Verb  string `json:"verb,omitempty"`
+	Title string
+	Verb  string
 }
 
 // Decision is one recorded decision on a proposal.
 type Decision struct {
-	Actor    string    `json:"actor"`
-	Decision Verdict   `json:"decision"`
-	Via      string    `json:"via"`
-	At       time.Time `json:"at"`
-	Reason   string    `json:"reason,omitempty"`
-	Remember Scope     `json:"remember,omitempty"`
+	Actor    string
+	Decision Verdict
+	Via      string
+	At       time.Time
+	Reason   string
+	Remember Scope
 }
 
 // Lease fences the execution of one proposal. Only the holder of the current
 // token and generation may renew it or settle the proposal.
 type Lease struct {
-	Owner      string    `json:"owner"`
-	Token      string    `json:"token"`
-	Generation int64     `json:"generation"`
-	ExpiresAt  time.Time `json:"expires_at"`
+	Owner      string
+	Token      string
+	Generation int64
+	ExpiresAt  time.Time
 }
 
 // Fence identifies a lease in a renewal or a settlement.
@@ -119,71 +119,71 @@ type Fence struct {
 // Outcome is the terminal (or reconciling) result of a proposal. It is recorded
 // once, atomically with the transition that produced it.
 type Outcome struct {
-	ProposalID string          `json:"proposal_id"`
-	Status     Status          `json:"status"`
-	Executed   *bool           `json:"executed"`
-	Receipt    string          `json:"receipt,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      *string         `json:"error"`
-	Summary    string          `json:"summary"`
-	Note       string          `json:"note,omitempty"`
-	ResolvedBy string          `json:"resolved_by,omitempty"`
+	ProposalID string
+	Status     Status
+	Executed   *bool
+	Receipt    string
+	Result     json.RawMessage
+	Error      *string
+	Summary    string
+	Note       string
+	ResolvedBy string
 	// Reconciles counts the Reconcile attempts that answered unknown, which
 	// sets the backoff before the next one.
-	Reconciles int       `json:"reconcile_attempts,omitempty"`
-	At         time.Time `json:"at"`
+	Reconciles int
+	At         time.Time
 }
 
 // Proposal is the durable approval record for one call that needs a decision.
 // Field names follow API.md's proposal object.
 type Proposal struct {
-	ID             string          `json:"id"`
-	Tenant         string          `json:"tenant"`
-	Requester      string          `json:"requester"`
-	RequesterRoles []string        `json:"-"`
-	ThreadID       string          `json:"thread_id"`
-	RunID          string          `json:"run_id"`
-	ToolCallID     string          `json:"tool_call_id"`
-	Action         string          `json:"action"`
-	ActionVersion  string          `json:"action_version"`
-	Input          json.RawMessage `json:"input"`
+	ID             string
+	Tenant         string
+	Requester      string
+	RequesterRoles []string
+	ThreadID       string
+	RunID          string
+	ToolCallID     string
+	Action         string
+	ActionVersion  string
+	Input          json.RawMessage
 	// RawInput is the input exactly as the caller sent it. Before execution it
 	// is re-parsed by the current schema and must equal Input (drift check).
-	RawInput       json.RawMessage `json:"-"`
-	InputDigest    string          `json:"input_digest"`
-	Preview        string          `json:"preview"`
-	StateVersion   string          `json:"state_version"`
-	Confirmation   Confirmation    `json:"confirmation"`
-	ConfirmationID string          `json:"-"`
-	Mode           Mode            `json:"mode"`
-	Status         Status          `json:"status"`
-	Approvers      []string        `json:"approvers"`
-	Quorum         int             `json:"quorum"`
+	RawInput       json.RawMessage
+	InputDigest    string
+	Preview        string
+	StateVersion   string
+	Confirmation   Confirmation
+	ConfirmationID string
+	Mode           Mode
+	Status         Status
+	Approvers      []string
+	Quorum         int
 	// ForbidSelfApproval, Channels, RememberScopes and GrantAnyInput are the
 	// rule's terms, frozen at creation so a later policy edit cannot loosen them.
-	ForbidSelfApproval bool          `json:"-"`
-	Channels           []string      `json:"-"`
-	RememberScopes     []Scope       `json:"-"`
-	GrantAnyInput      bool          `json:"-"`
-	GrantTTL           time.Duration `json:"-"`
+	ForbidSelfApproval bool
+	Channels           []string
+	RememberScopes     []Scope
+	GrantAnyInput      bool
+	GrantTTL           time.Duration
 	// RuleFingerprint identifies the rule the proposal was made under; a
 	// grant made by its approval takes it, and approves only proposals of
 	// the same fingerprint, so that changing the rule retires the grant.
-	RuleFingerprint string     `json:"-"`
-	ReplacementKey  string     `json:"-"`
-	Decisions       []Decision `json:"decisions"`
-	ExpiresAt       time.Time  `json:"expires_at"`
-	OperationID     string     `json:"operation_id"`
-	Attempt         int        `json:"-"`
-	Lease           *Lease     `json:"-"`
+	RuleFingerprint string
+	ReplacementKey  string
+	Decisions       []Decision
+	ExpiresAt       time.Time
+	OperationID     string
+	Attempt         int
+	Lease           *Lease
 	// ConsumedBy is the tool call that claimed the approval for execution: the
 	// original one, or a later one that spent the two-phase evidence.
-	ConsumedBy    string     `json:"-"`
-	NextAttemptAt *time.Time `json:"-"`
-	Outcome       *Outcome   `json:"outcome"`
-	Version       int64      `json:"-"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	ConsumedBy    string
+	NextAttemptAt *time.Time
+	Outcome       *Outcome
+	Version       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Clone returns a deep copy, so that a driver never shares mutable state with
@@ -268,27 +268,27 @@ func (p *Proposal) Approvals() int {
 // Grant is a remembered approval. It is created inactive with the approval that
 // asked for it and becomes live when that proposal's execution succeeds.
 type Grant struct {
-	ID            string `json:"id"`
-	Tenant        string `json:"tenant"`
-	Requester     string `json:"requester"`
-	Scope         Scope  `json:"scope"`
-	ThreadID      string `json:"thread_id"`
-	RunID         string `json:"run_id,omitempty"`
-	Action        string `json:"action"`
-	ActionVersion string `json:"action_version"`
+	ID            string
+	Tenant        string
+	Requester     string
+	Scope         Scope
+	ThreadID      string
+	RunID         string
+	Action        string
+	ActionVersion string
 	// InputDigest is empty when the rule widened the grant to any input.
-	InputDigest string `json:"input_digest,omitempty"`
+	InputDigest string
 	// RuleFingerprint is the fingerprint of the rule the grant was made
 	// under (the origin proposal's); the grant matches only calls made under
 	// a rule of the same fingerprint.
-	RuleFingerprint  string     `json:"-"`
-	OriginProposalID string     `json:"origin_proposal_id"`
-	GrantedBy        string     `json:"granted_by"`
-	CreatedAt        time.Time  `json:"created_at"`
-	ActivatedAt      *time.Time `json:"activated_at"`
-	ExpiresAt        *time.Time `json:"expires_at"`
-	RevokedAt        *time.Time `json:"revoked_at"`
-	RevokedBy        string     `json:"revoked_by,omitempty"`
+	RuleFingerprint  string
+	OriginProposalID string
+	GrantedBy        string
+	CreatedAt        time.Time
+	ActivatedAt      *time.Time
+	ExpiresAt        *time.Time
+	RevokedAt        *time.Time
+	RevokedBy        string
 }
 
 // Live reports whether the grant approves calls at now.
@@ -298,22 +298,22 @@ func (g *Grant) Live(now time.Time) bool {
 
 // Thread is a conversation. Its owner is its first caller.
 type Thread struct {
-	Tenant    string    `json:"-"`
-	ID        string    `json:"id"`
-	Owner     string    `json:"owner"`
-	CreatedAt time.Time `json:"created_at"`
+	Tenant    string
+	ID        string
+	Owner     string
+	CreatedAt time.Time
 }
 
 // Message is one entry of a thread. Outcome messages carry the outcome object.
 type Message struct {
-	ID         string    `json:"id"`
-	Tenant     string    `json:"-"`
-	ThreadID   string    `json:"-"`
-	Role       string    `json:"role"`
-	Text       string    `json:"text"`
-	ProposalID string    `json:"-"`
-	Outcome    *Outcome  `json:"outcome,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string
+	Tenant     string
+	ThreadID   string
+	Role       string
+	Text       string
+	ProposalID string
+	Outcome    *Outcome
+	CreatedAt  time.Time
 }
 
 // EventType names an entry of a proposal's audit trail.
@@ -335,13 +335,13 @@ const (
 // Event is one entry of a proposal's audit trail. IDs grow monotonically per
 // store, so they double as a resumable stream position.
 type Event struct {
-	ID         int64     `json:"id"`
-	Tenant     string    `json:"-"`
-	ProposalID string    `json:"proposal_id"`
-	Type       EventType `json:"type"`
-	Actor      string    `json:"actor,omitempty"`
-	Via        string    `json:"via,omitempty"`
-	Status     Status    `json:"status"`
-	Detail     string    `json:"detail,omitempty"`
-	At         time.Time `json:"at"`
+	ID         int64
+	Tenant     string
+	ProposalID string
+	Type       EventType
+	Actor      string
+	Via        string
+	Status     Status
+	Detail     string
+	At         time.Time
 }

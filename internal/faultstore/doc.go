@@ -1,7 +1,8 @@
 // Package faultstore wraps any store.Store for tests of lease safety: it
-// makes the calls that keep a lease (RenewLease; the answers of Claim and
-// ClaimBatch) hang, fail or answer slowly, and it records, in one ordered
-// log, what the engine asked of the store and what the store answered.
+// makes the calls that keep a lease (RenewLease; the answers of the claims:
+// Claim, ClaimBatch, a CreateProposal that takes a lease) hang, fail or
+// answer slowly, and it records, in one ordered log, what the engine asked
+// of the store and what the store answered.
 //
 // A test scripts the renewals with SetRenewals, reads the calls back with
 // Renewals and Settlements, the lease the wrapped store granted last with

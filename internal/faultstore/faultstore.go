@@ -78,8 +78,9 @@ func (s *Store) SetRenewals(faults ...Fault) {
 	s.renewals = append([]Fault(nil), faults...)
 }
 
-// SetClaimDelay holds back the answers of Claim and ClaimBatch by d: the
-// claim took effect at once, its answer is late.
+// SetClaimDelay holds back the answers of Claim, ClaimBatch and of a
+// CreateProposal that takes a lease by d: the claim took effect at once, its
+// answer is late.
 func (s *Store) SetClaimDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,6 +244,25 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Pr
 		}
 	}
 	return p, err
+}
+
+// CreateProposal implements store.Store. A creation that takes a lease (an
+// allowed write's record, created executing) is a claim: it is recorded as
+// one, with the claim delay.
+func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
+	s.count("CreateProposal")
+	cr, err := s.Store.CreateProposal(ctx, params)
+	if err == nil && cr.Created && cr.Proposal.Lease != nil {
+		s.granted(cr.Proposal.ID, cr.Proposal.Lease)
+		s.Note("claim " + cr.Proposal.ID)
+		s.mu.Lock()
+		d := s.claimDelay
+		s.mu.Unlock()
+		if herr := hold(ctx, d); herr != nil {
+			return nil, herr
+		}
+	}
+	return cr, err
 }
 
 // ClaimBatch implements store.Store, with the claim delay.

@@ -30,7 +30,7 @@ func collectGrants(rows pgx.Rows) ([]*store.Grant, error) {
 func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
 	g, err := scanGrant(s.pool.QueryRow(ctx, s.q.findGrant,
 		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
-		params.InputDigest, params.RunID, s.clock()))
+		params.InputDigest, params.RunID, s.clock(), params.RuleFingerprint))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, wrap("find grant", store.ErrNotFound)
 	}

@@ -18,9 +18,10 @@ import (
 // field have run these files; editing one would leave them with a schema no
 // build describes. Change the schema with a new file, and add its sum here.
 var applied = map[string]string{
-	"0001_init.sql":         "2d40531bcae0e67f481b47cb93478591cf0c12a92e478fdb9fd90a3362aa20df",
-	"0002_list_pending.sql": "680ecd5ae43f2508ef0b080992e063cc6d9ea63bb15da40ca2c314f583efeb9e",
-	"0003_sessions.sql":     "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
+	"0001_init.sql":             "2d40531bcae0e67f481b47cb93478591cf0c12a92e478fdb9fd90a3362aa20df",
+	"0002_list_pending.sql":     "680ecd5ae43f2508ef0b080992e063cc6d9ea63bb15da40ca2c314f583efeb9e",
+	"0003_sessions.sql":         "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
+	"0004_rule_fingerprint.sql": "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

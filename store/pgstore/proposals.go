@@ -84,7 +84,7 @@ func (s *Store) queueChange(tx *txn, p *store.Proposal, c *store.Change, now tim
 		}
 		tx.queue(s.q.insertGrant,
 			id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
-			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy)
+			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy, g.RuleFingerprint)
 	}
 	if c.ActivateGrants {
 		tx.queue(s.q.activateGrants, now, p.ID)
@@ -200,6 +200,15 @@ func (s *Store) replacementLock(p *store.Proposal) string {
 
 // CreateProposal implements store.Store.
 //
+// Its reads go with BEGIN, in one round trip. The thread comes first,
+// replays included: INSERT … ON CONFLICT DO NOTHING waits for a concurrent
+// insert of the same thread and then inserts nothing, and the SELECTs after
+// it (each a new snapshot) read whoever committed first: the thread's owner,
+// and the tool call's proposal if that creation stored one. The grant that
+// stands in for an approval is read FOR SHARE: a revocation (an UPDATE of
+// the row) waits for this creation to commit, or this read waits for the
+// revocation and sees it.
+//
 // The insert claims the tool call: INSERT … ON CONFLICT DO NOTHING waits for
 // a concurrent insert of the same tool call and then inserts nothing, and
 // the loser returns the winner's proposal. Only then, holding the
@@ -214,37 +223,28 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	var (
 		existing *store.Proposal
 		readErr  error
+		owner    string
+		grant    *store.Grant
 		res      *store.CreateProposalResult
 	)
 	err := s.write(ctx, func(b *pgx.Batch) {
-		b.Queue(s.q.getByToolCall, sent.Tenant, sent.ThreadID, sent.ToolCallID).QueryRow(func(row pgx.Row) error {
-			existing, readErr = scanProposal(row)
-			return nil
-		})
-	}, func(tx *txn, now time.Time) error {
-		res = nil
-		if readErr != nil && !errors.Is(readErr, pgx.ErrNoRows) {
-			return readErr
-		}
-		n := sent.Clone()
-		// The thread first, replays included. The insert waits for a
-		// concurrent one of the same thread and then inserts nothing; the
-		// SELECT after it (a new snapshot) reads whoever committed first.
-		tx.queue(s.q.ensureThread, n.Tenant, n.ThreadID, n.Requester, now)
-		var owner string
-		tx.queue(s.q.getThread, n.Tenant, n.ThreadID).QueryRow(func(row pgx.Row) error {
+		existing, readErr, owner, grant = nil, nil, "", nil
+		// The thread's creation time is read before the transaction's now:
+		// a thread is never younger than its first proposal.
+		b.Queue(s.q.ensureThread, sent.Tenant, sent.ThreadID, sent.Requester, dbTime(s.clock()))
+		b.Queue(s.q.getThread, sent.Tenant, sent.ThreadID).QueryRow(func(row pgx.Row) error {
 			var created time.Time
 			if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil
 		})
-		// The grant that stands in for the approval is read FOR SHARE: a
-		// revocation (an UPDATE of the row) waits for this creation to
-		// commit, or this read waits for the revocation and sees it.
-		var grant *store.Grant
+		b.Queue(s.q.getByToolCall, sent.Tenant, sent.ThreadID, sent.ToolCallID).QueryRow(func(row pgx.Row) error {
+			existing, readErr = scanProposal(row)
+			return nil
+		})
 		if params.GrantID != "" {
-			tx.queue(s.q.lockGrant, n.Tenant, params.GrantID).QueryRow(func(row pgx.Row) error {
+			b.Queue(s.q.lockGrant, sent.Tenant, params.GrantID).QueryRow(func(row pgx.Row) error {
 				g, err := scanGrant(row)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return nil
@@ -253,9 +253,12 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 				return err
 			})
 		}
-		if err := tx.flush(ctx); err != nil {
-			return err
+	}, func(tx *txn, now time.Time) error {
+		res = nil
+		if readErr != nil && !errors.Is(readErr, pgx.ErrNoRows) {
+			return readErr
 		}
+		n := sent.Clone()
 		if owner != n.Requester {
 			return fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
 		}

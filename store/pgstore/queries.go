@@ -16,7 +16,8 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	confirmation, confirmation_id, mode, status, approvers, quorum, forbid_self_approval,
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
-	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at`
+	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
+	rule_fingerprint`
 
 // columnList returns proposalColumns as a slice of names.
 func columnList() []string {
@@ -147,7 +148,7 @@ func newQueries(schema string) *queries {
 			ON CONFLICT (id) DO NOTHING`,
 
 		insertGrant: `INSERT INTO _S_.grants (` + grantColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14, $15)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14, $15, $16)`,
 		activateGrants: `UPDATE _S_.grants SET activated_at = $1 WHERE origin_proposal_id = $2 AND activated_at IS NULL`,
 
 		ensureThread: `INSERT INTO _S_.threads (tenant, id, owner, created_at) VALUES ($1, $2, $3, $4)
@@ -162,11 +163,13 @@ func newQueries(schema string) *queries {
 			WHERE t.tenant = $1 AND t.id = $2
 			ORDER BY m.seq`,
 
-		// store.Grant.Live and the scope rule, in SQL: a thread grant covers
-		// its thread, a run grant its thread's run; an empty digest any
-		// input. Of several live matches, the newest wins.
+		// store.Grant.Live and store.GrantMatches, in SQL: a thread grant
+		// covers its thread, a run grant its thread's run; an empty digest
+		// any input; only a call under the same rule. Of several live
+		// matches, the newest wins.
 		findGrant: `SELECT ` + grantColumns + ` FROM _S_.grants
 			WHERE tenant = $1 AND requester = $2 AND action = $3 AND action_version = $4 AND thread_id = $5
+			AND rule_fingerprint = $9
 			AND (input_digest = '' OR input_digest = $6)
 			AND (scope = 'thread' OR (scope = 'run' AND run_id = $7))
 			AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $8)

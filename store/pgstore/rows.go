@@ -110,28 +110,60 @@ func decodeOutcome(b []byte) (*store.Outcome, error) {
 	return o, nil
 }
 
+// storedDecision is the stored form of store.Decision: every field, its
+// time in RFC 3339 with nanoseconds.
+type storedDecision struct {
+	Actor    string        `json:"actor"`
+	Decision store.Verdict `json:"decision"`
+	Via      string        `json:"via"`
+	At       time.Time     `json:"at"`
+	Reason   string        `json:"reason,omitempty"`
+	Remember store.Scope   `json:"remember,omitempty"`
+}
+
 // encodeDecisions encodes decisions as a JSON array, nil as NULL.
-// store.Decision's JSON form keeps every field, its time in RFC 3339 with
-// nanoseconds.
 func encodeDecisions(ds []store.Decision) ([]byte, error) {
 	if ds == nil {
 		return nil, nil
 	}
-	return json.Marshal(ds)
+	out := make([]storedDecision, len(ds))
+	for i, d := range ds {
+		out[i] = storedDecision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember}
+	}
+	return json.Marshal(out)
 }
 
 func decodeDecisions(b []byte) ([]store.Decision, error) {
 	if b == nil {
 		return nil, nil
 	}
-	ds := []store.Decision{}
-	if err := json.Unmarshal(b, &ds); err != nil {
+	sds := []storedDecision{}
+	if err := json.Unmarshal(b, &sds); err != nil {
 		return nil, err
 	}
-	for i := range ds {
-		ds[i].At = ds[i].At.UTC()
+	ds := make([]store.Decision, len(sds))
+	for i, d := range sds {
+		ds[i] = store.Decision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember}
 	}
 	return ds, nil
+}
+
+// storedConfirmation is the stored form of store.Confirmation.
+type storedConfirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+func encodeConfirmation(c store.Confirmation) ([]byte, error) {
+	return json.Marshal(storedConfirmation{Title: c.Title, Verb: c.Verb})
+}
+
+func decodeConfirmation(b []byte) (store.Confirmation, error) {
+	var sc storedConfirmation
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return store.Confirmation{}, err
+	}
+	return store.Confirmation{Title: sc.Title, Verb: sc.Verb}, nil
 }
 
 // rawBytes stores raw JSON verbatim, nil as NULL.
@@ -144,7 +176,7 @@ func rawBytes(b json.RawMessage) []byte {
 
 // proposalValues encodes p in proposalColumns order.
 func proposalValues(p *store.Proposal) ([]any, error) {
-	confirmation, err := json.Marshal(p.Confirmation)
+	confirmation, err := encodeConfirmation(p.Confirmation)
 	if err != nil {
 		return nil, fmt.Errorf("encode proposal %s: confirmation: %w", p.ID, err)
 	}
@@ -177,6 +209,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		p.Channels, toStrings(p.RememberScopes), p.GrantAnyInput, int64(p.GrantTTL), p.ReplacementKey, decisions,
 		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
+		p.RuleFingerprint,
 	}, nil
 }
 
@@ -202,6 +235,7 @@ func (r *proposalRow) dest() []any {
 		&p.Channels, &r.scopes, &p.GrantAnyInput, &r.grantTTL, &p.ReplacementKey, &r.decisions,
 		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
+		&p.RuleFingerprint,
 	}
 }
 
@@ -219,10 +253,10 @@ func (r *proposalRow) proposal() (*store.Proposal, error) {
 	if r.leaseToken != nil && r.leaseOwner != nil && r.leaseGen != nil && r.leaseExp != nil {
 		p.Lease = &store.Lease{Owner: *r.leaseOwner, Token: *r.leaseToken, Generation: *r.leaseGen, ExpiresAt: r.leaseExp.UTC()}
 	}
-	if err := json.Unmarshal(r.confirmation, &p.Confirmation); err != nil {
+	var err error
+	if p.Confirmation, err = decodeConfirmation(r.confirmation); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
 	}
-	var err error
 	if p.Decisions, err = decodeDecisions(r.decisions); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: decisions: %w", p.ID, err)
 	}
@@ -258,7 +292,7 @@ func collectProposals(rows pgx.Rows) ([]*store.Proposal, error) {
 // grantColumns lists the columns of a grant row, in scanGrant's order.
 const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
 	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
-	revoked_at, revoked_by`
+	revoked_at, revoked_by, rule_fingerprint`
 
 func scanGrant(row pgx.Row) (*store.Grant, error) {
 	var (
@@ -267,7 +301,7 @@ func scanGrant(row pgx.Row) (*store.Grant, error) {
 	)
 	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
 		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &g.CreatedAt, &g.ActivatedAt, &g.ExpiresAt,
-		&g.RevokedAt, &g.RevokedBy)
+		&g.RevokedAt, &g.RevokedBy, &g.RuleFingerprint)
 	if err != nil {
 		return nil, err
 	}

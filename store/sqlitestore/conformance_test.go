@@ -20,12 +20,5 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
-	}, pendingRuleFingerprint...)
-}
-
-// pendingRuleFingerprint are the conformance tests of the rule fingerprint,
-// which needs the new columns of a migration that is waiting for the one
-// before it to land.
-var pendingRuleFingerprint = []string{
-	"CreateProposal/RoundTrip", "Grants/RuleFingerprint", "CompleteGrant", "GrantRecheck/LiveGrantApproves",
+	})
 }

@@ -26,9 +26,9 @@ func insertGrant(ctx context.Context, tx *wtx, p *store.Proposal, g *store.Grant
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO grants (`+grantColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
 		id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
-		g.InputDigest, p.ID, g.GrantedBy, now.UnixNano(), expires, revoked, g.RevokedBy)
+		g.InputDigest, p.ID, g.GrantedBy, now.UnixNano(), expires, revoked, g.RevokedBy, g.RuleFingerprint)
 	if _, ok := uniqueViolation(err); ok {
 		return fmt.Errorf("%w: grant id %s exists", store.ErrInvalidParams, id)
 	}
@@ -65,16 +65,18 @@ func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]*
 // FindGrant implements store.Store. Of several live matches, the newest wins.
 func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
 	now := s.clock().UnixNano()
-	// store.Grant.Live and the scope rule, in SQL: a thread grant covers
-	// its thread, a run grant its thread's run; an empty digest any input.
+	// store.Grant.Live and store.GrantMatches, in SQL: a thread grant
+	// covers its thread, a run grant its thread's run; an empty digest any
+	// input; only a call under the same rule.
 	g, err := scanGrant(s.rq.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants
 		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
+		AND rule_fingerprint = ?
 		AND (input_digest = '' OR input_digest = ?)
 		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
 		AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
 		ORDER BY seq DESC LIMIT 1`,
 		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
-		params.InputDigest, params.RunID, now))
+		params.RuleFingerprint, params.InputDigest, params.RunID, now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlitestore: find grant: %w", store.ErrNotFound)
 	}

@@ -28,7 +28,7 @@ func TestVersionGuard(t *testing.T) {
 	s := openInternal(t)
 	p := &store.Proposal{
 		ID: "prp_1", Tenant: "t", ThreadID: "th", ToolCallID: "c", Action: "a", Mode: store.ModeWait,
-		ExpiresAt: time.Now().Add(time.Hour), OperationID: "op",
+		Approvers: []string{"requester"}, Quorum: 1, ExpiresAt: time.Now().Add(time.Hour), OperationID: "op",
 	}
 	if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
 		t.Fatal(err)

@@ -10,10 +10,11 @@ import (
 // field have run these files; editing one would leave them with a schema no
 // build describes. Change the schema with a new file, and add its sum here.
 var applied = map[string]string{
-	"0001_init.sql":         "dd28809a7405e95c3de5e6d689b4aa2354732523782751d42a46846d78ae1684",
-	"0002_claimed_from.sql": "063def7eaaa92a0a9f937bf1dcf95b73612acf5f4212b29a2b21ece4fdebfd03",
-	"0003_list_pending.sql": "f9b693f7530037d7ae2f3a89bd38a7e062134c6255bd77910df91c9001a386e4",
-	"0004_sessions.sql":     "ae35b94c1f0aa77722e993ef5b43c31f19b37d6582b7176da0a1ca6f992c0652",
+	"0001_init.sql":             "dd28809a7405e95c3de5e6d689b4aa2354732523782751d42a46846d78ae1684",
+	"0002_claimed_from.sql":     "063def7eaaa92a0a9f937bf1dcf95b73612acf5f4212b29a2b21ece4fdebfd03",
+	"0003_list_pending.sql":     "f9b693f7530037d7ae2f3a89bd38a7e062134c6255bd77910df91c9001a386e4",
+	"0004_sessions.sql":         "ae35b94c1f0aa77722e993ef5b43c31f19b37d6582b7176da0a1ca6f992c0652",
+	"0005_rule_fingerprint.sql": "376f7b6de8101451cd3fd04c477c32b3c551a55c90f9d981f88abd4547018d55",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -52,6 +52,8 @@ func TestQueryPlans(t *testing.T) {
 		{"expiry", q(expireDueSQL, 1, 10), "USING INDEX proposals_expiry"},
 		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
 		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
+		// One probe at the end of the tenant's events.
+		{"last event id", q(lastEventIDSQL, "t"), "USING COVERING INDEX events_tenant (tenant=?)"},
 		{"list", lq(store.ListProposalsParams{}, false), "USING INDEX proposals_list"},
 		{"list after", lq(store.ListProposalsParams{}, true), "USING INDEX proposals_list (tenant=? AND (created_at,id)<(?,?))"},
 		{"list thread after", lq(store.ListProposalsParams{ThreadID: "th"}, true), "USING INDEX proposals_thread_list (tenant=? AND thread_id=? AND (created_at,id)<(?,?))"},

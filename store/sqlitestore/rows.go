@@ -209,6 +209,24 @@ func decodeOutcome(s sql.NullString) (*store.Outcome, error) {
 	return o, nil
 }
 
+// storedConfirmation is the stored form of store.Confirmation.
+type storedConfirmation struct {
+	Title string `json:"title"`
+	Verb  string `json:"verb,omitempty"`
+}
+
+func encodeConfirmation(c store.Confirmation) ([]byte, error) {
+	return json.Marshal(storedConfirmation{Title: c.Title, Verb: c.Verb})
+}
+
+func decodeConfirmation(b []byte) (store.Confirmation, error) {
+	var sc storedConfirmation
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return store.Confirmation{}, err
+	}
+	return store.Confirmation{Title: sc.Title, Verb: sc.Verb}, nil
+}
+
 // storedDecision is the stored form of store.Decision, its time in
 // nanoseconds.
 type storedDecision struct {
@@ -254,7 +272,8 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	confirmation, confirmation_id, mode, status, approvers, quorum, forbid_self_approval,
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
-	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at`
+	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
+	rule_fingerprint`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -278,7 +297,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 	}
 	roles, e := jsonList(p.RequesterRoles)
 	fail("requester_roles", e)
-	confirmation, e := json.Marshal(p.Confirmation)
+	confirmation, e := encodeConfirmation(p.Confirmation)
 	fail("confirmation", e)
 	approvers, e := jsonList(p.Approvers)
 	fail("approvers", e)
@@ -314,6 +333,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, decisions,
 		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
+		p.RuleFingerprint,
 	}, nil
 }
 
@@ -349,6 +369,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&channels, &scopes, &anyInput, &grantTTL, &p.ReplacementKey, &decisions,
 		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
+		&p.RuleFingerprint,
 	)
 	if err != nil {
 		return nil, err
@@ -362,7 +383,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 	if leaseToken.Valid {
 		p.Lease = &store.Lease{Owner: leaseOwner.String, Token: leaseToken.String, Generation: leaseGen.Int64, ExpiresAt: fromNanos(leaseExp.Int64)}
 	}
-	if err := json.Unmarshal([]byte(confirmation), &p.Confirmation); err != nil {
+	if p.Confirmation, err = decodeConfirmation([]byte(confirmation)); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: confirmation: %w", p.ID, err)
 	}
 	if p.RequesterRoles, err = fromJSONStrings[string](roles); err != nil {
@@ -389,7 +410,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 // grantColumns lists the columns of a grant row, in scanGrant's order.
 const grantColumns = `id, tenant, requester, scope, thread_id, run_id, action, action_version,
 	input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at,
-	revoked_at, revoked_by`
+	revoked_at, revoked_by, rule_fingerprint`
 
 func scanGrant(row scanner) (*store.Grant, error) {
 	var (
@@ -400,7 +421,7 @@ func scanGrant(row scanner) (*store.Grant, error) {
 	)
 	err := row.Scan(&g.ID, &g.Tenant, &g.Requester, &scope, &g.ThreadID, &g.RunID, &g.Action, &g.ActionVersion,
 		&g.InputDigest, &g.OriginProposalID, &g.GrantedBy, &created, &activated, &expires,
-		&revoked, &g.RevokedBy)
+		&revoked, &g.RevokedBy, &g.RuleFingerprint)
 	if err != nil {
 		return nil, err
 	}

@@ -278,12 +278,15 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("GetProposalByConfirmation = %v, %v", byCnf, err)
 	}
 
-	// Nil and empty slices survive; so does an absent input.
+	// Nil and empty slices survive; so does an absent input. (No approvers:
+	// the record of an allowed write.)
 	q := proposal(c, "t1", "th1", func(p *store.Proposal) {
 		p.RequesterRoles, p.Approvers, p.Channels, p.RememberScopes = nil, []string{}, nil, []store.Scope{}
 		p.Input, p.RawInput, p.ConfirmationID = nil, nil, ""
 	})
-	create(t, s, q)
+	if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: q, Allowed: &store.AllowedExecution{Owner: "w", LeaseDuration: time.Minute}}); err != nil {
+		t.Fatalf("CreateProposal: %v", err)
+	}
 	gq, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "t1", ID: q.ID})
 	if err != nil {
 		t.Fatal(err)

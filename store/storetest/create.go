@@ -199,6 +199,10 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 			{"BadMode", func(p *store.Proposal) { p.Mode = "sometimes" }},
 			{"ZeroExpiresAt", func(p *store.Proposal) { p.ExpiresAt = time.Time{} }},
 			{"MissingOperationID", func(p *store.Proposal) { p.OperationID = "" }},
+			// Only an allowed write's record has nobody to ask.
+			{"NoApprovers", func(p *store.Proposal) { p.Approvers = nil }},
+			{"EmptyApprovers", func(p *store.Proposal) { p.Approvers = []string{} }},
+			{"ZeroQuorum", func(p *store.Proposal) { p.Quorum = 0 }},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -14,25 +13,8 @@ type Factory func(t *testing.T, now func() time.Time) store.Store
 
 // Run runs the conformance suite against the driver newStore makes. Every
 // subtest gets its own store and runs in parallel with the others.
-//
-// pending names subtests (their path below Run's test, such as
-// "Claim/LapsedApprovalExpires") that the driver does not pass yet; they are
-// skipped, loudly. It exists only for the commits that bring a driver up to a
-// contract change: a finished driver passes none.
-func Run(t *testing.T, newStore Factory, pending ...string) {
+func Run(t *testing.T, newStore Factory) {
 	t.Helper()
-	if len(pending) > 0 {
-		root, inner := t.Name()+"/", newStore
-		newStore = func(t *testing.T, now func() time.Time) store.Store {
-			name := strings.TrimPrefix(t.Name(), root)
-			for _, p := range pending {
-				if name == p || strings.HasPrefix(name, p+"/") {
-					t.Skipf("pending: the driver does not meet %s yet", p)
-				}
-			}
-			return inner(t, now)
-		}
-	}
 	groups := []struct {
 		name string
 		run  func(*testing.T, Factory)
@@ -53,6 +35,7 @@ func Run(t *testing.T, newStore Factory, pending ...string) {
 		{"ClaimBatch", testClaimBatch},
 		{"Resolve", testResolve},
 		{"Grants", testGrants},
+		{"FindGrantMatchesRule", testFindGrantMatchesRule},
 		{"CompleteGrant", testCompleteGrant},
 		{"GrantRecheck", testGrantRecheck},
 		{"ThreadOwnership", testThreadOwnership},
