@@ -37,7 +37,7 @@ func notOwner(t *testing.T, what string, resp *response, secrets ...string) {
 // runs; outcomes land only in their own thread.
 func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		postAs := func(token string, body map[string]any) *response {
 			return h.do(req{method: "POST", path: "/v1/calls", token: token, body: body})
 		}
@@ -130,7 +130,7 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 // own (where his input is his own to see). She still can, once.
 func TestThreadOwnershipOfEvidence(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		body := refund("ev_1", "c_evid", 5)
 		body["mode"] = "two_phase"
 		first := h.call("alice", body)
