@@ -496,7 +496,8 @@ func ValidateCreate(p *Proposal) error {
 }
 
 // ValidateCreateParams checks a creation's parameters: the proposal (see
-// ValidateCreate), a grant id only with the approval it stands for, and an
+// ValidateCreate) with approvers and a quorum of at least 1 unless it records
+// an allowed write, a grant id only with the approval it stands for, and an
 // allowed execution with an owner and a positive lease, never together with
 // an approval.
 func ValidateCreateParams(params *CreateProposalParams) error {
