@@ -3,9 +3,9 @@
 // sees the proposals they may decide or own, and approves, rejects or (as an
 // operator) resolves them. Decisions are recorded with via "web".
 //
-// The inbox wraps the HTTP API ([server.Server]): [Inbox.Handler] serves the
-// inbox's pages and hands every other path to the API, so one listener
-// serves both.
+// [Inbox.Handler] serves the inbox's own paths only (any other is its 404
+// page); the process mounts it at / beside the HTTP API ([server.Server]),
+// whose event stream the inbox relays to signed-in browsers.
 //
 // # Sessions
 //

@@ -456,3 +456,19 @@ func TestSignInRateLimit(t *testing.T) {
 		t.Error("the interval gave more than one attempt")
 	}
 }
+
+// TestInboxServesOnlyItsPaths checks that the inbox's handler passes
+// nothing on to the API: the API's paths are the process's to mount.
+func TestInboxServesOnlyItsPaths(t *testing.T) {
+	t.Parallel()
+	in := newInbox(t, memstore.New(nil), nil, apiKeys(t, bobKey), nil)
+	for _, path := range []string{"/v1/proposals", "/v1/calls", "/healthz", "/metrics", "/openapi.json"} {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer key_bob")
+		rec := httptest.NewRecorder()
+		in.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "There is no such page.") {
+			t.Errorf("%s through the inbox: %d\n%s", path, rec.Code, rec.Body.String())
+		}
+	}
+}

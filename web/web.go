@@ -62,8 +62,8 @@ type Options struct {
 	Engine *countersign.Engine
 	// Auth resolves the API key or JWT pasted at sign-in. Required.
 	Auth auth.Authenticator
-	// API serves every path that is not the inbox's, and the event stream
-	// behind live updates. Required.
+	// API serves the event stream behind live updates. Required. The
+	// inbox serves its own paths only; the API's are mounted beside it.
 	API *server.Server
 	// SessionTTL is a session's lifetime from sign-in, cut short by the
 	// expiry of the token signed in with. Default DefaultSessionTTL.
@@ -174,7 +174,8 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// Handler serves the inbox's pages and passes every other path to the API.
+// Handler serves the inbox's paths, and a 404 page for any other: it passes
+// nothing on, so mount it at / beside the API's paths.
 func (in *Inbox) Handler() http.Handler { return in.handler }
 
 func (in *Inbox) routes() http.Handler {
@@ -190,8 +191,9 @@ func (in *Inbox) routes() http.Handler {
 	m.Handle("POST /proposals/{id}/decide", in.page(in.signedIn(in.handleDecide)))
 	m.Handle("POST /proposals/{id}/resolve", in.page(in.signedIn(in.handleResolve)))
 	m.Handle("GET /events", secured(http.HandlerFunc(in.handleEvents)))
-	// Everything else is the API's (and its 404s and 405s).
-	m.Handle("/", in.api.Handler())
+	m.Handle("/", in.page(func(http.ResponseWriter, *http.Request) error {
+		return errPage(http.StatusNotFound, "Not found", "There is no such page.")
+	}))
 	return m
 }
 
