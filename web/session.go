@@ -275,7 +275,8 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: sweep expired sessions", slog.Any("err", err))
 	}
 	in.setCookie(w, r, loginCookie, "", -1)
-	in.setCookie(w, r, sessionCookie, raw, int(sess.ExpiresAt.Sub(sess.CreatedAt)/time.Second))
+	// At least a second: a Max-Age of 0 would make it a cookie without one.
+	in.setCookie(w, r, sessionCookie, raw, max(1, int(sess.ExpiresAt.Sub(sess.CreatedAt)/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
