@@ -56,11 +56,14 @@ func (in *Inbox) session(r *http.Request) (*countersign.Session, error) {
 	if sess := sessionOf(r); sess != nil {
 		return sess, nil
 	}
-	token := sessionToken(r)
+	return in.sessionByToken(r.Context(), sessionToken(r))
+}
+
+// sessionByToken is session for a cookie's token.
+func (in *Inbox) sessionByToken(ctx context.Context, token string) (*countersign.Session, error) {
 	if token == "" {
 		return nil, nil
 	}
-	ctx := r.Context()
 	sess, err := in.engine.Session(ctx, token)
 	if errors.Is(err, countersign.ErrNotFound) {
 		return nil, nil
@@ -275,7 +278,8 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: sweep expired sessions", slog.Any("err", err))
 	}
 	in.setCookie(w, r, loginCookie, "", -1)
-	in.setCookie(w, r, sessionCookie, raw, int(sess.ExpiresAt.Sub(sess.CreatedAt)/time.Second))
+	// At least a second: a Max-Age of 0 would make it a cookie without one.
+	in.setCookie(w, r, sessionCookie, raw, max(1, int(sess.ExpiresAt.Sub(sess.CreatedAt)/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
@@ -289,7 +293,10 @@ func (in *Inbox) handleLogout(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleEvents streams the API's proposal events to a signed-in browser.
+// handleEvents streams the API's proposal events to a signed-in browser,
+// for no longer than the session lasts: the stream ends at the session's
+// expiry, and within sessionRecheck of the session ending otherwise (signed
+// out, or its key withdrawn).
 func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sess, err := in.session(r)
 	if err != nil {
@@ -301,5 +308,37 @@ func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sign in first", http.StatusUnauthorized)
 		return
 	}
-	in.api.StreamEvents(w, r, sess.Identity)
+	ctx, cancel := context.WithDeadline(r.Context(), sess.ExpiresAt)
+	defer cancel()
+	go in.watchSession(ctx, cancel, sessionToken(r))
+	in.api.StreamEvents(w, r.WithContext(ctx), sess.Identity)
+}
+
+// sessionRecheck is how often a live event stream checks that its session
+// still stands.
+const sessionRecheck = 30 * time.Second
+
+// watchSession calls end once the session token opens has ended, looking
+// every in.recheck until ctx ends. A check that fails (the store is down)
+// leaves the stream be until the next.
+func (in *Inbox) watchSession(ctx context.Context, end context.CancelFunc, token string) {
+	t := time.NewTicker(in.recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sess, err := in.sessionByToken(ctx, token)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: event stream: check the session", slog.Any("err", err))
+		case sess == nil:
+			end()
+			return
+		}
+	}
 }

@@ -125,6 +125,7 @@ type Inbox struct {
 	secure  SecureCookies
 	proxies []netip.Prefix
 	limiter *limiter
+	recheck time.Duration // sessionRecheck; tests shorten it
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	handler http.Handler
@@ -156,8 +157,9 @@ func New(opts Options) (*Inbox, error) {
 		proxies: proxies,
 		limiter: newLimiter(cmpOr(opts.SignInBurst, DefaultSignInBurst), cmpOr(opts.SignInInterval, DefaultSignInInterval),
 			DefaultSignInClients, now),
-		log:   opts.Logger,
-		pages: pages,
+		recheck: sessionRecheck,
+		log:     opts.Logger,
+		pages:   pages,
 	}
 	if in.log == nil {
 		in.log = slog.Default()
