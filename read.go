@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/countersign/countersign/store"
 )
@@ -208,4 +209,44 @@ func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (
 		return nil, fmt.Errorf("revoke grant: %w", err)
 	}
 	return g, nil
+}
+
+// Permissions is what an identity may do with a proposal as it stands, for
+// a surface to offer only the actions that would be taken. Each action is
+// still checked when it is asked for.
+type Permissions struct {
+	// Approve and Reject: the proposal is pending and id may decide it
+	// this way through the channel asked about.
+	Approve, Reject bool
+	// Cancel: the proposal is pending and id requested it.
+	Cancel bool
+	// Resolve: the outcome is uncertain and id is an operator.
+	Resolve bool
+}
+
+// Permissions says what id may do with p through channel via ("web",
+// "api", …). p is a proposal id may see, as the engine returned it.
+func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal, via string) Permissions {
+	var out Permissions
+	if !canSee(id, p) {
+		return out
+	}
+	if p.Status == store.StatusPending {
+		hook := e.canDecideHook(p)
+		out.Approve = mayDecide(ctx, p, id, Approve, via, hook) == nil
+		out.Reject = mayDecide(ctx, p, id, Reject, via, hook) == nil
+		out.Cancel = p.Requester == id.Actor
+	}
+	out.Resolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
+		slices.Contains(id.Roles, RoleOperator)
+	return out
+}
+
+// canDecideHook is the CanDecide hook of the rule that matches p's action
+// today, if it has one.
+func (e *Engine) canDecideHook(p *store.Proposal) func(context.Context, Identity, *store.Proposal) bool {
+	if r := e.policy.match(p.Action); r != nil {
+		return r.CanDecide
+	}
+	return nil
 }
