@@ -11,7 +11,16 @@ import (
 
 // forEachStore runs fn against a fresh harness on every store driver.
 func forEachStore(t *testing.T, ho harnessOptions, fn func(t *testing.T, h *harness)) {
-	for _, kind := range storeKinds {
+	forStores(t, storeKinds, ho, fn)
+}
+
+// forAllStores is forEachStore on PostgreSQL too.
+func forAllStores(t *testing.T, ho harnessOptions, fn func(t *testing.T, h *harness)) {
+	forStores(t, allStoreKinds, ho, fn)
+}
+
+func forStores(t *testing.T, kinds []string, ho harnessOptions, fn func(t *testing.T, h *harness)) {
+	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			fn(t, newHarness(t, kind, ho))

@@ -21,9 +21,11 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -173,8 +175,12 @@ var testPolicy = countersign.Policy{Rules: []countersign.Rule{
 	{Match: "flaky.*", Effect: countersign.EffectAsk, Approvers: []string{"requester"}},
 }}
 
-// storeKinds are the drivers every store-dependent test runs on.
-var storeKinds = []string{"mem", "sqlite"}
+// storeKinds are the drivers every store-dependent test runs on;
+// allStoreKinds adds PostgreSQL, for the tests of who may see and do what.
+var (
+	storeKinds    = []string{"mem", "sqlite"}
+	allStoreKinds = []string{"mem", "sqlite", "pg"}
+)
 
 func newStore(t testing.TB, kind string) store.Store {
 	switch kind {
@@ -182,6 +188,14 @@ func newStore(t testing.TB, kind string) store.Store {
 		return memstore.New(nil)
 	case "sqlite":
 		s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "cs.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	case "pg":
+		dsn, schema := pgtest.NewSchema(t)
+		s, err := pgstore.Open(context.Background(), dsn, &pgstore.Options{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}

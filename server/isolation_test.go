@@ -13,7 +13,7 @@ import (
 // of acme's.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		// acme's records.
 		pending := h.pending("iso_1", "c_secret")
 		settled := h.pending("iso_2", "c_secret2")

@@ -37,10 +37,12 @@ func notOwner(t *testing.T, what string, resp *response, secrets ...string) {
 // runs; outcomes land only in their own thread.
 func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		postAs := func(token string, body map[string]any) *response {
 			return h.do(req{method: "POST", path: "/v1/calls", token: token, body: body})
 		}
+		// Dave listens from the start.
+		daveStream := h.stream(t, "dave", "")
 		// Alice's pending refund in her thread t1.
 		body := refund("own_1", "c_owned", 40)
 		first := h.call("alice", body)
@@ -54,7 +56,7 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 
 		// Dave repeats her call body: refused, before and after approval.
 		notOwner(t, "dave repeats a pending call", postAs("dave", body), secrets...)
-		h.decide(200, "bob", pid, "approve", nil, nil)
+		h.decide(200, "bob", pid, "approve", map[string]any{"remember": "thread"}, nil)
 		notOwner(t, "dave repeats an approved call", postAs("dave", body), secrets...)
 		got := h.must(200, req{method: "GET", path: "/v1/proposals/" + pid, token: "alice"}).json(t)
 		if got["status"] != "approved" || got["outcome"] != nil {
@@ -97,10 +99,23 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 				t.Errorf("dave lists %s: %v", path, got)
 			}
 		}
-		// Nor may he act on it.
+		// Nor may he act on it, or on the grant bob's approval left her.
 		for _, verb := range []string{"approve", "reject", "cancel"} {
 			notOwner(t, "dave "+verb, h.do(req{method: "POST", path: "/v1/proposals/" + pid + "/" + verb, token: "dave"}), "c_owned", "rf_c_owned")
 		}
+		notOwner(t, "dave resolve", h.do(req{method: "POST", path: "/v1/proposals/" + pid + "/resolve", token: "dave",
+			body: map[string]any{"outcome": "failed", "note": "x"}}), "c_owned", "rf_c_owned")
+		gs, _ := h.must(200, req{method: "GET", path: "/v1/grants", token: "alice"}).json(t)["grants"].([]any)
+		if len(gs) != 1 {
+			t.Fatalf("alice's grants: %v", gs)
+		}
+		grant, _ := gs[0].(map[string]any)["id"].(string)
+		for _, path := range []string{"/v1/grants", "/v1/grants?thread_id=t1"} {
+			if l, _ := h.must(200, req{method: "GET", path: path, token: "dave"}).json(t)["grants"].([]any); len(l) != 0 {
+				t.Errorf("dave GET %s: %v", path, l)
+			}
+		}
+		notOwner(t, "dave revokes her grant", h.do(req{method: "DELETE", path: "/v1/grants/" + grant, token: "dave"}), "c_owned")
 
 		// Outcomes land in their own thread only: alice's conversation holds
 		// hers; dave's thread (his own read made him its owner) holds none.
@@ -119,6 +134,19 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 				t.Errorf("dave's thread holds alice's %q: %s", s, dt.body)
 			}
 		}
+		// Dave's stream carried nothing of hers: its first event is his
+		// own proposal, in his own thread.
+		mineP := h.call("dave", map[string]any{"thread_id": "t_dave", "tool_call_id": "d_pay", "action": "payments.refund",
+			"input": map[string]any{"amount": 1, "customer": "c_dave"}, "wait_seconds": 0})
+		ev := next(t, daveStream)
+		if ev.proposal(t)["id"] != mineP["proposal_id"] {
+			t.Errorf("dave's first event: %s %s", ev.name, ev.data)
+		}
+		for _, s := range secrets {
+			if bytes.Contains([]byte(ev.data), []byte(s)) {
+				t.Errorf("dave's stream carries %q", s)
+			}
+		}
 		// Alice cannot call into the thread dave took first.
 		notOwner(t, "alice in dave's thread", postAs("alice", map[string]any{"thread_id": "t_dave", "tool_call_id": "a_in_d",
 			"action": "notes.read", "input": map[string]any{"id": "n3"}}), "n2")
@@ -130,7 +158,7 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 // own (where his input is his own to see). She still can, once.
 func TestThreadOwnershipOfEvidence(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		body := refund("ev_1", "c_evid", 5)
 		body["mode"] = "two_phase"
 		first := h.call("alice", body)

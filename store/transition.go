@@ -197,7 +197,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 // for the scope it has (the completing one when it did). p must already hold
 // the completing decision, last.
 func CompleteGrant(p *Proposal, asked *Grant) *Grant {
-	if asked == nil || len(p.Decisions) == 0 {
+	if asked == nil {
 		return nil
 	}
 	var counted []Decision
@@ -214,6 +214,9 @@ func CompleteGrant(p *Proposal, asked *Grant) *Grant {
 			return nil
 		}
 		counted = append(counted, d)
+	}
+	if len(counted) == 0 {
+		return nil // no approval: nothing to remember
 	}
 	g := asked.Clone()
 	g.Scope = scope
@@ -496,7 +499,8 @@ func ValidateCreate(p *Proposal) error {
 }
 
 // ValidateCreateParams checks a creation's parameters: the proposal (see
-// ValidateCreate), a grant id only with the approval it stands for, and an
+// ValidateCreate) with approvers and a quorum of at least 1 unless it records
+// an allowed write, a grant id only with the approval it stands for, and an
 // allowed execution with an owner and a positive lease, never together with
 // an approval.
 func ValidateCreateParams(params *CreateProposalParams) error {

@@ -3,20 +3,33 @@
 // sees the proposals they may decide or own, and approves, rejects or (as an
 // operator) resolves them. Decisions are recorded with via "web".
 //
-// The inbox wraps the HTTP API ([server.Server]): [Inbox.Handler] serves the
-// inbox's pages and hands every other path to the API, so one listener
-// serves both.
+// [Inbox.Handler] serves the inbox's own paths only (any other is its 404
+// page); the process mounts it at / beside the HTTP API ([server.Server]),
+// whose event stream the inbox relays to signed-in browsers.
 //
 // # Sessions
 //
-// Signing in exchanges the pasted token for a session: a random 32-byte id in
-// a cookie (HttpOnly, SameSite=Strict, Secure under TLS or when
-// [Options.SecureCookies] is set). Sessions live in this process's memory
-// only, with an absolute lifetime ([Options.SessionTTL]); a restart signs
-// everyone out, and several serve processes behind one address need sticky
-// sessions. The token itself is never stored; the identity it resolved to
-// at sign-in holds for the session's life, so revoking a key ends access
-// through the inbox only when its sessions expire.
+// Signing in exchanges the pasted token for a session: a random 32-byte
+// token in a cookie (HttpOnly, SameSite=Strict, Secure as
+// [Options.SecureCookies] says: auto marks it Secure when the request came
+// over TLS or from one of [Options.TrustedProxies] saying https). Sessions
+// are kept by the engine in the store, so they survive a restart and hold in
+// every process on the store; the store keeps only the SHA-256 of the cookie
+// token and of the pasted credential. A session lasts [Options.SessionTTL],
+// or until the JWT it was opened with expires, whichever is sooner; one
+// opened with an API key is checked on every request against the
+// configured keys, and ends when its key is removed or stands for someone
+// else. Signing out ends it everywhere.
+//
+// Sign-in attempts are limited per client address (a token bucket,
+// [Options.SignInBurst] at once and one more each [Options.SignInInterval]);
+// over the limit the answer is 429, code TOO_MANY_REQUESTS, with
+// Retry-After. Behind a trusted proxy the client is the last
+// X-Forwarded-For hop that is not a trusted proxy.
+//
+// After signing in the browser goes back where it was going, but only to a
+// path of this site: a next that a browser would read as another site, as
+// given or decoded, sends it home.
 //
 // # Cross-site requests
 //

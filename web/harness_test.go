@@ -111,9 +111,15 @@ func newHarness(t *testing.T) *harness {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	hs := httptest.NewUnstartedServer(inbox.Handler())
+	// One listener, as countersign serve mounts it: the API's paths, and
+	// the inbox at /.
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/healthz", api.Handler())
+	mux.Handle("/", inbox.Handler())
+	hs := httptest.NewUnstartedServer(mux)
 	hs.Config = api.HTTPServer("")
-	hs.Config.Handler = inbox.Handler()
+	hs.Config.Handler = mux
 	hs.Start()
 	h.url = hs.URL
 	t.Cleanup(func() {

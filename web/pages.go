@@ -24,7 +24,7 @@ type pageData struct {
 	Title   string
 	Pending int  // the signed-in actor's pending proposals
 	More    bool // more pending than counted
-	Session *session
+	Session *countersign.Session
 	// Proposal is the id a proposal page follows in the event stream.
 	Proposal string
 	Data     any
@@ -35,7 +35,7 @@ func (d *pageData) CSRF() string {
 	if d.Session == nil {
 		return ""
 	}
-	return d.Session.csrf
+	return d.Session.CSRF
 }
 
 // FullTitle is the document title, with the pending count.
@@ -162,8 +162,11 @@ type listData struct {
 }
 
 func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
-	sess, ok := in.sessions.get(r)
-	if !ok {
+	sess, err := in.session(r)
+	if err != nil {
+		return err
+	}
+	if sess == nil {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 		return nil
 	}
@@ -237,37 +240,19 @@ type proposalData struct {
 	Problem    string // why the last action was refused
 }
 
-// proposal loads a proposal the signed-in actor may see: 404 when no tenant
-// has it, 403 when another tenant does or the actor may not see it, as the
-// API answers.
+// proposal loads a proposal the signed-in actor may see, as the engine
+// decides: 404 when no tenant has it, 403 when another tenant does or the
+// actor may not see it, as the API answers.
 func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid string) (*store.Proposal, error) {
-	notFound := errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
-	forbidden := errPage(http.StatusForbidden, "Not yours", "You may not see this proposal.")
-	if pid == "" || len(pid) > store.MaxIDLen {
-		return nil, notFound
+	p, err := in.engine.Proposal(ctx, id, pid)
+	if _, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
+		return nil, errPage(http.StatusForbidden, "Not yours", "You may not see this proposal.")
 	}
-	p, err := in.engine.Get(ctx, id, pid)
-	if errors.Is(err, countersign.ErrForbidden) {
-		return nil, forbidden
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		tenant, terr := in.engine.Store().ProposalTenant(ctx, pid)
-		switch {
-		case errors.Is(terr, store.ErrNotFound):
-			return nil, notFound
-		case terr != nil:
-			return nil, terr
-		case tenant != id.Tenant:
-			return nil, forbidden
-		}
-		p, err = in.engine.Get(ctx, id, pid)
+	if errors.Is(err, countersign.ErrNotFound) {
+		return nil, errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
 	}
 	if err != nil {
 		return nil, err
-	}
-	vis := &store.Visibility{Actor: id.Actor, Principals: countersign.Principals(id)}
-	if p.Tenant != id.Tenant || !store.CanSee(p, vis) {
-		return nil, forbidden
 	}
 	return p, nil
 }

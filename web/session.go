@@ -3,15 +3,15 @@ package web
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -25,33 +25,12 @@ const (
 	maxTokenBytes = 8 << 10
 	// maxFormBytes bounds a posted form.
 	maxFormBytes = 64 << 10
+	// maxCookieBytes bounds a session cookie's value worth looking up; the
+	// engine's tokens are 43 characters.
+	maxCookieBytes = 100
+	// sweepBatch bounds the expired sessions one sign-in removes.
+	sweepBatch = 100
 )
-
-// session is one signed-in browser.
-type session struct {
-	Identity countersign.Identity
-	csrf     string
-	expires  time.Time
-}
-
-// sessions holds the live sessions, keyed by the SHA-256 of their ids so
-// that the map holds nothing a browser could present.
-type sessions struct {
-	mu  sync.Mutex
-	m   map[[sha256.Size]byte]*session
-	ttl time.Duration
-	max int
-	now func() time.Time
-}
-
-func newSessions(ttl time.Duration, maxN int, now func() time.Time) *sessions {
-	if now == nil {
-		now = time.Now
-	}
-	return &sessions{m: map[[sha256.Size]byte]*session{}, ttl: ttl, max: maxN, now: now}
-}
-
-var errTooManySessions = errors.New("too many sessions")
 
 // randomToken returns 32 random bytes, base64url-encoded.
 func randomToken() string {
@@ -60,61 +39,85 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for id and returns its cookie value.
-func (s *sessions) create(id countersign.Identity) (string, *session, error) {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= s.max {
-		for k, v := range s.m {
-			if !now.Before(v.expires) {
-				delete(s.m, k)
-			}
-		}
-		if len(s.m) >= s.max {
-			return "", nil, errTooManySessions
-		}
-	}
-	raw := randomToken()
-	sess := &session{Identity: id, csrf: randomToken(), expires: now.Add(s.ttl)}
-	s.m[sha256.Sum256([]byte(raw))] = sess
-	return raw, sess, nil
-}
-
-// get returns the request's live session.
-func (s *sessions) get(r *http.Request) (*session, bool) {
+// sessionToken returns the session cookie r presents, if any.
+func sessionToken(r *http.Request) string {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" || len(c.Value) > 100 {
-		return nil, false
+	if err != nil || len(c.Value) > maxCookieBytes {
+		return ""
 	}
-	key := sha256.Sum256([]byte(c.Value))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.m[key]
-	if !ok {
-		return nil, false
-	}
-	if !s.now().Before(sess.expires) {
-		delete(s.m, key)
-		return nil, false
-	}
-	return sess, true
+	return c.Value
 }
 
-// end deletes the request's session.
-func (s *sessions) end(r *http.Request) {
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		s.mu.Lock()
-		delete(s.m, sha256.Sum256([]byte(c.Value)))
-		s.mu.Unlock()
+// session returns r's live session, or nil: its cookie opens a session the
+// engine still holds, and the credential it was opened with still stands
+// for the same identity. A session whose credential no longer does is
+// ended, in every process.
+func (in *Inbox) session(r *http.Request) (*countersign.Session, error) {
+	if sess := sessionOf(r); sess != nil {
+		return sess, nil
 	}
+	return in.sessionByToken(r.Context(), sessionToken(r))
+}
+
+// sessionByToken is session for a cookie's token.
+func (in *Inbox) sessionByToken(ctx context.Context, token string) (*countersign.Session, error) {
+	if token == "" {
+		return nil, nil
+	}
+	sess, err := in.engine.Session(ctx, token)
+	if errors.Is(err, countersign.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok, err := in.credentialStands(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if err := in.engine.EndSession(ctx, token); err != nil {
+			in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: end a session whose credential was withdrawn", slog.Any("err", err))
+		}
+		return nil, nil
+	}
+	return sess, nil
+}
+
+// credentialStands reports whether sess's credential still resolves to its
+// identity. A credential that cannot be withdrawn (a JWT) stands until the
+// session's expiry, which is capped at the credential's; an API key must
+// still be configured, for the same identity.
+func (in *Inbox) credentialStands(ctx context.Context, sess *countersign.Session) (bool, error) {
+	if !sess.Revocable {
+		return true, nil
+	}
+	kl, ok := in.auth.(auth.KeyLookup)
+	if !ok {
+		return false, nil // nothing can vouch for the key any more
+	}
+	id, err := kl.LookupSHA256(ctx, sess.CredentialSHA256)
+	if errors.Is(err, auth.ErrUnauthenticated) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return sameIdentity(id, sess.Identity), nil
+}
+
+func sameIdentity(a, b countersign.Identity) bool {
+	ar, br := slices.Clone(a.Roles), slices.Clone(b.Roles)
+	slices.Sort(ar)
+	slices.Sort(br)
+	return a.Tenant == b.Tenant && a.Actor == b.Actor && slices.Equal(ar, br)
 }
 
 type sessionKey struct{}
 
 // sessionOf returns the session signedIn stored in r's context.
-func sessionOf(r *http.Request) *session {
-	sess, _ := r.Context().Value(sessionKey{}).(*session)
+func sessionOf(r *http.Request) *countersign.Session {
+	sess, _ := r.Context().Value(sessionKey{}).(*countersign.Session)
 	return sess
 }
 
@@ -123,10 +126,13 @@ func sessionOf(r *http.Request) *session {
 // POST must carry the session's CSRF token and come from this origin.
 func (in *Inbox) signedIn(h pageFunc) pageFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		sess, ok := in.sessions.get(r)
-		if !ok {
+		sess, err := in.session(r)
+		if err != nil {
+			return err
+		}
+		if sess == nil {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(safeNext(r.URL.RequestURI())), http.StatusSeeOther)
 				return nil
 			}
 			return errPage(http.StatusForbidden, "Signed out", "Your session has ended. Sign in again, then repeat what you were doing.")
@@ -138,7 +144,7 @@ func (in *Inbox) signedIn(h pageFunc) pageFunc {
 			if err := parseForm(w, r); err != nil {
 				return err
 			}
-			if !equalTokens(r.PostForm.Get("csrf"), sess.csrf) {
+			if !equalTokens(r.PostForm.Get("csrf"), sess.CSRF) {
 				return errPage(http.StatusForbidden, "Refused", "This form is stale or did not come from the inbox. Reload the page and try again.")
 			}
 		}
@@ -181,9 +187,6 @@ func parseForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// secureRequest reports whether cookies for r must be Secure.
-func (in *Inbox) secureRequest(r *http.Request) bool { return in.secure || r.TLS != nil }
-
 func (in *Inbox) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: maxAge,
@@ -194,35 +197,40 @@ func (in *Inbox) setCookie(w http.ResponseWriter, r *http.Request, name, value s
 type loginData struct {
 	Next    string
 	Problem string
-	CSRF    string
-}
-
-// safeNext returns next when it is a path of this site, else "/".
-func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return "/"
-	}
-	return next
+	// Code names the problem for programs, as the API's error codes do.
+	Code string
+	CSRF string
 }
 
 func (in *Inbox) handleLoginForm(w http.ResponseWriter, r *http.Request) error {
-	if _, ok := in.sessions.get(r); ok {
+	sess, err := in.session(r)
+	if err != nil {
+		return err
+	}
+	if sess != nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return nil
 	}
-	return in.loginForm(w, r, http.StatusOK, safeNext(r.URL.Query().Get("next")), "")
+	return in.loginForm(w, r, http.StatusOK, &loginData{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
 // loginForm renders the sign-in form with a fresh per-form token, set in a
 // cookie too (a session does not exist yet to hold it).
-func (in *Inbox) loginForm(w http.ResponseWriter, r *http.Request, status int, next, problem string) error {
-	tok := randomToken()
-	in.setCookie(w, r, loginCookie, tok, 600)
-	in.render(w, r, status, "login", &pageData{Title: "Sign in", Data: &loginData{Next: next, Problem: problem, CSRF: tok}})
+func (in *Inbox) loginForm(w http.ResponseWriter, r *http.Request, status int, d *loginData) error {
+	d.CSRF = randomToken()
+	in.setCookie(w, r, loginCookie, d.CSRF, 600)
+	in.render(w, r, status, "login", &pageData{Title: "Sign in", Data: d})
 	return nil
 }
 
 func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
+	// Before any work: the limit is what makes guessing keys slow.
+	if ok, wait := in.limiter.allow(in.clientKey(r)); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		return in.loginForm(w, r, http.StatusTooManyRequests, &loginData{Next: "/", Code: "TOO_MANY_REQUESTS",
+			Problem: "Too many sign-in attempts from your address. Try again in " + strconv.Itoa(secs) + " seconds."})
+	}
 	if err := checkOrigin(r); err != nil {
 		return err
 	}
@@ -230,48 +238,107 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	next := safeNext(r.PostForm.Get("next"))
+	problem := func(status int, msg string) error {
+		return in.loginForm(w, r, status, &loginData{Next: next, Problem: msg})
+	}
 	c, err := r.Cookie(loginCookie)
 	if err != nil || !equalTokens(r.PostForm.Get("csrf"), c.Value) {
-		return in.loginForm(w, r, http.StatusForbidden, next, "The sign-in form expired. Paste your key again.")
+		return problem(http.StatusForbidden, "The sign-in form expired. Paste your key again.")
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	token = strings.TrimPrefix(token, "Bearer ")
 	if token == "" || len(token) > maxTokenBytes {
-		return in.loginForm(w, r, http.StatusUnauthorized, next, "Paste an API key or a JWT.")
+		return problem(http.StatusUnauthorized, "Paste an API key or a JWT.")
 	}
-	id, err := in.auth.Authenticate(r.Context(), token)
+	ctx := r.Context()
+	cred, err := auth.AuthenticateCredential(ctx, in.auth, token)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
-		return in.loginForm(w, r, http.StatusUnauthorized, next, "That key or token is not valid.")
+		return problem(http.StatusUnauthorized, "That key or token is not valid.")
 	case err != nil:
-		in.log.LogAttrs(r.Context(), slog.LevelError, "inbox sign-in: authenticator failed", slog.Any("err", err))
-		return in.loginForm(w, r, http.StatusServiceUnavailable, next, "Sign-in is unavailable right now; try again in a moment.")
-	case id.Tenant == "" || id.Actor == "":
+		in.log.LogAttrs(ctx, slog.LevelError, "inbox sign-in: authenticator failed", slog.Any("err", err))
+		return problem(http.StatusServiceUnavailable, "Sign-in is unavailable right now; try again in a moment.")
+	case cred.Identity.Tenant == "" || cred.Identity.Actor == "":
 		return errors.New("sign in: the authenticator returned an identity without tenant or actor")
 	}
-	raw, _, err := in.sessions.create(id)
-	if errors.Is(err, errTooManySessions) {
-		return in.loginForm(w, r, http.StatusServiceUnavailable, next, "Too many people are signed in; try again later.")
+	raw, sess, err := in.engine.StartSession(ctx, &countersign.StartSessionParams{
+		Identity: cred.Identity, Credential: token, Revocable: cred.Revocable,
+		TTL: in.ttl, NotAfter: cred.ExpiresAt,
+	})
+	if errors.Is(err, countersign.ErrInvalidCall) {
+		// The token expired between its check and now.
+		return problem(http.StatusUnauthorized, "That key or token is not valid.")
+	}
+	if err != nil {
+		return err
+	}
+	// Signing in is rate-limited, so this bounds the cost of keeping
+	// expired sessions tidy.
+	if _, err := in.engine.SweepSessions(ctx, sweepBatch); err != nil {
+		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: sweep expired sessions", slog.Any("err", err))
 	}
 	in.setCookie(w, r, loginCookie, "", -1)
-	in.setCookie(w, r, sessionCookie, raw, int(in.sessions.ttl/time.Second))
+	// At least a second: a Max-Age of 0 would make it a cookie without one.
+	in.setCookie(w, r, sessionCookie, raw, max(1, int(sess.ExpiresAt.Sub(sess.CreatedAt)/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
 
 func (in *Inbox) handleLogout(w http.ResponseWriter, r *http.Request) error {
-	in.sessions.end(r)
+	if err := in.engine.EndSession(r.Context(), sessionToken(r)); err != nil {
+		return err
+	}
 	in.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
 }
 
-// handleEvents streams the API's proposal events to a signed-in browser.
+// handleEvents streams the API's proposal events to a signed-in browser,
+// for no longer than the session lasts: the stream ends at the session's
+// expiry, and within sessionRecheck of the session ending otherwise (signed
+// out, or its key withdrawn).
 func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
-	sess, ok := in.sessions.get(r)
-	if !ok {
+	sess, err := in.session(r)
+	if err != nil {
+		in.log.LogAttrs(r.Context(), slog.LevelError, "inbox: event stream: session", slog.Any("err", err))
+		http.Error(w, "the inbox could not answer", http.StatusInternalServerError)
+		return
+	}
+	if sess == nil {
 		http.Error(w, "sign in first", http.StatusUnauthorized)
 		return
 	}
-	in.api.StreamEvents(w, r, sess.Identity)
+	ctx, cancel := context.WithDeadline(r.Context(), sess.ExpiresAt)
+	defer cancel()
+	go in.watchSession(ctx, cancel, sessionToken(r))
+	in.api.StreamEvents(w, r.WithContext(ctx), sess.Identity)
+}
+
+// sessionRecheck is how often a live event stream checks that its session
+// still stands.
+const sessionRecheck = 30 * time.Second
+
+// watchSession calls end once the session token opens has ended, looking
+// every in.recheck until ctx ends. A check that fails (the store is down)
+// leaves the stream be until the next.
+func (in *Inbox) watchSession(ctx context.Context, end context.CancelFunc, token string) {
+	t := time.NewTicker(in.recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sess, err := in.sessionByToken(ctx, token)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: event stream: check the session", slog.Any("err", err))
+		case sess == nil:
+			end()
+			return
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -19,8 +20,14 @@ import (
 const (
 	// DefaultSessionTTL is a session's lifetime from sign-in.
 	DefaultSessionTTL = 8 * time.Hour
-	// DefaultMaxSessions bounds the sessions held in memory.
-	DefaultMaxSessions = 10000
+	// DefaultSignInBurst is how many sign-ins a client may try at once.
+	DefaultSignInBurst = 10
+	// DefaultSignInInterval is how often a client that used its burst may
+	// try one more sign-in.
+	DefaultSignInInterval = 6 * time.Second
+	// DefaultSignInClients bounds the clients whose sign-ins are counted
+	// apart; beyond it, new clients share one count.
+	DefaultSignInClients = 10000
 	// PageSize is how many proposals one page of the list shows.
 	PageSize = 50
 )
@@ -33,28 +40,51 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 //go:embed templates static
 var assets embed.FS
 
+// SecureCookies says when the inbox marks its cookies Secure, so that the
+// browser sends them over HTTPS only.
+type SecureCookies string
+
+// The SecureCookies modes.
+const (
+	// SecureCookiesAuto marks cookies Secure when the request came over
+	// TLS, or from a trusted proxy whose X-Forwarded-Proto says https.
+	SecureCookiesAuto SecureCookies = "auto"
+	// SecureCookiesAlways marks every cookie Secure: the inbox is reached
+	// over HTTPS only, whatever the connection to it.
+	SecureCookiesAlways SecureCookies = "always"
+	// SecureCookiesNever never marks them: for plain-HTTP development.
+	SecureCookiesNever SecureCookies = "never"
+)
+
 // Options configures an Inbox.
 type Options struct {
 	// Engine decides and lists proposals. Required.
 	Engine *countersign.Engine
 	// Auth resolves the API key or JWT pasted at sign-in. Required.
 	Auth auth.Authenticator
-	// API serves every path that is not the inbox's, and the event stream
-	// behind live updates. Required.
+	// API serves the event stream behind live updates. Required. The
+	// inbox serves its own paths only; the API's are mounted beside it.
 	API *server.Server
-	// SessionTTL is a session's lifetime from sign-in. Default
-	// DefaultSessionTTL.
+	// SessionTTL is a session's lifetime from sign-in, cut short by the
+	// expiry of the token signed in with. Default DefaultSessionTTL.
 	SessionTTL time.Duration
-	// MaxSessions bounds the sessions held in memory; sign-in fails while
-	// that many are live. Default DefaultMaxSessions.
-	MaxSessions int
-	// SecureCookies marks the session cookie Secure even on plain HTTP
-	// requests, for a server behind a TLS-terminating proxy. Requests that
-	// arrive over TLS always get Secure cookies.
-	SecureCookies bool
+	// SecureCookies says when cookies are marked Secure. Default
+	// SecureCookiesAuto.
+	SecureCookies SecureCookies
+	// TrustedProxies are the networks of the reverse proxies in front of
+	// the inbox. Only a peer in one of them is believed about the client's
+	// address (X-Forwarded-For) and scheme (X-Forwarded-Proto). Default
+	// none.
+	TrustedProxies []netip.Prefix
+	// SignInBurst is how many sign-ins one client address may try at once.
+	// Default DefaultSignInBurst.
+	SignInBurst int
+	// SignInInterval is how often a client may try one more sign-in once
+	// its burst is used. Default DefaultSignInInterval.
+	SignInInterval time.Duration
 	// Logger receives the causes of 500s. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of sessions. Default time.Now.
+	// Now is the clock of the sign-in limit. Default time.Now.
 	Now func() time.Time
 }
 
@@ -68,22 +98,37 @@ func (o *Options) validate() error {
 		return errors.New("web: Options.API is required")
 	case o.SessionTTL < 0:
 		return fmt.Errorf("web: Options.SessionTTL %v: must not be negative", o.SessionTTL)
-	case o.MaxSessions < 0:
-		return fmt.Errorf("web: Options.MaxSessions %d: must not be negative", o.MaxSessions)
+	case o.SignInBurst < 0:
+		return fmt.Errorf("web: Options.SignInBurst %d: must not be negative", o.SignInBurst)
+	case o.SignInInterval < 0:
+		return fmt.Errorf("web: Options.SignInInterval %v: must not be negative", o.SignInInterval)
+	}
+	switch o.SecureCookies {
+	case "", SecureCookiesAuto, SecureCookiesAlways, SecureCookiesNever:
+	default:
+		return fmt.Errorf("web: Options.SecureCookies %q: want auto, always or never", o.SecureCookies)
+	}
+	for i, p := range o.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("web: Options.TrustedProxies[%d]: not a network", i)
+		}
 	}
 	return nil
 }
 
 // Inbox serves the approver's web inbox. It is safe for concurrent use.
 type Inbox struct {
-	engine   *countersign.Engine
-	auth     auth.Authenticator
-	api      *server.Server
-	sessions *sessions
-	secure   bool
-	log      *slog.Logger
-	pages    map[string]*template.Template
-	handler  http.Handler
+	engine  *countersign.Engine
+	auth    auth.Authenticator
+	api     *server.Server
+	ttl     time.Duration
+	secure  SecureCookies
+	proxies []netip.Prefix
+	limiter *limiter
+	recheck time.Duration // sessionRecheck; tests shorten it
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	handler http.Handler
 }
 
 // New validates opts and returns an Inbox.
@@ -95,18 +140,26 @@ func New(opts Options) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	proxies := make([]netip.Prefix, len(opts.TrustedProxies))
+	for i, p := range opts.TrustedProxies {
+		proxies[i] = p.Masked()
+	}
 	in := &Inbox{
-		engine: opts.Engine,
-		auth:   opts.Auth,
-		api:    opts.API,
-		secure: opts.SecureCookies,
-		log:    opts.Logger,
-		pages:  pages,
-		sessions: newSessions(
-			cmpOr(opts.SessionTTL, DefaultSessionTTL),
-			cmpOr(opts.MaxSessions, DefaultMaxSessions),
-			opts.Now,
-		),
+		engine:  opts.Engine,
+		auth:    opts.Auth,
+		api:     opts.API,
+		ttl:     cmpOr(opts.SessionTTL, DefaultSessionTTL),
+		secure:  cmpOr(opts.SecureCookies, SecureCookiesAuto),
+		proxies: proxies,
+		limiter: newLimiter(cmpOr(opts.SignInBurst, DefaultSignInBurst), cmpOr(opts.SignInInterval, DefaultSignInInterval),
+			DefaultSignInClients, now),
+		recheck: sessionRecheck,
+		log:     opts.Logger,
+		pages:   pages,
 	}
 	if in.log == nil {
 		in.log = slog.Default()
@@ -123,7 +176,8 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// Handler serves the inbox's pages and passes every other path to the API.
+// Handler serves the inbox's paths, and a 404 page for any other: it passes
+// nothing on, so mount it at / beside the API's paths.
 func (in *Inbox) Handler() http.Handler { return in.handler }
 
 func (in *Inbox) routes() http.Handler {
@@ -139,8 +193,9 @@ func (in *Inbox) routes() http.Handler {
 	m.Handle("POST /proposals/{id}/decide", in.page(in.signedIn(in.handleDecide)))
 	m.Handle("POST /proposals/{id}/resolve", in.page(in.signedIn(in.handleResolve)))
 	m.Handle("GET /events", secured(http.HandlerFunc(in.handleEvents)))
-	// Everything else is the API's (and its 404s and 405s).
-	m.Handle("/", in.api.Handler())
+	m.Handle("/", in.page(func(http.ResponseWriter, *http.Request) error {
+		return errPage(http.StatusNotFound, "Not found", "There is no such page.")
+	}))
 	return m
 }
 
@@ -205,6 +260,10 @@ func (in *Inbox) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		pe = errPage(http.StatusInternalServerError, "Something went wrong", "The inbox could not answer. Try again in a moment.")
 	}
-	sess, _ := in.sessions.get(r)
+	// The page shows who is signed in, unless that is what failed.
+	sess := sessionOf(r)
+	if sess == nil {
+		sess, _ = in.session(r)
+	}
 	in.render(w, r, pe.status, "error", &pageData{Title: pe.title, Session: sess, Data: struct{ Title, Message string }{pe.title, pe.message}})
 }

@@ -38,12 +38,17 @@ func TestSecurityHeaders(t *testing.T) {
 			t.Errorf("cookie %s: HttpOnly %v SameSite %v", ck.Name, ck.HttpOnly, ck.SameSite)
 		}
 	}
-	// The API is still served behind the inbox.
+	// The API is served beside the inbox.
 	if resp, _ := c.get("/healthz"); resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz: %d", resp.StatusCode)
 	}
 	if resp, _ := c.get("/v1/proposals"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("/v1/proposals without a token: %d", resp.StatusCode)
+	}
+	// Any other path is the inbox's 404 page.
+	if resp, body := c.get("/nothing/here"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "There is no such page.") ||
+		resp.Header.Get("Content-Security-Policy") != web.ContentSecurityPolicy {
+		t.Errorf("/nothing/here: %d\n%s", resp.StatusCode, body)
 	}
 	// Signed out, pages send the browser to sign in.
 	if resp, _ := c.get("/proposals/prp_x"); resp.StatusCode != http.StatusSeeOther ||

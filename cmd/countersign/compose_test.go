@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,4 +82,96 @@ func TestComposedProcess(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d %s holding %q:\n%.300s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), c.status, c.contentType, c.holds, body)
 		}
 	}
+}
+
+// composeFile composes serve's process from a configuration file.
+func composeFile(t *testing.T, yaml string) *httptest.Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "countersign.yaml")
+	yaml = "store: sqlite:" + filepath.Join(t.TempDir(), "c.db") + "\n" + yaml
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	rt, err := build(context.Background(), &setupFlags{config: path}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.store.Close() })
+	a, err := compose(rt, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(a.handler)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestComposedConfig: the inbox's and the stream's settings reach them —
+// web.secure_cookies and web.trusted_proxies decide the Secure flag of the
+// inbox's cookies, events.max_streams_per_actor bounds the streams.
+func TestComposedConfig(t *testing.T) {
+	t.Parallel()
+	const keys = "auth:\n  api_keys:\n    - {key: k_alice, tenant: acme, actor: alice}\n"
+	secure := func(t *testing.T, ts *httptest.Server, header map[string]string) bool {
+		t.Helper()
+		r, _ := http.NewRequest("GET", ts.URL+"/login", nil)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cs := resp.Cookies()
+		if resp.StatusCode != 200 || len(cs) == 0 {
+			t.Fatalf("GET /login: %d, cookies %v", resp.StatusCode, cs)
+		}
+		for _, c := range cs {
+			if !c.Secure {
+				return false
+			}
+		}
+		return true
+	}
+	https := map[string]string{"X-Forwarded-Proto": "https"}
+	for _, c := range []struct {
+		name, yaml string
+		header     map[string]string
+		want       bool
+	}{
+		{"always", "web: {secure_cookies: always}\n", nil, true},
+		{"never", "web: {secure_cookies: never}\n", https, false},
+		{"auto over http", "", nil, false},
+		{"auto, untrusted proxy says https", "", https, false},
+		{"auto, trusted proxy says https", "web: {trusted_proxies: [127.0.0.0/8, \"::1/128\"]}\n", https, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := secure(t, composeFile(t, keys+c.yaml), c.header); got != c.want {
+				t.Errorf("Secure cookies = %v, want %v", got, c.want)
+			}
+		})
+	}
+	t.Run("streams per actor", func(t *testing.T) {
+		t.Parallel()
+		ts := composeFile(t, keys+"events: {max_streams_per_actor: 1}\n")
+		open := func() *http.Response {
+			r, _ := http.NewRequest("GET", ts.URL+"/v1/events", nil)
+			r.Header.Set("Authorization", "Bearer k_alice")
+			resp, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		first := open()
+		defer first.Body.Close()
+		second := open()
+		second.Body.Close()
+		if first.StatusCode != 200 || second.StatusCode != 429 || second.Header.Get("Retry-After") == "" {
+			t.Errorf("two streams with a limit of one: %d, then %d (Retry-After %q)", first.StatusCode, second.StatusCode, second.Header.Get("Retry-After"))
+		}
+	})
 }

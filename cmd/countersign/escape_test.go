@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // hostile is text a hostile agent or server puts wherever the client prints
@@ -198,4 +200,35 @@ func TestEscapeText(t *testing.T) {
 			t.Errorf("escapeText(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// FuzzEscape: whatever the server sends, the text printed holds no
+// character a terminal obeys and is valid UTF-8, and the JSON printed still
+// decodes to what was sent.
+func FuzzEscape(f *testing.F) {
+	for _, s := range []string{"", "plain", hostile, "\xff\xfe", "a\\u202eb", "\U0001f642\u200d\U0001f642"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := escapeText(s)
+		if !utf8.ValidString(out) || strings.ContainsFunc(out, unsafeRune) {
+			t.Fatalf("escapeText(%q) = %q", s, out)
+		}
+		doc, err := json.MarshalIndent(map[string]any{"v": s, "l": []string{s}}, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		esc := escapeJSON(doc)
+		if strings.ContainsFunc(string(esc), jsonUnsafe) {
+			t.Fatalf("escapeJSON left an unsafe character: %q", esc)
+		}
+		var back, orig any
+		if err := json.Unmarshal(esc, &back); err != nil {
+			t.Fatalf("escapeJSON broke the document: %v: %q", err, esc)
+		}
+		_ = json.Unmarshal(doc, &orig)
+		if !reflect.DeepEqual(back, orig) {
+			t.Fatalf("escapeJSON changed the value: %q -> %q", doc, esc)
+		}
+	})
 }

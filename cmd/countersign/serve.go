@@ -452,5 +452,5 @@ func redact(store string) string {
 // webOptions are the inbox's options from the configuration.
 func webOptions(rt *runtime, authn auth.Authenticator, api *server.Server, log *slog.Logger) web.Options {
 	return web.Options{Engine: rt.engine, Auth: authn, API: api, Logger: log,
-		SecureCookies: rt.cfg.Web.SecureCookies == config.SecureCookiesAlways}
+		SecureCookies: web.SecureCookies(rt.cfg.Web.SecureCookies), TrustedProxies: rt.cfg.TrustedProxies()}
 }

@@ -94,7 +94,30 @@ func (a *APIKeys) Authenticate(_ context.Context, token string) (countersign.Ide
 	if a == nil || token == "" || len(token) > maxTokenBytes {
 		return countersign.Identity{}, errUnknownAPIKey
 	}
-	digest := sha256.Sum256([]byte(token))
+	return a.byDigest(sha256.Sum256([]byte(token)))
+}
+
+// AuthenticateCredential implements CredentialAuthenticator: a key does not
+// expire, and can be removed from the configuration.
+func (a *APIKeys) AuthenticateCredential(ctx context.Context, token string) (Credential, error) {
+	id, err := a.Authenticate(ctx, token)
+	if err != nil {
+		return Credential{}, err
+	}
+	return Credential{Identity: id, Revocable: true}, nil
+}
+
+// LookupSHA256 implements KeyLookup.
+func (a *APIKeys) LookupSHA256(_ context.Context, digest string) (countersign.Identity, error) {
+	b, err := hex.DecodeString(digest)
+	if a == nil || err != nil || len(b) != sha256.Size {
+		return countersign.Identity{}, errUnknownAPIKey
+	}
+	return a.byDigest([sha256.Size]byte(b))
+}
+
+// byDigest returns the identity of the key with this digest.
+func (a *APIKeys) byDigest(digest [sha256.Size]byte) (countersign.Identity, error) {
 	// Compare with every key, without stopping at a match, so the time taken
 	// says nothing about which key (or how many bytes of one) matched.
 	found, index := 0, 0

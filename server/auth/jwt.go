@@ -163,22 +163,38 @@ var (
 )
 
 // Authenticate verifies token and maps its claims to an identity.
-func (j *JWT) Authenticate(_ context.Context, token string) (countersign.Identity, error) {
+func (j *JWT) Authenticate(ctx context.Context, token string) (countersign.Identity, error) {
+	cred, err := j.AuthenticateCredential(ctx, token)
+	return cred.Identity, err
+}
+
+// AuthenticateCredential implements CredentialAuthenticator: a token is
+// valid until its "exp", and cannot be withdrawn before.
+func (j *JWT) AuthenticateCredential(_ context.Context, token string) (Credential, error) {
 	if j == nil {
-		return countersign.Identity{}, errJWTNotConfigured
+		return Credential{}, errJWTNotConfigured
 	}
 	// The length of a token is not secret; the bound keeps parsing cheap.
 	if token == "" || len(token) > maxTokenBytes {
-		return countersign.Identity{}, errJWTMalformed
+		return Credential{}, errJWTMalformed
 	}
 	claims := jwt.MapClaims{}
 	// A parser per call: jwt.Parser does not promise to be safe for
 	// concurrent use, and building one is cheap next to a signature check.
 	parsed, err := jwt.NewParser(j.opts...).ParseWithClaims(token, claims, j.key)
 	if err != nil {
-		return countersign.Identity{}, j.classify(parsed, claims, err)
+		return Credential{}, j.classify(parsed, claims, err)
 	}
-	return j.identity(claims)
+	id, err := j.identity(claims)
+	if err != nil {
+		return Credential{}, err
+	}
+	// The parser required "exp" and checked its type.
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil {
+		return Credential{}, errJWTClaimType
+	}
+	return Credential{Identity: id, ExpiresAt: exp.UTC()}, nil
 }
 
 // key selects the verification key for t, whose algorithm is already one

@@ -26,7 +26,12 @@
 // the first, and the others return its proposal. Replacement is serialised
 // per (tenant, requester, thread, action, replacement key) by a
 // transaction-scoped advisory lock taken after the insert, so concurrent
-// replacements leave exactly one pending proposal.
+// replacements leave exactly one pending proposal. Before all of it, in the
+// round trip with BEGIN, the creation inserts the thread if it is new (ON
+// CONFLICT DO NOTHING waits for a concurrent first call, so the first to
+// commit owns the thread) and reads its owner, and reads the grant that
+// stands in for an approval FOR SHARE, so that a revocation waits for the
+// creation or the creation sees the revocation.
 //
 // # Claims: FOR UPDATE SKIP LOCKED
 //

@@ -390,6 +390,22 @@ func TestLeaseExpiryByDatabaseClock(t *testing.T) {
 	if d := renewed.ExpiresAt.Sub(time.Now().Add(time.Hour)); d < -10*time.Second || d > 10*time.Second {
 		t.Errorf("renewed lease runs out at %v, want an hour from the database's now", renewed.ExpiresAt)
 	}
+
+	// So does the lease an allowed execution is created under.
+	res, err := slow.CreateProposal(ctx, &store.CreateProposalParams{
+		Proposal: newProposal(behind()),
+		Allowed:  &store.AllowedExecution{Owner: "slow", LeaseDuration: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp = res.Proposal.Lease.ExpiresAt
+	if d := exp.Sub(time.Now().Add(time.Minute)); d < -10*time.Second || d > 10*time.Second {
+		t.Errorf("allowed execution's lease runs out at %v, want about a minute from the database's now", exp)
+	}
+	if got, err := fast.GetProposal(ctx, &store.GetProposalParams{Tenant: tenant, ID: res.Proposal.ID}); err != nil || !got.Lease.ExpiresAt.Equal(exp) {
+		t.Errorf("stored lease %v, %v; want the one returned, expiring %v", got.Lease, err, exp)
+	}
 }
 
 func TestErrors(t *testing.T) {

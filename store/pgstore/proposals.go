@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/countersign/countersign/internal/cursor"
 	"github.com/countersign/countersign/store"
@@ -275,24 +274,28 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		if err != nil {
 			return err
 		}
+		// An allowed execution's lease runs by the database's clock.
+		var leaseMicros *int64
+		if params.Allowed != nil {
+			m := params.Allowed.LeaseDuration.Microseconds()
+			leaseMicros = &m
+		}
 		inserted := false
-		tx.queue(s.q.insertProposal, vals...).Exec(func(ct pgconn.CommandTag) error {
-			inserted = ct.RowsAffected() == 1
+		tx.queue(s.q.insertProposal, append(vals, leaseMicros)...).QueryRow(func(row pgx.Row) error {
+			var exp *time.Time
+			err := row.Scan(&exp)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // a concurrent creation of the tool call committed first
+			}
+			if err != nil {
+				return err
+			}
+			inserted = true
+			if n.Lease != nil && exp != nil {
+				n.Lease.ExpiresAt = exp.UTC()
+			}
 			return nil
 		})
-		if n.Lease != nil {
-			// An allowed execution's lease runs by the database's clock, as
-			// a claim's does.
-			tx.queue(s.q.leaseFromNow, n.ID, params.Allowed.LeaseDuration.Microseconds()).QueryRow(func(row pgx.Row) error {
-				var exp time.Time
-				err := row.Scan(&exp)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil // the insert was a replay
-				}
-				n.Lease.ExpiresAt = exp.UTC()
-				return err
-			})
-		}
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}

@@ -40,18 +40,6 @@ func prefixed(alias string) string {
 	return strings.Join(cols, ", ")
 }
 
-// placeholders returns "$from, …, $to".
-func placeholders(from, to int) string {
-	var b strings.Builder
-	for i := from; i <= to; i++ {
-		if i > from {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "$%d", i)
-	}
-	return b.String()
-}
-
 // queries are the store's statements for one schema.
 type queries struct {
 	schema string // quoted
@@ -62,7 +50,7 @@ type queries struct {
 	insertEvent, admitMessage, insertGrant, activateGrants                                             string
 	settleRows, insertEvents, admitMessages, activateGrantsMany                                        string
 	ensureThread, getThread, deleteThread, listMessages                                                string
-	findGrant, getGrant, lockGrant, revokeGrant, leaseFromNow                                          string
+	findGrant, getGrant, lockGrant, revokeGrant                                                        string
 	loadCursorKey                                                                                      string
 	listProposals, listGrants, listEvents                                                              string // prefixes; the filters follow
 	lastEventID                                                                                        string
@@ -83,10 +71,24 @@ func newQueries(schema string) *queries {
 		getByConfirmation: `SELECT ` + proposalColumns + ` FROM _S_.proposals
 			WHERE tenant = $1 AND confirmation_id = $2 AND confirmation_id <> ''`,
 
-		// A replay of a tool call inserts nothing; any other unique
-		// violation (the id, the confirmation id) is an error.
-		insertProposal: `INSERT INTO _S_.proposals (` + proposalColumns + `) VALUES (` + placeholders(1, n) + `)
-			ON CONFLICT (tenant, thread_id, tool_call_id) DO NOTHING`,
+		// A replay of a tool call inserts nothing (and returns no row); any
+		// other unique violation (the id, the confirmation id) is an error.
+		// Parameters 1..n are the columns, then the lease duration in
+		// microseconds when the row is created under a lease (an allowed
+		// execution), whose expiry is then taken from the database's clock,
+		// as a claim's is.
+		insertProposal: func() string {
+			vals := make([]string, n)
+			for i, c := range columnList() {
+				vals[i] = fmt.Sprintf("$%d", i+1)
+				if c == "lease_expires_at" {
+					vals[i] = fmt.Sprintf(`CASE WHEN $%[2]d::bigint IS NULL THEN $%[1]d::timestamptz
+						ELSE statement_timestamp() + $%[2]d::bigint * interval '1 microsecond' END`, i+1, n+1)
+				}
+			}
+			return `INSERT INTO _S_.proposals (` + proposalColumns + `) VALUES (` + strings.Join(vals, ", ") + `)
+			ON CONFLICT (tenant, thread_id, tool_call_id) DO NOTHING RETURNING lease_expires_at`
+		}(),
 
 		// updateProposal rewrites every column but id, guarded by the
 		// version the row was read at. Parameters 1..n-1 are the columns
@@ -178,10 +180,7 @@ func newQueries(schema string) *queries {
 		// lockGrant reads a grant that is to approve a creation, FOR SHARE
 		// so that its revocation serialises with the creation.
 		lockGrant: `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1 AND id = $2 FOR SHARE`,
-		// leaseFromNow sets a new row's lease expiry from the database's
-		// clock. Parameters: id, lease microseconds.
-		leaseFromNow: `UPDATE _S_.proposals SET lease_expires_at = statement_timestamp() + $2::bigint * interval '1 microsecond'
-			WHERE id = $1 RETURNING lease_expires_at`,
+
 		// The first revocation stands: a second one changes nothing.
 		revokeGrant: `UPDATE _S_.grants SET revoked_at = $3, revoked_by = $4
 			WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL`,
@@ -204,7 +203,7 @@ func newQueries(schema string) *queries {
 		&q.insertProposal, &q.updateProposal, &q.lockMany, &q.replacement, &q.expireDue, &q.claimBatch,
 		&q.insertEvent, &q.admitMessage, &q.insertGrant, &q.activateGrants,
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,
-		&q.findGrant, &q.getGrant, &q.lockGrant, &q.revokeGrant, &q.leaseFromNow, &q.loadCursorKey,
+		&q.findGrant, &q.getGrant, &q.lockGrant, &q.revokeGrant, &q.loadCursorKey,
 		&q.listProposals, &q.listGrants, &q.listEvents, &q.lastEventID,
 		&q.settleRows, &q.insertEvents, &q.admitMessages, &q.activateGrantsMany,
 	} {

@@ -89,7 +89,7 @@ func TestStoredFormat(t *testing.T) {
 			vals[i] = []byte(storedOutcomeJSON)
 		}
 	}
-	if _, err := s.pool.Exec(ctx, s.q.insertProposal, vals...); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.insertProposal, append(vals, nil)...); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "acme", ID: "prp_fmt"})
