@@ -56,11 +56,11 @@ func (c *Call) validate() error {
 func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 	res, wait, err := e.call(ctx, c)
 	if wait != nil {
-		// Waiting happens here, below Call's small frame rather than call's
-		// large one: a blocked waiter's stack is what 10,000 waiters pay
-		// 10,000 times, and the runtime shrinks it only to four times what
-		// it uses.
-		return e.waitAndExecute(ctx, c, wait)
+		// Waiting happens here, right below Call's small frame rather than
+		// call's large one: a blocked waiter's stack is what 10,000 waiters
+		// pay 10,000 times, and the runtime shrinks it only to four times
+		// what it uses.
+		_, res, err = e.await(ctx, c, wait)
 	}
 	return res, err
 }
