@@ -74,11 +74,11 @@
   }
 
   var es = new EventSource(stream);
-  var opened = false;
   es.onopen = function () {
     setState(true);
-    if (opened) schedule(); // catch up after a reconnect
-    opened = true;
+    // Catch up on what changed before the stream opened: since the page was
+    // served, or while it was reconnecting.
+    schedule();
   };
   es.onerror = function () { setState(false); };
   // Any change may move the list or the title's pending count: refresh.
