@@ -72,11 +72,7 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 	if err != nil {
 		return nil, fmt.Errorf("decide: %w", err)
 	}
-	var hook func(context.Context, Identity, *store.Proposal) bool
-	if r := e.policy.match(p.Action); r != nil {
-		hook = r.CanDecide
-	}
-	if err := mayDecide(ctx, p, d.Identity, d.Verdict, via, hook); err != nil {
+	if err := mayDecide(ctx, p, d.Identity, d.Verdict, via, e.canDecideHook(p)); err != nil {
 		return nil, err
 	}
 	params := &store.DecideParams{

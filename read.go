@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/countersign/countersign/store"
 )
@@ -153,13 +154,24 @@ func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposa
 
 // ThreadProposals is List of one thread: an unknown thread is ErrNotFound
 // (where List would answer an empty page). An approver who does not own the
-// thread sees the proposals it may decide.
+// thread sees the proposals it may decide; any other actor is refused with
+// a *ForbiddenError, as every read of another actor's thread is.
 func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params store.ListProposalsParams) (*store.ProposalPage, error) {
-	if _, err := e.thread(ctx, id, threadID); err != nil {
+	t, err := e.thread(ctx, id, threadID)
+	if err != nil {
 		return nil, err
 	}
 	params.ThreadID = threadID
-	return e.List(ctx, id, params)
+	page, err := e.List(ctx, id, params)
+	if err != nil {
+		return nil, err
+	}
+	// Whether a bystander may see anything of the thread shows only on its
+	// first page: a later one (a cursor) was reached by seeing the first.
+	if !mayReadThread(id, t) && params.After == "" && len(page.Proposals) == 0 && page.Next == "" {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner and its approvers may list it"}
+	}
+	return page, nil
 }
 
 // Grants lists the grants id may see and revoke (its own, those it granted,
@@ -208,4 +220,44 @@ func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (
 		return nil, fmt.Errorf("revoke grant: %w", err)
 	}
 	return g, nil
+}
+
+// Permissions is what an identity may do with a proposal as it stands, for
+// a surface to offer only the actions that would be taken. Each action is
+// still checked when it is asked for.
+type Permissions struct {
+	// Approve and Reject: the proposal is pending and id may decide it
+	// this way through the channel asked about.
+	Approve, Reject bool
+	// Cancel: the proposal is pending and id requested it.
+	Cancel bool
+	// Resolve: the outcome is uncertain and id is an operator.
+	Resolve bool
+}
+
+// Permissions says what id may do with p through channel via ("web",
+// "api", …). p is a proposal id may see, as the engine returned it.
+func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal, via string) Permissions {
+	var out Permissions
+	if !canSee(id, p) {
+		return out
+	}
+	if p.Status == store.StatusPending {
+		hook := e.canDecideHook(p)
+		out.Approve = mayDecide(ctx, p, id, Approve, via, hook) == nil
+		out.Reject = mayDecide(ctx, p, id, Reject, via, hook) == nil
+		out.Cancel = p.Requester == id.Actor
+	}
+	out.Resolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
+		slices.Contains(id.Roles, RoleOperator)
+	return out
+}
+
+// canDecideHook is the CanDecide hook of the rule that matches p's action
+// today, if it has one.
+func (e *Engine) canDecideHook(p *store.Proposal) func(context.Context, Identity, *store.Proposal) bool {
+	if r := e.policy.match(p.Action); r != nil {
+		return r.CanDecide
+	}
+	return nil
 }

@@ -125,7 +125,9 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 		_, err = e.Thread(ctx, tAlice, "nope")
 		wantNotFound(t, "unknown thread", err)
 
-		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1, &tDave: 0} {
+		_, err = e.ThreadProposals(ctx, tDave, "t1", store.ListProposalsParams{})
+		wantForbidden(t, "dave lists t1", err)
+		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1} {
 			page, err := e.ThreadProposals(ctx, *who, "t1", store.ListProposalsParams{})
 			if err != nil || len(page.Proposals) != want {
 				t.Fatalf("%s lists t1: %v, %d proposals, want %d", who.Actor, err, len(page.Proposals), want)
@@ -192,6 +194,59 @@ func TestGrantsAreManagedByTheirParties(t *testing.T) {
 		}
 		if _, err := e.RevokeGrant(ctx, tAlice, gid); err != nil {
 			t.Fatalf("revoking twice: %v", err)
+		}
+	})
+}
+
+// Permissions offers what the engine would take: a decision to the
+// approvers through an allowed channel, a cancel to the requester, a
+// resolution to operators of an uncertain outcome; nothing to those who may
+// not see the proposal.
+func TestPermissionsMatchWhatTheEngineTakes(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		ctx := context.Background()
+		e, err := countersign.New(countersign.Options{
+			Store:   open(t, nil),
+			Actions: []*countersign.Action{mustAction(t, refundSpec(newBackend()))},
+			Policy: &countersign.Policy{Rules: []countersign.Rule{{
+				Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance", "requester"},
+				ForbidSelfApproval: true, Channels: []string{"web"},
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pendingRefund(t, e, "call_1")
+		for _, c := range []struct {
+			who  countersign.Identity
+			via  string
+			want countersign.Permissions
+		}{
+			{tBob, "web", countersign.Permissions{Approve: true, Reject: true}},
+			{tBob, "api", countersign.Permissions{}}, // the rule takes decisions from the inbox only
+			{tAlice, "web", countersign.Permissions{Reject: true, Cancel: true}},
+			{tDave, "web", countersign.Permissions{}},
+			{tEve, "web", countersign.Permissions{}},
+		} {
+			if got := e.Permissions(ctx, c.who, p, c.via); got != c.want {
+				t.Errorf("%s via %s: %+v, want %+v", c.who.Actor, c.via, got, c.want)
+			}
+			if c.want.Approve {
+				continue // approved below, once every case has looked
+			}
+			if _, err := e.Decide(ctx, &countersign.Decision{Identity: c.who, ProposalID: p.ID, Verdict: countersign.Approve, Via: c.via}); err == nil {
+				t.Fatalf("%s via %s: Permissions refuses an approval that Decide took", c.who.Actor, c.via)
+			}
+		}
+		res, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: p.ID, Verdict: countersign.Approve, Via: "web"})
+		if err != nil || res.Status != countersign.DecideApplied {
+			t.Fatalf("bob approves: %v %+v", err, res)
+		}
+		for _, who := range []countersign.Identity{tBob, tAlice} {
+			if got := e.Permissions(ctx, who, res.Proposal, "web"); got != (countersign.Permissions{}) {
+				t.Errorf("%s once approved: %+v, want nothing", who.Actor, got)
+			}
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,7 +98,9 @@ type refundInput struct {
 //   - flaky.reconciled (the same, with a Reconcile that answers unknown, so
 //     it stays reconciling);
 //   - probe.read (read, allowed, Execute fails uncertainly: unknown without
-//     a proposal).
+//     a proposal);
+//   - memo.write (write; rule: allow, so it is recorded and runs at once;
+//     memoWrites counts its executions by operation id).
 func testActions(t testing.TB) []*countersign.Action {
 	refund, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
 		Name:           "payments.refund",
@@ -165,14 +168,30 @@ func testActions(t testing.TB) []*countersign.Action {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []*countersign.Action{refund, read, del, flaky, recon, probe}
+	memo, err := countersign.NewRawAction(countersign.RawActionSpec{
+		Name: "memo.write",
+		Hooks: countersign.Hooks{Execute: func(_ context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+			n, _ := memoWrites.LoadOrStore(req.OperationID, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+			return &countersign.Receipt{ID: "memo_" + req.OperationID, Result: json.RawMessage(`{"written":true}`)}, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*countersign.Action{refund, read, del, flaky, recon, probe, memo}
 }
+
+// memoWrites counts the executions of memo.write by operation id
+// (*atomic.Int64), in every test.
+var memoWrites sync.Map
 
 var testPolicy = countersign.Policy{Rules: []countersign.Rule{
 	{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 		Remember: []countersign.Scope{countersign.ScopeRun, countersign.ScopeThread}},
 	{Match: "danger.*", Effect: countersign.EffectDeny},
 	{Match: "flaky.*", Effect: countersign.EffectAsk, Approvers: []string{"requester"}},
+	{Match: "memo.*", Effect: countersign.EffectAllow},
 }}
 
 // storeKinds are the drivers every store-dependent test runs on;

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"testing"
 
 	"github.com/countersign/countersign"
@@ -91,9 +92,10 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 		}
 		notOwner(t, "bob GET her thread", h.do(req{method: "GET", path: "/v1/threads/t1", token: "bob"}), "c_owned", "rf_c_owned")
 		h.must(200, req{method: "GET", path: "/v1/proposals/" + pid, token: "bob"})
-		// Listing her thread shows dave nothing (the engine lists what he may
-		// see), and his own listing holds none of hers.
-		for _, path := range []string{"/v1/threads/t1/proposals", "/v1/proposals", "/v1/proposals?thread_id=t1"} {
+		// Listing her thread is refused to dave, who may decide nothing in
+		// it, and his own listing holds none of hers.
+		notOwner(t, "dave lists her thread", h.do(req{method: "GET", path: "/v1/threads/t1/proposals", token: "dave"}), secrets...)
+		for _, path := range []string{"/v1/proposals", "/v1/proposals?thread_id=t1"} {
 			resp := h.must(200, req{method: "GET", path: path, token: "dave"})
 			if got := ids(t, resp); len(got) != 0 {
 				t.Errorf("dave lists %s: %v", path, got)
@@ -220,4 +222,36 @@ func TestCallErrorOwnership(t *testing.T) {
 			t.Errorf("callError(%v) = %v, want 403 FORBIDDEN", err, callError(err))
 		}
 	}
+}
+
+// TestAllowedWriteOverHTTP: an allowed write answers with its record (no
+// approvers, no decisions, quorum 0) in the documented shape; repeating it
+// replays the outcome with the same operation id and runs nothing; another
+// actor's repeat is refused and runs nothing.
+func TestAllowedWriteOverHTTP(t *testing.T) {
+	t.Parallel()
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
+		thread := "t_memo"
+		body := map[string]any{"thread_id": thread, "tool_call_id": "memo_1", "action": "memo.write", "input": map[string]any{"text": "hi"}}
+		first := h.call("alice", body)
+		p, _ := first["proposal"].(map[string]any)
+		if first["status"] != "succeeded" || first["executed"] != true || p == nil {
+			t.Fatalf("allowed write: %v", first)
+		}
+		if as, _ := p["approvers"].([]any); len(as) != 0 || p["quorum"] != float64(0) || len(p["decisions"].([]any)) != 0 || p["status"] != "succeeded" {
+			t.Errorf("allowed write's record: approvers %v, quorum %v, decisions %v, status %v", p["approvers"], p["quorum"], p["decisions"], p["status"])
+		}
+		again := h.call("alice", body)
+		if again["receipt"] != first["receipt"] || again["proposal"].(map[string]any)["operation_id"] != p["operation_id"] {
+			t.Errorf("repeat: %v, want the recorded outcome of %v", again, first)
+		}
+		notOwner(t, "dave repeats the allowed write", h.do(req{method: "POST", path: "/v1/calls", token: "dave", body: body}),
+			p["id"].(string), p["operation_id"].(string), first["receipt"].(string))
+		if got := h.must(200, req{method: "GET", path: "/v1/threads/" + thread + "/proposals", token: "alice"}); len(ids(t, got)) != 1 {
+			t.Errorf("the allowed write's record is not listed in its thread: %s", got.body)
+		}
+		if n, ok := memoWrites.Load(p["operation_id"]); !ok || n.(*atomic.Int64).Load() != 1 {
+			t.Errorf("memo.write ran %v times for its operation, want once", n)
+		}
+	})
 }

@@ -257,17 +257,6 @@ func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid stri
 	return p, nil
 }
 
-// mayDecide reports whether id is among p's approvers.
-func mayDecide(p *store.Proposal, id countersign.Identity) bool {
-	principals := countersign.Principals(id)
-	for _, a := range p.Approvers {
-		if (a == countersign.ApproverRequester && p.Requester == id.Actor) || slices.Contains(principals, a) {
-			return true
-		}
-	}
-	return false
-}
-
 // results are the decision answers in words.
 var results = map[string]string{
 	string(countersign.DecideApplied):   "Your decision was recorded.",
@@ -289,9 +278,9 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 		return err
 	}
 	d := &proposalData{P: p, Approvals: p.Approvals(), Result: result, Problem: problem}
-	d.CanDecide = p.Status == store.StatusPending && mayDecide(p, sess.Identity)
-	d.CanResolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
-		slices.Contains(sess.Identity.Roles, countersign.RoleOperator)
+	may := in.engine.Permissions(r.Context(), sess.Identity, p, "web")
+	d.CanDecide = may.Approve || may.Reject
+	d.CanResolve = may.Resolve
 	d.Remember = p.RememberScopes
 	title := p.Confirmation.Title
 	if title == "" {
