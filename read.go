@@ -37,13 +37,6 @@ func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (
 	return p, nil
 }
 
-// Get is Proposal.
-//
-// Deprecated: use Proposal.
-func (e *Engine) Get(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
-	return e.Proposal(ctx, id, proposalID)
-}
-
 // proposalOfTenant reads a proposal of id's tenant, telling another
 // tenant's (forbidden) from none at all (not found). It does not check
 // visibility.
@@ -154,13 +147,24 @@ func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposa
 
 // ThreadProposals is List of one thread: an unknown thread is ErrNotFound
 // (where List would answer an empty page). An approver who does not own the
-// thread sees the proposals it may decide.
+// thread sees the proposals it may decide; any other actor is refused with
+// a *ForbiddenError, as every read of another actor's thread is.
 func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params store.ListProposalsParams) (*store.ProposalPage, error) {
-	if _, err := e.thread(ctx, id, threadID); err != nil {
+	t, err := e.thread(ctx, id, threadID)
+	if err != nil {
 		return nil, err
 	}
 	params.ThreadID = threadID
-	return e.List(ctx, id, params)
+	page, err := e.List(ctx, id, params)
+	if err != nil {
+		return nil, err
+	}
+	// Whether a bystander may see anything of the thread shows only on its
+	// first page: a later one (a cursor) was reached by seeing the first.
+	if !mayReadThread(id, t) && params.After == "" && len(page.Proposals) == 0 && page.Next == "" {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner and its approvers may list it"}
+	}
+	return page, nil
 }
 
 // Grants lists the grants id may see and revoke (its own, those it granted,

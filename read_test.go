@@ -125,7 +125,9 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 		_, err = e.Thread(ctx, tAlice, "nope")
 		wantNotFound(t, "unknown thread", err)
 
-		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1, &tDave: 0} {
+		_, err = e.ThreadProposals(ctx, tDave, "t1", store.ListProposalsParams{})
+		wantForbidden(t, "dave lists t1", err)
+		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1} {
 			page, err := e.ThreadProposals(ctx, *who, "t1", store.ListProposalsParams{})
 			if err != nil || len(page.Proposals) != want {
 				t.Fatalf("%s lists t1: %v, %d proposals, want %d", who.Actor, err, len(page.Proposals), want)

@@ -15,39 +15,19 @@ import (
 //
 // A waiter holds its goroutine, a hub subscription, the proposal and one
 // timer; the engine's watcher (see watch) polls the store for all waiters
-// at once, so an idle waiter costs no store reads of its own.
+// at once, so an idle waiter costs no store reads of its own. What a blocked
+// waiter's stack holds is what 10,000 waiters pay 10,000 times, and the
+// runtime shrinks a stack only while its frames use less than a quarter of
+// it: the loop is one frame, and its time limit a deadline rather than a
+// context of its own.
 
 // waitAndExecute blocks until the proposal is decided, then executes an
 // approval (the caller executes in wait mode), or returns the outcome. When
 // the call's WaitTimeout passes first it answers pending; when ctx ends, pending
 // with ctx's error.
 func (e *Engine) waitAndExecute(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if c.WaitTimeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, c.WaitTimeout)
-	}
-	defer cancel()
-	for {
-		got, err := e.await(ctx, wctx, p, true)
-		switch {
-		case got == nil:
-			return nil, err
-		case err != nil: // the wait ended first
-			if ctx.Err() != nil {
-				return pendingReceipt(got), ctx.Err()
-			}
-			return pendingReceipt(got), nil
-		case got.Status == store.StatusApproved:
-			res, err := e.claimAndExecute(ctx, c, got)
-			if !errors.Is(err, store.ErrConflict) {
-				return res, err
-			}
-			// Another caller claimed it (or it lapsed): wait for its outcome.
-			p = got
-		default:
-			return resultOf(got), nil
-		}
-	}
+	_, res, err := e.await(ctx, c, p)
+	return res, err
 }
 
 // waitSettled waits for an executing proposal to settle, then returns its outcome.
@@ -65,52 +45,136 @@ func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*sto
 	if err != nil {
 		return nil, err
 	}
-	return e.await(ctx, ctx, p, false)
+	p, _, err = e.await(ctx, nil, p)
+	return p, err
 }
 
-// await blocks until p reaches a state that ends a wait — terminal or
-// reconciling, or approved when the waiter executes — and returns it as it
-// then stands. A due proposal is expired on the way, so no sweeper is needed
-// to end a wait. Reads and expiries run under ctx; the wait itself ends with
-// wctx, and then await returns the last proposal read with wctx's error. A
-// read that fails is an error (and a nil proposal) only while wctx lasts.
-func (e *Engine) await(ctx, wctx context.Context, p *store.Proposal, executes bool) (*store.Proposal, error) {
+// await is the one wait loop. It blocks until p is terminal or reconciling
+// and returns it as it then stands; a due proposal is expired on the way, so
+// no sweeper is needed to end a wait. When ctx ends first it returns the last
+// proposal read with ctx's error.
+//
+// For a wait-mode call c (nil for Wait) it answers the call instead: an
+// approval is claimed and executed by the caller (if another caller claimed
+// it first, the wait goes on for its outcome), a settled proposal answers its
+// outcome, and when c's WaitTimeout passes, or ctx ends, the answer is
+// pending (with ctx's error if ctx ended). A store read that fails is an
+// error unless the wait had ended meanwhile.
+func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.Proposal, *Result, error) {
+	var deadline time.Time
+	if c != nil && c.WaitTimeout > 0 {
+		deadline = time.Now().Add(c.WaitTimeout)
+	}
 	// Watch first, then re-read: a change between the caller's read and the
 	// subscription is seen by the re-read, and every later one wakes us.
 	wake, unwatch := e.watch(p)
-	defer unwatch()
+	defer func() { unwatch() }()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		fresh, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
 		if err != nil {
-			if wctx.Err() != nil { // the wait ended while reading
-				return p, wctx.Err()
+			if waitOver(ctx, deadline) {
+				return e.waitEnded(ctx, c, p)
 			}
-			return nil, fmt.Errorf("wait for proposal %s: %w", p.ID, err)
+			return nil, nil, waitFailed(p, err)
 		}
 		p = fresh
-		if p.Status.Terminal() || p.Status == store.StatusReconciling || executes && p.Status == store.StatusApproved {
-			return p, nil
-		}
-		if store.Due(p, e.clock()) {
-			if tr, err := e.store.Expire(ctx, &store.ExpireParams{Tenant: p.Tenant, ID: p.ID}); err == nil && tr.Changed {
-				e.changed(ctx, tr.Proposal, tr.From)
-				continue
+		switch {
+		case p.Status.Terminal() || p.Status == store.StatusReconciling:
+			if c == nil {
+				return p, nil, nil
 			}
+			return nil, resultOf(p), nil
+		case p.Status == store.StatusApproved && c != nil:
+			// Nobody waits while the caller executes.
+			unwatch()
+			if res, err, done := e.executeWaited(ctx, c, p); done {
+				unwatch = func() {}
+				return nil, res, err
+			}
+			wake, unwatch = e.watch(p)
+			continue
+		case e.expireWaited(ctx, p):
+			continue
 		}
-		// Wake at the deadline too, to expire the proposal without a
-		// sweeper, and at the latest after waitRecheck (see watch).
-		next := e.recheck()
-		if p.Status == store.StatusPending {
-			next = min(next, max(p.ExpiresAt.Sub(e.clock()), 0)+time.Millisecond)
+		if waitOver(ctx, deadline) {
+			return e.waitEnded(ctx, c, p)
 		}
-		timer.Reset(next)
+		timer.Reset(e.nextWake(p, deadline))
 		select {
-		case <-wctx.Done():
-			return p, wctx.Err()
+		case <-ctx.Done():
+			return e.waitEnded(ctx, c, p)
 		case <-wake:
 		case <-timer.C:
 		}
 	}
+}
+
+// waitEnded answers a wait that ended before p was settled: p with ctx's
+// error for Wait; for a call, pending, with ctx's error if ctx ended (not
+// when only its WaitTimeout passed).
+func (e *Engine) waitEnded(ctx context.Context, c *Call, p *store.Proposal) (*store.Proposal, *Result, error) {
+	if c == nil {
+		return p, nil, ctx.Err()
+	}
+	return nil, pendingReceipt(p), ctx.Err()
+}
+
+// The steps of await that do not block live in functions of their own, so
+// that their temporaries are not part of the frame a blocked waiter keeps.
+
+// waitOver reports whether a wait has ended: ctx ended, or the deadline
+// (if any) passed.
+//
+//go:noinline
+func waitOver(ctx context.Context, deadline time.Time) bool {
+	return ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline)
+}
+
+//go:noinline
+func waitFailed(p *store.Proposal, err error) error {
+	return fmt.Errorf("wait for proposal %s: %w", p.ID, err)
+}
+
+// executeWaited claims and executes an approval a waiting call saw. done is
+// false when another caller claimed it first (or it lapsed): the wait goes
+// on for its outcome.
+//
+//go:noinline
+func (e *Engine) executeWaited(ctx context.Context, c *Call, p *store.Proposal) (res *Result, err error, done bool) {
+	res, err = e.claimAndExecute(ctx, c, p)
+	return res, err, !errors.Is(err, store.ErrConflict)
+}
+
+// expireWaited expires a waited-on proposal that is due, and reports
+// whether it did.
+//
+//go:noinline
+func (e *Engine) expireWaited(ctx context.Context, p *store.Proposal) bool {
+	if !store.Due(p, e.clock()) {
+		return false
+	}
+	tr, err := e.store.Expire(ctx, &store.ExpireParams{Tenant: p.Tenant, ID: p.ID})
+	if err != nil || !tr.Changed {
+		return false
+	}
+	e.changed(ctx, tr.Proposal, tr.From)
+	return true
+}
+
+// nextWake is how long a waiter blocks when nothing wakes it: until the
+// proposal's deadline (to expire it without a sweeper), the call's (to
+// answer pending), and at the latest waitRecheck (see watch).
+//
+//go:noinline
+func (e *Engine) nextWake(p *store.Proposal, deadline time.Time) time.Duration {
+	next := e.recheck()
+	if p.Status == store.StatusPending {
+		next = min(next, max(p.ExpiresAt.Sub(e.clock()), 0)+time.Millisecond)
+	}
+	if !deadline.IsZero() {
+		next = min(next, max(time.Until(deadline), 0))
+	}
+	return next
 }

@@ -92,9 +92,10 @@ func TestThreadOwnershipOnEveryRoute(t *testing.T) {
 		}
 		notOwner(t, "bob GET her thread", h.do(req{method: "GET", path: "/v1/threads/t1", token: "bob"}), "c_owned", "rf_c_owned")
 		h.must(200, req{method: "GET", path: "/v1/proposals/" + pid, token: "bob"})
-		// Listing her thread shows dave nothing (the engine lists what he may
-		// see), and his own listing holds none of hers.
-		for _, path := range []string{"/v1/threads/t1/proposals", "/v1/proposals", "/v1/proposals?thread_id=t1"} {
+		// Listing her thread is refused to dave, who may decide nothing in
+		// it, and his own listing holds none of hers.
+		notOwner(t, "dave lists her thread", h.do(req{method: "GET", path: "/v1/threads/t1/proposals", token: "dave"}), secrets...)
+		for _, path := range []string{"/v1/proposals", "/v1/proposals?thread_id=t1"} {
 			resp := h.must(200, req{method: "GET", path: path, token: "dave"})
 			if got := ids(t, resp); len(got) != 0 {
 				t.Errorf("dave lists %s: %v", path, got)
