@@ -202,3 +202,28 @@ func TestPageCatchesUpWhenTheStreamOpensLate(t *testing.T) {
 		t.Error("the page reloaded instead of updating")
 	}
 }
+
+// TestTypingSurvivesUnrelatedChanges: an event that changes nothing on the
+// page (another proposal arrives) leaves the decision form as it is, with
+// what the approver typed, though the countdown moved on meanwhile.
+func TestTypingSurvivesUnrelatedChanges(t *testing.T) {
+	h := newHarness(t)
+	bob := browser(t)
+	signInBrowser(t, bob, h.url, "key_bob")
+	id := h.propose("t_typing", "c_typing", 12)
+	step(t, bob, "open the proposal", chromedp.Navigate(h.url+"/proposals/"+id))
+	waitFor(t, bob, "the live stream", `!!document.querySelector("#approve") && document.querySelector("#live-state").textContent === "live"`)
+	step(t, bob, "type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "checked the order"))
+	eval[bool](t, bob, `(window.__form = document.querySelector("#approve"), true)`)
+	// Let the countdown tick past what the server wrote.
+	before := text(t, bob, "time[data-countdown]")
+	waitFor(t, bob, "the countdown to move", `document.querySelector("time[data-countdown]").textContent !== `+jsString(before))
+	h.propose("t_other", "c_other", 3)
+	waitFor(t, bob, "the new pending count in the title", `document.title.startsWith("(2) ")`)
+	if !eval[bool](t, bob, `document.querySelector("#approve") === window.__form`) {
+		t.Error("an unrelated change replaced the decision form")
+	}
+	if got := eval[string](t, bob, `document.querySelector("#reason").value`); got != "checked the order" {
+		t.Errorf("the typed reason is now %q", got)
+	}
+}
