@@ -191,19 +191,17 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 
 // checkOwner makes sure the caller owns the call's thread, before anything
 // of it is read, stored or run: a thread belongs to its first caller, and
-// only the owner makes calls in it. A thread that does not exist yet is
-// created, owned by the caller, with the call's record (CreateProposal
-// refuses another actor's thread, for the caller who loses that race); a
-// call that leaves no record creates it here.
+// only the owner makes calls in it. One read of the thread does, when it
+// exists. A thread that does not exist yet is created, owned by the caller,
+// with the call's record (CreateProposal refuses another actor's thread, for
+// the caller who loses that race); for a call that leaves no record (a read)
+// it is created here, in a write only the thread's first call pays.
 func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun) error {
-	var t *store.Thread
-	var err error
-	if r.recorded() {
-		t, err = e.store.GetThread(ctx, &store.GetThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID})
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-	} else {
+	t, err := e.store.GetThread(ctx, &store.GetThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && r.recorded():
+		return nil
+	case errors.Is(err, store.ErrNotFound):
 		t, err = e.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID, Owner: c.Identity.Actor})
 	}
 	if err != nil {

@@ -103,7 +103,7 @@ func TestClaimOfLapsedApprovalReportsTheExpiryOnce(t *testing.T) {
 		default:
 			t.Fatal("waiters were not woken by the expiry")
 		}
-		p, err := e.Get(ctx, tAlice, ids[0])
+		p, err := e.Proposal(ctx, tAlice, ids[0])
 		if err != nil || p.Status != store.StatusExpired {
 			t.Fatalf("stored proposal %v, %v; want expired", p, err)
 		}

@@ -17,16 +17,26 @@
 //     name beats a longer glob, which beats a shorter one. Unmatched read
 //     actions are allowed; unmatched write actions ask their requester.
 //   - A [Call] is one invocation by an [Identity] (tenant, actor, roles) in a
-//     thread and run, with a tool-call id that makes it idempotent.
-//   - A proposal ([store.Proposal]) is the durable approval record of one call
-//     that needs a decision. It freezes the input (RFC 8785 canonical JSON and
-//     its SHA-256 digest), the action's version, the preview and state version
-//     from Prepare, the approvers, quorum and deadline.
+//     thread and run, with a tool-call id that makes it idempotent. A thread
+//     belongs to its first caller: only the owner makes calls in it, and a
+//     call by anyone else is refused ([ForbiddenError]) before anything is
+//     stored, run or revealed.
+//   - A proposal ([store.Proposal]) is the durable record of one write call,
+//     stored before anything runs: the approval record of a call that needs a
+//     decision, or the record of a write the policy allows (created
+//     executing, no approvers). It freezes the input (RFC 8785 canonical JSON
+//     and its SHA-256 digest), the action's version, the preview and state
+//     version from Prepare, the approvers, quorum and deadline; repeating the
+//     call replays it and never executes again. Reads the policy allows leave
+//     no record.
 //   - A [Decision] approves or rejects, through a channel ("api", "web",
 //     "cli", "text", "mcp"). Each is one compare-and-set: applied, unchanged,
 //     conflict or expired.
 //   - A grant remembers an approval for a run or a thread. It becomes live only
-//     after the originating execution succeeded.
+//     after the originating execution succeeded, stands for a complete
+//     approval (under a quorum, every counted approval asked to remember),
+//     approves only while its rule's terms are unchanged, and is checked again
+//     when the proposal it approves is created.
 //   - An outcome is recorded once per terminal proposal, admitted to its thread
 //     as one message, and reported to OnSettled hooks once.
 //

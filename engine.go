@@ -289,7 +289,7 @@ func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
 }
 
 // RunSweeper sweeps every interval until ctx ends, draining each backlog in
-// bounded batches. It returns ctx's error.
+// bounded batches, and removes a batch of expired inbox sessions. It returns ctx's error.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch int) error {
 	if interval <= 0 {
 		return fmt.Errorf("countersign: RunSweeper interval %v: must be positive", interval)
@@ -312,6 +312,11 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch i
 			if n < batch {
 				break
 			}
+		}
+		// Expired inbox sessions are refused anyway; sweeping a batch each
+		// tick keeps their table small when nobody signs in.
+		if _, err := e.SweepSessions(ctx, batch); err != nil && ctx.Err() == nil {
+			e.log.Warn("session sweep failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

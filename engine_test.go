@@ -579,7 +579,7 @@ func TestTwoPhaseRejectedIsDeniedAndExpiredStartsOver(t *testing.T) {
 	if fresh.Status != countersign.ResultConfirmationRequired || fresh.ProposalID == second.ProposalID || fresh.ConfirmationID == second.ConfirmationID {
 		t.Fatalf("expired evidence should start a new cycle: %+v", fresh)
 	}
-	old, _ := h.engine.Get(ctx, tAlice, second.ProposalID)
+	old, _ := h.engine.Proposal(ctx, tAlice, second.ProposalID)
 	if old.Status != store.StatusExpired || h.settledCount(old.ID) != 1 {
 		t.Fatalf("old proposal = %s, settled %d", old.Status, h.settledCount(old.ID))
 	}
@@ -606,7 +606,7 @@ func TestIndependentModeReceiptAndWorker(t *testing.T) {
 	if n, err := w.RunOnce(ctx); n != 1 || err != nil {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
-	p, _ := h.engine.Get(ctx, tAlice, res.ProposalID)
+	p, _ := h.engine.Proposal(ctx, tAlice, res.ProposalID)
 	if p.Status != store.StatusSucceeded || h.backend.total() != 1 {
 		t.Fatalf("status %s, executions %d", p.Status, h.backend.total())
 	}
@@ -666,8 +666,8 @@ func TestReplacementSupersedesPending(t *testing.T) {
 	other := h.call(refundCall("call_2", countersign.ModeIndependent, `{"amount":40,"customer":"c_1"}`))
 	second := h.call(refundCall("call_3", countersign.ModeIndependent, `{"amount":45,"customer":"c_9"}`))
 	ctx := context.Background()
-	p1, _ := h.engine.Get(ctx, tAlice, first.ProposalID)
-	p2, _ := h.engine.Get(ctx, tAlice, other.ProposalID)
+	p1, _ := h.engine.Proposal(ctx, tAlice, first.ProposalID)
+	p2, _ := h.engine.Proposal(ctx, tAlice, other.ProposalID)
 	if p1.Status != store.StatusSuperseded || p2.Status != store.StatusPending || second.Status != countersign.ResultPending {
 		t.Fatalf("statuses: first %s, other %s, second %s", p1.Status, p2.Status, second.Status)
 	}
@@ -676,7 +676,7 @@ func TestReplacementSupersedesPending(t *testing.T) {
 	}
 	// Replaying the older call supersedes nothing.
 	h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount":40,"customer":"c_9"}`))
-	p3, _ := h.engine.Get(ctx, tAlice, second.ProposalID)
+	p3, _ := h.engine.Proposal(ctx, tAlice, second.ProposalID)
 	if p3.Status != store.StatusPending {
 		t.Fatalf("replay superseded the newer proposal: %s", p3.Status)
 	}
@@ -719,7 +719,7 @@ func TestDecisionRules(t *testing.T) {
 	if r, _ := decide(tCarol, countersign.Reject, "cli"); r.Status != countersign.DecideConflict {
 		t.Fatalf("reject after approval: %s", r.Status)
 	}
-	d := r0(h.engine.Get(ctx, tAlice, id)).Decisions
+	d := r0(h.engine.Proposal(ctx, tAlice, id)).Decisions
 	if len(d) != 2 || d[0].Actor != "bob" || d[0].Via != "web" || d[1].Actor != "carol" || d[1].Via != "cli" || d[0].At.IsZero() {
 		t.Fatalf("recorded decisions = %+v", d)
 	}
@@ -937,7 +937,7 @@ func TestUnconsumedApprovalLapses(t *testing.T) {
 	if n, err := h.engine.Sweep(ctx, 10); n != 1 || err != nil {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	p, _ := h.engine.Get(ctx, tAlice, res.ProposalID)
+	p, _ := h.engine.Proposal(ctx, tAlice, res.ProposalID)
 	if p.Status != store.StatusExpired || h.backend.total() != 0 || h.settledCount(p.ID) != 1 {
 		t.Fatalf("status %s, executions %d, settled %d", p.Status, h.backend.total(), h.settledCount(p.ID))
 	}
@@ -1083,7 +1083,7 @@ func TestTypedErrors(t *testing.T) {
 	if _, err := h.engine.Call(ctx, c); !errors.Is(err, countersign.ErrInvalidCall) {
 		t.Fatalf("no tool call id: %v", err)
 	}
-	if _, err := h.engine.Get(ctx, tAlice, "prp_nope"); !errors.Is(err, countersign.ErrNotFound) {
+	if _, err := h.engine.Proposal(ctx, tAlice, "prp_nope"); !errors.Is(err, countersign.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
 	var ce *countersign.ConflictError

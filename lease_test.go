@@ -144,7 +144,7 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 				}
 				// The outcome is uncertain and the lease gone: nothing is
 				// settled, and the proposal waits for recovery.
-				p, _ := e.Get(context.Background(), tAlice, id)
+				p, _ := e.Proposal(context.Background(), tAlice, id)
 				if p.Status != store.StatusExecuting || len(fs.Settlements()) != 0 {
 					t.Fatalf("status %s after %d settlements; want executing and none", p.Status, len(fs.Settlements()))
 				}
@@ -155,7 +155,7 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 				if n, err := leaseWorker(t, leaseEngine(t, fs, "w2", nil, a), lease).RunOnce(context.Background()); n != 1 || err != nil {
 					t.Fatalf("recovery RunOnce = %d, %v", n, err)
 				}
-				p, _ = e.Get(context.Background(), tAlice, id)
+				p, _ = e.Proposal(context.Background(), tAlice, id)
 				if p.Status != store.StatusUnknown || executions != 1 {
 					t.Fatalf("after recovery: %s after %d executions; want unknown after 1", p.Status, executions)
 				}
@@ -260,7 +260,7 @@ func TestHealthyLeaseIsNeverGivenUp(t *testing.T) {
 				if n, err := leaseWorker(t, e, lease).RunOnce(context.Background()); n != 1 || err != nil {
 					t.Fatalf("RunOnce = %d, %v", n, err)
 				}
-				p, _ := e.Get(context.Background(), tAlice, id)
+				p, _ := e.Proposal(context.Background(), tAlice, id)
 				if p.Status != store.StatusSucceeded || obs.losses() != 0 {
 					t.Fatalf("status %s with %d lease losses; want succeeded with none", p.Status, obs.losses())
 				}
@@ -311,7 +311,7 @@ func TestRenewalRefusedAfterTheLastSettlementIsNoLoss(t *testing.T) {
 			t.Fatalf("RunOnce = %d, %v", n, err)
 		}
 		r := fs.Renewals()
-		p, _ := e.Get(context.Background(), tAlice, id)
+		p, _ := e.Proposal(context.Background(), tAlice, id)
 		if len(r) != 1 || !errors.Is(r[0].Err, store.ErrLeaseLost) || p.Status != store.StatusSucceeded {
 			t.Fatalf("renewals %+v, status %s; want one refused renewal after the success", r, p.Status)
 		}
@@ -631,7 +631,7 @@ func TestUncertainOutcomeRoutedAlikeOnBothPaths(t *testing.T) {
 					if n, err := w.RunOnce(ctx); n != 1 || err != nil {
 						t.Fatalf("RunOnce = %d, %v", n, err)
 					}
-					p, err := e.Get(ctx, tAlice, id)
+					p, err := e.Proposal(ctx, tAlice, id)
 					if err != nil {
 						t.Fatal(err)
 					}

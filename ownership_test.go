@@ -219,5 +219,37 @@ func TestFirstCallerOwnsANewThreadUnderRaces(t *testing.T) {
 				t.Errorf("proposal %s of %s in %s's thread", p.ID, p.Requester, th.Owner)
 			}
 		}
+
+		// Reads, which leave no record, race for a new thread the same way.
+		var refused, ran atomic.Int32
+		start = make(chan struct{})
+		for _, id := range []countersign.Identity{tAlice, tDave} {
+			for i := range perActor {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := &countersign.Call{Identity: id, ThreadID: "t-race-read", ToolCallID: fmt.Sprintf("look_%s_%d", id.Actor, i),
+						Action: "crm.lookup", Input: json.RawMessage(`{}`)}
+					<-start
+					res, err := h.engine.Call(ctx, c)
+					var fe *countersign.ForbiddenError
+					switch {
+					case errors.As(err, &fe) && res == nil:
+						refused.Add(1)
+					case err == nil && res.Status == countersign.ResultSucceeded:
+						ran.Add(1)
+					default:
+						t.Errorf("read by %s = %+v, %v", id.Actor, res, err)
+					}
+				}()
+			}
+		}
+		before := reads.Load()
+		close(start)
+		wg.Wait()
+		if ran.Load() != perActor || refused.Load() != perActor || reads.Load()-before != perActor {
+			t.Errorf("racing reads: %d ran, %d refused, %d executions; want the owner's %d run and the other's refused",
+				ran.Load(), refused.Load(), reads.Load()-before, perActor)
+		}
 	})
 }

@@ -230,6 +230,15 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 			}
 			return
 		}
+		if h.allowedRecord(p) {
+			// [*]→executing: an allowed write is recorded under its
+			// caller's lease, then run (it may have settled, or be stuck
+			// executing after a stall).
+			if !propReachable(store.StatusExecuting, p.Status, p.Mode, false) {
+				h.fatalf(t, "allowed write %s is %s", p.ID, p.Status)
+			}
+			return
+		}
 		if p.Status != store.StatusPending || p.Version != 1 {
 			h.fatalf(t, "new proposal %s is %s at version %d, want pending at 1 (or approved by a grant)", p.ID, p.Status, p.Version)
 		}
@@ -341,6 +350,9 @@ func fmtBool(b *bool) string {
 
 // checkDecisions checks invariant 6 for one proposal.
 func (h *propHarness) checkDecisions(t *rapid.T, p *store.Proposal) {
+	if h.allowedRecord(p) {
+		return // nobody decides an allowed write
+	}
 	rejections := 0
 	_, byGrant := grantOf(p)
 	if byGrant && len(p.Decisions) != 1 {

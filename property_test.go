@@ -276,7 +276,10 @@ func newPropHarness(t *rapid.T) *propHarness {
 		},
 		{
 			// A glob: the exact rules above outrank it for their actions.
-			Match: "acct.*", Effect: countersign.EffectAsk, Approvers: []string{"requester", "role:finance"},
+			// Sometimes allowed: a write recorded and run without a human.
+			Match:              "acct.*",
+			Effect:             rapid.SampledFrom([]countersign.Effect{countersign.EffectAsk, countersign.EffectAsk, countersign.EffectAllow}).Draw(t, "refund.effect"),
+			Approvers:          []string{"requester", "role:finance"},
 			ForbidSelfApproval: true,
 			Quorum:             rapid.IntRange(1, 2).Draw(t, "refund.quorum"),
 			Mode:               rapid.SampledFrom(modes).Draw(t, "refund.mode"),
@@ -487,7 +490,7 @@ func (h *propHarness) checkExecution(action string, req *countersign.ExecuteRequ
 	if req.Attempt == 1 && !h.preflightedExec[p.ID] {
 		h.violate("Execute of %s without its execute-phase preflight", p.ID)
 	}
-	if !quorumMet(p) {
+	if !quorumMet(p) && !h.allowedRecord(p) {
 		h.violate("Execute of %s with %d valid approvals, quorum %d, and no grant decision", p.ID, approvedBy(p), p.Quorum)
 	}
 	_, byGrant := grantOf(p)
@@ -515,6 +518,12 @@ func (h *propHarness) checkExecution(action string, req *countersign.ExecuteRequ
 	if ci.Canon != string(p.Input) {
 		h.violate("call with input %s executed proposal %s approved for %s", ci.Canon, p.ID, p.Input)
 	}
+}
+
+// allowedRecord reports whether p is the record of a write its rule allowed:
+// nobody decides it (no approvers, quorum 0, no decisions).
+func (h *propHarness) allowedRecord(p *store.Proposal) bool {
+	return h.rules[p.Action].Effect == countersign.EffectAllow && len(p.Approvers) == 0 && p.Quorum == 0 && len(p.Decisions) == 0
 }
 
 // recordFence remembers, under h.mu, the lease an execution runs under, for
@@ -1089,8 +1098,9 @@ func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string,
 	if mode == "" {
 		mode = h.rules[c.Action].Mode
 	}
-	if byGrant && mode == countersign.ModeTwoPhase {
-		mode = countersign.ModeWait
+	allowed := h.rules[c.Action].Effect == countersign.EffectAllow
+	if byGrant && mode == countersign.ModeTwoPhase || allowed {
+		mode = countersign.ModeWait // the caller executes at once
 	}
 	h.mu.Lock()
 	sv, prepared := h.prepared[c.ThreadID+"/"+c.ToolCallID]
@@ -1102,6 +1112,17 @@ func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string,
 	if p.Requester != c.Identity.Actor || p.RunID != c.RunID || p.Action != c.Action || string(p.Input) != canon || p.Mode != mode {
 		h.fatalf(t, "call %s/%s by %s in run %s (%s %s, mode %s, grant %v) created proposal %s by %s in run %s (%s %s, mode %s)",
 			c.ThreadID, c.ToolCallID, c.Identity.Actor, c.RunID, c.Action, canon, mode, byGrant, p.ID, p.Requester, p.RunID, p.Action, p.Input, p.Mode)
+	}
+	if allowed {
+		// Recorded before it ran, and answered with its outcome.
+		h.cov.add(fmt.Sprintf("allowed write → %s", p.Status))
+		if !h.allowedRecord(p) || p.ConsumedBy != p.ToolCallID {
+			h.fatalf(t, "allowed call %s/%s recorded %+v: want no approvers, no decisions, consumed by its own tool call", c.ThreadID, c.ToolCallID, p)
+		}
+		if err == nil && !disturbed && (res.ProposalID != p.ID || res.Proposal == nil || !outcomeStatus(res.Status) || res.Status != countersign.ResultStatus(p.Status)) {
+			h.fatalf(t, "allowed call %s/%s answered %+v; its record %s is %s", c.ThreadID, c.ToolCallID, res, p.ID, p.Status)
+		}
+		return
 	}
 	if !byGrant {
 		return

@@ -37,13 +37,6 @@ func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (
 	return p, nil
 }
 
-// Get is Proposal.
-//
-// Deprecated: use Proposal.
-func (e *Engine) Get(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
-	return e.Proposal(ctx, id, proposalID)
-}
-
 // proposalOfTenant reads a proposal of id's tenant, telling another
 // tenant's (forbidden) from none at all (not found). It does not check
 // visibility.

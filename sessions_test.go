@@ -1,6 +1,7 @@
 package countersign_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -192,4 +193,38 @@ func TestSessionRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want invalid call", name, err)
 		}
 	}
+}
+
+// The sweeper removes expired sessions too, with nobody signing in.
+func TestSweeperRemovesExpiredSessions(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		e, s, clock := sessionEngine(t, open)
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		token, _, err := e.StartSession(ctx, &countersign.StartSessionParams{Identity: sessionUser, Credential: "k", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest := sha256.Sum256([]byte(token))
+		id := hex.EncodeToString(digest[:])
+		clock.Advance(time.Hour)
+		done := make(chan error, 1)
+		go func() { done <- e.RunSweeper(ctx, time.Millisecond, 10) }()
+		// Until the sweeper removes it (the test's deadline bounds the wait).
+		for {
+			_, err := s.GetSession(ctx, &store.GetSessionParams{ID: id})
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("RunSweeper: %v", err)
+		}
+	})
 }

@@ -205,7 +205,7 @@ func TestNoMissedWakeups(t *testing.T) {
 					t.Error(err)
 				}
 				for {
-					p, err := e.Get(context.Background(), waitAlice, res.ProposalID)
+					p, err := e.Proposal(context.Background(), waitAlice, res.ProposalID)
 					if err != nil || p.Status.Terminal() {
 						break
 					}
@@ -267,7 +267,7 @@ func TestWaitersLeaveNoGoroutines(t *testing.T) {
 	}
 	ids := pendingIDs(t, e, 30)
 	for _, id := range ids {
-		p, err := e.Get(context.Background(), waitAlice, id)
+		p, err := e.Proposal(context.Background(), waitAlice, id)
 		if err != nil {
 			t.Fatal(err)
 		}

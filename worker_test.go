@@ -174,7 +174,7 @@ func TestWorkerShutdownCancelsAtTheDeadline(t *testing.T) {
 		t.Fatal("Run did not return after the shutdown deadline")
 	}
 	// The cancelled execution's outcome is uncertain, and it says so.
-	p, _ := e.Get(context.Background(), tAlice, ids[0])
+	p, _ := e.Proposal(context.Background(), tAlice, ids[0])
 	if p.Status != store.StatusUnknown {
 		t.Fatalf("status after a cancelled execution = %s, want unknown", p.Status)
 	}
@@ -209,7 +209,7 @@ func TestLostLeaseStopsWithoutSettling(t *testing.T) {
 	if n, err := w.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
-	p, _ := e.Get(context.Background(), tAlice, ids[0])
+	p, _ := e.Proposal(context.Background(), tAlice, ids[0])
 	if p.Status != store.StatusExecuting || st.renewals.Load() == 0 {
 		t.Fatalf("status %s after %d failed renewals, want executing (never settled)", p.Status, st.renewals.Load())
 	}
@@ -220,7 +220,7 @@ func TestLostLeaseStopsWithoutSettling(t *testing.T) {
 	if n, err := w.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("recovery RunOnce = %d, %v", n, err)
 	}
-	p, _ = e.Get(context.Background(), tAlice, ids[0])
+	p, _ = e.Proposal(context.Background(), tAlice, ids[0])
 	if _, total, _ := n.counts(); p.Status != store.StatusUnknown || total != 1 {
 		t.Fatalf("after recovery: %s with %d executions; want unknown with 1", p.Status, total)
 	}
@@ -286,7 +286,7 @@ func TestWorkerRecoversDeadCallers(t *testing.T) {
 			if got, err := w.RunOnce(ctx); got != 1 || err != nil {
 				t.Fatalf("RunOnce = %d, %v", got, err)
 			}
-			p, _ := e.Get(ctx, tAlice, res.ProposalID)
+			p, _ := e.Proposal(ctx, tAlice, res.ProposalID)
 			if _, total, _ := n.counts(); p.Status != tc.want || total != tc.executions {
 				t.Fatalf("status %s, executions %d; want %s, %d", p.Status, total, tc.want, tc.executions)
 			}

@@ -235,9 +235,13 @@ type proposalData struct {
 	// still has the last word).
 	CanDecide  bool
 	CanResolve bool
-	Remember   []store.Scope
-	Result     string // the last action's result, in words
-	Problem    string // why the last action was refused
+	// Fate says what approving does, or what became of it; Runs what runs,
+	// as whom, executed by whom.
+	Fate, Runs   string
+	Remember     []rememberChoice
+	RememberNote string
+	Result       string // the last action's result, in words
+	Problem      string // why the last action was refused
 }
 
 // proposal loads a proposal the signed-in actor may see, as the engine
@@ -281,7 +285,8 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	may := in.engine.Permissions(r.Context(), sess.Identity, p, "web")
 	d.CanDecide = may.Approve || may.Reject
 	d.CanResolve = may.Resolve
-	d.Remember = p.RememberScopes
+	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
+	d.Remember, d.RememberNote = rememberChoices(p), rememberNote(p)
 	title := p.Confirmation.Title
 	if title == "" {
 		title = p.Action

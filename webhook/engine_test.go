@@ -234,7 +234,7 @@ func TestEngineUncertainExecuteIsReconciled(t *testing.T) {
 		if _, err := w.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if p, err = e.Get(context.Background(), alice, pending.ID); err != nil {
+		if p, err = e.Proposal(context.Background(), alice, pending.ID); err != nil {
 			t.Fatal(err)
 		}
 		if p.Status != store.StatusReconciling || time.Now().After(deadline) {
