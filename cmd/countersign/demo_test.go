@@ -101,7 +101,7 @@ func TestDemoReceiptsAreUniqueAcrossRestarts(t *testing.T) {
 		if n, err := w.RunOnce(ctx); err != nil || n != 1 {
 			t.Fatalf("worker ran %d, %v", n, err)
 		}
-		p, err := e.Get(ctx, demoAlice, res.ProposalID)
+		p, err := e.Proposal(ctx, demoAlice, res.ProposalID)
 		if err != nil || p.Status != store.StatusSucceeded || p.Outcome == nil || p.Outcome.Receipt == "" {
 			t.Fatalf("%s refund after the worker: %+v, %v", run, p, err)
 		}
