@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-pg-restart test-short lint fmt vet staticcheck bench fuzz quickstart clients-deps
+.PHONY: test test-race test-pg-restart test-short lint fmt vet staticcheck bench fuzz quickstart clients-deps web-deps
 
 ## test: every test, with the race detector (what .ci/run calls).
 test: lint test-race test-pg-restart
@@ -12,7 +12,7 @@ test: lint test-race test-pg-restart
 ## The crash tests re-execute the test binary as worker processes and judge
 ## what survives SIGKILL; they run without the race detector, which would
 ## only slow the processes down (the worker's code is raced in its own tests).
-test-race: clients-deps
+test-race: clients-deps web-deps
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v /test/crash)
 	$(GO) test -count=1 -timeout 30m ./test/crash/
 
@@ -26,6 +26,18 @@ clients-deps:
 	  echo "npm is missing: test/clients needs Node.js 20 and npm"; exit 1; \
 	else \
 	  echo "npm not found: the tests of test/clients will skip"; \
+	fi
+
+## web-deps: axe-core, which the inbox's accessibility test injects into
+## Chromium, exactly as web/testdata/axe/package-lock.json pins it. In CI a
+## missing npm is an error; elsewhere that test skips without it.
+web-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd web/testdata/axe && npm ci --ignore-scripts --no-audit --no-fund; \
+	elif [ -n "$$CI" ]; then \
+	  echo "npm is missing: the inbox's accessibility test needs Node.js 20 and npm"; exit 1; \
+	else \
+	  echo "npm not found: the inbox's accessibility test will skip"; \
 	fi
 
 ## test-pg-restart: restarts the shared PostgreSQL server under running

@@ -44,12 +44,80 @@ type refundInput struct {
 type harness struct {
 	t       *testing.T
 	url     string
+	engine  *countersign.Engine
 	release chan struct{}
 	once    sync.Once
+
+	holdMu sync.Mutex
+	hold   chan struct{} // while set, the inbox's event streams wait to open
 }
 
-func newHarness(t *testing.T) *harness {
+// HoldStreams makes the inbox's event streams wait, unanswered, until
+// ReleaseStreams: a page whose stream opens late.
+func (h *harness) HoldStreams() {
+	h.holdMu.Lock()
+	defer h.holdMu.Unlock()
+	h.hold = make(chan struct{})
+}
+
+// ReleaseStreams lets the held event streams open.
+func (h *harness) ReleaseStreams() {
+	h.holdMu.Lock()
+	defer h.holdMu.Unlock()
+	if h.hold != nil {
+		close(h.hold)
+		h.hold = nil
+	}
+}
+
+// holding delays the inbox's event streams while HoldStreams holds them.
+func (h *harness) holding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.holdMu.Lock()
+		hold := h.hold
+		h.holdMu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// testClock is a clock that moves only when told, so that a test reaches a
+// deadline without waiting for it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now is the clock's time.
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness whose engine, store and inbox read clock
+// (nil: the real time).
+func newHarnessWith(t *testing.T, clock *testClock) *harness {
 	t.Helper()
+	now := time.Now
+	if clock != nil {
+		now = clock.Now
+	}
 	h := &harness{t: t, release: make(chan struct{})}
 	refund, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
 		Name: "payments.refund", Description: "Refund a payment",
@@ -69,6 +137,16 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// credits.grant is remembered for any input.
+	credit, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
+		Name: "credits.grant", Confirmation: countersign.Confirmation{Title: "Credit {amount} EUR to {customer}"},
+		Execute: func(_ context.Context, _ *countersign.ExecuteRequest, in refundInput) (*countersign.Receipt, error) {
+			return &countersign.Receipt{ID: "cr_" + in.Customer}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// flaky.write fails uncertainly, without Reconcile: it ends unknown.
 	flaky, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
 		Name: "flaky.write",
@@ -80,6 +158,9 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	policy := &countersign.Policy{Rules: []countersign.Rule{{
+		Match: "credits.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+		Mode: countersign.ModeIndependent, Remember: []countersign.Scope{countersign.ScopeThread}, GrantAnyInput: true,
+	}, {
 		Match: "flaky.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance", "role:operator"},
 		Mode: countersign.ModeIndependent,
 	}, {
@@ -87,7 +168,8 @@ func newHarness(t *testing.T) *harness {
 		ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
 		Remember: []countersign.Scope{countersign.ScopeThread},
 	}}}
-	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Store: memstore.New(nil), Policy: policy, Actions: []*countersign.Action{refund, flaky}})
+	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Now: now,
+		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +182,16 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbox, err := web.New(web.Options{Engine: engine, Auth: authn, API: api, Logger: quiet})
+	inbox, err := web.New(web.Options{Engine: engine, Auth: authn, API: api, Logger: quiet, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: 5 * time.Second})
+	wopts := countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: 5 * time.Second}
+	if clock != nil {
+		// A test that moves the clock sweeps when it means to.
+		wopts.SweepInterval = time.Hour
+	}
+	w, err := engine.NewWorker(wopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +204,16 @@ func newHarness(t *testing.T) *harness {
 	mux.Handle("/v1/", api.Handler())
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/", inbox.Handler())
+	mux.Handle("GET /events", h.holding(inbox.Handler()))
 	hs := httptest.NewUnstartedServer(mux)
 	hs.Config = api.HTTPServer("")
 	hs.Config.Handler = mux
 	hs.Start()
 	h.url = hs.URL
+	h.engine = engine
 	t.Cleanup(func() {
 		h.Release()
+		h.ReleaseStreams()
 		// Shutdown ends the open event streams.
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -148,8 +238,30 @@ func (h *harness) propose(thread, customer string, amount float64) string {
 // call asks for action with a refund-shaped input, as alice's agent.
 func (h *harness) call(action, thread, customer string, amount float64) string {
 	h.t.Helper()
-	body := fmt.Sprintf(`{"thread_id":%q,"tool_call_id":"call_%s","action":%q,"input":{"amount":%g,"customer":%q}}`,
-		thread, customer, action, amount, customer)
+	return h.agentCall(action, thread, customer, amount, "").ProposalID
+}
+
+// callAnswer is what the tests read of a call's answer.
+type callAnswer struct {
+	ProposalID     string `json:"proposal_id"`
+	Status         string `json:"status"`
+	ConfirmationID string `json:"confirmation_id"`
+	Receipt        string `json:"receipt"`
+	Proposal       *struct {
+		ID string `json:"id"`
+	} `json:"proposal"`
+}
+
+// agentCall makes alice's agent's call of action, the tool call id named
+// for the customer, with extra fields (`,"mode":"wait"`) added to the body.
+// A wait never blocks: wait_seconds is 0 unless extra sets it.
+func (h *harness) agentCall(action, thread, customer string, amount float64, extra string) *callAnswer {
+	h.t.Helper()
+	body := fmt.Sprintf(`{"thread_id":%q,"tool_call_id":"call_%s","action":%q,"input":{"amount":%g,"customer":%q}%s}`,
+		thread, customer, action, amount, customer, extra)
+	if !strings.Contains(extra, "wait_seconds") {
+		body = strings.TrimSuffix(body, "}") + `,"wait_seconds":0}`
+	}
 	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/calls", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer key_alice")
 	req.Header.Set("Content-Type", "application/json")
@@ -158,14 +270,17 @@ func (h *harness) call(action, thread, customer string, amount float64) string {
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct {
-		ProposalID string `json:"proposal_id"`
-		Status     string `json:"status"`
+	var out callAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		h.t.Fatalf("call %s: status %d: %v", action, resp.StatusCode, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.ProposalID == "" {
-		h.t.Fatalf("propose: status %d, %+v, %v", resp.StatusCode, out, err)
+	if out.ProposalID == "" && out.Proposal != nil {
+		out.ProposalID = out.Proposal.ID
 	}
-	return out.ProposalID
+	if resp.StatusCode != http.StatusOK || out.ProposalID == "" {
+		h.t.Fatalf("call %s: status %d, %+v", action, resp.StatusCode, out)
+	}
+	return &out
 }
 
 // client is a browser-like HTTP client with a cookie jar that never

@@ -149,13 +149,20 @@ type statusChoice struct {
 	Selected     bool
 }
 
+// listItem is one proposal of the list, and what the list says of it
+// beyond its status.
+type listItem struct {
+	*store.Proposal
+	Note string
+}
+
 type listData struct {
 	Status    string
 	Statuses  []statusChoice
 	Action    string
 	Actions   []string
 	Thread    string
-	Proposals []*store.Proposal
+	Proposals []listItem
 	Next      string // the next page's URL, "" on the last
 	First     string // the first page's URL, "" on the first
 	Empty     string
@@ -202,7 +209,10 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	d.Proposals = page.Proposals
+	now := in.now()
+	for _, p := range page.Proposals {
+		d.Proposals = append(d.Proposals, listItem{Proposal: p, Note: listNote(p, now)})
+	}
 	filter := url.Values{}
 	filter.Set("status", d.Status)
 	if d.Action != "" {
@@ -235,9 +245,13 @@ type proposalData struct {
 	// still has the last word).
 	CanDecide  bool
 	CanResolve bool
-	Remember   []store.Scope
-	Result     string // the last action's result, in words
-	Problem    string // why the last action was refused
+	// Fate says what approving does, or what became of it; Runs what runs,
+	// as whom, executed by whom.
+	Fate, Runs   string
+	Remember     []rememberChoice
+	RememberNote string
+	Result       string // the last action's result, in words
+	Problem      string // why the last action was refused
 }
 
 // proposal loads a proposal the signed-in actor may see, as the engine
@@ -281,7 +295,8 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	may := in.engine.Permissions(r.Context(), sess.Identity, p, "web")
 	d.CanDecide = may.Approve || may.Reject
 	d.CanResolve = may.Resolve
-	d.Remember = p.RememberScopes
+	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
+	d.Remember, d.RememberNote = rememberChoices(p), rememberNote(p)
 	title := p.Confirmation.Title
 	if title == "" {
 		title = p.Action

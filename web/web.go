@@ -84,7 +84,8 @@ type Options struct {
 	SignInInterval time.Duration
 	// Logger receives the causes of 500s. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of the sign-in limit. Default time.Now.
+	// Now is the inbox's clock: of the sign-in limit, and of the deadlines
+	// its pages speak of. Default time.Now.
 	Now func() time.Time
 }
 
@@ -126,6 +127,7 @@ type Inbox struct {
 	proxies []netip.Prefix
 	limiter *limiter
 	recheck time.Duration // sessionRecheck; tests shorten it
+	now     func() time.Time
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	handler http.Handler
@@ -158,6 +160,7 @@ func New(opts Options) (*Inbox, error) {
 		limiter: newLimiter(cmpOr(opts.SignInBurst, DefaultSignInBurst), cmpOr(opts.SignInInterval, DefaultSignInInterval),
 			DefaultSignInClients, now),
 		recheck: sessionRecheck,
+		now:     now,
 		log:     opts.Logger,
 		pages:   pages,
 	}
@@ -185,6 +188,7 @@ func (in *Inbox) routes() http.Handler {
 	static, _ := fs.Sub(assets, "static")
 	files := http.FileServerFS(static)
 	m.Handle("GET /static/", secured(http.StripPrefix("/static/", noListing(files))))
+	m.Handle("GET /favicon.ico", secured(http.HandlerFunc(handleFavicon)))
 	m.Handle("GET /{$}", in.page(in.handleList))
 	m.Handle("GET /login", in.page(in.handleLoginForm))
 	m.Handle("POST /login", in.page(in.handleLogin))

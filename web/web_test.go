@@ -1,6 +1,10 @@
 package web_test
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"image/png"
 	"net/http"
 	"net/url"
 	"strings"
@@ -235,5 +239,52 @@ func TestOperatorResolves(t *testing.T) {
 	_, body := olga.get(resp.Header.Get("Location"))
 	if !strings.Contains(body, `id="status">failed<`) || !strings.Contains(body, "checked the ledger: nothing sent") {
 		t.Errorf("after resolving:\n%s", body)
+	}
+}
+
+// TestFavicon: /favicon.ico is an icon file holding 16, 32 and 48 pixel
+// images, served with the inbox's headers, and every page links it.
+func TestFavicon(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := h.client()
+	resp, body := c.get("/favicon.ico")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/x-icon" ||
+		resp.Header.Get("Content-Security-Policy") != web.ContentSecurityPolicy {
+		t.Fatalf("/favicon.ico: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ico := []byte(body)
+	if len(ico) < 6 || binary.LittleEndian.Uint16(ico[0:]) != 0 || binary.LittleEndian.Uint16(ico[2:]) != 1 {
+		t.Fatalf("not an icon file: % x", ico[:min(len(ico), 16)])
+	}
+	var sizes []int
+	for i := range int(binary.LittleEndian.Uint16(ico[4:])) {
+		e := ico[6+16*i : 22+16*i]
+		size, off := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+		img, err := png.Decode(bytes.NewReader(ico[off : off+size]))
+		if err != nil {
+			t.Fatalf("image %d: %v", i, err)
+		}
+		if b := img.Bounds(); b.Dx() != int(e[0]) || b.Dy() != int(e[1]) {
+			t.Errorf("image %d is %v, its entry says %dx%d", i, b, e[0], e[1])
+		}
+		sizes = append(sizes, img.Bounds().Dx())
+	}
+	if fmt.Sprint(sizes) != "[16 32 48]" {
+		t.Errorf("icon sizes %v, want [16 32 48]", sizes)
+	}
+	link := `<link rel="icon" href="/favicon.ico"`
+	if _, body := c.get("/login"); !strings.Contains(body, link) {
+		t.Errorf("the sign-in page does not link the icon:\n%s", body)
+	}
+	if _, body := c.get("/nothing/here"); !strings.Contains(body, link) {
+		t.Errorf("the error page does not link the icon:\n%s", body)
+	}
+	c.signIn("key_bob")
+	id := h.propose("t_icon", "c_icon", 1)
+	for _, path := range []string{"/", "/proposals/" + id} {
+		if _, body := c.get(path); !strings.Contains(body, link) {
+			t.Errorf("%s does not link the icon:\n%s", path, body)
+		}
 	}
 }

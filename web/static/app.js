@@ -15,15 +15,16 @@
     return s + "s left";
   }
 
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll("time[data-countdown]").forEach(function (t) {
+  // tick sets the countdowns of root (the page by default) as of now.
+  function tick(root, now) {
+    now = now || Date.now();
+    (root || document).querySelectorAll("time[data-countdown]").forEach(function (t) {
       var at = Date.parse(t.getAttribute("datetime"));
       if (!isNaN(at)) t.textContent = left(at - now);
     });
   }
   tick();
-  setInterval(tick, 1000);
+  setInterval(function () { tick(); }, 1000);
 
   var stream = body.getAttribute("data-stream");
   if (!stream || !window.EventSource || !window.fetch || !window.DOMParser) return;
@@ -40,6 +41,12 @@
   function apply(html) {
     var doc = new DOMParser().parseFromString(html, "text/html");
     if (doc.title) document.title = doc.title;
+    // Count both pages down to the same instant, so that a region differs
+    // only when something changed, not because a second passed: a swap
+    // would drop what the approver is typing.
+    var now = Date.now();
+    tick(document, now);
+    tick(doc, now);
     var focused = document.activeElement && document.activeElement.id;
     doc.querySelectorAll("[data-live][id]").forEach(function (fresh) {
       var cur = document.getElementById(fresh.id);
@@ -74,11 +81,11 @@
   }
 
   var es = new EventSource(stream);
-  var opened = false;
   es.onopen = function () {
     setState(true);
-    if (opened) schedule(); // catch up after a reconnect
-    opened = true;
+    // Catch up on what changed before the stream opened: since the page was
+    // served, or while it was reconnecting.
+    schedule();
   };
   es.onerror = function () { setState(false); };
   // Any change may move the list or the title's pending count: refresh.

@@ -1,0 +1,228 @@
+package web
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// The inbox's sentences about a proposal: what runs, what approving it does
+// and until when, what became of it, and what remembering an approval
+// covers. They are made here, from the proposal and the time, so that each
+// is one tested function and the templates only place them.
+
+// viaGrant is the channel of an approval a remembered approval gave.
+const viaGrant = "grant"
+
+// agent names the requester's agent: the caller that asked, and that runs
+// a wait or two_phase proposal itself.
+func agent(p *store.Proposal) string { return p.Requester + "'s agent" }
+
+// executor says who executes p once it is approved.
+func executor(p *store.Proposal) string {
+	switch {
+	case p.Mode.CallerExecutes():
+		return agent(p)
+	case grantApproved(p):
+		// The calling agent claims a granted proposal at once; in
+		// independent mode a worker may claim it first.
+		return agent(p) + " or the Countersign worker, whichever claims it first"
+	}
+	return "the Countersign worker"
+}
+
+// grantApproved reports whether a remembered approval approved p.
+func grantApproved(p *store.Proposal) bool {
+	for _, d := range p.Decisions {
+		if d.Via == viaGrant && d.Decision == store.VerdictApproved {
+			return true
+		}
+	}
+	return false
+}
+
+// whatRuns says in one sentence what runs, as whom, with which input, and
+// who executes it.
+func whatRuns(p *store.Proposal) string {
+	return fmt.Sprintf("%s v%s runs as %s with the input below, executed by %s.", p.Action, p.ActionVersion, p.Requester, executor(p))
+}
+
+// clockTime is a deadline as the approver reads it: the time of day in UTC,
+// with the date when it is not now's day. Seconds show only when there are
+// some, so that "before 14:20 UTC" is never later than the deadline.
+func clockTime(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	layout := "15:04 UTC"
+	if t.Second() != 0 || t.Nanosecond() != 0 {
+		layout = "15:04:05 UTC"
+		t = t.Truncate(time.Second)
+	}
+	if ty, tm, td := t.Date(); ty != now.Year() || tm != now.Month() || td != now.Day() {
+		layout = "2006-01-02 " + layout
+	}
+	return t.Format(layout)
+}
+
+// callsAgain is what the requester's agent must do to run an approved wait
+// or two_phase proposal.
+func callsAgain(p *store.Proposal) string {
+	if p.Mode == store.ModeTwoPhase {
+		return "confirms it by calling again"
+	}
+	return "calls again"
+}
+
+// didNotCall says that the agent did not do it.
+func didNotCall(p *store.Proposal) string {
+	if p.Mode == store.ModeTwoPhase {
+		return agent(p) + " did not confirm it"
+	}
+	return agent(p) + " did not call again"
+}
+
+// fate says what approving a pending proposal does and until when, or,
+// once decided, which of the possible courses it took: queued, waiting for
+// the agent, running, ran (and how that went), lapsed, or never to run.
+func fate(p *store.Proposal, now time.Time) string {
+	by := clockTime(p.ExpiresAt, now)
+	late := !now.Before(p.ExpiresAt)
+	var s string
+	switch p.Status {
+	case store.StatusPending:
+		if late {
+			return fmt.Sprintf("It was not approved before %s: it expires without running.", by)
+		}
+		lead := "Approving"
+		if need := p.Quorum - p.Approvals(); need > 1 {
+			lead = fmt.Sprintf("It needs %d more approvals; the last", need)
+		}
+		if p.Mode.CallerExecutes() {
+			waiting := ""
+			if p.Mode == store.ModeWait {
+				waiting = " (at once, if it is still waiting)"
+			}
+			return fmt.Sprintf("%s lets it run when %s %s%s, before %s; otherwise it lapses and never runs.",
+				lead, agent(p), callsAgain(p), waiting, by)
+		}
+		return fmt.Sprintf("%s queues it; %s runs it.", lead, executor(p))
+	case store.StatusApproved:
+		switch {
+		case !p.Mode.CallerExecutes():
+			s = fmt.Sprintf("Approved and queued: %s runs it. It has not run yet.", executor(p))
+		case late:
+			s = fmt.Sprintf("Approved, but %s before %s: it lapses without running.", didNotCall(p), by)
+		default:
+			s = fmt.Sprintf("Approved, not run yet: it runs when %s %s, before %s; otherwise it lapses.", agent(p), callsAgain(p), by)
+		}
+	case store.StatusExecuting:
+		s = fmt.Sprintf("Running now, executed by %s.", executor(p))
+	case store.StatusSucceeded, store.StatusFailed:
+		s = settled(p)
+	case store.StatusReconciling:
+		s = "It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."
+	case store.StatusUnknown:
+		s = "It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."
+	case store.StatusRejected:
+		return "Rejected: it will not run."
+	case store.StatusExpired:
+		if p.Quorum > 0 && p.Approvals() >= p.Quorum {
+			return fmt.Sprintf("It lapsed: approved, but %s before %s, so it never ran.", didNotCall(p), by)
+		}
+		return fmt.Sprintf("It expired: it was not approved before %s, so it never ran.", by)
+	case store.StatusSuperseded:
+		return fmt.Sprintf("Superseded by a newer request from %s: it will not run.", agent(p))
+	case store.StatusCancelled:
+		return "Cancelled: it will not run."
+	default:
+		return "Status " + string(p.Status) + "."
+	}
+	switch {
+	case p.Quorum == 0:
+		s = "The policy allowed it without a decision. " + s
+	case grantApproved(p):
+		s = "A remembered approval approved it. " + s
+	}
+	return s
+}
+
+// listNote is what the list says of a proposal beside its status: for an
+// approval that has not run, what it waits for, and for one that lapsed,
+// that it never ran; "" otherwise, the status saying enough.
+func listNote(p *store.Proposal, now time.Time) string {
+	switch {
+	case p.Status == store.StatusApproved,
+		p.Status == store.StatusExpired && p.Quorum > 0 && p.Approvals() >= p.Quorum:
+		return fate(p, now)
+	}
+	return ""
+}
+
+// settled says how a succeeded or failed proposal ended.
+func settled(p *store.Proposal) string {
+	o := p.Outcome
+	ok := p.Status == store.StatusSucceeded
+	switch {
+	case o != nil && o.ResolvedBy != "":
+		if ok {
+			return fmt.Sprintf("Its outcome was uncertain; %s checked and recorded that it was applied (succeeded).", o.ResolvedBy)
+		}
+		return fmt.Sprintf("Its outcome was uncertain; %s checked and recorded that it was not applied (failed).", o.ResolvedBy)
+	case ok:
+		return "It ran and succeeded."
+	case o != nil && o.Executed != nil && !*o.Executed:
+		return "It did not run: a check before running it failed."
+	}
+	return "It ran and failed."
+}
+
+// rememberChoice is one option of the remember fieldset.
+type rememberChoice struct {
+	Value store.Scope
+	Label string
+}
+
+// rememberChoices words each scope the rule lets an approval remember. A
+// grant covers identical requests only (the same requester, action,
+// version and input), unless the rule widens it to any input.
+func rememberChoices(p *store.Proposal) []rememberChoice {
+	var out []rememberChoice
+	for _, sc := range p.RememberScopes {
+		what := fmt.Sprintf("identical requests from %s (same action, same input)", agent(p))
+		if p.GrantAnyInput {
+			what = fmt.Sprintf("every %s request from %s, with any input,", p.Action, agent(p))
+		}
+		out = append(out, rememberChoice{Value: sc, Label: fmt.Sprintf("This and %s for the rest of this %s", what, sc)})
+	}
+	return out
+}
+
+// rememberNote says when a remembered approval starts, and how long it lasts.
+func rememberNote(p *store.Proposal) string {
+	s := "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked"
+	if p.GrantTTL > 0 {
+		s += ", for at most " + span(p.GrantTTL)
+	}
+	return s + "."
+}
+
+// span words a duration in whole units: "1 hour", "90 minutes", "2 days".
+func span(d time.Duration) string {
+	unit := func(n int64, name string) string {
+		if n == 1 {
+			return "1 " + name
+		}
+		return fmt.Sprintf("%d %ss", n, name)
+	}
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return unit(int64(d/(24*time.Hour)), "day")
+	case d >= time.Hour && d%time.Hour == 0:
+		return unit(int64(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return unit(int64(d/time.Minute), "minute")
+	case d >= time.Second:
+		return unit(int64(d.Round(time.Second)/time.Second), "second")
+	}
+	return d.String()
+}

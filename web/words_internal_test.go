@@ -1,0 +1,215 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// wordsNow is the clock of the wording tests: 2026-12-01 14:05 UTC.
+var wordsNow = time.Date(2026, 12, 1, 14, 5, 0, 0, time.UTC)
+
+// proposalFor is a refund proposal by alice, expiring at 14:20 UTC.
+func proposalFor(mode store.Mode, status store.Status, edit ...func(*store.Proposal)) *store.Proposal {
+	p := &store.Proposal{
+		ID: "prp_1", Tenant: "acme", Requester: "alice", ThreadID: "t1",
+		Action: "payments.refund", ActionVersion: "1", Mode: mode, Status: status,
+		Approvers: []string{"role:finance"}, Quorum: 1,
+		ExpiresAt: time.Date(2026, 12, 1, 14, 20, 0, 0, time.UTC),
+	}
+	for _, e := range edit {
+		e(p)
+	}
+	return p
+}
+
+var (
+	approvedByBob = func(p *store.Proposal) {
+		p.Decisions = append(p.Decisions, store.Decision{Actor: "bob", Decision: store.VerdictApproved, Via: "web"})
+	}
+	executed = func(ran bool) func(*store.Proposal) {
+		return func(p *store.Proposal) {
+			p.Outcome = &store.Outcome{Status: p.Status, Executed: &ran}
+		}
+	}
+)
+
+func TestFate(t *testing.T) {
+	t.Parallel()
+	late := wordsNow.Add(20 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		now  time.Time
+		want string
+	}{
+		{"wait pending", proposalFor(store.ModeWait, store.StatusPending), wordsNow,
+			"Approving lets it run when alice's agent calls again (at once, if it is still waiting), before 14:20 UTC; otherwise it lapses and never runs."},
+		{"two_phase pending", proposalFor(store.ModeTwoPhase, store.StatusPending), wordsNow,
+			"Approving lets it run when alice's agent confirms it by calling again, before 14:20 UTC; otherwise it lapses and never runs."},
+		{"independent pending", proposalFor(store.ModeIndependent, store.StatusPending), wordsNow,
+			"Approving queues it; the Countersign worker runs it."},
+		{"quorum of three, none yet", proposalFor(store.ModeIndependent, store.StatusPending, func(p *store.Proposal) { p.Quorum = 3 }), wordsNow,
+			"It needs 3 more approvals; the last queues it; the Countersign worker runs it."},
+		{"quorum of two, one in", proposalFor(store.ModeWait, store.StatusPending, approvedByBob, func(p *store.Proposal) { p.Quorum = 2 }), wordsNow,
+			"Approving lets it run when alice's agent calls again (at once, if it is still waiting), before 14:20 UTC; otherwise it lapses and never runs."},
+		{"pending past the deadline", proposalFor(store.ModeWait, store.StatusPending), late,
+			"It was not approved before 14:20 UTC: it expires without running."},
+		{"deadline with seconds, tomorrow", proposalFor(store.ModeTwoPhase, store.StatusPending, func(p *store.Proposal) {
+			p.ExpiresAt = time.Date(2026, 12, 2, 9, 3, 7, 500, time.UTC)
+		}), wordsNow,
+			"Approving lets it run when alice's agent confirms it by calling again, before 2026-12-02 09:03:07 UTC; otherwise it lapses and never runs."},
+
+		{"wait approved, agent not back", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
+		{"two_phase approved", proposalFor(store.ModeTwoPhase, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved, not run yet: it runs when alice's agent confirms it by calling again, before 14:20 UTC; otherwise it lapses."},
+		{"wait approved past the deadline", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), late,
+			"Approved, but alice's agent did not call again before 14:20 UTC: it lapses without running."},
+		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), late,
+			"Approved and queued: the Countersign worker runs it. It has not run yet."},
+		{"wait executing", proposalFor(store.ModeWait, store.StatusExecuting, approvedByBob), wordsNow,
+			"Running now, executed by alice's agent."},
+		{"independent executing", proposalFor(store.ModeIndependent, store.StatusExecuting, approvedByBob), wordsNow,
+			"Running now, executed by the Countersign worker."},
+		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late,
+			"It ran and succeeded."},
+		{"failed after running", proposalFor(store.ModeIndependent, store.StatusFailed, approvedByBob, executed(true)), wordsNow,
+			"It ran and failed."},
+		{"failed before running", proposalFor(store.ModeIndependent, store.StatusFailed, approvedByBob, executed(false)), wordsNow,
+			"It did not run: a check before running it failed."},
+		{"resolved by an operator", proposalFor(store.ModeIndependent, store.StatusSucceeded, approvedByBob, func(p *store.Proposal) {
+			p.Outcome = &store.Outcome{Status: store.StatusSucceeded, ResolvedBy: "olga"}
+		}), wordsNow,
+			"Its outcome was uncertain; olga checked and recorded that it was applied (succeeded)."},
+		{"reconciling", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow,
+			"It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."},
+		{"unknown", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob), wordsNow,
+			"It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."},
+		{"wait lapsed", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob), late,
+			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
+		{"two_phase lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob), late,
+			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
+		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late,
+			"It expired: it was not approved before 14:20 UTC, so it never ran."},
+		{"expired short of its quorum", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob, func(p *store.Proposal) { p.Quorum = 2 }), late,
+			"It expired: it was not approved before 14:20 UTC, so it never ran."},
+		{"rejected", proposalFor(store.ModeWait, store.StatusRejected), wordsNow, "Rejected: it will not run."},
+		{"superseded", proposalFor(store.ModeWait, store.StatusSuperseded), wordsNow,
+			"Superseded by a newer request from alice's agent: it will not run."},
+		{"cancelled", proposalFor(store.ModeWait, store.StatusCancelled), wordsNow, "Cancelled: it will not run."},
+		{"allowed write", proposalFor(store.ModeWait, store.StatusSucceeded, executed(true), func(p *store.Proposal) {
+			p.Quorum, p.Approvers = 0, []string{}
+		}), wordsNow,
+			"The policy allowed it without a decision. It ran and succeeded."},
+		{"granted, independent, executing", proposalFor(store.ModeIndependent, store.StatusExecuting, func(p *store.Proposal) {
+			p.Decisions = []store.Decision{{Actor: "grant:g1", Decision: store.VerdictApproved, Via: viaGrant}}
+		}), wordsNow,
+			"A remembered approval approved it. Running now, executed by alice's agent or the Countersign worker, whichever claims it first."},
+	} {
+		if got := fate(tc.p, tc.now); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWhatRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode store.Mode
+		want string
+	}{
+		{store.ModeIndependent, "payments.refund v1 runs as alice with the input below, executed by the Countersign worker."},
+		{store.ModeWait, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
+		{store.ModeTwoPhase, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
+	} {
+		if got := whatRuns(proposalFor(tc.mode, store.StatusPending)); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.mode, got, tc.want)
+		}
+	}
+}
+
+func TestRememberChoices(t *testing.T) {
+	t.Parallel()
+	scopes := func(p *store.Proposal) { p.RememberScopes = []store.Scope{store.ScopeRun, store.ScopeThread} }
+	got := rememberChoices(proposalFor(store.ModeWait, store.StatusPending, scopes))
+	want := []rememberChoice{
+		{store.ScopeRun, "This and identical requests from alice's agent (same action, same input) for the rest of this run"},
+		{store.ScopeThread, "This and identical requests from alice's agent (same action, same input) for the rest of this thread"},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("identical input only:\n got %q\nwant %q", got, want)
+	}
+	wide := rememberChoices(proposalFor(store.ModeWait, store.StatusPending, scopes, func(p *store.Proposal) { p.GrantAnyInput = true }))
+	if w := "This and every payments.refund request from alice's agent, with any input, for the rest of this thread"; len(wide) != 2 || wide[1].Label != w {
+		t.Errorf("a rule that widens grants to any input:\n got %q\nwant %q", wide, w)
+	}
+	for _, c := range wide {
+		if strings.Contains(c.Label, "identical") {
+			t.Errorf("a grant of any input called identical: %q", c.Label)
+		}
+	}
+	if got := rememberChoices(proposalFor(store.ModeWait, store.StatusPending)); len(got) != 0 {
+		t.Errorf("a rule without remember scopes offers %q", got)
+	}
+}
+
+func TestRememberNote(t *testing.T) {
+	t.Parallel()
+	for ttl, want := range map[time.Duration]string{
+		0:                       "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked.",
+		time.Hour:               "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 1 hour.",
+		90 * time.Minute:        "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 90 minutes.",
+		48 * time.Hour:          "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 2 days.",
+		1500 * time.Millisecond: "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 2 seconds.",
+	} {
+		if got := rememberNote(proposalFor(store.ModeWait, store.StatusPending, func(p *store.Proposal) { p.GrantTTL = ttl })); got != want {
+			t.Errorf("TTL %v:\n got %q\nwant %q", ttl, got, want)
+		}
+	}
+}
+
+func TestClockTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2026, 12, 1, 14, 20, 0, 0, time.UTC), "14:20 UTC"},
+		{time.Date(2026, 12, 1, 14, 20, 45, 900, time.UTC), "14:20:45 UTC"},
+		{time.Date(2026, 12, 1, 15, 20, 0, 0, time.FixedZone("CET", 3600)), "14:20 UTC"},
+		{time.Date(2026, 12, 2, 0, 1, 0, 0, time.UTC), "2026-12-02 00:01 UTC"},
+		{time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC), "2026-11-30 23:59:59 UTC"},
+	} {
+		if got := clockTime(tc.at, wordsNow); got != tc.want {
+			t.Errorf("%v: got %q, want %q", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestListNote(t *testing.T) {
+	t.Parallel()
+	late := wordsNow.Add(20 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		now  time.Time
+		want string
+	}{
+		{"pending: the countdown says enough", proposalFor(store.ModeWait, store.StatusPending), wordsNow, ""},
+		{"wait approved", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
+		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved and queued: the Countersign worker runs it. It has not run yet."},
+		{"lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob), late,
+			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
+		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late, ""},
+		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late, ""},
+	} {
+		if got := listNote(tc.p, tc.now); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
