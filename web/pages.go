@@ -149,13 +149,20 @@ type statusChoice struct {
 	Selected     bool
 }
 
+// listItem is one proposal of the list, and what the list says of it
+// beyond its status.
+type listItem struct {
+	*store.Proposal
+	Note string
+}
+
 type listData struct {
 	Status    string
 	Statuses  []statusChoice
 	Action    string
 	Actions   []string
 	Thread    string
-	Proposals []*store.Proposal
+	Proposals []listItem
 	Next      string // the next page's URL, "" on the last
 	First     string // the first page's URL, "" on the first
 	Empty     string
@@ -202,7 +209,10 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	d.Proposals = page.Proposals
+	now := in.now()
+	for _, p := range page.Proposals {
+		d.Proposals = append(d.Proposals, listItem{Proposal: p, Note: listNote(p, now)})
+	}
 	filter := url.Values{}
 	filter.Set("status", d.Status)
 	if d.Action != "" {

@@ -146,6 +146,18 @@ func fate(p *store.Proposal, now time.Time) string {
 	return s
 }
 
+// listNote is what the list says of a proposal beside its status: for an
+// approval that has not run, what it waits for, and for one that lapsed,
+// that it never ran; "" otherwise, the status saying enough.
+func listNote(p *store.Proposal, now time.Time) string {
+	switch {
+	case p.Status == store.StatusApproved,
+		p.Status == store.StatusExpired && p.Quorum > 0 && p.Approvals() >= p.Quorum:
+		return fate(p, now)
+	}
+	return ""
+}
+
 // settled says how a succeeded or failed proposal ended.
 func settled(p *store.Proposal) string {
 	o := p.Outcome

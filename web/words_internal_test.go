@@ -188,3 +188,28 @@ func TestClockTime(t *testing.T) {
 		}
 	}
 }
+
+func TestListNote(t *testing.T) {
+	t.Parallel()
+	late := wordsNow.Add(20 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		now  time.Time
+		want string
+	}{
+		{"pending: the countdown says enough", proposalFor(store.ModeWait, store.StatusPending), wordsNow, ""},
+		{"wait approved", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
+		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), wordsNow,
+			"Approved and queued: the Countersign worker runs it. It has not run yet."},
+		{"lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob), late,
+			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
+		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late, ""},
+		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late, ""},
+	} {
+		if got := listNote(tc.p, tc.now); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

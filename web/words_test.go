@@ -41,7 +41,8 @@ func waitText(t *testing.T, ctx context.Context, what, sel, want string) {
 // alice's agent run it when it calls again (or confirms), before the
 // deadline, or it lapses; after approval, that it waits for the agent; once
 // the agent calls, that it ran; and when the agent never does, that it
-// lapsed. "What will happen" says what runs, as whom, executed by whom,
+// lapsed; the list says the same of approved and lapsed ones. "What will
+// happen" says what runs, as whom, executed by whom,
 // above the metadata; the remember choice says identical requests.
 func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	clock := &testClock{now: time.Now().UTC().Truncate(time.Minute)}
@@ -85,6 +86,14 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	if got := text(t, bob, "#status"); got != "approved" {
 		t.Errorf("status %q, want approved", got)
 	}
+	// The list says it too.
+	step(t, bob, "list the approved", chromedp.Navigate(h.url+"/?status=approved"))
+	waitFor(t, bob, "the approved proposal", `!!document.querySelector("li[data-id='`+w.ProposalID+`']")`)
+	if got, want := text(t, bob, "li[data-id='"+w.ProposalID+"'] .note"), "Approved, not run yet: it runs when alice's agent calls again, before "+by+"; otherwise it lapses."; got != want {
+		t.Errorf("the list says\n%q, want\n%q", got, want)
+	}
+	step(t, bob, "back to the proposal", chromedp.Navigate(h.url+"/proposals/"+w.ProposalID))
+	waitFor(t, bob, "the proposal page", `document.querySelector("#status").textContent === "approved"`)
 	eval[bool](t, bob, `window.__noReload = true`)
 	// The agent calls again: it runs, and bob's page says so without a reload.
 	if again := h.agentCall("payments.refund", "t_wait", "c_wait", 30, `,"mode":"wait"`); again.Status != "succeeded" || again.Receipt != "rf_c_wait" {
@@ -133,6 +142,11 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	waitText(t, bob, "lapsed", "#fate", "It lapsed: approved, but alice's agent did not call again before "+by+", so it never ran.")
 	if got := text(t, bob, "#status"); got != "expired" {
 		t.Errorf("status %q, want expired", got)
+	}
+	step(t, bob, "list the expired", chromedp.Navigate(h.url+"/?status=expired"))
+	waitFor(t, bob, "the lapsed proposal", `!!document.querySelector("li[data-id='`+l.ProposalID+`']")`)
+	if got, want := text(t, bob, "li[data-id='"+l.ProposalID+"'] .note"), "It lapsed: approved, but alice's agent did not call again before "+by+", so it never ran."; got != want {
+		t.Errorf("the list says\n%q, want\n%q", got, want)
 	}
 	// And the agent that comes back too late runs nothing.
 	if late := h.agentCall("payments.refund", "t_lapse", "c_lapse", 10, `,"mode":"wait"`); late.Status != "expired" {

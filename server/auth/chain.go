@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/countersign/countersign"
@@ -31,29 +30,9 @@ func Chain(as ...Authenticator) Authenticator {
 	return c
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator: the identity of the first member
+// that accepts the token (see AuthenticateCredential).
 func (c chain) Authenticate(ctx context.Context, token string) (countersign.Identity, error) {
-	if len(c) == 0 {
-		return countersign.Identity{}, errNoAuthenticator
-	}
-	var refused, undecided error
-	for _, a := range c {
-		id, err := a.Authenticate(ctx, token)
-		switch {
-		case err == nil:
-			return id, nil
-		case !errors.Is(err, ErrUnauthenticated):
-			if undecided == nil {
-				undecided = err
-			}
-		case refused == nil:
-			refused = err
-		default:
-			refused = fmt.Errorf("%w; %w", refused, err)
-		}
-	}
-	if undecided != nil {
-		return countersign.Identity{}, undecided
-	}
-	return countersign.Identity{}, refused
+	cred, err := c.AuthenticateCredential(ctx, token)
+	return cred.Identity, err
 }

@@ -110,10 +110,18 @@ func unpinned(dir string) ([]string, error) {
 // output kept, since linters exit 1 on findings.
 func npmBin(t *testing.T, dir, name string, args ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
+	return npmBinIn(t, dir, dir, name, args...)
+}
+
+// npmBinIn is npmBin run in the working directory cwd, away from this
+// folder's tool configurations (redocly.yaml) where a tool must run with
+// its defaults.
+func npmBinIn(t *testing.T, dir, cwd, name string, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", name), args...)
-	cmd.Dir = dir
+	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), quietEnv...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
