@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/internal/canonjson"
 	"github.com/countersign/countersign/store"
 )
 
@@ -48,7 +49,9 @@ func (c *Call) validate() error {
 // Call runs one invocation through the call path. Denials return *DeniedError, bad
 // two-phase evidence *EvidenceError, schema failures *InvalidInputError, a
 // call in a thread another actor owns *ForbiddenError (nothing stored, run or
-// revealed); every other answer, including a human's rejection, is a Result.
+// revealed), a repeated tool call id with another action or input
+// *MismatchError (nothing stored or run); every other answer, including a
+// human's rejection, is a Result.
 //
 // In wait mode, when ctx ends before a decision, Call returns the pending
 // Result together with ctx's error: the proposal is durable, and repeating the
@@ -114,15 +117,16 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if err := e.checkOwner(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
-	if r.recorded() {
-		p, err := e.replay(ctx, c, r)
-		switch {
-		case err != nil:
-			return nil, nil, err
-		case p != nil:
-			// The stored input is what was approved; the repeat's is ignored.
-			return e.resumeOrWait(ctx, c, p)
-		}
+	// Every call looks for its tool call's record, a read too: a read that
+	// repeats a recorded call's id with another action is a mismatch.
+	p, err := e.replay(ctx, c, r)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case p != nil && r.recorded():
+		// The repeat's input is the recorded one (replay checked): the
+		// stored snapshot is what was approved.
+		return e.resumeOrWait(ctx, c, p)
 	}
 	if r.input, r.digest, err = r.a.prepareInput(c.Input); err != nil {
 		return nil, nil, err
@@ -217,7 +221,8 @@ func notOwner(c *Call) *ForbiddenError {
 
 // replay finds the record of a repeated tool call, which resumes it: a
 // repeated call never proposes or executes anew. It returns nil when the
-// tool call is new.
+// tool call is new, and a *MismatchError when the repeat names another
+// action or another input than the record.
 func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Proposal, error) {
 	p, err := e.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{
 		Tenant: c.Identity.Tenant, ThreadID: c.ThreadID, ToolCallID: c.ToolCallID,
@@ -232,10 +237,50 @@ func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Propos
 		// hold another requester's record: it is not the caller's.
 		return nil, notOwner(c)
 	}
+	if err := sameCall(c, r.a, p); err != nil {
+		return nil, err
+	}
 	if err := replayedEvidence(c, p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// sameCall refuses a repeat of p's tool call that names another action or
+// another input. Inputs compare by the digest of the validated input, so
+// that key order, spacing and the schema's normalization do not count; an
+// input the action's schema now refuses compares by its canonical form, so
+// that a genuine retry still replays after the schema changed.
+func sameCall(c *Call, a *Action, p *store.Proposal) error {
+	var differs []string
+	if p.Action != a.name {
+		differs = append(differs, "action")
+	}
+	if inputDigest(a, c.Input) != p.InputDigest {
+		differs = append(differs, "input")
+	}
+	if len(differs) == 0 {
+		return nil
+	}
+	return &MismatchError{ToolCallID: c.ToolCallID, Differs: differs, Action: p.Action, InputDigest: p.InputDigest}
+}
+
+// inputDigest is the digest a's call would record for raw, or, when a's
+// schema refuses raw, the digest of raw's canonical form; "" when raw is not
+// JSON.
+func inputDigest(a *Action, raw json.RawMessage) string {
+	if _, digest, err := a.prepareInput(raw); err == nil {
+		return digest
+	}
+	canon, err := canonjson.Canonicalize(raw)
+	if err != nil {
+		return ""
+	}
+	digest, err := canonjson.Digest(canon)
+	if err != nil {
+		return ""
+	}
+	return digest
 }
 
 // findGrant looks for a live grant, made under the call's rule as it stands,

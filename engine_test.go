@@ -419,9 +419,9 @@ func TestProposalCarriesTheCallAndJCSDigest(t *testing.T) {
 			t.Errorf("%s = %q, want %q", name, c[0], c[1])
 		}
 	}
-	// The same call again is the same proposal; another spelling of the same
-	// input in a new tool call has the same digest.
-	again := h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount": 99, "customer": "zz"}`))
+	// The same call again, its input spelled otherwise (same digest), is the
+	// same proposal. (Another input is a mismatch: mismatch_test.go.)
+	again := h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount": 4e1, "customer": "c_9"}`))
 	if again.ProposalID != p.ID {
 		t.Fatalf("replay created %s, want %s", again.ProposalID, p.ID)
 	}

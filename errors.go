@@ -134,3 +134,28 @@ type notApplied struct{ err error }
 func (e *notApplied) Error() string        { return e.err.Error() }
 func (e *notApplied) Unwrap() error        { return e.err }
 func (e *notApplied) Is(target error) bool { return target == ErrNotApplied }
+
+// ErrCallMismatch: a tool call id was repeated with another action or
+// another input (*MismatchError). Nothing was stored or run.
+var ErrCallMismatch = errors.New("call mismatch")
+
+// MismatchError reports a call that repeats a tool call id of the thread
+// with another action or another input than the recorded call's: a tool call
+// id names one call, so the repeat is refused rather than answered with the
+// other call's proposal.
+type MismatchError struct {
+	ToolCallID string
+	// Differs names what differs, in this order: "action", "input".
+	Differs []string
+	// Action is the recorded call's action, InputDigest its input's digest;
+	// both are the caller's own.
+	Action      string
+	InputDigest string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("tool call %s was made with another %s", e.ToolCallID, strings.Join(e.Differs, " and "))
+}
+
+// Is matches ErrCallMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrCallMismatch }

@@ -69,6 +69,7 @@ type Config struct {
 	Metrics Metrics
 	Events  Events
 	Web     Web
+	Log     Log
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.
@@ -256,6 +257,7 @@ func Default() *Config {
 		Metrics:    Metrics{ProposalCountsEvery: DefaultProposalCountsEvery},
 		Events:     Events{MaxStreamsPerActor: DefaultMaxStreamsPerActor},
 		Web:        Web{SecureCookies: DefaultSecureCookies},
+		Log:        Log{Level: DefaultLogLevel, Format: DefaultLogFormat, Requests: DefaultLogRequests},
 	}
 }
 

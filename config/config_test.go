@@ -1,12 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -70,6 +72,7 @@ func exampleConfig() *Config {
 		Metrics: Metrics{ProposalCountsEvery: 30 * time.Second},
 		Events:  Events{MaxStreamsPerActor: 8},
 		Web:     Web{SecureCookies: "auto"},
+		Log:     Log{Level: "info", Format: "text", Requests: true},
 	}
 	return c
 }
@@ -123,6 +126,7 @@ func TestDefault(t *testing.T) {
 		Metrics:          Metrics{ProposalCountsEvery: 30 * time.Second},
 		Events:           Events{MaxStreamsPerActor: 8},
 		Web:              Web{SecureCookies: "auto"},
+		Log:              Log{Level: "info", Format: "text", Requests: true},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -259,6 +263,12 @@ func TestErrors(t *testing.T) {
 		{"proxy garbage", "web:\n  trusted_proxies:\n    - proxy.internal\n", 3, "want a CIDR prefix such as 10.0.0.0/8"},
 		{"proxy not a list", "web:\n  trusted_proxies: 10.0.0.0/8\n", 2, "web.trusted_proxies"},
 		{"web unknown key", "web:\n  cookies: always\n", 2, "cookies"},
+		// log
+		{"log level", "listen: :80\nlog:\n  level: verbose\n", 3, `log.level: "verbose": want debug, info, warn or error`},
+		{"log level empty", "log: {level: \"\"}\n", 1, `log.level: "": want debug`},
+		{"log format", "log:\n  format: logfmt\n", 2, `log.format: "logfmt": want text or json`},
+		{"log requests", "log:\n  requests: quiet\n", 2, "log.requests: want true or false"},
+		{"log unknown key", "log:\n  levels: debug\n", 2, `unknown key "levels" in log`},
 		// worker
 		{"poll vs lease", "worker:\n  poll_interval: 10s\n  lease: 30s\n", 2, "worker.poll_interval: 10s must be less than a third of worker.lease (30s)"},
 		{"poll vs default lease", "worker:\n  poll_interval: 15s\n", 2, "less than a third of worker.lease (30s)"},
@@ -732,5 +742,37 @@ func TestSecrets(t *testing.T) {
 	t.Setenv(DefaultWebhookSecretEnv, "s")
 	if s, err := Default().WebhookSecret(); err != nil || string(s) != "s" {
 		t.Errorf("default WebhookSecret = %q, %v", s, err)
+	}
+}
+
+// The log section: level and format pick the handler, and requests: false
+// moves the per-request line down to debug.
+func TestLogSection(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, "log:\n  level: warn\n  format: json\n  requests: false\n")
+	if c.Log != (Log{Level: "warn", Format: "json", Requests: false}) {
+		t.Fatalf("log = %+v", c.Log)
+	}
+	if c.Log.RequestLevel() != slog.LevelDebug || Default().Log.RequestLevel() != slog.LevelInfo {
+		t.Errorf("request levels: %v with requests: false, %v by default", c.Log.RequestLevel(), Default().Log.RequestLevel())
+	}
+	var buf bytes.Buffer
+	log := c.Log.Logger(&buf)
+	log.Info("hidden")
+	log.Warn("shown", "k", 1)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "shown" || line["level"] != "WARN" {
+		t.Fatalf("a warn-level JSON log wrote %q (%v)", buf.String(), err)
+	}
+	buf.Reset()
+	text := parseOK(t, "log: {level: debug}\n").Log.Logger(&buf)
+	text.Debug("detail", "k", 1)
+	if got := buf.String(); !strings.Contains(got, "level=DEBUG msg=detail k=1") {
+		t.Fatalf("a debug-level text log wrote %q", got)
+	}
+	for level, want := range map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError} {
+		if got := (Log{Level: level}).SlogLevel(); got != want {
+			t.Errorf("level %s = %v, want %v", level, got, want)
+		}
 	}
 }

@@ -538,6 +538,13 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 				{"trusted_proxies", texts(d, &c.Web.TrustedProxies)},
 			})
 		}},
+		{"log", func(p string, v *yaml.Node) {
+			d.mapping(p, v, []key{
+				{"level", text(d, &c.Log.Level)},
+				{"format", text(d, &c.Log.Format)},
+				{"requests", d.boolean(&c.Log.Requests)},
+			})
+		}},
 	})
 }
 

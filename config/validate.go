@@ -103,6 +103,7 @@ func (v *validator) config(c *Config) {
 		v.fail("events.max_streams_per_actor", "%d: must be positive", n)
 	}
 	v.web(&c.Web)
+	v.log(&c.Log)
 }
 
 func (v *validator) web(w *Web) {

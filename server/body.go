@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -18,12 +20,14 @@ const MaxBodyBytes = 1 << 20
 
 // readBody reads a request body of at most MaxBodyBytes and decodes it
 // strictly into dst, a pointer to a struct with json tags. When allowEmpty is
-// set, an empty body means {}.
+// set, an empty body means {}, whatever its Content-Type.
 //
-// Strict means: one JSON object and nothing after it, no field that dst does
-// not name exactly (encoding/json alone would accept "THREAD_ID" for
-// "thread_id"), and every field of the right type. Each failure is a 400
-// INVALID_BODY whose details name the field.
+// Strict means: a Content-Type of application/json (else 415), one JSON
+// object and nothing after it, no key twice in one object at any depth
+// (encoding/json alone keeps the last), no field that dst does not name
+// exactly (encoding/json alone would accept "THREAD_ID" for "thread_id"),
+// and every field of the right type. Each failure of the body itself is a
+// 400 INVALID_BODY whose details name the field.
 func readBody(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) error {
 	b, err := io.ReadAll(http.MaxBytesReader(innermost(w), r.Body, MaxBodyBytes))
 	if err != nil {
@@ -31,6 +35,11 @@ func readBody(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) 
 			return newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", MaxBodyBytes)
 		}
 		return errBadBody("", "cannot read the body: "+err.Error())
+	}
+	if !(allowEmpty && len(bytes.Trim(b, " \t\r\n")) == 0) {
+		if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
+			return err
+		}
 	}
 	if err := decodeStrict(b, dst, allowEmpty); err != nil {
 		return err
@@ -58,6 +67,9 @@ func decodeStrict(b []byte, dst any, allowEmpty bool) *apiError {
 	if _, err := dec.Token(); err != io.EOF {
 		return errBadBody("", "unexpected data after the JSON object")
 	}
+	if path, ok := duplicateKey(b); ok {
+		return errBadKey(path, "duplicate key")
+	}
 	known := jsonFields(reflect.TypeOf(dst).Elem())
 	var unknown []string
 	for k := range fields {
@@ -67,7 +79,7 @@ func decodeStrict(b []byte, dst any, allowEmpty bool) *apiError {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		e := errBadBody(unknown[0], "unknown field")
+		e := errBadKey(unknown[0], "unknown field")
 		if len(unknown) > 1 {
 			ps := make([]problem, len(unknown))
 			for i, k := range unknown {
@@ -91,6 +103,115 @@ func decodeStrict(b []byte, dst any, allowEmpty bool) *apiError {
 		}
 	}
 	return nil
+}
+
+// jsonContentType refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a body whose
+// Content-Type is not application/json: a form or text/plain body that
+// happens to hold JSON is not a JSON request (browsers send those
+// cross-origin without a preflight). A charset parameter, if any, must be
+// UTF-8, the only encoding JSON has.
+func jsonContentType(header string) *apiError {
+	if header == "" {
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "the body has no Content-Type; want application/json")
+	}
+	mt, params, err := mime.ParseMediaType(header)
+	switch {
+	case err != nil:
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type %q does not parse; want application/json", header)
+	case mt != "application/json":
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type %s is not supported; want application/json", mt)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "charset %q is not supported; want utf-8", cs)
+	}
+	return nil
+}
+
+// duplicateKey returns the path (input.customer, items[2].id) of the first
+// key that appears twice in one object of b, a JSON document that decoded,
+// and true, or false when there is none. Keys compare after unescaping: "a" and "\u0061"
+// are one key. It walks with an explicit stack, so that nesting costs no
+// recursion.
+func duplicateKey(b []byte) (string, bool) {
+	type frame struct {
+		obj     bool
+		path    string
+		keys    map[string]struct{}
+		key     string // the member being read, in an object
+		wantKey bool
+		index   int // the element being read, in an array
+	}
+	var stack []*frame
+	// next is the path of the value about to begin.
+	next := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if !f.obj {
+			return f.path + "[" + strconv.Itoa(f.index) + "]"
+		}
+		if len(stack) == 1 {
+			return f.key // a top-level field is named bare
+		}
+		return f.path + "." + f.key
+	}
+	// ended marks the end of a value in the innermost container.
+	ended := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // the caller's decoding reported any syntax error
+		}
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+			f := stack[n-1]
+			if k, ok := tok.(string); ok {
+				if _, dup := f.keys[k]; dup {
+					f.key = k
+					return next(), true
+				}
+				f.keys[k] = struct{}{}
+				f.key, f.wantKey = k, false
+				continue
+			}
+			// Only '}' can stand where a key would.
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, path: next(), keys: map[string]struct{}{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{path: next()})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		ended()
+		if len(stack) == 0 {
+			return "", false
+		}
+	}
+}
+
+// errBadKey is errBadBody for a key of the body, which may be "" (a key
+// of the body can be empty, and the details still name it).
+func errBadKey(path, message string) *apiError {
+	if path != "" {
+		return errBadBody(path, message)
+	}
+	e := newError(http.StatusBadRequest, CodeInvalidBody, "the key \"\": %s", message)
+	e.details = []problem{{Path: path, Message: message}}
+	return e
 }
 
 // jsonError turns a decoding error of the whole body into INVALID_BODY.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -113,6 +114,21 @@ func callError(err error) error {
 			ps[i] = problem{Path: p.Path, Message: p.Message}
 		}
 		e := newError(http.StatusBadRequest, CodeInvalidInput, "the input does not match the schema of %s", in.Action)
+		e.details = ps
+		return e
+	}
+	if me, ok := errors.AsType[*countersign.MismatchError](err); ok {
+		// The record is the caller's own (another actor's thread answered
+		// 403 above): naming its action and input digest reveals nothing.
+		ps := make([]problem, len(me.Differs))
+		for i, d := range me.Differs {
+			msg := "differs from the recorded call's input (" + me.InputDigest + ")"
+			if d == "action" {
+				msg = "differs from the recorded call's action " + me.Action
+			}
+			ps[i] = problem{Path: d, Message: msg}
+		}
+		e := newError(http.StatusConflict, CodeCallMismatch, "tool call %s was already made with another %s", me.ToolCallID, strings.Join(me.Differs, " and "))
 		e.details = ps
 		return e
 	}

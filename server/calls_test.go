@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -340,13 +341,29 @@ func TestStrictBodies(t *testing.T) {
 			{"trailing data", rt.valid + ` {}`, CodeInvalidBody, "", 400},
 			{"trailing garbage", rt.valid + `x`, CodeInvalidBody, "", 400},
 			{"1 MiB + 1", big, CodeBodyTooLarge, "", 413},
+			{"duplicate key", rt.valid[:len(rt.valid)-1] + `,"` + field + `":` + firstValue(rt.valid) + `}`, CodeInvalidBody, field, 400},
+			{"duplicate escaped key", `{"` + field + `":1,"\u00` + fmt.Sprintf("%x", field[0]) + field[1:] + `":2}`, CodeInvalidBody, field, 400},
+			{"duplicate key deep inside", `{"` + field + `":{"a":{"b":[0,{"c":1,"d":{},"c":2}]}}}`, CodeInvalidBody, field + ".a.b[1].c", 400},
+			{"text/plain", rt.valid, CodeUnsupportedMedia, "", 415},
+			{"form", rt.valid, CodeUnsupportedMedia, "", 415},
+			{"no Content-Type", rt.valid, CodeUnsupportedMedia, "", 415},
+			{"latin-1 JSON", rt.valid, CodeUnsupportedMedia, "", 415},
+			{"JSON with a suffix", rt.valid, CodeUnsupportedMedia, "", 415},
+		}
+		contentTypes := map[string]string{
+			"text/plain": "text/plain", "form": "application/x-www-form-urlencoded", "no Content-Type": "",
+			"latin-1 JSON": "application/json; charset=iso-8859-1", "JSON with a suffix": "application/jsonx",
 		}
 		for _, c := range cases {
 			t.Run(rt.path[strings.LastIndex(rt.path, "/")+1:]+"/"+c.name, func(t *testing.T) {
 				if c.status == 413 && len(c.body) != MaxBodyBytes+1 {
 					t.Fatalf("test body of %d bytes is not over the limit", len(c.body))
 				}
-				resp := h.must(c.status, req{method: "POST", path: rt.path, token: "alice", body: c.body, invalid: true})
+				var header map[string]string
+				if ct, ok := contentTypes[c.name]; ok {
+					header = map[string]string{"Content-Type": ct}
+				}
+				resp := h.must(c.status, req{method: "POST", path: rt.path, token: "alice", body: c.body, header: header, invalid: true})
 				if got := resp.errorCode(t); got != c.code {
 					t.Errorf("code %q, want %q: %s", got, c.code, resp.body)
 				}
@@ -376,10 +393,32 @@ func TestStrictBodies(t *testing.T) {
 	if resp.status != 200 {
 		t.Errorf("a 1 MiB body: status %d: %.200s", resp.status, resp.body)
 	}
-	// Empty bodies are {} for decisions, and refused for calls.
+	// Empty bodies are {} for decisions, whatever their Content-Type (or
+	// none), and refused for calls.
 	h.must(400, req{method: "POST", path: "/v1/calls", token: "alice", body: "", invalid: true})
 	p2 := h.pending("call_strict_2", "c_strict_2")
 	h.must(200, req{method: "POST", path: "/v1/proposals/" + p2 + "/approve", token: "bob", body: ""})
+	p3 := h.pending("call_strict_3", "c_strict_3")
+	h.must(200, req{method: "POST", path: "/v1/proposals/" + p3 + "/approve", token: "bob"})
+	p4 := h.pending("call_strict_4", "c_strict_4")
+	h.must(200, req{method: "POST", path: "/v1/proposals/" + p4 + "/reject", token: "bob", body: " ", header: map[string]string{"Content-Type": "text/plain"}, invalid: true})
+	// A charset parameter is allowed, in any case.
+	for i, ct := range []string{"application/json; charset=utf-8", "Application/JSON;Charset=UTF-8", "application/json"} {
+		res := h.must(200, req{method: "POST", path: "/v1/calls", token: "alice", header: map[string]string{"Content-Type": ct},
+			body: fmt.Sprintf(`{"thread_id":"t1","tool_call_id":"ct_%d","action":"notes.read","input":{"id":"x"}}`, i)}).json(t)
+		want(t, "status with "+ct, res["status"], "succeeded")
+	}
+}
+
+// firstValue is the first member's value of a flat JSON object.
+func firstValue(obj string) string {
+	var fields map[string]any
+	if err := json.NewDecoder(strings.NewReader(obj)).Decode(&fields); err != nil {
+		panic(err)
+	}
+	key := obj[2 : strings.Index(obj[2:], `"`)+2]
+	b, _ := json.Marshal(fields[key])
+	return string(b)
 }
 
 func TestEscapeURIComponent(t *testing.T) {
@@ -415,4 +454,49 @@ func decodeURIComponent(t testing.TB, s string) string {
 		i += 2
 	}
 	return b.String()
+}
+
+// A tool call id repeated with another input or another action answers 409
+// CALL_MISMATCH naming what differs, and stores nothing; the same input
+// spelled otherwise replays the call.
+func TestCallMismatch(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+		id := h.pending("call_mm", "c_9")
+		paths := func(resp *response) []string {
+			e, _ := resp.json(t)["error"].(map[string]any)
+			ds, _ := e["details"].([]any)
+			var ps []string
+			for _, d := range ds {
+				m, _ := d.(map[string]any)
+				p, _ := m["path"].(string)
+				ps = append(ps, p)
+			}
+			return ps
+		}
+		for _, c := range []struct {
+			name string
+			body map[string]any
+			want string
+		}{
+			{"another input", refund("call_mm", "c_9", 41), "input"},
+			{"another action", map[string]any{"thread_id": "t1", "tool_call_id": "call_mm", "action": "notes.read", "input": map[string]any{"amount": 40, "customer": "c_9"}}, "action"},
+			{"another action and input", map[string]any{"thread_id": "t1", "tool_call_id": "call_mm", "action": "notes.read", "input": map[string]any{"id": "n1"}}, "action,input"},
+		} {
+			resp := h.must(409, req{method: "POST", path: "/v1/calls", token: "alice", body: c.body})
+			if code := resp.errorCode(t); code != CodeCallMismatch {
+				t.Fatalf("%s: code %q: %s", c.name, code, resp.body)
+			}
+			if got := strings.Join(paths(resp), ","); got != c.want {
+				t.Errorf("%s: details name %q, want %q: %s", c.name, got, c.want, resp.body)
+			}
+		}
+		same := h.must(200, req{method: "POST", path: "/v1/calls", token: "alice",
+			body: `{"wait_seconds":0,"input":{"customer":"c_9","amount":4e1},"action":"payments.refund","tool_call_id":"call_mm","run_id":"r1","thread_id":"t1"}`}).json(t)
+		want(t, "replayed proposal_id", same["proposal_id"], id)
+		page := h.must(200, req{method: "GET", path: "/v1/threads/t1/proposals", token: "alice"}).json(t)
+		if ps, _ := page["proposals"].([]any); len(ps) != 1 {
+			t.Errorf("the thread holds %d proposals, want 1", len(ps))
+		}
+	})
 }

@@ -8,19 +8,21 @@ import (
 
 // The error codes of API.md, and the statuses they answer with.
 const (
-	CodeUnauthenticated  = "UNAUTHENTICATED"    // 401
-	CodeForbidden        = "FORBIDDEN"          // 403
-	CodeNotFound         = "NOT_FOUND"          // 404
-	CodeActionNotFound   = "ACTION_NOT_FOUND"   // 404
-	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED" // 405
-	CodeInvalidBody      = "INVALID_BODY"       // 400
-	CodeInvalidInput     = "INVALID_INPUT"      // 400
-	CodeInvalidCursor    = "INVALID_CURSOR"     // 400
-	CodeBodyTooLarge     = "BODY_TOO_LARGE"     // 413
-	CodeInvalidState     = "INVALID_STATE"      // 409
-	CodeTooManyRequests  = "TOO_MANY_REQUESTS"  // 429
-	CodeNotReady         = "NOT_READY"          // 503
-	CodeInternal         = "INTERNAL"           // 500
+	CodeUnauthenticated  = "UNAUTHENTICATED"        // 401
+	CodeForbidden        = "FORBIDDEN"              // 403
+	CodeNotFound         = "NOT_FOUND"              // 404
+	CodeActionNotFound   = "ACTION_NOT_FOUND"       // 404
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"     // 405
+	CodeInvalidBody      = "INVALID_BODY"           // 400
+	CodeInvalidInput     = "INVALID_INPUT"          // 400
+	CodeInvalidCursor    = "INVALID_CURSOR"         // 400
+	CodeBodyTooLarge     = "BODY_TOO_LARGE"         // 413
+	CodeInvalidState     = "INVALID_STATE"          // 409
+	CodeCallMismatch     = "CALL_MISMATCH"          // 409
+	CodeTooManyRequests  = "TOO_MANY_REQUESTS"      // 429
+	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE" // 415
+	CodeNotReady         = "NOT_READY"              // 503
+	CodeInternal         = "INTERNAL"               // 500
 )
 
 // apiError is an answer that is not a success: it carries the HTTP status and

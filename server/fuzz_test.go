@@ -3,9 +3,11 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,7 +46,64 @@ func serve(t *testing.T, s *Server, r *http.Request) *httptest.ResponseRecorder 
 func post(path, token string, body []byte) *http.Request {
 	r := httptest.NewRequest("POST", path, bytes.NewReader(body))
 	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Content-Type", "application/json")
 	return r
+}
+
+// withDuplicate turns body, a JSON object without duplicate keys, into one
+// that repeats a key: the first key of the first member whose value is a
+// non-empty object, else the first top-level key. It returns that key's
+// path, or false when body is not such an object (or would grow too large).
+func withDuplicate(body []byte) ([]byte, string, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil || len(fields) == 0 || hasDuplicate(body) || len(body) > MaxBodyBytes/4 {
+		return nil, "", false
+	}
+	keys := slices.Sorted(maps.Keys(fields))
+	for _, k := range keys {
+		var inner map[string]json.RawMessage
+		v := bytes.TrimSpace(fields[k])
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &inner) != nil || len(inner) == 0 {
+			continue
+		}
+		ik := slices.Sorted(maps.Keys(inner))[0]
+		name, _ := json.Marshal(ik)
+		fields[k] = append(append(append([]byte("{"), name...), ':'), append(append([]byte(inner[ik]), ','), v[1:]...)...)
+		b, err := json.Marshal(fields)
+		if err != nil {
+			return nil, "", false
+		}
+		return b, k + "." + ik, true
+	}
+	name, _ := json.Marshal(keys[0])
+	b := append(append(append([]byte("{"), name...), ':'), fields[keys[0]]...)
+	return append(append(b, ','), bytes.TrimLeft(body, " \t\r\n")[1:]...), keys[0], true
+}
+
+func hasDuplicate(body []byte) bool {
+	_, ok := duplicateKey(body)
+	return ok
+}
+
+// refusesDuplicate sends body with a key repeated (see withDuplicate) and
+// fails unless the answer is 400 INVALID_BODY naming that key.
+func refusesDuplicate(t *testing.T, s *Server, r func(body []byte) *http.Request, body []byte) {
+	t.Helper()
+	dup, path, ok := withDuplicate(body)
+	if !ok {
+		return
+	}
+	rec := serve(t, s, r(dup))
+	var ans struct {
+		Error struct {
+			Code    string    `json:"code"`
+			Details []problem `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &ans)
+	if rec.Code != 400 || ans.Error.Code != CodeInvalidBody || len(ans.Error.Details) == 0 || ans.Error.Details[0].Path != path {
+		t.Fatalf("%s with %s repeated: %d %s", dup, path, rec.Code, rec.Body.Bytes())
+	}
 }
 
 func FuzzCallBody(f *testing.F) {
@@ -59,12 +118,16 @@ func FuzzCallBody(f *testing.F) {
 		`{"thread_id":1}`, `{"wait_seconds":1e999}`, `{"wait_seconds":-0}`, `{"input":`, `[]`, `null`, ``, `{} {}`,
 		`{"thread_id":"t1","tool_call_id":"c8","action":"notes.read","input":{"id":"n"},"THREAD_ID":"x"}`,
 		"{\"thread_id\":\"\xff\",\"tool_call_id\":\"c9\",\"action\":\"notes.read\",\"input\":{\"id\":\"\x00\"}}",
+		`{"thread_id":"t1","thread_id":"t2","tool_call_id":"c10","action":"notes.read","input":{"id":"n"}}`,
+		`{"thread_id":"t1","tool_call_id":"c11","action":"payments.refund","input":{"amount":1,"customer":"c","amount":-5}}`,
+		`{"thread_id":"t1","tool_call_id":"c12","action":"notes.read","input":{"id":"n","x":[{"a":1,"\u0061":2}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		serve(t, s, post("/v1/calls", "alice", body))
+		refusesDuplicate(t, s, func(b []byte) *http.Request { return post("/v1/calls", "alice", b) }, body)
 	})
 }
 
@@ -73,6 +136,7 @@ func FuzzDecisionBody(f *testing.F) {
 		`{"reason":"ok"}`, `{"reason":"ok","remember":"thread"}`, `{"remember":"run"}`, `{"remember":"x"}`,
 		`{"outcome":"succeeded","note":"n","receipt":"r"}`, `{"outcome":"failed"}`, `{"note":1}`,
 		`{"reason":null}`, ``, `{}`, `{"reason":"a"}x`, `[]`, `"x"`, `{"reason":{"a":1}}`,
+		`{"reason":"a","reason":"b"}`, `{"outcome":"failed","note":"n","outcome":"succeeded"}`, `{"reason":{"a":1,"a":2}}`,
 	} {
 		for v := range byte(12) {
 			f.Add(v, []byte(seed))
@@ -89,6 +153,9 @@ func FuzzDecisionBody(f *testing.F) {
 			r.Header.Set(ViaHeader, string(body[:min(len(body), 8)]))
 		}
 		serve(t, h.srv, r)
+		refusesDuplicate(t, h.srv, func(b []byte) *http.Request {
+			return post("/v1/proposals/"+id+"/"+verbs[int(v)%len(verbs)], tokens[int(v)/len(verbs)%len(tokens)], b)
+		}, body)
 	})
 }
 

@@ -63,12 +63,15 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			route = path
 		}
 		s.metrics.observeHTTP(route, r.Method, rec.status, d)
-		level := slog.LevelInfo
+		level := s.reqLog
 		switch {
 		case rec.status >= 500:
 			level = slog.LevelError
 		case route == "/healthz" || route == "/readyz" || route == "/metrics":
-			level = slog.LevelDebug // probes and scrapes, every few seconds
+			level = min(level, slog.LevelDebug) // probes and scrapes, every few seconds
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return // the attributes below cost more than the check
 		}
 		s.log.LogAttrs(r.Context(), level, "http request",
 			slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),

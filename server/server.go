@@ -62,6 +62,11 @@ type Options struct {
 	// Logger receives request logs and the causes of 500s. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// RequestLogLevel is the level of the line each request logs: the zero
+	// value is info; slog.LevelDebug keeps a busy server's log for what
+	// matters. Probes and scrapes log at debug whatever it is, and a 5xx at
+	// error.
+	RequestLogLevel slog.Level
 	// Ready reports readiness for /readyz: the store reachable, its schema
 	// current. Nil: ready whenever the process serves.
 	Ready func(ctx context.Context) error
@@ -109,6 +114,7 @@ type Server struct {
 	cors    []string
 	metRole string
 	log     *slog.Logger
+	reqLog  slog.Level
 	ready   func(ctx context.Context) error
 	metrics *Metrics
 	streams *streamLimit
@@ -138,6 +144,7 @@ func New(opts Options) (*Server, error) {
 		cors:           slices.Clone(opts.CORSOrigins),
 		metRole:        opts.MetricsRole,
 		log:            opts.Logger,
+		reqLog:         opts.RequestLogLevel,
 		ready:          opts.Ready,
 		metrics:        opts.Metrics,
 		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),

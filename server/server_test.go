@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,4 +230,71 @@ func TestPanicIsInternal(t *testing.T) {
 		t.Errorf("code %s", code)
 	}
 	h.must(200, req{method: "GET", path: "/healthz"})
+}
+
+// syncBuffer is a log destination the server's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Request lines log at info by default; RequestLogLevel turns them down
+// (here to debug, under an info logger: gone), while a 5xx still logs at
+// error.
+func TestRequestLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		level slog.Level
+		lines int // of the 200
+	}{{"default", 0, 1}, {"debug", slog.LevelDebug, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var buf syncBuffer
+			h := newHarness(t, "mem", harnessOptions{server: func(o *Options) {
+				o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+				o.RequestLogLevel = c.level
+			}})
+			// Through the handler itself: it returns once the line is logged.
+			for token, status := range map[string]int{"alice": 200, "broken": 500} {
+				r := httptest.NewRequest("GET", "/v1/proposals", nil)
+				r.Header.Set("Authorization", "Bearer "+token)
+				rec := httptest.NewRecorder()
+				h.srv.Handler().ServeHTTP(rec, r)
+				if rec.Code != status {
+					t.Fatalf("%s: %d, want %d", token, rec.Code, status)
+				}
+			}
+			var ok, failed int
+			for _, line := range strings.Split(buf.String(), "\n") {
+				switch {
+				case strings.Contains(line, `msg="http request"`) && strings.Contains(line, "status=200"):
+					ok++
+					if !strings.Contains(line, "level=INFO") {
+						t.Errorf("request line %q, want INFO", line)
+					}
+				case strings.Contains(line, `msg="http request"`) && strings.Contains(line, "status=500"):
+					failed++
+					if !strings.Contains(line, "level=ERROR") {
+						t.Errorf("request line %q, want ERROR", line)
+					}
+				}
+			}
+			if ok != c.lines || failed != 1 {
+				t.Fatalf("%d lines for the 200 (want %d), %d for the 500 (want 1):\n%s", ok, c.lines, failed, buf.String())
+			}
+		})
+	}
 }

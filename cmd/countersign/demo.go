@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/countersign/countersign"
 )
@@ -37,17 +37,16 @@ type demoBackend struct {
 	mu      sync.Mutex
 	refunds map[string]float64 // operation id → amount
 	emails  map[string]string  // operation id → recipient
-	seq     atomic.Int64
 }
 
 func newDemoBackend() *demoBackend {
 	return &demoBackend{refunds: map[string]float64{}, emails: map[string]string{}}
 }
 
-// RefundInput is the demo refund's input.
+// RefundInput is the demo refund's input (its schema is refundSchema).
 type RefundInput struct {
-	Amount   float64 `json:"amount" jsonschema:"amount in EUR"`
-	Customer string  `json:"customer" jsonschema:"customer id"`
+	Amount   float64 `json:"amount"`
+	Customer string  `json:"customer"`
 }
 
 // EmailInput is the demo email's input.
@@ -62,27 +61,92 @@ type LookupInput struct {
 	Customer string `json:"customer"`
 }
 
+// refundSchema is the demo refund's input schema: a refund of nothing or of
+// a negative amount is not a refund, so the call is refused as invalid input
+// before anyone is asked.
+const refundSchema = `{"type":"object","required":["amount","customer"],"additionalProperties":false,
+	"properties":{"amount":{"type":"number","exclusiveMinimum":0,"description":"amount in EUR"},
+	"customer":{"type":"string","description":"customer id"}}}`
+
+// refundTitle is the refund's confirmation title (and so its preview), the
+// amount with thousands separators: an approver reads 5,000,000, not 5000000.
+func refundTitle(in RefundInput) string {
+	return fmt.Sprintf("Refund %s EUR to %s", groupThousands(in.Amount), in.Customer)
+}
+
+// groupThousands prints v in full, its integer digits grouped by three with
+// commas: 5000000 → 5,000,000, 1234.5 → 1,234.5.
+func groupThousands(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	var b strings.Builder
+	b.WriteString(sign)
+	for i, d := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	if hasFrac {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+// refundReceipt is the receipt of the refund run under an operation id:
+// derived from it, so that it is unique across restarts (a counter would
+// start again at rf_1) and the same when reconciling finds it applied.
+func refundReceipt(operationID string) string {
+	return "rf_" + strings.TrimPrefix(operationID, "op_")
+}
+
 func (b *demoBackend) actions() ([]*countersign.Action, error) {
-	refund, err := countersign.NewAction(countersign.ActionSpec[RefundInput]{
+	decode := func(raw json.RawMessage) (RefundInput, error) {
+		var in RefundInput
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return in, fmt.Errorf("decode refund input: %w", err)
+		}
+		return in, nil
+	}
+	refund, err := countersign.NewRawAction(countersign.RawActionSpec{
 		Name: "payments.refund", Description: "Refund a payment",
+		InputSchema:    json.RawMessage(refundSchema),
 		Confirmation:   countersign.Confirmation{Title: "Refund {amount} EUR to {customer}", Verb: "Refund"},
 		ReplacementKey: "{customer}",
-		Execute: func(ctx context.Context, req *countersign.ExecuteRequest, in RefundInput) (*countersign.Receipt, error) {
-			if in.Amount <= 0 {
-				return nil, countersign.NotApplied(fmt.Errorf("amount must be positive"))
-			}
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			b.refunds[req.OperationID] = in.Amount // the operation id makes it idempotent
-			return &countersign.Receipt{ID: fmt.Sprintf("rf_%d", b.seq.Add(1)), Result: json.RawMessage(fmt.Sprintf(`{"refunded":%v}`, in.Amount))}, nil
-		},
-		Reconcile: func(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if _, ok := b.refunds[req.OperationID]; ok {
-				return &countersign.Reconciliation{Status: countersign.ReconcileApplied, Receipt: "rf_reconciled"}, nil
-			}
-			return &countersign.Reconciliation{Status: countersign.ReconcileNotApplied}, nil
+		Hooks: countersign.Hooks{
+			Preflight: func(ctx context.Context, req *countersign.PreflightRequest) (*countersign.Preflight, error) {
+				in, err := decode(req.Input)
+				if err != nil {
+					return nil, err
+				}
+				return &countersign.Preflight{Verdict: countersign.PreflightReady,
+					Confirmation: &countersign.Confirmation{Title: refundTitle(in), Verb: "Refund"}}, nil
+			},
+			Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+				in, err := decode(req.Input)
+				if err != nil {
+					return nil, countersign.NotApplied(err)
+				}
+				if in.Amount <= 0 {
+					return nil, countersign.NotApplied(fmt.Errorf("amount must be positive"))
+				}
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.refunds[req.OperationID] = in.Amount // the operation id makes it idempotent
+				return &countersign.Receipt{ID: refundReceipt(req.OperationID), Result: json.RawMessage(fmt.Sprintf(`{"refunded":%v}`, in.Amount))}, nil
+			},
+			Reconcile: func(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if _, ok := b.refunds[req.OperationID]; ok {
+					return &countersign.Reconciliation{Status: countersign.ReconcileApplied, Receipt: refundReceipt(req.OperationID)}, nil
+				}
+				return &countersign.Reconciliation{Status: countersign.ReconcileNotApplied}, nil
+			},
 		},
 	})
 	if err != nil {

@@ -45,6 +45,8 @@ type running struct {
 	mu   sync.Mutex
 	out  bytes.Buffer
 	done chan error
+	// read is closed once all the process's output is in out.
+	read chan struct{}
 }
 
 func (s *running) Write(p []byte) (int, error) {
@@ -64,7 +66,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // startServer runs serve with args on a free port and waits until it listens.
 func startServer(t *testing.T, args ...string) *running {
 	t.Helper()
-	s := &running{done: make(chan error, 1)}
+	s := &running{done: make(chan error, 1), read: make(chan struct{})}
 	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	s.cmd.Dir = t.TempDir()
 	pr, pw, err := os.Pipe()
@@ -78,6 +80,7 @@ func startServer(t *testing.T, args ...string) *running {
 	pw.Close()
 	found := make(chan string, 1)
 	go func() {
+		defer close(s.read)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()

@@ -118,20 +118,26 @@ type runtime struct {
 	store   store.Store
 	engine  *countersign.Engine
 	metrics *server.Metrics
+	log     *slog.Logger
 	reg     *prometheus.Registry
 	counts  *server.ProposalCounts
 }
 
+// build loads the configuration and builds the engine on its store. A nil
+// log means the configured one (log.level, log.format) on standard error.
 func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, error) {
 	cfg, demo, err := f.load()
 	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = cfg.Log.Logger(os.Stderr)
+	}
 	st, err := openStore(ctx, cfg.Store, cfg.AutoMigrate)
 	if err != nil {
 		return nil, err
 	}
-	rt := &runtime{cfg: cfg, demo: demo, store: st, reg: prometheus.NewRegistry()}
+	rt := &runtime{cfg: cfg, demo: demo, store: st, log: log, reg: prometheus.NewRegistry()}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
 	rt.counts = server.NewProposalCounts(st)
@@ -275,7 +281,8 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	api, err := server.New(server.Options{Engine: rt.engine, Auth: authn, CORSOrigins: rt.cfg.AllowedOrigins(),
-		MetricsRole: rt.cfg.MetricsRole(), Logger: log, Ready: ready(rt.store), Metrics: rt.metrics,
+		MetricsRole: rt.cfg.MetricsRole(), Logger: log, RequestLogLevel: rt.cfg.Log.RequestLevel(),
+		Ready: ready(rt.store), Metrics: rt.metrics,
 		MaxStreamsPerActor: rt.cfg.Events.MaxStreamsPerActor})
 	if err != nil {
 		return nil, err
@@ -305,12 +312,12 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 }
 
 func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rt, err := build(ctx, f, log)
+	rt, err := build(ctx, f, nil)
 	if err != nil {
 		return err
 	}
 	defer rt.store.Close()
+	log := rt.log
 	a, err := compose(rt, log)
 	if err != nil {
 		return err
@@ -364,8 +371,7 @@ func workerCmd() *cobra.Command {
 		Short: "Run workers without the HTTP API (scale out on PostgreSQL)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			rt, err := build(cmd.Context(), &f, log)
+			rt, err := build(cmd.Context(), &f, nil)
 			if err != nil {
 				return err
 			}
