@@ -49,6 +49,10 @@
 //	web:                                  # the approver's inbox
 //	  secure_cookies: auto                # auto | always | never
 //	  trusted_proxies: [10.0.0.0/8]       # CIDR prefixes whose X-Forwarded-Proto is believed
+//	log:
+//	  level: info                         # debug | info (default) | warn | error
+//	  format: text                        # text (default) | json
+//	  requests: true                      # false: each request's line at debug, not info
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -86,6 +90,7 @@
 // [Config.Policy], [Config.EngineOptions] and [Config.WorkerOptions] give the
 // engine's and the worker's options; [Config.APIKeys], [Config.JWT],
 // [Config.AllowedOrigins], [Config.MetricsRole] and [Config.TrustedProxies]
-// what a server authenticates and exposes with. Actions stay descriptions ([Action]); the
+// what a server authenticates and exposes with; [Log.Logger] and
+// [Log.RequestLevel] how it logs. Actions stay descriptions ([Action]); the
 // webhook package turns them into countersign actions.
 package config

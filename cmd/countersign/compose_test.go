@@ -64,6 +64,9 @@ func TestComposedProcess(t *testing.T) {
 		{"/readyz", "", 200, "application/json", `"ready"`},
 		{"/openapi.json", "", 200, "application/json", `"openapi"`},
 		{"/metrics", "", 200, "text/plain", "countersign_http_request_duration_seconds"},
+		// Each demo action's series exist from start-up, at 0.
+		{"/metrics", "", 200, "text/plain", `countersign_executions_total{action="payments.refund",result="succeeded"} 0`},
+		{"/metrics", "", 200, "text/plain", `countersign_worker_claims_total{action="email.send"} 0`},
 		{"/v1/proposals", "", 401, "application/json", "UNAUTHENTICATED"},
 		{"/v1/proposals", demoKeys[0].Key, 200, "application/json", `"proposals"`},
 		{"/login", "", 200, "text/html", "<form"},
