@@ -92,6 +92,9 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 	if res.From != res.To || res.Outcome == DecideApplied {
 		e.changed(ctx, res.Proposal, res.From)
 	}
+	if res.Outcome == DecideApplied {
+		e.observeDecided(d.Verdict, via)
+	}
 	return &DecideResult{Status: res.Outcome, Proposal: res.Proposal}, nil
 }
 

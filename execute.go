@@ -308,6 +308,7 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 		if err != nil {
 			return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, err)
 		}
+		x.e.observeRetried(a.name)
 		x.p = p
 		if x.id.Tenant == "" {
 			x.id = Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles}
@@ -350,6 +351,7 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 		Identity: Identity{Tenant: x.p.Tenant, Actor: x.p.Requester, Roles: x.p.RequesterRoles},
 		Action:   a.name, OperationID: x.p.OperationID, ProposalID: x.p.ID,
 	})
+	x.e.observeReconciled(a.name, r, err)
 	if err == nil {
 		// A definite answer is known even if the lease was lost meanwhile:
 		// it is settled, and the fence decides.
@@ -465,11 +467,13 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 				}
 			}
 			if ctx.Err() == nil {
+				e.observeRetried(a.name)
 				continue
 			}
 			// The caller is gone: nobody waits for another attempt.
 		case routeReconcile:
 			r, rerr := a.hooks.Reconcile(context.WithoutCancel(ctx), &ReconcileRequest{Identity: c.Identity, Action: a.name, OperationID: req.OperationID})
+			e.observeReconciled(a.name, r, rerr)
 			switch {
 			case rerr != nil:
 			case r.Status == ReconcileApplied:

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,8 +28,19 @@ import (
 //	countersign_lease_losses_total                                 counter: executions that lost their lease
 //	countersign_webhook_duration_seconds{action,endpoint,status}   histogram: one webhook request (status "error" without an answer)
 //	countersign_http_request_duration_seconds{route,method,status} histogram: one API request (route is the pattern)
+//	countersign_worker_claims_total{action}                        counter: proposals a worker claimed (to execute or reconcile)
+//	countersign_execution_retries_total{action}                    counter: idempotent executions run again after an uncertain outcome
+//	countersign_reconcile_attempts_total{action,outcome}           counter: Reconcile calls by outcome (applied, not_applied, unknown, error)
+//	countersign_decisions_total{decision,via}                      counter: decisions that applied, by verdict and channel
 //
-// [ProposalCounts] adds the countersign_proposals{status} gauge.
+// Every label value known at start-up has its series from the start, at 0,
+// so that rate() and increase() see a counter's first increments after a
+// restart: statuses, decisions, channels, and, once [Metrics.InitActions]
+// is given the engine's actions, each action's results and outcomes. (HTTP
+// and webhook statuses are open-ended; their series start on first use.)
+//
+// [ProposalCounts] adds the countersign_proposals{status} and
+// countersign_approved_backlog gauges.
 type Metrics struct {
 	gatherer prometheus.Gatherer
 	serve    http.Handler
@@ -40,9 +52,24 @@ type Metrics struct {
 	leaseLosses     prometheus.Counter
 	webhookDuration *prometheus.HistogramVec
 	httpDuration    *prometheus.HistogramVec
+	claims          *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	reconciles      *prometheus.CounterVec
+	decisions       *prometheus.CounterVec
 }
 
-var _ countersign.Observer = (*Metrics)(nil)
+var _ countersign.WorkObserver = (*Metrics)(nil)
+
+// reconcileOutcomes are the outcome label values of
+// countersign_reconcile_attempts_total.
+var reconcileOutcomes = []string{
+	countersign.ReconcileOutcomeApplied, countersign.ReconcileOutcomeNotApplied,
+	countersign.ReconcileOutcomeUnknown, countersign.ReconcileOutcomeError,
+}
+
+// otherVia is the via label of a decision on a channel the engine does not
+// list, so that the label stays bounded.
+const otherVia = "other"
 
 // Execution results, the label values of countersign_executions_total.
 const (
@@ -104,8 +131,57 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Duration of one API request, by route pattern, method and status. Event streams count their whole life.",
 		Buckets: longBuckets,
 	}, []string{"route", "method", "status"}))
+	m.claims = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_worker_claims_total",
+		Help: "Proposals a worker of this process claimed, to execute or to reconcile.",
+	}, []string{"action"}))
+	m.retries = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_execution_retries_total",
+		Help: "Idempotent executions run again, under the same operation id, after an uncertain outcome.",
+	}, []string{"action"}))
+	m.reconciles = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_reconcile_attempts_total",
+		Help: "Calls of an action's Reconcile hook, by outcome: applied, not_applied, unknown or error.",
+	}, []string{"action", "outcome"}))
+	m.decisions = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_decisions_total",
+		Help: "Decisions that applied (partial approvals towards a quorum too), by verdict and channel.",
+	}, []string{"decision", "via"}))
 	m.serve = promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+	m.initLabels()
 	return m
+}
+
+// initLabels creates, at 0, the series of every label value known without
+// the engine's actions.
+func (m *Metrics) initLabels() {
+	for _, s := range store.Statuses {
+		m.transitions.WithLabelValues(string(s))
+	}
+	for _, v := range []countersign.Verdict{countersign.Approve, countersign.Reject} {
+		m.decisionLatency.WithLabelValues(string(v))
+		for _, via := range append(slices.Clone(countersign.Channels), otherVia) {
+			m.decisions.WithLabelValues(string(v), via)
+		}
+	}
+}
+
+// InitActions creates, at 0, the series of each action's label values:
+// its execution results, claims, retries and reconcile outcomes. Call it
+// with the engine's actions (Engine.Actions) at start-up.
+func (m *Metrics) InitActions(actions []*countersign.Action) {
+	for _, a := range actions {
+		name := a.Name()
+		for _, r := range []string{resultSucceeded, resultNotApplied, resultUncertain} {
+			m.executions.WithLabelValues(name, r)
+			m.execDuration.WithLabelValues(name, r)
+		}
+		m.claims.WithLabelValues(name)
+		m.retries.WithLabelValues(name)
+		for _, o := range reconcileOutcomes {
+			m.reconciles.WithLabelValues(name, o)
+		}
+	}
 }
 
 // register registers c, or returns the equal collector already registered.
@@ -150,6 +226,28 @@ func (m *Metrics) Executed(action string, d time.Duration, err error) {
 
 // LeaseLost implements countersign.Observer.
 func (m *Metrics) LeaseLost(string) { m.leaseLosses.Inc() }
+
+// Claimed implements countersign.WorkObserver.
+func (m *Metrics) Claimed(action string) { m.claims.WithLabelValues(action).Inc() }
+
+// Retried implements countersign.WorkObserver.
+func (m *Metrics) Retried(action string) { m.retries.WithLabelValues(action).Inc() }
+
+// Reconciled implements countersign.WorkObserver.
+func (m *Metrics) Reconciled(action, outcome string) {
+	if !slices.Contains(reconcileOutcomes, outcome) {
+		outcome = countersign.ReconcileOutcomeError
+	}
+	m.reconciles.WithLabelValues(action, outcome).Inc()
+}
+
+// Decided implements countersign.WorkObserver.
+func (m *Metrics) Decided(verdict countersign.Verdict, via string) {
+	if !slices.Contains(countersign.Channels, via) {
+		via = otherVia
+	}
+	m.decisions.WithLabelValues(string(verdict), via).Inc()
+}
 
 // WebhookObserved records one webhook request of an action: its endpoint
 // ("prepare", "execute", "reconcile"), duration and HTTP status (0 when no

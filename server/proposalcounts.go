@@ -21,12 +21,14 @@ const DefaultProposalCountsEvery = 30 * time.Second
 // so it is not done per scrape (where an open /metrics would let anyone make
 // the store count ten million rows at will): [ProposalCounts.Run] recounts
 // in the background, and a scrape reports the last count and when it was
-// taken (countersign_proposals_counted_timestamp_seconds). Until the first
-// count there is no countersign_proposals sample.
+// taken (countersign_proposals_counted_timestamp_seconds), with the
+// approved backlog (countersign_approved_backlog) from the same count. Until
+// the first count there is no sample of either.
 type ProposalCounts struct {
-	count  func(context.Context) (map[store.Status]int, error)
-	desc   *prometheus.Desc
-	atDesc *prometheus.Desc
+	count       func(context.Context) (map[store.Status]int, error)
+	desc        *prometheus.Desc
+	atDesc      *prometheus.Desc
+	backlogDesc *prometheus.Desc
 
 	mu     sync.Mutex
 	counts map[store.Status]int // nil until the first count
@@ -43,6 +45,9 @@ func NewProposalCounts(st store.Store) *ProposalCounts {
 			[]string{"status"}, nil),
 		atDesc: prometheus.NewDesc("countersign_proposals_counted_timestamp_seconds",
 			"When countersign_proposals was last counted, in Unix seconds.", nil, nil),
+		backlogDesc: prometheus.NewDesc("countersign_approved_backlog",
+			"Approved proposals not yet executing, as of the last count: the worker's queue for independent ones; wait and two_phase ones wait for their agent's call.",
+			nil, nil),
 	}
 }
 
@@ -90,6 +95,7 @@ func (c *ProposalCounts) Run(ctx context.Context, every time.Duration, log *slog
 func (c *ProposalCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.desc
 	ch <- c.atDesc
+	ch <- c.backlogDesc
 }
 
 // Collect implements prometheus.Collector. It reads no store.
@@ -104,4 +110,6 @@ func (c *ProposalCounts) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(c.atDesc, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
+	// The backlog comes from the same count: a scrape still reads no store.
+	ch <- prometheus.MustNewConstMetric(c.backlogDesc, prometheus.GaugeValue, float64(counts[store.StatusApproved]))
 }

@@ -158,6 +158,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 		st.Close()
 		return nil, err
 	}
+	rt.metrics.InitActions(rt.engine.Actions())
 	return rt, nil
 }
 
