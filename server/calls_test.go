@@ -461,7 +461,7 @@ func decodeURIComponent(t testing.TB, s string) string {
 // spelled otherwise replays the call.
 func TestCallMismatch(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		id := h.pending("call_mm", "c_9")
 		paths := func(resp *response) []string {
 			e, _ := resp.json(t)["error"].(map[string]any)

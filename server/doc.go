@@ -9,6 +9,7 @@
 //	metrics := server.NewMetrics(prometheus.DefaultRegisterer)
 //	engine, err := countersign.New(countersign.Options{Store: st, Observer: metrics, …})
 //	…
+//	metrics.InitActions(engine.Actions()) // their series exist from the start, at 0
 //	srv, err := server.New(server.Options{Engine: engine, Auth: authn, Metrics: metrics})
 //	…
 //	httpSrv := srv.HTTPServer(":8080")
