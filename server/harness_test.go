@@ -201,12 +201,13 @@ var (
 	allStoreKinds = []string{"mem", "sqlite", "pg"}
 )
 
-func newStore(t testing.TB, kind string) store.Store {
+// newStore opens an empty store of kind on the clock now (nil: time.Now).
+func newStore(t testing.TB, kind string, now func() time.Time) store.Store {
 	switch kind {
 	case "mem":
-		return memstore.New(nil)
+		return memstore.New(&memstore.Options{Now: now})
 	case "sqlite":
-		s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "cs.db"), nil)
+		s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "cs.db"), &sqlitestore.Options{Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func newStore(t testing.TB, kind string) store.Store {
 		return s
 	case "pg":
 		dsn, schema := pgtest.NewSchema(t)
-		s, err := pgstore.Open(context.Background(), dsn, &pgstore.Options{Schema: schema})
+		s, err := pgstore.Open(context.Background(), dsn, &pgstore.Options{Schema: schema, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,14 +242,17 @@ type harnessOptions struct {
 	engine  func(*countersign.Options)
 	http    func(*http.Server)
 	worker  bool
+	// now, if set, is the clock of the store and the engine, for tests that
+	// move time instead of waiting for it.
+	now func() time.Time
 }
 
 func newHarness(t testing.TB, kind string, ho harnessOptions) *harness {
 	t.Helper()
-	st := newStore(t, kind)
+	st := newStore(t, kind, ho.now)
 	eo := countersign.Options{
 		Store: st, Policy: &testPolicy, Actions: testActions(t),
-		WaitPoll: 20 * time.Millisecond, Logger: discard(),
+		WaitPoll: 20 * time.Millisecond, Logger: discard(), Now: ho.now,
 	}
 	if ho.metrics != nil {
 		eo.Observer = ho.metrics
