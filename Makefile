@@ -16,29 +16,28 @@ test-race: clients-deps web-deps
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v /test/crash)
 	$(GO) test -count=1 -timeout 30m ./test/crash/
 
-## clients-deps: the npm packages test/clients drives (linters, type
-## generator, tsc, eventsource), exactly as its package-lock.json pins them.
-## In CI a missing npm is an error; elsewhere those tests skip without node.
-clients-deps:
+# npm-ci DIR installs DIR's npm packages exactly as its package-lock.json pins
+# them. In CI a missing npm is an error; elsewhere the tests that need them
+# skip.
+define npm-ci
 	@if command -v npm >/dev/null 2>&1; then \
-	  cd test/clients && npm ci --ignore-scripts --no-audit --no-fund; \
+	  cd $(1) && npm ci --ignore-scripts --no-audit --no-fund; \
 	elif [ -n "$$CI" ]; then \
-	  echo "npm is missing: test/clients needs Node.js 20 and npm"; exit 1; \
+	  echo "npm is missing: $(1) needs Node.js 20 and npm"; exit 1; \
 	else \
-	  echo "npm not found: the tests of test/clients will skip"; \
+	  echo "npm not found: the tests that need $(1) will skip"; \
 	fi
+endef
+
+## clients-deps: the npm packages test/clients drives (linters, type
+## generator, tsc, eventsource).
+clients-deps:
+	$(call npm-ci,test/clients)
 
 ## web-deps: axe-core, which the inbox's accessibility test injects into
-## Chromium, exactly as web/testdata/axe/package-lock.json pins it. In CI a
-## missing npm is an error; elsewhere that test skips without it.
+## Chromium.
 web-deps:
-	@if command -v npm >/dev/null 2>&1; then \
-	  cd web/testdata/axe && npm ci --ignore-scripts --no-audit --no-fund; \
-	elif [ -n "$$CI" ]; then \
-	  echo "npm is missing: the inbox's accessibility test needs Node.js 20 and npm"; exit 1; \
-	else \
-	  echo "npm not found: the inbox's accessibility test will skip"; \
-	fi
+	$(call npm-ci,web/testdata/axe)
 
 ## test-pg-restart: restarts the shared PostgreSQL server under running
 ## workers. It runs alone, after every other package, since a restart drops
