@@ -275,37 +275,60 @@ func heldWrite(key string, started chan<- struct{}, proceed <-chan struct{}) fun
 	}
 }
 
-// TestGroupCommitLeaderCancelled cancels the leader of a group while its
-// own write runs, holding the group open at that write: the leader gets its
-// context's error and nothing of its write stands, while the other members
-// of the group commit and succeed.
-func TestGroupCommitLeaderCancelled(t *testing.T) {
-	t.Parallel()
+// cancelInGroup queues three writes that commit as one group (the oldest
+// leads it, its own write first), cancels the one at index cancelled —
+// while its write runs and holds the group open there, or while it is still
+// queued — and checks that it alone fails with its context's error and
+// leaves nothing, while the others commit and succeed.
+func cancelInGroup(t *testing.T, cancelled int, whileRunning bool) {
+	t.Helper()
 	s := openInternal(t)
 	release, wait := queueBehind(t, s)
-	leaderCtx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started, proceed := make(chan struct{}), make(chan struct{})
-	// The oldest queued write leads the next group, its own write first.
-	leader := startWrite(t, s, leaderCtx, 1, heldWrite("leader", started, proceed))
-	m1 := startWrite(t, s, context.Background(), 2, metaWrite("m1", func() error { return nil }))
-	m2 := startWrite(t, s, context.Background(), 3, metaWrite("m2", func() error { return nil }))
+	keys := []string{"w0", "w1", "w2"}
+	errs := make([]<-chan error, len(keys))
+	for i, key := range keys {
+		wctx, w := context.Background(), metaWrite(key, func() error { return nil })
+		if i == cancelled {
+			wctx = ctx
+			if whileRunning {
+				w = heldWrite(key, started, proceed)
+			}
+		}
+		errs[i] = startWrite(t, s, wctx, i+1, w)
+	}
+	if !whileRunning {
+		cancel()
+	}
 	release()
 	wait()
-	<-started
-	cancel()
-	close(proceed)
-	if err := <-leader; !errors.Is(err, context.Canceled) {
-		t.Errorf("leader: err %v, want %v", err, context.Canceled)
+	if whileRunning {
+		<-started
+		cancel()
+		close(proceed)
 	}
-	for key, errc := range map[string]<-chan error{"m1": m1, "m2": m2} {
-		if err := <-errc; err != nil {
-			t.Errorf("member %s: %v, want success", key, err)
+	for i, key := range keys {
+		err := <-errs[i]
+		switch {
+		case i == cancelled && !errors.Is(err, context.Canceled):
+			t.Errorf("%s (cancelled): err %v, want %v", key, err, context.Canceled)
+		case i == cancelled && hasMeta(t, s, key):
+			t.Errorf("%s (cancelled) was committed", key)
+		case i != cancelled && err != nil:
+			t.Errorf("%s: %v, want success", key, err)
+		case i != cancelled && !hasMeta(t, s, key):
+			t.Errorf("%s succeeded but was not committed", key)
 		}
 	}
-	if hasMeta(t, s, "leader") || !hasMeta(t, s, "m1") || !hasMeta(t, s, "m2") {
-		t.Errorf("stored leader %v, m1 %v, m2 %v; want false, true, true", hasMeta(t, s, "leader"), hasMeta(t, s, "m1"), hasMeta(t, s, "m2"))
-	}
+}
+
+// TestGroupCommitLeaderCancelled cancels the leader of a group while its
+// own write runs.
+func TestGroupCommitLeaderCancelled(t *testing.T) {
+	t.Parallel()
+	cancelInGroup(t, 0, true)
 }
 
 // TestGroupCommitLeaderCancelledQueued cancels the next group's leader
@@ -313,57 +336,14 @@ func TestGroupCommitLeaderCancelled(t *testing.T) {
 // it then leads commits the others.
 func TestGroupCommitLeaderCancelledQueued(t *testing.T) {
 	t.Parallel()
-	s := openInternal(t)
-	release, wait := queueBehind(t, s)
-	leaderCtx, cancel := context.WithCancel(context.Background())
-	leader := startWrite(t, s, leaderCtx, 1, metaWrite("leader", func() error { return nil }))
-	m1 := startWrite(t, s, context.Background(), 2, metaWrite("m1", func() error { return nil }))
-	m2 := startWrite(t, s, context.Background(), 3, metaWrite("m2", func() error { return nil }))
-	cancel()
-	release()
-	wait()
-	if err := <-leader; !errors.Is(err, context.Canceled) {
-		t.Errorf("leader: err %v, want %v", err, context.Canceled)
-	}
-	for key, errc := range map[string]<-chan error{"m1": m1, "m2": m2} {
-		if err := <-errc; err != nil {
-			t.Errorf("member %s: %v, want success", key, err)
-		}
-	}
-	if hasMeta(t, s, "leader") || !hasMeta(t, s, "m1") || !hasMeta(t, s, "m2") {
-		t.Errorf("stored leader %v, m1 %v, m2 %v; want false, true, true", hasMeta(t, s, "leader"), hasMeta(t, s, "m1"), hasMeta(t, s, "m2"))
-	}
+	cancelInGroup(t, 0, false)
 }
 
 // TestGroupCommitMemberCancelled cancels a member in the middle of a group
-// while its write runs: its write is rolled back to its savepoint and fails
-// with the context's error; the writes before and after it commit.
+// while its write runs: its write is rolled back to its savepoint.
 func TestGroupCommitMemberCancelled(t *testing.T) {
 	t.Parallel()
-	s := openInternal(t)
-	release, wait := queueBehind(t, s)
-	memberCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	started, proceed := make(chan struct{}), make(chan struct{})
-	before := startWrite(t, s, context.Background(), 1, metaWrite("before", func() error { return nil }))
-	member := startWrite(t, s, memberCtx, 2, heldWrite("member", started, proceed))
-	after := startWrite(t, s, context.Background(), 3, metaWrite("after", func() error { return nil }))
-	release()
-	wait()
-	<-started
-	cancel()
-	close(proceed)
-	if err := <-member; !errors.Is(err, context.Canceled) {
-		t.Errorf("member: err %v, want %v", err, context.Canceled)
-	}
-	for key, errc := range map[string]<-chan error{"before": before, "after": after} {
-		if err := <-errc; err != nil {
-			t.Errorf("%s: %v, want success", key, err)
-		}
-	}
-	if hasMeta(t, s, "member") || !hasMeta(t, s, "before") || !hasMeta(t, s, "after") {
-		t.Errorf("stored member %v, before %v, after %v; want false, true, true", hasMeta(t, s, "member"), hasMeta(t, s, "before"), hasMeta(t, s, "after"))
-	}
+	cancelInGroup(t, 1, true)
 }
 
 // TestGroupCommitAloneCancelled cancels a write that runs alone, while it
