@@ -64,9 +64,10 @@ func needsEscape(s string) bool {
 
 // escapeJSON rewrites the unsafe characters that encoding/json leaves as
 // they are (DEL, C1 controls, format characters) as \u escapes. In encoded
-// JSON they can only occur inside strings, where a \u escape (four hex digits) means the same
-// character, so the document decodes to the same value. encoding/json has
-// already escaped C0 controls and U+2028/U+2029, and replaced invalid UTF-8.
+// JSON they can only occur inside strings, where a \u escape (four hex
+// digits) means the same character, so the document decodes to the same
+// value. encoding/json has already escaped C0 controls and U+2028/U+2029,
+// and replaced invalid UTF-8.
 func escapeJSON(doc []byte) []byte {
 	s := string(doc)
 	if !strings.ContainsFunc(s, jsonUnsafe) {
