@@ -43,8 +43,8 @@ func TestQueriesQualified(t *testing.T) {
 	t.Parallel()
 	q := newQueries(`"s"`)
 	for name, sql := range map[string]string{
-		"claimBatch": q.claimBatch, "updateProposal": q.updateProposal, "admitMessage": q.admitMessage,
-		"insertProposal": q.insertProposal, "listProposals": q.listProposals,
+		"claimBatch": q.claimBatch, "supersede": q.supersede, "getMany": q.getMany, "getReplayed": q.getReplayed,
+		"listProposals": q.listProposals,
 	} {
 		if strings.Contains(sql, schemaToken) || strings.Contains(sql, "PCOLS") {
 			t.Errorf("%s: unreplaced token in %s", name, sql)

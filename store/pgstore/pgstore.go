@@ -72,6 +72,9 @@ type Store struct {
 	q       *queries
 	work    *workNotifier
 	notes   *sender // sends notifications after their transactions commit
+	// rows remembers recent proposals, for the transitions that follow
+	// their reads (see rowMemory).
+	rows *rowMemory
 	// listenCheck is how long Listen waits for a notification before it
 	// pings the server (listenCheckInterval; tests shorten it).
 	listenCheck time.Duration
@@ -167,6 +170,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		channel: channelPrefix + o.Schema,
 		now:     o.Now,
 		q:       newQueries(pgx.Identifier{o.Schema}.Sanitize()),
+		rows:    newRowMemory(rowMemorySize),
 
 		listenCheck: listenCheckInterval,
 	}

@@ -72,7 +72,7 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim", s.q.claimBatch, []any{now, "w", int64(1), 10}, "proposals_claim", false},
 		{"expiry", s.q.expireDue, []any{now, 10}, "proposals_expiry", false},
-		{"replacement", s.q.replacement, []any{"t0", "th4", "r4", "a4", "k4"}, "proposals_replacement", true},
+		{"replacement", s.q.supersede, []any{"t0", "th4", "r4", "a4", "k4", "prp_new", `{}`, now, "t", "s", "d", "x"}, "proposals_replacement", true},
 		{"confirmation", s.q.getByConfirmation, []any{"t1", "cnf_1"}, "proposals_confirmation", false},
 		// One probe at the end of the tenant's events.
 		{"last event id", s.q.lastEventID, []any{"t1"}, "events_tenant", false},

@@ -16,159 +16,70 @@ import (
 // notFound is the error for a proposal that is not in the tenant.
 func notFound(id string) error { return fmt.Errorf("proposal %s: %w", id, store.ErrNotFound) }
 
-// queryProposal reads one proposal outside any transaction.
+// queryProposal reads one proposal outside any transaction, and remembers
+// it for the transition that may follow (see rowMemory).
 func (s *Store) queryProposal(ctx context.Context, what, query string, args ...any) (*store.Proposal, error) {
 	p, err := scanProposal(s.pool.QueryRow(ctx, query, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
-	return p, err
-}
-
-// queueUpdate queues the guarded write of p, read at version old. A row
-// whose version moved (impossible under the row lock, short of a bug or a
-// foreign writer) fails the transaction with a conflict rather than being
-// overwritten. With lease > 0 and a lease on p, the lease's expiry is set
-// from the database's clock, and p's copy of it follows when the statement
-// has run.
-func (s *Store) queueUpdate(tx *txn, p *store.Proposal, old int64, lease time.Duration) error {
-	vals, err := proposalValues(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var micros *int64
-	if lease > 0 && p.Lease != nil {
-		m := lease.Microseconds()
-		micros = &m
-	}
-	args := append(vals[1:], p.ID, old, micros)
-	tx.queue(s.q.updateProposal, args...).QueryRow(func(row pgx.Row) error {
-		var exp *time.Time
-		err := row.Scan(&exp)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("proposal %s: row changed since version %d was read: %w", p.ID, old, store.ErrConflict)
-		}
-		if err != nil {
-			return err
-		}
-		if p.Lease != nil && exp != nil {
-			p.Lease.ExpiresAt = exp.UTC()
-		}
-		return nil
-	})
-	return nil
+	s.rows.put(p)
+	return p, nil
 }
 
-// queueChange queues a transition's side effects, in the transaction that
-// writes the row.
-func (s *Store) queueChange(tx *txn, p *store.Proposal, c *store.Change, now time.Time) error {
-	if n := len(c.Events); n > 0 {
-		types, actors, vias, details := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		for i, e := range c.Events {
-			types[i], actors[i], vias[i], details[i] = string(e.Type), e.Actor, e.Via, e.Detail
-		}
-		tx.queue(s.q.insertEvent, p.Tenant, p.ID, string(p.Status), now, types, actors, vias, details)
-	}
-	if m := c.Admit; m != nil {
-		outcome, err := encodeOutcome(m.Outcome)
-		if err != nil {
-			return fmt.Errorf("admit message: %w", err)
-		}
-		tx.queue(s.q.admitMessage, m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.ProposalID, outcome, dbTime(m.CreatedAt))
-	}
-	if g := c.Grant; g != nil {
-		id := g.ID
-		if id == "" {
-			id = "grt_" + store.NewToken()
-		}
-		tx.queue(s.q.insertGrant,
-			id, p.Tenant, g.Requester, string(g.Scope), g.ThreadID, g.RunID, g.Action, g.ActionVersion,
-			g.InputDigest, p.ID, g.GrantedBy, now, dbTimePtr(g.ExpiresAt), dbTimePtr(g.RevokedAt), g.RevokedBy, g.RuleFingerprint)
-	}
-	if c.ActivateGrants {
-		tx.queue(s.q.activateGrants, now, p.ID)
-	}
-	return nil
-}
-
-// applyRow finishes a transition applied to p (read at version old, in
-// status from), queues the row and its change, and records what to
-// announce.
-func (s *Store) applyRow(tx *txn, p *store.Proposal, from store.Status, old int64, c *store.Change, now time.Time, lease time.Duration) error {
-	store.Finish(p, now)
-	normalize(p)
-	if err := s.queueUpdate(tx, p, old, lease); err != nil {
-		return err
-	}
-	if err := s.queueChange(tx, p, c, now); err != nil {
-		return err
-	}
-	s.announce(tx, p, from)
-	return nil
-}
-
-// announce records the notifications a transition of p from status from
-// calls for.
-func (s *Store) announce(tx *txn, p *store.Proposal, from store.Status) {
-	if p.Status == from {
-		return
-	}
-	tx.statusChanged(p.ID)
-	if p.Status == store.StatusApproved && p.Mode == store.ModeIndependent {
-		tx.work = true
-	}
-}
-
-// transitionFunc applies a rule to a locked proposal; see mutate.
+// transitionFunc applies a rule to a copy of a proposal; see mutate.
 type transitionFunc func(p *store.Proposal, now time.Time) (*store.Change, error)
 
-// mutate runs one guarded transition: it locks the row (SELECT … FOR
-// UPDATE, sent with BEGIN), applies fn to a copy, and writes the row and
-// its change if fn produced one. fn may return both a change and an error:
-// the change is committed and the error returned. lease, when positive, is
-// the duration of a lease the transition writes (see queueUpdate). It
-// returns the proposal as it now stands, the status it was in and whether
-// anything was written.
+// mutate runs one transition as a compare-and-set (cas.go): it applies fn
+// to a copy of the row as remembered, or else as read, and writes what fn
+// changed, guarded by the row's version, in one statement. A row that moved
+// meanwhile is read again and fn applied anew. An answer that writes
+// nothing (fn returns no change) is given only on a row read from the
+// database, never on a remembered one, which may be stale. fn may return
+// both a change and an error: the change is written and the error
+// returned. lease, when positive, is the duration of a lease the transition
+// writes, which then runs on the database's clock. It returns the proposal
+// as it now stands, the status it was in and whether anything was written.
 func (s *Store) mutate(ctx context.Context, tenant, id string, lease time.Duration, fn transitionFunc) (*store.Proposal, store.Status, bool, error) {
-	var (
-		cur     *store.Proposal
-		readErr error
-		p       *store.Proposal
-		from    store.Status
-		changed bool
-	)
-	err := s.write(ctx, func(b *pgx.Batch) {
-		b.Queue(s.q.getProposalForUpdate, id, tenant).QueryRow(func(row pgx.Row) error {
-			cur, readErr = scanProposal(row)
-			return nil
-		})
-	}, func(tx *txn, now time.Time) error {
-		p, changed = nil, false
-		if errors.Is(readErr, pgx.ErrNoRows) {
-			return notFound(id)
+	cur, fresh := s.rows.get(tenant, id), false
+	for range maxCASAttempts {
+		if cur == nil {
+			p, err := s.queryProposal(ctx, "proposal "+id, s.q.getProposal, id, tenant)
+			if err != nil {
+				return nil, "", false, err
+			}
+			cur, fresh = p, true
 		}
-		if readErr != nil {
-			return readErr
-		}
-		from = cur.Status
-		// fn works on a copy, so a refused transition returns the row as
-		// stored, not half-applied.
+		now := s.clock()
 		w := cur.Clone()
 		c, ferr := fn(w, now)
 		if c == nil {
-			p = cur
-			return ferr
+			if !fresh {
+				cur = nil // judge the refusal on the row as stored
+				continue
+			}
+			return cur, cur.Status, false, ferr
 		}
-		if err := s.applyRow(tx, w, from, cur.Version, c, now, lease); err != nil {
-			return err
+		store.Finish(w, now)
+		normalize(w)
+		rw, err := newRowWrite(cur, w, c, lease)
+		if err != nil {
+			return nil, "", false, err
 		}
-		p, changed = w, true
-		if ferr != nil {
-			return &commitErr{ferr}
+		written, err := s.writeRows(ctx, []*rowWrite{rw}, now)
+		if err != nil {
+			return nil, "", false, err
 		}
-		return nil
-	})
-	return p, from, changed, err
+		if !written[0] {
+			cur = nil // the row moved: read it again
+			continue
+		}
+		return w, rw.from, true, ferr
+	}
+	return nil, "", false, fmt.Errorf("proposal %s: changed by others %d times in a row: %w", id, maxCASAttempts, store.ErrConflict)
 }
 
 // transition wraps mutate for the methods that answer a TransitionResult,
@@ -180,174 +91,6 @@ func (s *Store) transition(ctx context.Context, op, tenant, id string, fn transi
 		return nil, err
 	}
 	return &store.TransitionResult{Proposal: p, From: from, Changed: changed}, err
-}
-
-// errReplay reports an insert that lost to a concurrent one for the same
-// tool call.
-var errReplay = errors.New("tool call exists")
-
-// replacementLock names the advisory lock that serialises the creations of
-// one (tenant, requester, thread, action, replacement key) in this schema.
-// Length prefixes keep two different tuples from spelling the same text.
-func (s *Store) replacementLock(p *store.Proposal) string {
-	var b strings.Builder
-	for _, f := range []string{"countersign.replace", s.schema, p.Tenant, p.Requester, p.ThreadID, p.Action, p.ReplacementKey} {
-		fmt.Fprintf(&b, "%d:%s;", len(f), f)
-	}
-	return b.String()
-}
-
-// CreateProposal implements store.Store.
-//
-// Its reads go with BEGIN, in one round trip. The thread comes first,
-// replays included: INSERT … ON CONFLICT DO NOTHING waits for a concurrent
-// insert of the same thread and then inserts nothing, and the SELECTs after
-// it (each a new snapshot) read whoever committed first: the thread's owner,
-// and the tool call's proposal if that creation stored one. The grant that
-// stands in for an approval is read FOR SHARE: a revocation (an UPDATE of
-// the row) waits for this creation to commit, or this read waits for the
-// revocation and sees it.
-//
-// The insert claims the tool call: INSERT … ON CONFLICT DO NOTHING waits for
-// a concurrent insert of the same tool call and then inserts nothing, and
-// the loser returns the winner's proposal. Only then, holding the
-// replacement's advisory lock, does the creation supersede: concurrent
-// creations with one replacement key take turns, and each sees the ones
-// committed before it, so exactly one pending proposal remains.
-func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
-	if err := store.ValidateCreateParams(params); err != nil {
-		return nil, wrap("create proposal", err)
-	}
-	sent := params.Proposal
-	var (
-		existing *store.Proposal
-		readErr  error
-		owner    string
-		grant    *store.Grant
-		res      *store.CreateProposalResult
-	)
-	err := s.write(ctx, func(b *pgx.Batch) {
-		existing, readErr, owner, grant = nil, nil, "", nil
-		// The thread's creation time is read before the transaction's now:
-		// a thread is never younger than its first proposal.
-		b.Queue(s.q.ensureThread, sent.Tenant, sent.ThreadID, sent.Requester, dbTime(s.clock()))
-		b.Queue(s.q.getThread, sent.Tenant, sent.ThreadID).QueryRow(func(row pgx.Row) error {
-			var created time.Time
-			if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return nil
-		})
-		b.Queue(s.q.getByToolCall, sent.Tenant, sent.ThreadID, sent.ToolCallID).QueryRow(func(row pgx.Row) error {
-			existing, readErr = scanProposal(row)
-			return nil
-		})
-		if params.GrantID != "" {
-			b.Queue(s.q.lockGrant, sent.Tenant, params.GrantID).QueryRow(func(row pgx.Row) error {
-				g, err := scanGrant(row)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				grant = g
-				return err
-			})
-		}
-	}, func(tx *txn, now time.Time) error {
-		res = nil
-		if readErr != nil && !errors.Is(readErr, pgx.ErrNoRows) {
-			return readErr
-		}
-		n := sent.Clone()
-		if owner != n.Requester {
-			return fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
-		}
-		if readErr == nil {
-			// A replay: nothing of this transaction is to stay.
-			return errReplay
-		}
-		if params.GrantID != "" && (grant == nil || !store.GrantApproves(grant, n, now)) {
-			return fmt.Errorf("approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)
-		}
-		c := store.PrepareCreate(n, params, now)
-		normalize(n)
-		vals, err := proposalValues(n)
-		if err != nil {
-			return err
-		}
-		// An allowed execution's lease runs by the database's clock.
-		var leaseMicros *int64
-		if params.Allowed != nil {
-			m := params.Allowed.LeaseDuration.Microseconds()
-			leaseMicros = &m
-		}
-		inserted := false
-		tx.queue(s.q.insertProposal, append(vals, leaseMicros)...).QueryRow(func(row pgx.Row) error {
-			var exp *time.Time
-			err := row.Scan(&exp)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // a concurrent creation of the tool call committed first
-			}
-			if err != nil {
-				return err
-			}
-			inserted = true
-			if n.Lease != nil && exp != nil {
-				n.Lease.ExpiresAt = exp.UTC()
-			}
-			return nil
-		})
-		if err := tx.flush(ctx); err != nil {
-			return err
-		}
-		if !inserted {
-			return errReplay
-		}
-		r := &store.CreateProposalResult{Proposal: n, Created: true}
-		if n.ReplacementKey != "" {
-			tx.queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, s.replacementLock(n))
-			rows, err := tx.query(ctx, s.q.replacement, n.Tenant, n.ThreadID, n.Requester, n.Action, n.ReplacementKey)
-			if err != nil {
-				return fmt.Errorf("find superseded: %w", err)
-			}
-			olds, err := collectProposals(rows)
-			if err != nil {
-				return fmt.Errorf("find superseded: %w", err)
-			}
-			for _, old := range olds {
-				if !store.Supersedes(n, old) {
-					continue
-				}
-				from, v := old.Status, old.Version
-				if err := s.applyRow(tx, old, from, v, store.ApplySupersede(old, n.ID, now), now, 0); err != nil {
-					return fmt.Errorf("supersede %s: %w", old.ID, err)
-				}
-				r.Superseded = append(r.Superseded, old)
-			}
-		}
-		if err := s.queueChange(tx, n, c, now); err != nil {
-			return err
-		}
-		if n.Status == store.StatusApproved && n.Mode == store.ModeIndependent {
-			tx.work = true
-		}
-		res = r
-		return nil
-	})
-	if errors.Is(err, errReplay) && readErr == nil {
-		return &store.CreateProposalResult{Proposal: existing}, nil
-	}
-	if errors.Is(err, errReplay) {
-		// The concurrent creation committed (ON CONFLICT waited for it).
-		p, gerr := s.queryProposal(ctx, "tool call "+sent.ToolCallID, s.q.getByToolCall, sent.Tenant, sent.ThreadID, sent.ToolCallID)
-		if gerr != nil {
-			return nil, wrap("create proposal", gerr)
-		}
-		return &store.CreateProposalResult{Proposal: p}, nil
-	}
-	if err != nil {
-		return nil, wrap("create proposal", err)
-	}
-	return res, nil
 }
 
 // GetProposal implements store.Store.
@@ -507,38 +250,48 @@ func (s *Store) Expire(ctx context.Context, params *store.ExpireParams) (*store.
 	return s.transition(ctx, "expire", params.Tenant, params.ID, store.ApplyExpire)
 }
 
-// ExpireDue implements store.Store. Concurrent sweepers skip each other's
-// rows (SKIP LOCKED) instead of waiting for them.
+// ExpireDue implements store.Store in two round trips: one reads the due
+// proposals, most overdue first; the rule expires each (store.ApplyExpire);
+// one statement writes them all, each guarded by its version. A proposal
+// that moved meanwhile (decided, or expired by a concurrent sweeper) is
+// left to whoever moved it.
 func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
 	if params.Limit <= 0 {
 		return nil, wrap("expire due", fmt.Errorf("%w: limit %d", store.ErrInvalidParams, params.Limit))
 	}
-	var out []*store.Proposal
-	err := s.write(ctx, nil, func(tx *txn, now time.Time) error {
-		out = nil
-		rows, err := tx.query(ctx, s.q.expireDue, now, params.Limit)
-		if err != nil {
-			return err
-		}
-		due, err := collectProposals(rows)
-		if err != nil {
-			return err
-		}
-		for _, p := range due {
-			from, old := p.Status, p.Version
-			c, err := store.ApplyExpire(p, now)
-			if err != nil || c == nil {
-				continue
-			}
-			if err := s.applyRow(tx, p, from, old, c, now, 0); err != nil {
-				return fmt.Errorf("expire %s: %w", p.ID, err)
-			}
-			out = append(out, p)
-		}
-		return nil
-	})
+	now := s.clock()
+	rows, err := s.pool.Query(ctx, s.q.expireDue, now, params.Limit)
 	if err != nil {
 		return nil, wrap("expire due", err)
+	}
+	due, err := collectProposals(rows)
+	if err != nil {
+		return nil, wrap("expire due", err)
+	}
+	var ws []*rowWrite
+	for _, p := range due {
+		w := p.Clone()
+		c, err := store.ApplyExpire(w, now)
+		if err != nil || c == nil {
+			continue
+		}
+		store.Finish(w, now)
+		normalize(w)
+		rw, err := newRowWrite(p, w, c, 0)
+		if err != nil {
+			return nil, wrap("expire due", err)
+		}
+		ws = append(ws, rw)
+	}
+	written, err := s.writeRows(ctx, ws, now)
+	if err != nil {
+		return nil, wrap("expire due", err)
+	}
+	var out []*store.Proposal
+	for i, w := range ws {
+		if written[i] {
+			out = append(out, w.p)
+		}
 	}
 	return out, nil
 }
@@ -590,6 +343,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 	}
 	var changed []string
 	for _, c := range out {
+		s.rows.put(c.Proposal)
 		if c.Proposal.Status != c.From {
 			changed = append(changed, c.Proposal.ID)
 		}

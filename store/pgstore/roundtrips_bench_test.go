@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,11 +19,16 @@ import (
 
 // roundTrips counts the messages pgx waits on the server for: each query
 // or exec (BEGIN and COMMIT included), each statement it prepares, and each
-// batch, which pgx sends pipelined and waits on once.
-type roundTrips struct{ n atomic.Int64 }
+// batch, which pgx sends pipelined and waits on once. The batches that send
+// the store's status notifications, after the transactions that made the
+// changes and off their callers' path, are counted apart (notes).
+type roundTrips struct{ n, notes atomic.Int64 }
+
+// batchTrace is what roundTrips learns of one batch.
+type batchTrace struct{ notes bool }
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	if inBatch(ctx) {
+	if batchOf(ctx) != nil {
 		return ctx
 	}
 	r.n.Add(1)
@@ -35,20 +41,31 @@ func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 }
 func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.n.Add(1)
-	return context.WithValue(ctx, batchKey{}, true)
+	return context.WithValue(ctx, batchKey{}, &batchTrace{})
 }
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *roundTrips) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if b := batchOf(ctx); b != nil && strings.Contains(d.SQL, "pg_notify($1, x)") {
+		b.notes = true
+	}
+}
+func (r *roundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	if b := batchOf(ctx); b != nil && b.notes {
+		r.notes.Add(1)
+	} else {
+		r.n.Add(1)
+	}
+}
 
 type batchKey struct{}
 
-func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); return v }
+func batchOf(ctx context.Context) *batchTrace { b, _ := ctx.Value(batchKey{}).(*batchTrace); return b }
 
 // BenchmarkRoundTrips reports how many round trips to PostgreSQL each store
 // operation costs (roundtrips/op), the figure DESIGN.md §15 holds to one per
 // transition: create, decide, claim, renew and settle one proposal, and a
-// worker's batched claim and settlement per proposal. Statements are
+// worker's batched claim and settlement per proposal; and the notification
+// batches the store sent meanwhile (notes), which a busy store shares among
+// many changes. Statements are
 // prepared once per connection, so the first iterations pay more: run with
 // -benchtime=300x (the batches, 100 proposals an iteration, with 10x).
 func BenchmarkRoundTrips(b *testing.B) {
@@ -69,6 +86,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = st.Close() }) // before the pool's
 	counted := func(f func() error) int64 {
 		before := rt.n.Load()
 		if err := f(); err != nil {
@@ -93,6 +111,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 
 	b.Run("transitions", func(b *testing.B) {
 		var create, decide, claim, renew, settle int64
+		notes := rt.notes.Load()
 		for range b.N {
 			p := proposal(store.ModeWait)
 			create += counted(func() error {
@@ -125,6 +144,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 		b.ReportMetric(float64(claim)/n, "claim-rt/op")
 		b.ReportMetric(float64(renew)/n, "renew-rt/op")
 		b.ReportMetric(float64(settle)/n, "settle-rt/op")
+		b.ReportMetric(float64(rt.notes.Load()-notes)/n, "notes-rt/op")
 	})
 
 	b.Run("batches", func(b *testing.B) {

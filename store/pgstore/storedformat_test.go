@@ -3,7 +3,9 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +91,12 @@ func TestStoredFormat(t *testing.T) {
 			vals[i] = []byte(storedOutcomeJSON)
 		}
 	}
-	if _, err := s.pool.Exec(ctx, s.q.insertProposal, append(vals, nil)...); err != nil {
+	ph := make([]string, len(vals))
+	for i := range ph {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+	}
+	insert := `INSERT INTO ` + s.q.schema + `.proposals (` + proposalColumns + `) VALUES (` + strings.Join(ph, ", ") + `)`
+	if _, err := s.pool.Exec(ctx, insert, vals...); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "acme", ID: "prp_fmt"})
