@@ -33,7 +33,7 @@ func openSQLite(t *testing.T, now func() time.Time) store.Store {
 func openPostgres(t *testing.T, now func() time.Time) store.Store {
 	t.Helper()
 	_, schema := pgtest.NewSchema(t)
-	s, err := pgstore.Open(context.Background(), pgtest.DSN(), &pgstore.Options{Schema: schema, Now: now})
+	s, err := pgstore.Open(context.Background(), pgtest.PoolDSN(pgtest.DSN()), &pgstore.Options{Schema: schema, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // Defaults of the fields a file leaves out (API.md, Configuration).
@@ -25,6 +26,8 @@ const (
 	DefaultLease          = countersign.DefaultLeaseDuration  // worker.lease
 	DefaultMaxConcurrency = countersign.DefaultMaxConcurrency // worker.max_concurrency
 	DefaultMaxAttempts    = countersign.DefaultMaxAttempts    // worker.max_attempts
+
+	DefaultPostgresMaxConns = pgstore.DefaultMaxConns // postgres.max_conns
 
 	DefaultTTL      = countersign.DefaultTTL        // policy.default_ttl
 	DefaultEffect   = countersign.EffectAsk         // a rule's effect
@@ -62,6 +65,8 @@ type Config struct {
 	// that signs webhook requests. See WebhookSecret.
 	WebhookSecretEnv string
 	Worker           Worker
+	// Postgres tunes a PostgreSQL store; other stores ignore it.
+	Postgres Postgres
 	// PolicySpec is the file's policy section; Policy converts it.
 	PolicySpec PolicySpec
 	// Actions are webhook actions, in file order.
@@ -144,6 +149,20 @@ type Worker struct {
 	// MaxAttempts bounds the executions of an idempotent action whose
 	// outcome stays uncertain. Default 5.
 	MaxAttempts int
+}
+
+// MaxPostgresMaxConns is the largest postgres.max_conns: PostgreSQL's own
+// limit on max_connections, which no pool can exceed.
+const MaxPostgresMaxConns = 262143
+
+// Postgres tunes the connection pool of a PostgreSQL store.
+type Postgres struct {
+	// MaxConns is the pool's size, unless the store URL sets
+	// pool_max_conns, which wins. Default DefaultPostgresMaxConns
+	// (pgstore.DefaultMaxConns), which a file's 0 also means. Size it for
+	// the requests the server serves at once plus worker.max_concurrency,
+	// within the database's max_connections across every process.
+	MaxConns int
 }
 
 // PolicySpec is the policy section of a file.
@@ -253,6 +272,7 @@ func Default() *Config {
 			MaxConcurrency: DefaultMaxConcurrency,
 			MaxAttempts:    DefaultMaxAttempts,
 		},
+		Postgres:   Postgres{MaxConns: DefaultPostgresMaxConns},
 		PolicySpec: PolicySpec{DefaultTTL: DefaultTTL},
 		Metrics:    Metrics{ProposalCountsEvery: DefaultProposalCountsEvery},
 		Events:     Events{MaxStreamsPerActor: DefaultMaxStreamsPerActor},

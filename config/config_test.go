@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // exampleConfig is what testdata/example.yaml (API.md's example) holds.
@@ -41,6 +42,7 @@ func exampleConfig() *Config {
 		CORS:             CORS{AllowedOrigins: []string{}},
 		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
 		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		Postgres:         Postgres{MaxConns: pgstore.DefaultMaxConns},
 		PolicySpec: PolicySpec{
 			DefaultTTL: 10 * time.Minute,
 			Rules: []Rule{{
@@ -122,6 +124,7 @@ func TestDefault(t *testing.T) {
 		AutoMigrate:      true,
 		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
 		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		Postgres:         Postgres{MaxConns: pgstore.DefaultMaxConns},
 		PolicySpec:       PolicySpec{DefaultTTL: 10 * time.Minute},
 		Metrics:          Metrics{ProposalCountsEvery: 30 * time.Second},
 		Events:           Events{MaxStreamsPerActor: 8},
@@ -274,6 +277,20 @@ func TestErrors(t *testing.T) {
 		{"poll vs default lease", "worker:\n  poll_interval: 15s\n", 2, "less than a third of worker.lease (30s)"},
 		{"concurrency", "worker:\n  max_concurrency: 0\n", 2, "worker.max_concurrency: 0: must be positive"},
 		{"attempts", "worker: {max_attempts: -1}\n", 1, "worker.max_attempts: -1: must be positive"},
+		// postgres
+		{"max_conns negative", "postgres:\n  max_conns: -1\n", 2, "postgres.max_conns: -1: must be positive, or 0 for the default (" + fmt.Sprint(pgstore.DefaultMaxConns) + ")"},
+		{"max_conns very negative", "postgres: {max_conns: -2147483648}\n", 1, "postgres.max_conns: -2147483648: must be positive"},
+		{"max_conns above PostgreSQL's limit", "postgres:\n  max_conns: 262144\n", 2, "postgres.max_conns: 262144: more connections than PostgreSQL accepts (max_connections is at most 262143)"},
+		{"max_conns out of range", "postgres:\n  max_conns: 9999999999\n", 2, "postgres.max_conns: integer 9999999999 out of range"},
+		{"max_conns beyond 64 bits", "postgres:\n  max_conns: 99999999999999999999\n", 2, "postgres.max_conns: want an integer, not the number 99999999999999999999"},
+		{"max_conns a word", "postgres:\n  max_conns: many\n", 2, `postgres.max_conns: want an integer, not the string "many"`},
+		{"max_conns quoted", "postgres:\n  max_conns: \"8\"\n", 2, `postgres.max_conns: want an integer, not the string "8"`},
+		{"max_conns fraction", "postgres:\n  max_conns: 1.5\n", 2, "postgres.max_conns: want an integer, not the number 1.5"},
+		{"max_conns infinite", "postgres:\n  max_conns: .inf\n", 2, "postgres.max_conns: want an integer"},
+		{"max_conns bool", "postgres:\n  max_conns: true\n", 2, "postgres.max_conns: want an integer, not the boolean true"},
+		{"max_conns list", "postgres:\n  max_conns: [8]\n", 2, "postgres.max_conns: want an integer, not a list"},
+		{"postgres not mapping", "postgres: 8\n", 1, "postgres: want a mapping, not the integer 8"},
+		{"postgres unknown key", "postgres:\n  pool_size: 8\n", 2, `unknown key "pool_size" in postgres (want max_conns)`},
 		// policy
 		{"rule not mapping", "policy:\n  rules:\n    - payments.*\n", 3, "policy.rules[0]: want a mapping"},
 		{"rule unknown key", rule("{match: a, approver: requester}"), 3, `unknown key "approver" in policy.rules[0]`},
@@ -773,6 +790,35 @@ func TestLogSection(t *testing.T) {
 	for level, want := range map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError} {
 		if got := (Log{Level: level}).SlogLevel(); got != want {
 			t.Errorf("level %s = %v, want %v", level, got, want)
+		}
+	}
+}
+
+// TestPostgresSection checks postgres.max_conns: absent, null and 0 mean the
+// default; a positive value is kept; a configuration built in code is
+// validated as a file is.
+func TestPostgresSection(t *testing.T) {
+	t.Parallel()
+	for yaml, want := range map[string]int{
+		"":                                pgstore.DefaultMaxConns,
+		"postgres:\n":                     pgstore.DefaultMaxConns,
+		"postgres: {}\n":                  pgstore.DefaultMaxConns,
+		"postgres:\n  max_conns:\n":       pgstore.DefaultMaxConns,
+		"postgres: {max_conns: 0}\n":      pgstore.DefaultMaxConns,
+		"postgres: {max_conns: 1}\n":      1,
+		"postgres: {max_conns: 64}\n":     64,
+		"postgres:\n  max_conns: 0x10\n":  16,
+		"postgres: {max_conns: 262143}\n": MaxPostgresMaxConns,
+	} {
+		if got := parseOK(t, yaml).Postgres.MaxConns; got != want {
+			t.Errorf("%q: max_conns %d, want %d", yaml, got, want)
+		}
+	}
+	for n, ok := range map[int]bool{0: true, 1: true, 100: true, -1: false, MaxPostgresMaxConns + 1: false, -1 << 40: false} {
+		c := Default()
+		c.Postgres.MaxConns = n
+		if err := c.Validate(); (err == nil) != ok {
+			t.Errorf("Validate with max_conns %d: %v", n, err)
 		}
 	}
 }

@@ -506,6 +506,16 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 				{"max_attempts", d.integer(&w.MaxAttempts)},
 			})
 		}},
+		{"postgres", func(p string, v *yaml.Node) {
+			d.mapping(p, v, []key{
+				{"max_conns", func(p string, v *yaml.Node) {
+					d.integer(&c.Postgres.MaxConns)(p, v)
+					if c.Postgres.MaxConns == 0 {
+						c.Postgres.MaxConns = DefaultPostgresMaxConns // 0 means the default
+					}
+				}},
+			})
+		}},
 		{"policy", func(p string, v *yaml.Node) {
 			d.mapping(p, v, []key{
 				{"default_ttl", d.duration(&c.PolicySpec.DefaultTTL)},

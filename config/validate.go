@@ -91,6 +91,14 @@ func (v *validator) config(c *Config) {
 		v.fail("webhook_secret_env", "%v", err)
 	}
 	v.worker(&c.Worker)
+	// 0 is the default (a file's 0 is resolved to it by Parse; one built in
+	// code is resolved by pgstore).
+	switch n := c.Postgres.MaxConns; {
+	case n < 0:
+		v.fail("postgres.max_conns", "%d: must be positive, or 0 for the default (%d)", n, DefaultPostgresMaxConns)
+	case n > MaxPostgresMaxConns:
+		v.fail("postgres.max_conns", "%d: more connections than PostgreSQL accepts (max_connections is at most %d)", n, MaxPostgresMaxConns)
+	}
 	v.policy(c)
 	v.actions(c.Actions)
 	if r := c.Metrics.RequireRole; r != "" && !isToken(r) {

@@ -215,7 +215,7 @@ func newStore(t testing.TB, kind string, now func() time.Time) store.Store {
 		return s
 	case "pg":
 		dsn, schema := pgtest.NewSchema(t)
-		s, err := pgstore.Open(context.Background(), dsn, &pgstore.Options{Schema: schema, Now: now})
+		s, err := pgstore.Open(context.Background(), pgtest.PoolDSN(dsn), &pgstore.Options{Schema: schema, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func TestDemoAmountsHaveThousandsSeparators(t *testing.T) {
 func TestDemoReceiptsAreUniqueAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := openStore(ctx, "sqlite:"+filepath.Join(t.TempDir(), "demo.db"), true)
+	st, err := openStore(ctx, "sqlite:"+filepath.Join(t.TempDir(), "demo.db"), true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

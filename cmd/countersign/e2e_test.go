@@ -152,7 +152,7 @@ func TestQuickstartOnSQLite(t *testing.T) {
 
 func TestQuickstartOnPostgreSQL(t *testing.T) {
 	_, schema := pgtest.NewSchema(t)
-	u, err := url.Parse(pgtest.DSN())
+	u, err := url.Parse(pgtest.PoolDSN(pgtest.DSN()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,8 +239,16 @@ func TestConfigValidate(t *testing.T) {
 	if code != exitUsage || !strings.Contains(out, "bad.yaml:5") {
 		t.Fatalf("validate bad: exit %d, %q; want exit 2 naming bad.yaml:5", code, out)
 	}
+	pool := filepath.Join(dir, "pool.yaml")
+	if err := os.WriteFile(pool, []byte("listen: 127.0.0.1:8080\npostgres:\n  max_conns: -4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = cli(t, "config", "validate", pool)
+	if code != exitUsage || !strings.Contains(out, "pool.yaml:3: postgres.max_conns: -4: must be positive") {
+		t.Fatalf("validate pool: exit %d, %q; want exit 2 naming pool.yaml:3 and postgres.max_conns", code, out)
+	}
 	good := filepath.Join(dir, "good.yaml")
-	if err := os.WriteFile(good, []byte("listen: 127.0.0.1:9000\n"), 0o600); err != nil {
+	if err := os.WriteFile(good, []byte("listen: 127.0.0.1:9000\npostgres: {max_conns: 16}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := cli(t, "config", "validate", good); code != 0 || !strings.Contains(out, "valid") {

@@ -64,8 +64,10 @@ func (f *setupFlags) load() (cfg *config.Config, demo bool, err error) {
 	return cfg, demo, nil
 }
 
-// openStore opens the configured store, migrating it when asked.
-func openStore(ctx context.Context, spec string, migrate bool) (store.Store, error) {
+// openStore opens the configured store, migrating it when asked. A
+// PostgreSQL store's pool has pgMaxConns connections (0: the default,
+// pgstore.DefaultMaxConns) unless the URL sets pool_max_conns.
+func openStore(ctx context.Context, spec string, migrate bool, pgMaxConns int) (store.Store, error) {
 	driver, location, err := config.ParseStore(spec)
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
@@ -78,7 +80,7 @@ func openStore(ctx context.Context, spec string, migrate bool) (store.Store, err
 		if err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
 		}
-		return pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, SkipMigrations: !migrate})
+		return pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema, SkipMigrations: !migrate, MaxConns: pgMaxConns})
 	}
 	return nil, &exitErr{exitUsage, fmt.Sprintf("store %q: unknown driver %q", spec, driver)}
 }
@@ -133,7 +135,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
-	st, err := openStore(ctx, cfg.Store, cfg.AutoMigrate)
+	st, err := openStore(ctx, cfg.Store, cfg.AutoMigrate, cfg.Postgres.MaxConns)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +403,7 @@ func migrateCmd() *cobra.Command {
 			if spec == "" {
 				spec = envOr("COUNTERSIGN_STORE", config.Default().Store)
 			}
-			st, err := openStore(cmd.Context(), spec, true)
+			st, err := openStore(cmd.Context(), spec, true, 0)
 			if err != nil {
 				return err
 			}

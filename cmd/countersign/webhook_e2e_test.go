@@ -165,7 +165,7 @@ func TestWebhookActionsOnSQLite(t *testing.T) {
 
 func TestWebhookActionsOnPostgreSQL(t *testing.T) {
 	_, schema := pgtest.NewSchema(t)
-	u, err := url.Parse(pgtest.DSN())
+	u, err := url.Parse(pgtest.PoolDSN(pgtest.DSN()))
 	if err != nil {
 		t.Fatal(err)
 	}

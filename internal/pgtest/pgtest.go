@@ -7,7 +7,7 @@
 // broken database never passes for a green build.
 //
 //	dsn, schema := pgtest.NewSchema(t)
-//	s, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema})
+//	s, err := pgstore.Open(ctx, pgtest.PoolDSN(dsn), &pgstore.Options{Schema: schema})
 package pgtest
 
 import (
@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,6 +34,13 @@ const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 // SchemaPrefix starts the name of every schema NewSchema makes, so that
 // leftovers of killed test runs are easy to find and drop.
 const SchemaPrefix = "cs_t_"
+
+// MaxConns is the pool size PoolDSN gives a test's store. Tests open many
+// stores at once, in parallel tests and in several packages, and the
+// server's max_connections (100 by default) is shared by all of them, so a
+// test's pool stays far below the size a server gets
+// (pgstore.DefaultMaxConns).
+const MaxConns = 4
 
 // connectTimeout bounds the wait for an unreachable server.
 const connectTimeout = 5 * time.Second
@@ -117,6 +125,14 @@ func WithParam(dsn, key, value string) string {
 		return u.String()
 	}
 	return dsn + " " + key + "=" + value
+}
+
+// PoolDSN returns dsn with pool_max_conns set to MaxConns: the DSN a test
+// hands to pgstore.Open (or pgxpool), whose pool would otherwise be sized
+// for a server. It is not for pgx.Connect, which would send pool_max_conns
+// to the server as a setting the server does not know.
+func PoolDSN(dsn string) string {
+	return WithParam(dsn, "pool_max_conns", strconv.Itoa(MaxConns))
 }
 
 // unreachable ends a test that cannot reach the server: a failure in CI, a

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 )
 
@@ -148,6 +149,24 @@ func TestWithParam(t *testing.T) {
 	} {
 		if got := WithParam(c.in, "k", "v"); got != c.want {
 			t.Errorf("WithParam(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPoolDSN(t *testing.T) {
+	for _, dsn := range []string{
+		DefaultDSN,
+		"postgres://u@db:5433/x?pool_max_conns=50&sslmode=disable",
+		"host=db user=u dbname=x",
+		"host=db user=u pool_max_conns=50",
+	} {
+		cfg, err := pgxpool.ParseConfig(PoolDSN(dsn))
+		if err != nil {
+			t.Errorf("PoolDSN(%q) does not parse: %v", dsn, err)
+			continue
+		}
+		if cfg.MaxConns != MaxConns {
+			t.Errorf("PoolDSN(%q): a pool of %d, want %d", dsn, cfg.MaxConns, MaxConns)
 		}
 	}
 }

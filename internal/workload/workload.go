@@ -4,10 +4,15 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
@@ -23,17 +28,83 @@ const emptyDigest = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c0
 
 // OpenStore opens a store named by a spec: "sqlite:<path>" or
 // "postgres:<schema>" (on the server of pgtest.DSN, which
-// COUNTERSIGN_TEST_POSTGRES overrides).
+// COUNTERSIGN_TEST_POSTGRES overrides), with the default Options: a
+// PostgreSQL pool of a test's size, pgtest.MaxConns.
 func OpenStore(ctx context.Context, spec string) (store.Store, error) {
+	return Open(ctx, spec, nil)
+}
+
+// Options tunes the PostgreSQL pool of a store that Open opens; SQLite
+// ignores them. A nil *Options means the defaults.
+type Options struct {
+	// MaxConns is the pool's size, whatever the DSN says. 0 means
+	// pgtest.MaxConns, the bound that keeps tests within the server's
+	// connections; the bench passes a server's, pgstore.DefaultMaxConns.
+	MaxConns int
+	// Tracer, if not nil, traces the queries of the pool's connections
+	// (and of the store's Listen connection, made with the pool's
+	// settings). It may also implement pgx's other tracer interfaces.
+	Tracer pgx.QueryTracer
+}
+
+// Open opens a store named by a spec, as OpenStore does, with options.
+func Open(ctx context.Context, spec string, opts *Options) (store.Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	kind, target, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "sqlite":
 		return sqlitestore.Open(ctx, target, &sqlitestore.Options{BusyTimeout: 30 * time.Second})
 	case "postgres":
-		return pgstore.Open(ctx, pgtest.DSN(), &pgstore.Options{Schema: target})
+		return openPostgres(ctx, target, o)
 	}
 	return nil, fmt.Errorf("workload: unknown store %q: want sqlite:<path> or postgres:<schema>", spec)
 }
+
+// openPostgres opens a store on a pool of its own, as pgstore.Open does,
+// but with the pool's size and tracer set here.
+func openPostgres(ctx context.Context, schema string, o Options) (store.Store, error) {
+	if o.MaxConns < 0 || o.MaxConns > math.MaxInt32 {
+		return nil, fmt.Errorf("workload: MaxConns %d is negative or too large", o.MaxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	cfg.MaxConns = int32(cmp.Or(o.MaxConns, pgtest.MaxConns))
+	cfg.ConnConfig.Tracer = o.Tracer
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = pgstore.DefaultApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	st, err := pgstore.New(ctx, pool, &pgstore.Options{Schema: schema})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &pooledStore{Store: st, pool: pool}, nil
+}
+
+// pooledStore is a PostgreSQL store that owns its pool.
+type pooledStore struct {
+	*pgstore.Store
+	pool *pgxpool.Pool
+}
+
+// Close closes the store, then its pool.
+func (s *pooledStore) Close() error {
+	err := s.Store.Close()
+	s.pool.Close()
+	return err
+}
+
+// PoolSize returns the most connections the store's pool opens.
+func (s *pooledStore) PoolSize() int { return int(s.pool.Config().MaxConns) }
 
 // SeedApproved stores n proposals of action, already approved (as a
 // remembered approval would), in independent mode, for workers to drain. Ids

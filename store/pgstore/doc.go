@@ -4,8 +4,10 @@
 //
 //	s, err := pgstore.Open(ctx, "postgres://countersign@db/app", nil)
 //
-// Open makes a pool of its own from a DSN (pgxpool's pool_max_conns and
-// other pool_* settings apply); New uses a pool the caller owns and closes.
+// Open makes a pool of its own from a DSN (pgxpool's pool_* settings apply)
+// of Options.MaxConns connections, DefaultMaxConns by default, unless the
+// DSN sets pool_max_conns, which wins; New uses a pool the caller owns and
+// closes.
 //
 // # Transitions: row locks and compare-and-set
 //
@@ -119,9 +121,14 @@
 // locks and version guards for transitions, SKIP LOCKED and fenced leases
 // for execution, advisory locks for migrations and replacement, and
 // LISTEN/NOTIFY for prompt wake-ups. No process is special. Size each
-// process's pool for its concurrency (the default is the larger of 4 and
-// the number of CPUs), and remember that each Listen holds one more
-// connection, made with the pool's settings. Behind a connection pooler in
+// process's pool for the concurrency it admits, not for its cores: a
+// request or an execution that waits for a connection waits behind the
+// others however idle the database is. Open's default, DefaultMaxConns
+// (32), serves a server with the worker beside it; pgxpool's own default,
+// the larger of 4 and the number of CPUs, which New's caller gets unless it
+// sets MaxConns, is too small for one. Mind the database's max_connections
+// across every process, and that each Listen holds one more connection,
+// made with the pool's settings. Behind a connection pooler in
 // transaction mode (PgBouncer), the pool needs the pooler's support for
 // prepared statements or pgx's default_query_exec_mode=exec, and Listen,
 // which needs a session of its own, does not work: connect such processes
