@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // TestMain lets the test binary serve as a drain's worker process, as the
@@ -61,6 +63,23 @@ func TestSuiteRuns(t *testing.T) {
 					t.Errorf("figure %s: %+v (found %v), want a positive value on %s", key, f, ok, st)
 				}
 			}
+			// Round trips are counted on PostgreSQL alone.
+			for _, key := range []string{
+				"b1." + st + ".procs1.rt_claim", "b1." + st + ".procs4.rt_settle", "b1." + st + ".procs4.conns",
+				"b3." + st + ".rt_call", "b3." + st + ".rt_decision", "b3." + st + ".rt_claim", "b3." + st + ".rt_settle", "b3." + st + ".conns",
+				"b6." + st + ".rt_decision", "b6." + st + ".conns",
+			} {
+				f, ok := r.figure(key)
+				if st == "postgres" && (!ok || f.Value <= 0) {
+					t.Errorf("figure %s: %+v (found %v), want a positive value", key, f, ok)
+				}
+				if st != "postgres" && ok {
+					t.Errorf("figure %s on %s: %+v", key, st, f)
+				}
+			}
+			if st == "postgres" && !strings.Contains(r.Stores[st], fmt.Sprintf("a pool of %d connections", pgstore.DefaultMaxConns)) {
+				t.Errorf("the store's settings do not record the pool: %q", r.Stores[st])
+			}
 			title := storeTitle(st)
 			judged := map[string]string{}
 			for _, g := range r.Goals {
@@ -74,8 +93,15 @@ func TestSuiteRuns(t *testing.T) {
 					t.Errorf("goal %s %s: %q", id, title, judged[id+" "+title])
 				}
 			}
+			// The round-trip goals are PostgreSQL's, judged there.
+			for _, id := range []string{"RT calls", "RT decisions", "RT drain"} {
+				status, ok := judged[id+" "+title]
+				if want := st == "postgres"; ok != want || (ok && status == "not measured") {
+					t.Errorf("goal %s %s: %q (listed %v)", id, title, status, ok)
+				}
+			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issue 6)", "### B1 Drain", "### B6 Deciding over HTTP", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}

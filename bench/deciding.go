@@ -15,12 +15,12 @@ func init() {
 		Title: "Deciding over HTTP",
 		Method: "D pending proposals are created through the engine first. Then C clients `POST /v1/proposals/{id}/approve` over loopback " +
 			"HTTP to the real server (API keys, metrics, request logs), each decision once, as fast as answers come; no worker runs, so " +
-			"the figure is the decide endpoint's own. Each request is timed from send to the decoded answer, which must be \"applied\".",
+			"the figure is the decide endpoint's own. Each request is timed from send to the decoded answer, which must be \"applied\". On PostgreSQL a pgx tracer counts round trips to the server (each query, prepare and batch) by the context they serve: the decision requests' ÷ decisions.",
 		run: deciding})
 }
 
 func deciding(e *env) ([]Figure, error) {
-	st, _, closeStore, err := e.open()
+	st, _, rt, closeStore, err := e.openTraced()
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +56,7 @@ func deciding(e *env) ([]Figure, error) {
 	defer api.close()
 	b := newBar(n, "B6 %s: decisions, %d clients", e.target.title, clients)
 	lat := make([]time.Duration, n)
+	before := rt.counts()
 	start := time.Now()
 	err = parallel(n, clients, func(_, i int) error {
 		t0 := time.Now()
@@ -71,6 +72,7 @@ func deciding(e *env) ([]Figure, error) {
 		return nil
 	})
 	elapsed := time.Since(start)
+	trips := rt.counts().sub(before)
 	b.done()
 	if err != nil {
 		return nil, err
@@ -78,9 +80,16 @@ func deciding(e *env) ([]Figure, error) {
 	slices.Sort(lat)
 	k := "b6." + e.target.name
 	label := fmt.Sprintf("%s approvals, %d clients", thousands(fmt.Sprint(n)), clients)
-	return []Figure{
+	figs := []Figure{
 		{Key: k + ".rate", Label: label, Value: float64(n) / elapsed.Seconds(), Unit: "decisions/s"},
 		{Key: k + ".p50", Label: "decision latency, p50", Value: ms(pct(lat, 50)), Unit: "ms"},
 		{Key: k + ".p99", Label: "decision latency, p99", Value: ms(pct(lat, 99)), Unit: "ms"},
-	}, nil
+	}
+	if rt != nil {
+		figs = append(figs,
+			Figure{Key: k + ".rt_decision", Label: "round trips per decision", Value: perOp(trips[rtDecision], n), Unit: "round trips"},
+			Figure{Key: k + ".rt_other", Label: "other round trips per decision (notifications sent after commit)", Value: perOp(trips[rtOther], n), Unit: "round trips"},
+			Figure{Key: k + ".conns", Label: fmt.Sprintf("connections the pool opened over the run, seeding included (of %d)", e.cfg.PGMaxConns), Value: float64(poolConns(st)), Unit: "connections"})
+	}
+	return figs, nil
 }

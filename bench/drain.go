@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // drainSlots is each worker process's MaxConcurrency in B1: what River's
@@ -30,17 +33,21 @@ func init() {
 		Title: "Drain",
 		Method: fmt.Sprintf("N approved no-op proposals (independent mode) are seeded, then 1 or 4 worker processes (this binary, %d execution slots each, as River tuned has 1000 workers) "+
 			"are started, released together, and timed until no proposal is approved or executing; every one must have succeeded. "+
-			"Commits needed per action: 2 (claim, settle) — what one-at-a-time execution costs; batching lets the worker pay less. The seeding process watches for the end every 5 ms.", drainSlots),
+			"Commits needed per action: 2 (claim, settle) — what one-at-a-time execution costs; batching lets the worker pay less. The seeding process watches for the end every 5 ms. On PostgreSQL a pgx tracer counts round trips to the server (each query, prepare and batch) by the context they serve: each worker process counts its claim batches, settlements and renewals and reports them on exit; their sum ÷ N.", drainSlots),
 		run: func(e *env) ([]Figure, error) {
 			var figs []Figure
 			for _, procs := range []int{1, 4} {
-				rate, err := drain(e, procs)
+				rate, trips, err := drain(e, procs)
 				if err != nil {
 					return figs, fmt.Errorf("%d processes: %w", procs, err)
 				}
-				figs = append(figs, Figure{Key: fmt.Sprintf("b1.%s.procs%d", e.target.name, procs),
+				k := fmt.Sprintf("b1.%s.procs%d", e.target.name, procs)
+				figs = append(figs, Figure{Key: k,
 					Label: fmt.Sprintf("drain %s no-op proposals, %d worker process(es)", thousands(fmt.Sprint(e.cfg.N)), procs),
 					Value: rate, Unit: "proposals/s"})
+				if trips != nil {
+					figs = append(figs, drainTrips(k, procs, trips.counts, e.cfg.N, trips.conns, e.cfg.PGMaxConns)...)
+				}
 			}
 			return figs, nil
 		}})
@@ -67,17 +74,49 @@ func newEngine(st store.Store, mode countersign.Mode, onExecute func()) (*counte
 // bench binary (or its test binary) started with it set is a worker.
 const workerEnv = "COUNTERSIGN_BENCH_WORKER"
 
+// workerPoolEnv gives a worker process its PostgreSQL pool size
+// (-pg-max-conns).
+const workerPoolEnv = "COUNTERSIGN_BENCH_PG_MAX_CONNS"
+
+// drainTrips are a drain's round trips per proposal, its worker processes'
+// summed, step by step.
+func drainTrips(k string, procs int, c rtCounts, n, conns, maxConns int) []Figure {
+	const unit = "round trips"
+	return []Figure{
+		{Key: k + ".rt_claim", Label: "round trips per proposal: claim batches", Value: perOp(c[rtClaim], n), Unit: unit},
+		{Key: k + ".rt_settle", Label: "round trips per proposal: settlements", Value: perOp(c[rtSettle], n), Unit: unit},
+		{Key: k + ".rt_renew", Label: "round trips per proposal: lease renewals", Value: perOp(c[rtRenew], n), Unit: unit},
+		{Key: k + ".rt_worker", Label: "round trips per proposal: the worker's, every step", Value: perOp(c.worker(), n), Unit: unit},
+		{Key: k + ".rt_other", Label: "other round trips per proposal (notifications sent after commit)", Value: perOp(c[rtOther], n), Unit: unit},
+		{Key: k + ".conns", Label: fmt.Sprintf("connections the %d pool(s) opened (of %d each)", procs, maxConns), Value: float64(conns), Unit: "connections"},
+	}
+}
+
+// drainCounts is what a drain's worker processes counted.
+type drainCounts struct {
+	counts rtCounts
+	conns  int // connections their pools opened, summed
+}
+
 // workerMain is one worker process of a drain run.
 func workerMain(spec string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	st, err := workload.OpenStore(ctx, spec)
+	maxConns, err := strconv.Atoi(os.Getenv(workerPoolEnv))
+	if err != nil || maxConns <= 0 {
+		maxConns = pgstore.DefaultMaxConns
+	}
+	var rt *roundTrips
+	if strings.HasPrefix(spec, "postgres:") {
+		rt = &roundTrips{}
+	}
+	st, err := openSpec(ctx, spec, maxConns, rt)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer st.Close()
-	e, err := newEngine(st, countersign.ModeIndependent, func() {})
+	e, err := newEngine(tagSteps(st), countersign.ModeIndependent, func() {})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -87,73 +126,100 @@ func workerMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// Opening the store (migrating) is not the drain's.
+	base := rt.counts()
 	fmt.Println("READY")
 	// Wait for the go-ahead, so that every process starts draining at once.
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		fmt.Fprintln(os.Stderr, "no go-ahead:", err)
 		return 2
 	}
-	if err := w.Run(ctx); err != nil {
+	if err := w.Run(withClass(ctx, rtWorker)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if rt != nil {
+		// Run returned: every settlement is written. The parent reads this.
+		fmt.Println(rt.counts().sub(base).line(poolConns(st)))
 	}
 	return 0
 }
 
 // drain seeds N approved proposals and times procs worker processes
-// draining them.
-func drain(e *env, procs int) (float64, error) {
+// draining them. On PostgreSQL it also returns what the processes counted
+// of their round trips.
+func drain(e *env, procs int) (float64, *drainCounts, error) {
 	st, spec, closeStore, err := e.open()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer closeStore()
 	ctx := e.ctx
 	n := e.cfg.N
 	seed := newBar(n, "B1 %s: seed", e.target.title)
 	if err := seedApproved(ctx, st, n, seed); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	var cmds []*exec.Cmd
-	defer func() {
-		for _, c := range cmds {
-			_ = c.Process.Signal(syscall.SIGTERM)
-			_ = c.Wait()
+	type proc struct {
+		cmd  *exec.Cmd
+		line chan string // its round-trip line, or "" when its output ends without one
+	}
+	var ps []proc
+	// stop ends every process and returns the lines they printed on their
+	// way out. It reads each one's output to the end before waiting for it.
+	stop := func() []string {
+		for _, p := range ps {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
-	}()
+		var lines []string
+		for _, p := range ps {
+			lines = append(lines, <-p.line)
+			_ = p.cmd.Wait()
+		}
+		ps = nil
+		return lines
+	}
+	defer stop()
 	// Start every process, then release them together.
 	var gos []io.WriteCloser
 	for range procs {
 		c := exec.Command(e.self)
-		c.Env = append(os.Environ(), workerEnv+"="+spec)
+		c.Env = append(os.Environ(), workerEnv+"="+spec, fmt.Sprintf("%s=%d", workerPoolEnv, e.cfg.PGMaxConns))
 		c.Stderr = os.Stderr
 		out, err := c.StdoutPipe()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		in, err := c.StdinPipe()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		gos = append(gos, in)
 		if err := c.Start(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		cmds = append(cmds, c)
+		p := proc{cmd: c, line: make(chan string, 1)}
+		ps = append(ps, p)
 		sc := bufio.NewScanner(out)
 		if !sc.Scan() || sc.Text() != "READY" {
-			return 0, fmt.Errorf("worker process did not start")
+			p.line <- ""
+			return 0, nil, fmt.Errorf("worker process did not start")
 		}
 		go func() {
+			last := ""
 			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), rtLinePrefix) {
+					last = sc.Text()
+				}
 			}
+			p.line <- last
 		}()
 	}
 	b := newBar(n, "B1 %s: drain, %d process(es)", e.target.title, procs)
 	start := time.Now()
 	for _, in := range gos {
 		if _, err := io.WriteString(in, "go\n"); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -169,18 +235,30 @@ func drain(e *env, procs int) (float64, error) {
 	})
 	elapsed := time.Since(start)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	b.set(n)
 	b.done()
 	counts, err := workload.Tally(ctx, st)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if counts[store.StatusSucceeded] != n {
-		return 0, fmt.Errorf("statuses %v, want %d succeeded", counts, n)
+		return 0, nil, fmt.Errorf("statuses %v, want %d succeeded", counts, n)
 	}
-	return float64(n) / elapsed.Seconds(), nil
+	rate := float64(n) / elapsed.Seconds()
+	if e.target.name != "postgres" {
+		return rate, nil, nil
+	}
+	var sum drainCounts
+	for _, l := range stop() {
+		c, conns, err := parseRTLine(l)
+		if err != nil {
+			return rate, nil, fmt.Errorf("a worker process: %w", err)
+		}
+		sum.counts, sum.conns = sum.counts.add(c), sum.conns+conns
+	}
+	return rate, &sum, nil
 }
 
 // seedApproved seeds n approved proposals in chunks, moving the bar.

@@ -36,16 +36,18 @@ func annotate(r *Report, limits map[string]float64) {
 	}
 }
 
-// goal is one target of issue 6 item 5.
+// goal is one target of issue 6 item 5, or of issue 12.
 type goal struct {
 	id, text string
+	// only, if set, is the one store the goal applies to.
+	only string
 	// check returns met and what was measured; ok false when a figure it
 	// needs is missing.
 	check func(r *Report, store string) (met bool, detail string, ok bool)
 }
 
 var goalList = []goal{
-	{"B1", "PostgreSQL: ≥ River tuned's burn-down; SQLite: ≥ 2 × River tuned's", func(r *Report, st string) (bool, string, bool) {
+	{"B1", "PostgreSQL: ≥ River tuned's burn-down; SQLite: ≥ 2 × River tuned's", "", func(r *Report, st string) (bool, string, bool) {
 		need := map[string]float64{"postgres": 1, "sqlite": 2}[st]
 		rv, ok1 := r.figure(fmt.Sprintf("river.%s.tuned.drain", st))
 		best := 0.0
@@ -59,7 +61,7 @@ var goalList = []goal{
 		}
 		return best >= need*rv.Value, fmt.Sprintf("%s/s vs River tuned %s/s: × %.2f (need × %g)", format(best), format(rv.Value), best/rv.Value, need), true
 	}},
-	{"B2", "p50 ≤ 1 ms and p99 ≤ 5 ms", func(r *Report, st string) (bool, string, bool) {
+	{"B2", "p50 ≤ 1 ms and p99 ≤ 5 ms", "", func(r *Report, st string) (bool, string, bool) {
 		p50, ok1 := r.figure("b2." + st + ".p50")
 		p99, ok2 := r.figure("b2." + st + ".p99")
 		if !ok1 || !ok2 {
@@ -67,7 +69,7 @@ var goalList = []goal{
 		}
 		return p50.Value <= 1 && p99.Value <= 5, fmt.Sprintf("p50 %s ms, p99 %s ms", format(p50.Value), format(p99.Value)), true
 	}},
-	{"B3", "≥ 50 % of the commit-bound ceiling", func(r *Report, st string) (bool, string, bool) {
+	{"B3", "≥ 50 % of the commit-bound ceiling", "", func(r *Report, st string) (bool, string, bool) {
 		f, ok := r.figure("b3." + st + ".actions")
 		lim := 0.0
 		for _, k := range []string{"limit." + st + ".serial", "limit." + st + ".grouped"} {
@@ -81,7 +83,7 @@ var goalList = []goal{
 		frac := commitsPerAction["B3"] * f.Value / lim
 		return frac >= 0.5, fmt.Sprintf("%s actions/s = %.0f %% of %s commits/s ÷ 4", format(f.Value), 100*frac, format(lim)), true
 	}},
-	{"B4", "page of 1000 ≤ 20 ms, 1M/10k ≤ 1.5", func(r *Report, st string) (bool, string, bool) {
+	{"B4", "page of 1000 ≤ 20 ms, 1M/10k ≤ 1.5", "", func(r *Report, st string) (bool, string, bool) {
 		var parts []string
 		met, any := true, false
 		for _, from := range []string{"thread", "inbox"} {
@@ -97,7 +99,7 @@ var goalList = []goal{
 		}
 		return met, strings.Join(parts, "; "), any
 	}},
-	{"B5", "≤ 10 KB per waiter, all woken within 1 s", func(r *Report, st string) (bool, string, bool) {
+	{"B5", "≤ 10 KB per waiter, all woken within 1 s", "", func(r *Report, st string) (bool, string, bool) {
 		mem, ok1 := r.figure("b5." + st + ".bytes_per_waiter")
 		wake, ok2 := r.figure("b5." + st + ".wake_all_ms")
 		if !ok1 || !ok2 {
@@ -105,10 +107,7 @@ var goalList = []goal{
 		}
 		return mem.Value <= 10*1024 && wake.Value <= 1000, fmt.Sprintf("%s bytes per waiter, all woken in %s ms", format(mem.Value), format(wake.Value)), true
 	}},
-	{"B6", "SQLite: ≥ 2,000 decisions/s, p99 ≤ 20 ms", func(r *Report, st string) (bool, string, bool) {
-		if st != "sqlite" {
-			return false, "", false
-		}
+	{"B6", "SQLite: ≥ 2,000 decisions/s, p99 ≤ 20 ms", "sqlite", func(r *Report, st string) (bool, string, bool) {
 		rate, ok1 := r.figure("b6.sqlite.rate")
 		p99, ok2 := r.figure("b6.sqlite.p99")
 		if !ok1 || !ok2 {
@@ -116,6 +115,36 @@ var goalList = []goal{
 		}
 		return rate.Value >= 2000 && p99.Value <= 20, fmt.Sprintf("%s decisions/s, p99 %s ms", format(rate.Value), format(p99.Value)), true
 	}},
+	{"RT calls", "issue 12: ≤ 2 round trips per HTTP call (B3)", "postgres", func(r *Report, st string) (bool, string, bool) {
+		return atMost(r, 2, "b3."+st+".rt_call")
+	}},
+	{"RT decisions", "issue 12: ≤ 2 round trips per decision (B3, B6)", "postgres", func(r *Report, st string) (bool, string, bool) {
+		return atMost(r, 2, "b3."+st+".rt_decision", "b6."+st+".rt_decision")
+	}},
+	{"RT drain", "issue 12: ≤ 0.05 round trips per proposal for claims and for settlements (B1)", "postgres", func(r *Report, st string) (bool, string, bool) {
+		var keys []string
+		for _, p := range []string{"procs1", "procs4"} {
+			keys = append(keys, fmt.Sprintf("b1.%s.%s.rt_claim", st, p), fmt.Sprintf("b1.%s.%s.rt_settle", st, p))
+		}
+		return atMost(r, 0.05, keys...)
+	}},
+}
+
+// atMost judges that every figure of keys that was measured is at most
+// limit; ok is false when none was.
+func atMost(r *Report, limit float64, keys ...string) (met bool, detail string, ok bool) {
+	met = true
+	var parts []string
+	for _, k := range keys {
+		f, found := r.figure(k)
+		if !found {
+			continue
+		}
+		ok = true
+		met = met && f.Value <= limit
+		parts = append(parts, fmt.Sprintf("%s %s", rtName(k), format(f.Value)))
+	}
+	return met, strings.Join(parts, "; "), ok
 }
 
 // goals judges every goal on every store it applies to.
@@ -123,7 +152,7 @@ func goals(r *Report, cfg config) []GoalResult {
 	var out []GoalResult
 	for _, g := range goalList {
 		for _, st := range cfg.Stores {
-			if g.id == "B6" && st != "sqlite" {
+			if g.only != "" && st != g.only {
 				continue
 			}
 			res := GoalResult{ID: g.id + " " + storeTitle(st), Goal: g.text, Status: "not measured"}
@@ -137,4 +166,16 @@ func goals(r *Report, cfg config) []GoalResult {
 		}
 	}
 	return out
+}
+
+// rtName names a round-trip figure in a goal's detail: b1.postgres.procs4.rt_claim
+// is "B1 procs4 claim".
+func rtName(key string) string {
+	parts := strings.Split(key, ".")
+	if len(parts) < 3 {
+		return key
+	}
+	rest := parts[2:]
+	rest[len(rest)-1] = strings.TrimPrefix(rest[len(rest)-1], "rt_")
+	return strings.ToUpper(parts[0]) + " " + strings.Join(rest, " ")
 }

@@ -52,6 +52,8 @@ func startAPI(e *countersign.Engine, st store.Store, metrics *server.Metrics, cl
 		return nil, err
 	}
 	hs := srv.HTTPServer(ln.Addr().String())
+	// Each request's round trips to PostgreSQL count against its route.
+	hs.Handler = tagRoutes(hs.Handler)
 	go func() { _ = hs.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients, IdleConnTimeout: time.Minute}
 	return &apiServer{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute},

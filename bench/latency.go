@@ -78,7 +78,7 @@ func latency(e *env) ([]time.Duration, error) {
 	}
 	workerEngine := approver
 	if strings.HasPrefix(spec, "postgres:") {
-		ws, err := workload.OpenStore(ctx, spec)
+		ws, err := openSpec(ctx, spec, e.cfg.PGMaxConns, nil)
 		if err != nil {
 			return nil, err
 		}

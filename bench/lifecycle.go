@@ -20,17 +20,18 @@ func init() {
 		Method: "One process runs the HTTP server (API keys, metrics, request logs) and a worker (64 slots). A agents (goroutines) each call " +
 			"`POST /v1/calls` (independent mode) over loopback HTTP and hand the proposal id to A approvers, which `POST " +
 			"/v1/proposals/{id}/approve`; the worker executes. Timed from the first call until every action has executed and settled; " +
-			"the latency is from sending the call to the start of Execute. Commits needed per action: 4 (create, approve, claim, settle).",
+			"the latency is from sending the call to the start of Execute. Commits needed per action: 4 (create, approve, claim, settle). On PostgreSQL a pgx tracer counts round trips to the server (each query, prepare and batch) by the context they serve: the HTTP route (call, decision) or the worker's step (claim batches, settlements, renewals), ÷ actions.",
 		run: lifecycle})
 }
 
 func lifecycle(e *env) ([]Figure, error) {
-	st, _, closeStore, err := e.open()
+	st, _, rt, closeStore, err := e.openTraced()
 	if err != nil {
 		return nil, err
 	}
 	defer closeStore()
-	ctx, stop := context.WithCancel(e.ctx)
+	// The bench's own reads count against it, not against the requests.
+	ctx, stop := context.WithCancel(withClass(e.ctx, rtBench))
 	defer stop()
 	n, agents := e.cfg.Actions, e.cfg.Agents
 	sent := make([]atomic.Int64, n)     // unix nanos when the call was sent
@@ -41,7 +42,7 @@ func lifecycle(e *env) ([]Figure, error) {
 		count.Add(1)
 	}
 	metrics := newMetrics()
-	eng, err := newLifecycleEngine(st, metrics, noopStart)
+	eng, err := newLifecycleEngine(tagSteps(st), metrics, noopStart)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func lifecycle(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
+	go func() { ran <- w.Run(withClass(ctx, rtWorker)) }()
 	defer func() { stop(); <-ran }()
 	api, err := startAPI(eng, st, metrics, 2*agents)
 	if err != nil {
@@ -63,6 +64,7 @@ func lifecycle(e *env) ([]Figure, error) {
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*agents)
+	before := rt.counts()
 	start := time.Now()
 	for a := range agents {
 		wg.Add(1)
@@ -127,6 +129,7 @@ func lifecycle(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
+	trips := rt.counts().sub(before)
 	b.set(n)
 	b.done()
 	<-done
@@ -144,11 +147,31 @@ func lifecycle(e *env) ([]Figure, error) {
 	slices.Sort(lat)
 	label := fmt.Sprintf("%s actions, %d agents and %d approvers over HTTP, 1 worker", thousands(fmt.Sprint(n)), agents, agents)
 	k := "b3." + e.target.name
-	return []Figure{
+	figs := []Figure{
 		{Key: k + ".actions", Label: label, Value: float64(n) / elapsed.Seconds(), Unit: "actions/s"},
 		{Key: k + ".p50", Label: "call sent → Execute-start, p50", Value: ms(pct(lat, 50)), Unit: "ms"},
 		{Key: k + ".p99", Label: "call sent → Execute-start, p99", Value: ms(pct(lat, 99)), Unit: "ms"},
-	}, nil
+	}
+	if rt != nil {
+		figs = append(figs, lifecycleTrips(k, trips, n, poolConns(st), e.cfg.PGMaxConns)...)
+	}
+	return figs, nil
+}
+
+// lifecycleTrips are B3's round trips to PostgreSQL: per HTTP call and
+// decision, and the worker's per proposal, step by step.
+func lifecycleTrips(k string, c rtCounts, n, conns, maxConns int) []Figure {
+	const unit = "round trips"
+	return []Figure{
+		{Key: k + ".rt_call", Label: "round trips per call (POST /v1/calls)", Value: perOp(c[rtCall], n), Unit: unit},
+		{Key: k + ".rt_decision", Label: "round trips per decision (POST …/approve)", Value: perOp(c[rtDecision], n), Unit: unit},
+		{Key: k + ".rt_worker", Label: "worker round trips per proposal (claims, settlements, renewals, the rest)", Value: perOp(c.worker(), n), Unit: unit},
+		{Key: k + ".rt_claim", Label: "worker round trips per proposal: claim batches", Value: perOp(c[rtClaim], n), Unit: unit},
+		{Key: k + ".rt_settle", Label: "worker round trips per proposal: settlements", Value: perOp(c[rtSettle], n), Unit: unit},
+		{Key: k + ".rt_renew", Label: "worker round trips per proposal: lease renewals", Value: perOp(c[rtRenew], n), Unit: unit},
+		{Key: k + ".rt_other", Label: "other round trips per action (notifications sent after commit)", Value: perOp(c[rtOther], n), Unit: unit},
+		{Key: k + ".conns", Label: fmt.Sprintf("connections the pool opened over the run (of %d)", maxConns), Value: float64(conns), Unit: "connections"},
+	}
 }
 
 // newLifecycleEngine has a no-op action whose input names its index, with

@@ -21,6 +21,13 @@
 //	       latency, with its defaults and tuned, run from its own module in
 //	       bench/river (go run there), so this module never depends on River
 //
+// On PostgreSQL, B1, B3 and B6 also count round trips to the server (a pgx
+// tracer on the store's pool: each query, each statement prepared, each
+// batch as one), attributed by context to the HTTP route (call, decision)
+// or to the worker's step (claims, settlements, renewals). Every
+// PostgreSQL store has a pool of -pg-max-conns connections, by default a
+// server's (pgstore.DefaultMaxConns).
+//
 // PostgreSQL runs in fresh schemas of the server named by
 // COUNTERSIGN_TEST_POSTGRES (default postgres://postgres@127.0.0.1:5432/test),
 // dropped at the end; SQLite in temporary files, removed at the end.
@@ -41,6 +48,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // config is the run's flags.
@@ -64,6 +73,9 @@ type config struct {
 	// B6
 	Decisions int
 	Clients   int
+	// PGMaxConns is the pool size of every PostgreSQL store the bench
+	// opens, its worker processes' included.
+	PGMaxConns int
 	// river
 	RiverSamples int
 	RiverDir     string
@@ -127,6 +139,7 @@ func realMain() int {
 	flag.IntVar(&cfg.Waiters, "waiters", 10000, "B5: concurrent wait-mode calls")
 	flag.IntVar(&cfg.Decisions, "decisions", 20000, "B6: decisions per run")
 	flag.IntVar(&cfg.Clients, "clients", 32, "B6: concurrent HTTP clients")
+	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
 	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
@@ -138,6 +151,10 @@ func realMain() int {
 	flag.Parse()
 	if spec := os.Getenv(workerEnv); spec != "" {
 		return workerMain(spec)
+	}
+	if cfg.PGMaxConns <= 0 {
+		fmt.Fprintf(os.Stderr, "bench: -pg-max-conns: %d is not a positive number\n", cfg.PGMaxConns)
+		return 2
 	}
 	cfg.Stores = splitList(stores)
 	cfg.Scenarios = splitList(scens)
@@ -222,7 +239,8 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := targets()
+	cfg.PGMaxConns = cmp.Or(cfg.PGMaxConns, pgstore.DefaultMaxConns)
+	all := targets(cfg)
 	var ts []target
 	for _, name := range cfg.Stores {
 		t, ok := all[name]

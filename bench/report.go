@@ -110,7 +110,7 @@ func (r *Report) markdown() string {
 		}
 		fmt.Fprintf(&b, "- %s: %s%s\n", storeTitle(k), r.Stores[k], server)
 	}
-	b.WriteString("\n### Goals (issue 6)\n\n| goal | target | status | measured |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n### Goals (issues 6 and 12)\n\n| goal | target | status | measured |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
 		status := g.Status
 		switch g.Status {

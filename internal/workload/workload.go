@@ -103,8 +103,8 @@ func (s *pooledStore) Close() error {
 	return err
 }
 
-// PoolSize returns the most connections the store's pool opens.
-func (s *pooledStore) PoolSize() int { return int(s.pool.Config().MaxConns) }
+// Pool returns the store's pool, for its size and statistics.
+func (s *pooledStore) Pool() *pgxpool.Pool { return s.pool }
 
 // SeedApproved stores n proposals of action, already approved (as a
 // remembered approval would), in independent mode, for workers to drain. Ids

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
@@ -33,7 +34,7 @@ func TestOpenPostgresPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := st.(interface{ PoolSize() int }).PoolSize(); got != c.want {
+		if got := int(st.(interface{ Pool() *pgxpool.Pool }).Pool().Config().MaxConns); got != c.want {
 			t.Errorf("Open with %+v: a pool of %d, want %d", c.opts, got, c.want)
 		}
 		if c.opts != nil && c.opts.Tracer != nil {

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/countersign/countersign/store"
+)
+
+// rtClass is what a round trip to PostgreSQL is counted against: the HTTP
+// request it serves, by route, the worker's step, or the rest. A context
+// carries it (withClass) to the tracer, through the server, the engine and
+// the store.
+type rtClass int
+
+const (
+	// rtOther is every round trip of an untagged context: the store's
+	// notifications, sent after commit by a goroutine of its own, and the
+	// seeding before a measurement.
+	rtOther rtClass = iota
+	// rtBench is the bench's own reads while it measures (watching for the
+	// end of a drain, counting statuses).
+	rtBench
+	rtCall     // POST /v1/calls
+	rtDecision // POST /v1/proposals/{id}/approve and /reject
+	// rtWorker is the worker's round trips outside the steps below: its
+	// listener, the expiry sweep, retries.
+	rtWorker
+	rtClaim  // the worker's ClaimBatch
+	rtSettle // the worker's Settle and SettleMany
+	rtRenew  // the worker's RenewLease
+	rtClasses
+)
+
+var rtNames = [rtClasses]string{"other", "bench", "call", "decision", "worker", "claim", "settle", "renew"}
+
+func (c rtClass) String() string { return rtNames[c] }
+
+type classKey struct{}
+
+// withClass tags ctx: the round trips made under it count against c.
+func withClass(ctx context.Context, c rtClass) context.Context {
+	return context.WithValue(ctx, classKey{}, c)
+}
+
+func classOf(ctx context.Context) rtClass {
+	c, _ := ctx.Value(classKey{}).(rtClass)
+	return c
+}
+
+// roundTrips is a pgx tracer that counts the messages pgx waits on the
+// server for, by the class of their context: each query or exec (BEGIN and
+// COMMIT included), each statement it prepares, and each batch, which pgx
+// sends pipelined and waits on once (its queries are not counted again).
+// It is store/pgstore's BenchmarkRoundTrips tracer, attributed.
+type roundTrips struct{ n [rtClasses]atomic.Int64 }
+
+var (
+	_ pgx.QueryTracer   = (*roundTrips)(nil)
+	_ pgx.PrepareTracer = (*roundTrips)(nil)
+	_ pgx.BatchTracer   = (*roundTrips)(nil)
+)
+
+type batchKey struct{}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if ctx.Value(batchKey{}) == nil {
+		r.n[classOf(ctx)].Add(1)
+	}
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.n[classOf(ctx)].Add(1)
+	return ctx
+}
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n[classOf(ctx)].Add(1)
+	return context.WithValue(ctx, batchKey{}, true)
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// rtCounts is a snapshot of a tracer's counts, by class.
+type rtCounts [rtClasses]int64
+
+// counts reads the tracer; nil reads as zeros.
+func (r *roundTrips) counts() rtCounts {
+	var c rtCounts
+	if r != nil {
+		for i := range c {
+			c[i] = r.n[i].Load()
+		}
+	}
+	return c
+}
+
+// sub is what was counted since before.
+func (c rtCounts) sub(before rtCounts) rtCounts {
+	for i := range c {
+		c[i] -= before[i]
+	}
+	return c
+}
+
+func (c rtCounts) add(o rtCounts) rtCounts {
+	for i := range c {
+		c[i] += o[i]
+	}
+	return c
+}
+
+// worker is every round trip of the worker, its steps included.
+func (c rtCounts) worker() int64 { return c[rtWorker] + c[rtClaim] + c[rtSettle] + c[rtRenew] }
+
+// The line a drain's worker process prints on its way out: its counts, as
+// JSON, and how many connections its pool opened.
+const rtLinePrefix = "ROUNDTRIPS "
+
+type rtLine struct {
+	Counts map[string]int64 `json:"counts"`
+	Conns  int              `json:"conns"`
+}
+
+func (c rtCounts) line(conns int) string {
+	l := rtLine{Counts: map[string]int64{}, Conns: conns}
+	for i, n := range c {
+		l.Counts[rtClass(i).String()] = n
+	}
+	b, _ := json.Marshal(l) // a map of strings to numbers always marshals
+	return rtLinePrefix + string(b)
+}
+
+// parseRTLine reads a worker process's line.
+func parseRTLine(s string) (rtCounts, int, error) {
+	var c rtCounts
+	var l rtLine
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(s, rtLinePrefix)), &l); err != nil {
+		return c, 0, fmt.Errorf("round-trip counts %q: %w", s, err)
+	}
+	for i := range c {
+		c[i] = l.Counts[rtClass(i).String()]
+	}
+	return c, l.Conns, nil
+}
+
+// routeClass is the class of an HTTP request of the API.
+func routeClass(r *http.Request) rtClass {
+	if r.Method != http.MethodPost {
+		return rtOther
+	}
+	switch p := r.URL.Path; {
+	case p == "/v1/calls":
+		return rtCall
+	case strings.HasPrefix(p, "/v1/proposals/") && (strings.HasSuffix(p, "/approve") || strings.HasSuffix(p, "/reject")):
+		return rtDecision
+	}
+	return rtOther
+}
+
+// tagRoutes tags each request's context with its route's class.
+func tagRoutes(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := routeClass(r); c != rtOther {
+			r = r.WithContext(withClass(r.Context(), c))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// stepStore tags the worker's batched steps on their way to the store, so
+// that the tracer tells claims, settlements and renewals apart whatever
+// SQL the store sends. Only the worker's context (class rtWorker) is
+// retagged: a wait-mode call that claims and settles stays a call.
+type stepStore struct{ store.Store }
+
+func step(ctx context.Context, c rtClass) context.Context {
+	if classOf(ctx) == rtWorker {
+		return withClass(ctx, c)
+	}
+	return ctx
+}
+
+func (s stepStore) ClaimBatch(ctx context.Context, p *store.ClaimBatchParams) ([]*store.Claimed, error) {
+	return s.Store.ClaimBatch(step(ctx, rtClaim), p)
+}
+
+func (s stepStore) Settle(ctx context.Context, p *store.SettleParams) (*store.TransitionResult, error) {
+	return s.Store.Settle(step(ctx, rtSettle), p)
+}
+
+func (s stepStore) SettleMany(ctx context.Context, p []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
+	return s.Store.SettleMany(step(ctx, rtSettle), p)
+}
+
+func (s stepStore) RenewLease(ctx context.Context, p *store.RenewLeaseParams) (*store.Lease, error) {
+	return s.Store.RenewLease(step(ctx, rtRenew), p)
+}
+
+// stepNotifier is a stepStore that keeps the store's Listen, which the
+// worker and waiters look for.
+type stepNotifier struct {
+	stepStore
+	n store.Notifier
+}
+
+func (s stepNotifier) Listen(ctx context.Context, fn func(store.Notification)) error {
+	return s.n.Listen(ctx, fn)
+}
+
+// tagSteps wraps st in a stepStore, keeping its Listen.
+func tagSteps(st store.Store) store.Store {
+	if n, ok := st.(store.Notifier); ok {
+		return stepNotifier{stepStore{st}, n}
+	}
+	return stepStore{st}
+}
+
+// poolConns is how many connections the store's pool holds open: after a
+// run, the most it needed at once (idle connections are kept for half an
+// hour). 0 when the store has no pool of its own.
+func poolConns(st store.Store) int {
+	if p, ok := st.(interface{ Pool() *pgxpool.Pool }); ok {
+		return int(p.Pool().Stat().TotalConns())
+	}
+	return 0
+}
+
+// perOp divides a count among ops, 0 when there were none.
+func perOp(n int64, ops int) float64 {
+	if ops <= 0 {
+		return 0
+	}
+	return float64(n) / float64(ops)
+}
