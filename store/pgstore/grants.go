@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -67,12 +66,12 @@ func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) 
 // one changes neither the time nor the actor.
 func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*store.Grant, error) {
 	var g *store.Grant
-	err := s.write(ctx, nil, func(tx *txn, now time.Time) error {
+	err := s.batch(ctx, func(b *pgx.Batch) {
 		g = nil
-		tx.queue(s.q.revokeGrant, params.Tenant, params.ID, now, params.Actor)
+		b.Queue(s.q.revokeGrant, params.Tenant, params.ID, s.clock(), params.Actor)
 		// A statement of its own, so that it sees the revocation that a
 		// concurrent call committed while this one waited for the row.
-		tx.queue(s.q.getGrant, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.q.getGrant, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
 			var err error
 			g, err = scanGrant(row)
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -80,7 +79,6 @@ func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams
 			}
 			return err
 		})
-		return tx.flush(ctx)
 	})
 	if err != nil {
 		return nil, wrap("revoke grant", err)

@@ -235,116 +235,29 @@ func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microseco
 // dbTime normalises a time for storage the way clock does.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// commitErr is returned by a write function whose transition changed the
-// row and still refused the operation (for example a claim that expired a
-// lapsed approval): the change is committed, then err is returned.
-type commitErr struct{ err error }
-
-func (e *commitErr) Error() string { return e.err.Error() }
-
-// txn is one write transaction. Writes are queued and sent together, in
-// one round trip, when the transaction next reads or commits; notifications
-// are collected and sent just before the commit.
-type txn struct {
-	tx      pgx.Tx
-	b       *pgx.Batch
-	changed []string // proposals whose status changed: p:<id> notifications
-	work    bool     // an independent proposal was approved: a work notification
-}
-
-// queue adds a statement to the next round trip. Its callback, if any, runs
-// then; an error from it fails the transaction.
-func (t *txn) queue(sql string, args ...any) *pgx.QueuedQuery {
-	if t.b == nil {
-		t.b = &pgx.Batch{}
-	}
-	return t.b.Queue(sql, args...)
-}
-
-// flush sends the queued statements.
-func (t *txn) flush(ctx context.Context) error {
-	if t.b == nil || t.b.Len() == 0 {
-		return nil
-	}
-	b := t.b
-	t.b = nil
-	return t.tx.SendBatch(ctx, b).Close()
-}
-
-// query flushes the queue, then runs a query.
-func (t *txn) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.flush(ctx); err != nil {
-		return nil, err
-	}
-	return t.tx.Query(ctx, sql, args...)
-}
-
-// statusChanged records that the proposal id moved to another status.
-func (t *txn) statusChanged(id string) { t.changed = append(t.changed, id) }
-
-// maxAttempts bounds the runs of a transaction that PostgreSQL aborted as a
-// deadlock victim or a serialization failure. The store's lock order makes
-// both unlikely; a rerun reads everything afresh, so it is safe.
+// maxAttempts bounds the runs of a statement or batch that PostgreSQL
+// aborted as a deadlock victim or a serialization failure. The store's lock
+// order makes both unlikely; a rerun reads everything afresh, so it is safe.
 const maxAttempts = 3
 
-// write runs fn in one READ COMMITTED transaction. first, if set, queues
-// the transaction's first statements (typically the SELECT … FOR UPDATE of
-// the row to change), which go to the server with BEGIN in one round trip;
-// their callbacks run before fn. fn gets the application's time read after
-// them, once the row locks are held, so that the times of the transitions
-// of one row follow their commit order. The transaction's notifications go
-// out with its last writes, and PostgreSQL delivers them if and only if it
-// commits. fn's error rolls the transaction back, unless it is a
-// *commitErr. fn must reset what it reports on each run.
-func (s *Store) write(ctx context.Context, first func(b *pgx.Batch), fn func(tx *txn, now time.Time) error) error {
+// batch sends the statements fill queues as one pipelined batch: one round
+// trip, which PostgreSQL runs as one implicit transaction (pgx ends the
+// batch with a single Sync), each statement with a snapshot of its own, so
+// that each sees what concurrent transactions committed while the one
+// before it waited on them. The queued callbacks run in order; the first
+// error rolls the whole batch back. fill must reset what its callbacks
+// report, since an aborted batch is sent again.
+func (s *Store) batch(ctx context.Context, fill func(b *pgx.Batch)) error {
 	var err error
 	for range maxAttempts {
-		err = s.writeOnce(ctx, first, fn)
+		b := &pgx.Batch{}
+		fill(b)
+		err = s.pool.SendBatch(ctx, b).Close()
 		if !retryable(err) {
 			break
 		}
 	}
 	return err
-}
-
-func (s *Store) writeOnce(ctx context.Context, first func(b *pgx.Batch), fn func(tx *txn, now time.Time) error) error {
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	if first != nil {
-		first(b)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	ptx := br.Tx()
-	// Also on a panic in fn. A no-op after Commit.
-	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := br.Close(); err != nil {
-		return err
-	}
-	tx := &txn{tx: ptx}
-	err := fn(tx, s.clock())
-	ce, keep := err.(*commitErr)
-	if err != nil && !keep {
-		return err
-	}
-	// The work notification, when the rate limiter allows one now, goes
-	// out with the commit itself: it is what wakes an idle worker, so it is
-	// on the approval → execution path, and being rate-limited it rarely
-	// holds the commit lock (see sendNotifications).
-	workNow := tx.work && s.work.reserve()
-	if workNow {
-		tx.queue(`SELECT pg_notify($1, $2)`, s.channel, payloadWork)
-	}
-	if err := tx.flush(ctx); err != nil {
-		return err
-	}
-	if err := ptx.Commit(ctx); err != nil {
-		return err
-	}
-	s.publish(tx.changed, tx.work && !workNow)
-	if keep {
-		return ce.err
-	}
-	return nil
 }
 
 // publish hands a committed transaction's notifications to the sender:

@@ -17,15 +17,14 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 		return nil, wrap("ensure thread", fmt.Errorf("%w: tenant and id required", store.ErrInvalidParams))
 	}
 	var t *store.Thread
-	err := s.write(ctx, nil, func(tx *txn, now time.Time) error {
+	err := s.batch(ctx, func(b *pgx.Batch) {
 		t = &store.Thread{Tenant: params.Tenant, ID: params.ID}
-		tx.queue(s.q.ensureThread, params.Tenant, params.ID, params.Owner, now)
+		b.Queue(s.q.ensureThread, params.Tenant, params.ID, params.Owner, s.clock())
 		// A statement of its own: it sees the row a concurrent creator
 		// committed while this insert waited on it.
-		tx.queue(s.q.getThread, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.q.getThread, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&t.Owner, &t.CreatedAt)
 		})
-		return tx.flush(ctx)
 	})
 	if err != nil {
 		return nil, wrap("ensure thread", err)
