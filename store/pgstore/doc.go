@@ -9,31 +9,50 @@
 // DSN sets pool_max_conns, which wins; New uses a pool the caller owns and
 // closes.
 //
-// # Transitions: row locks and compare-and-set
+// # Transitions: one round trip, compare-and-set
 //
-// Every state change is one READ COMMITTED transaction that locks the
-// proposal's row (SELECT … FOR UPDATE, sent together with BEGIN), applies the
-// shared rule from store/transition.go, and writes the row back with
-// UPDATE … WHERE id = $1 AND version = $2, together with its audit events,
-// its outcome message (admitted once: ON CONFLICT DO NOTHING, and only into a
-// thread that still exists) and its grants. The writes go to the server in
-// one round trip, so a transition costs three: lock and
-// read, write, commit. Holding the row lock from the read makes each
-// transition a true compare-and-set across processes; the version guard
-// turns any breach of it into store.ErrConflict rather than a lost update.
-// Transactions aborted as deadlock victims are rerun from the start.
+// Every state change of a proposal that exists is one statement (cas.go):
+// the shared rule from store/transition.go is applied in Go to the row as
+// last read, and an UPDATE … WHERE id = $1 AND version = $2 writes only the
+// columns the rule changed, with, in CTEs of the same statement, its audit
+// events, its outcome message (admitted once: ON CONFLICT DO NOTHING, and
+// only into a thread that still exists), the grant it stores and the grants
+// it activates, each only if the row was written. So a transition is one
+// round trip and its own transaction, and no lock is held while the network
+// or the Go side works. A row that moved since it was read is not written:
+// the store reads it again and applies the rule to what it finds, so the
+// version guard makes every transition a compare-and-set across processes.
 //
-// Creation is idempotent on (tenant, thread, tool call id): the INSERT …
-// ON CONFLICT DO NOTHING of concurrent creators of one tool call waits for
-// the first, and the others return its proposal. Replacement is serialised
+// The row a transition starts from is the one this Store last read or
+// wrote, when it remembers it (rowmemory.go: the engine reads a proposal
+// before deciding it, a worker holds the row it claimed): then the
+// transition costs one round trip, else two (read, write). A remembered row
+// is only a guess — a stale one costs a failed write and a read — and an
+// answer that writes nothing (unchanged, a conflict, a lost lease) is always
+// judged on a row read from the database. Statements aborted as deadlock
+// victims are rerun.
+//
+// Creation (create.go) is one pipelined batch, which PostgreSQL runs as one
+// implicit transaction, each statement with a snapshot of its own. It is
+// idempotent on (tenant, thread, tool call id): the INSERT … ON CONFLICT DO
+// NOTHING of concurrent creators of one tool call waits for the first, and
+// the others return its proposal. The batch first inserts the thread if it
+// is new (ON CONFLICT DO NOTHING waits for a concurrent first call, so the
+// first to commit owns the thread), and reads the grant that stands in for
+// an approval FOR SHARE, so that a revocation waits for the creation or the
+// creation sees the revocation; the proposal is inserted only if the thread
+// is the requester's and the grant approves it. Replacement is serialised
 // per (tenant, requester, thread, action, replacement key) by a
-// transaction-scoped advisory lock taken after the insert, so concurrent
-// replacements leave exactly one pending proposal. Before all of it, in the
-// round trip with BEGIN, the creation inserts the thread if it is new (ON
-// CONFLICT DO NOTHING waits for a concurrent first call, so the first to
-// commit owns the thread) and reads its owner, and reads the grant that
-// stands in for an approval FOR SHARE, so that a revocation waits for the
-// creation or the creation sees the revocation.
+// transaction-scoped advisory lock taken after the insert, and the
+// statement after it, which sees every creation committed before the lock
+// was granted, supersedes the older pending proposals, so concurrent
+// replacements leave exactly one pending proposal.
+//
+// Where SQL restates a rule (the claim, the supersession, the grant check of
+// a creation), a test pins it to the Go function: TestConformance's
+// claim tests, TestSupersedeInSQL, TestGrantApprovesInSQL; and
+// TestRulesChangeOnlyMutableColumns pins that no rule changes a column the
+// compare-and-set write does not send.
 //
 // # Claims: FOR UPDATE SKIP LOCKED
 //
@@ -42,9 +61,11 @@
 // them and records the claim events. Concurrent
 // workers, in any number of processes, skip each other's rows instead of
 // waiting, and each row is claimed once. A partial index (proposals_claim)
-// holds just the claimable statuses, in claim order. The expiry sweep
-// (ExpireDue) likewise takes due rows in bounded batches with SKIP LOCKED;
-// SettleMany locks its group's rows in one statement, in id order.
+// holds just the claimable statuses, in claim order. The worker's
+// settlements (SettleMany) and the expiry sweep (ExpireDue, bounded
+// batches) write their whole group in one compare-and-set statement, its
+// rows locked in id order so that two groups never wait for each other in
+// a cycle.
 //
 // # Two clocks
 //
@@ -117,8 +138,8 @@
 // # Many processes
 //
 // Point every process at the same database and schema: API servers, CLIs,
-// and any number of workers. They coordinate only through the database: row
-// locks and version guards for transitions, SKIP LOCKED and fenced leases
+// and any number of workers. They coordinate only through the database:
+// version guards for transitions, SKIP LOCKED and fenced leases
 // for execution, advisory locks for migrations and replacement, and
 // LISTEN/NOTIFY for prompt wake-ups. No process is special. Size each
 // process's pool for the concurrency it admits, not for its cores: a
