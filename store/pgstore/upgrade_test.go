@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/storetest"
 )
 
 // TestRuleFingerprintUpgrade: a schema made before the rule fingerprint
@@ -63,4 +64,76 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 	if g, err := s.FindGrant(ctx, q); err == nil {
 		t.Errorf("FindGrant under a fingerprinted rule found the old grant %s", g.ID)
 	}
+}
+
+// TestConformanceAfterUpgrade runs the store suite on schemas made by the
+// previous schema version, holding data written as that version holds it,
+// then upgraded by Migrate: every store of the suite is such a schema. The
+// old rows are another tenant's settled proposal, with its thread, message,
+// event and grant; each is read back after the upgrade.
+func TestConformanceAfterUpgrade(t *testing.T) {
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := ms[:len(ms)-1]
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		ctx := context.Background()
+		dsn, schema := pgtest.NewSchema(t)
+		s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "4"), &Options{Schema: schema, Now: now, SkipMigrations: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		for _, m := range previous {
+			if err := s.migrateOne(ctx, m, len(ms)); err != nil {
+				t.Fatalf("%s: %v", m.name, err)
+			}
+		}
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		S := s.q.schema
+		for _, stmt := range []string{
+			`INSERT INTO ` + S + `.threads (tenant, id, owner, created_at) VALUES ('legacy', 't_old', 'alice', $1)`,
+			`INSERT INTO ` + S + `.proposals (id, tenant, requester, thread_id, run_id, tool_call_id,
+				action, action_version, input, raw_input, input_digest, preview, state_version, confirmation, confirmation_id,
+				mode, status, approvers, quorum, forbid_self_approval, grant_any_input, grant_ttl, replacement_key, decisions,
+				expires_at, operation_id, attempt, consumed_by, outcome, version, created_at, updated_at)
+			VALUES ('prp_legacy', 'legacy', 'alice', 't_old', '', 'call_old', 'payments.refund', '1', '{"amount":1}', '{"amount":1}',
+				'sha256:x', 'p', '', '{"title":"t"}', '', 'independent', 'succeeded', '{role:finance}', 1, false, false, 0, '',
+				'[{"actor":"bob","decision":"approved","via":"web","at":"2026-01-02T03:04:05Z"}]', $1, 'op_old', 1, 'call_old',
+				'{"proposal_id":"prp_legacy","status":"succeeded","executed":true,"error":null,"summary":"done","at":"2026-01-02T03:04:05Z"}',
+				4, $1, $1)`,
+			`INSERT INTO ` + S + `.messages (id, tenant, thread_id, role, text, proposal_id, created_at)
+			VALUES ('msg_legacy', 'legacy', 't_old', 'assistant', 'done', 'prp_legacy', $1)`,
+			`INSERT INTO ` + S + `.events (tenant, proposal_id, type, actor, via, status, detail, at)
+			VALUES ('legacy', 'prp_legacy', 'proposal.settled', 'w', '', 'succeeded', 'succeeded', $1)`,
+			`INSERT INTO ` + S + `.grants (id, tenant, requester, scope, thread_id, run_id, action, action_version, input_digest,
+				origin_proposal_id, granted_by, created_at, activated_at, revoked_by)
+			VALUES ('grt_legacy', 'legacy', 'alice', 'thread', 't_old', '', 'payments.refund', '1', 'sha256:x', 'prp_legacy', 'bob', $1, $1, '')`,
+		} {
+			if _, err := s.pool.Exec(ctx, stmt, at); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "legacy", ID: "prp_legacy"})
+		if err != nil || p.Status != store.StatusSucceeded || p.Outcome == nil || len(p.Decisions) != 1 {
+			t.Fatalf("the old proposal after the upgrade = %+v, %v", p, err)
+		}
+		msgs, err := s.ListMessages(ctx, &store.ListMessagesParams{Tenant: "legacy", ThreadID: "t_old"})
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("the old thread's messages after the upgrade = %v, %v", msgs, err)
+		}
+		evs, err := s.ListEvents(ctx, &store.ListEventsParams{Tenant: "legacy", ProposalID: "prp_legacy", Limit: 10})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("the old events after the upgrade = %v, %v", evs, err)
+		}
+		gs, err := s.ListGrants(ctx, &store.ListGrantsParams{Tenant: "legacy"})
+		if err != nil || len(gs) != 1 {
+			t.Fatalf("the old grants after the upgrade = %v, %v", gs, err)
+		}
+		return s
+	})
 }
