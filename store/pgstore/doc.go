@@ -145,11 +145,13 @@
 // process's pool for the concurrency it admits, not for its cores: a
 // request or an execution that waits for a connection waits behind the
 // others however idle the database is. Open's default, DefaultMaxConns
-// (32), serves a server with the worker beside it; pgxpool's own default,
+// (16), serves a server with the worker beside it; pgxpool's own default,
 // the larger of 4 and the number of CPUs, which New's caller gets unless it
-// sets MaxConns, is too small for one. Mind the database's max_connections
-// across every process, and that each Listen holds one more connection,
-// made with the pool's settings. Behind a connection pooler in
+// sets MaxConns, is too small for one. Past a few connections per core of
+// the database, more only queue inside it: a database with more cores may
+// take a larger pool. Mind the database's max_connections across every
+// process, and that each Listen holds one more connection, made with the
+// pool's settings. Behind a connection pooler in
 // transaction mode (PgBouncer), the pool needs the pooler's support for
 // prepared statements or pgx's default_query_exec_mode=exec, and Listen,
 // which needs a session of its own, does not work: connect such processes

@@ -32,9 +32,12 @@ const (
 	// DefaultMaxConns is the size of the pool Open creates when neither
 	// Options.MaxConns nor the DSN's pool_max_conns sets one. It is sized
 	// for the concurrency a server admits (many concurrent requests and the
-	// worker's slots), not for the machine's cores as pgxpool's default is;
-	// measured with the bench's B3 and B6 (docs/benchmarks.md).
-	DefaultMaxConns = 32
+	// worker's slots), not for the machine's cores as pgxpool's default is,
+	// and measured: of 8, 16, 32 and 64 connections, 16 served the bench's
+	// B3 (64 HTTP clients and a worker) and B6 (32 clients deciding) best,
+	// on a 2-core machine running the database too; more connections than
+	// that only queued inside the database.
+	DefaultMaxConns = 16
 	// MaxSchemaLen is the longest schema name: the notification channel,
 	// "countersign_" + the schema, must fit PostgreSQL's 63-byte limit on
 	// identifiers.
