@@ -50,6 +50,17 @@ type Store interface {
 	// GetProposalByToolCall returns the proposal created for a tool call, or ErrNotFound.
 	GetProposalByToolCall(ctx context.Context, params *GetProposalByToolCallParams) (*Proposal, error)
 
+	// LookupCall reads what a call needs to know before it records
+	// anything: the call's thread (as GetThread returns it), its tool
+	// call's proposal (as GetProposalByToolCall) and, when params carry
+	// Grant, the live grant FindGrant would return. The reads come from one
+	// snapshot, so that a proposal is never seen without the thread its
+	// creation made (unless DeleteThread removed it), and on a database
+	// server they cost one round trip. What does not
+	// exist is a nil field, not ErrNotFound; malformed params are
+	// ErrInvalidParams (see ValidateLookupCallParams).
+	LookupCall(ctx context.Context, params *LookupCallParams) (*CallLookup, error)
+
 	// GetProposalByConfirmation returns the proposal a two-phase confirmation id
 	// belongs to, or ErrNotFound.
 	GetProposalByConfirmation(ctx context.Context, params *GetProposalByConfirmationParams) (*Proposal, error)
@@ -201,6 +212,45 @@ type GetProposalByToolCallParams struct {
 	Tenant     string
 	ThreadID   string
 	ToolCallID string
+}
+
+// LookupCallParams names a call about to be recorded: its thread and tool
+// call, and the grant that could approve it.
+type LookupCallParams struct {
+	Tenant     string
+	ThreadID   string
+	ToolCallID string
+	// Grant, when set, also looks for a live grant matching the call, as
+	// FindGrant(Grant) does; its Tenant and ThreadID are the call's. A call
+	// that asks for no decision leaves it nil.
+	Grant *FindGrantParams
+}
+
+// CallLookup is what LookupCall found; a nil field is something that does
+// not exist.
+type CallLookup struct {
+	// Thread is the call's thread; nil when it does not exist yet.
+	Thread *Thread
+	// Proposal is the tool call's record; nil when the tool call is new.
+	Proposal *Proposal
+	// Grant is the newest live grant matching params.Grant; nil when none
+	// does, or when params.Grant is nil.
+	Grant *Grant
+}
+
+// ValidateLookupCallParams checks a lookup's parameters: a tenant, a thread
+// and a tool call id, and a grant query, if any, about the same tenant and
+// thread.
+func ValidateLookupCallParams(params *LookupCallParams) error {
+	switch {
+	case params == nil:
+		return invalidParams("no parameters")
+	case params.Tenant == "" || params.ThreadID == "" || params.ToolCallID == "":
+		return invalidParams("a call lookup needs a tenant, a thread and a tool call id")
+	case params.Grant != nil && (params.Grant.Tenant != params.Tenant || params.Grant.ThreadID != params.ThreadID):
+		return invalidParams("a call lookup's grant query must name the call's tenant and thread")
+	}
+	return nil
 }
 
 // GetProposalByConfirmationParams names a proposal by its confirmation id.

@@ -511,14 +511,23 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 		return nil, err
 	}
 	defer s.mu.Unlock()
+	if g := s.findGrant(params); g != nil {
+		return g.Clone(), nil
+	}
+	return nil, fmt.Errorf("grant: %w", store.ErrNotFound)
+}
+
+// findGrant returns the newest live grant matching params, or nil. The
+// caller holds the mutex.
+func (s *Store) findGrant(params *store.FindGrantParams) *store.Grant {
 	now := s.clock()
 	for i := len(s.grants) - 1; i >= 0; i-- {
 		g := s.grants[i]
 		if g.Live(now) && store.GrantMatches(g, params) {
-			return g.Clone(), nil
+			return g
 		}
 	}
-	return nil, fmt.Errorf("grant: %w", store.ErrNotFound)
+	return nil
 }
 
 // ListGrants implements store.Store.

@@ -64,19 +64,7 @@ func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]*
 
 // FindGrant implements store.Store. Of several live matches, the newest wins.
 func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
-	now := s.clock().UnixNano()
-	// store.Grant.Live and store.GrantMatches, in SQL: a thread grant
-	// covers its thread, a run grant its thread's run; an empty digest any
-	// input; only a call under the same rule.
-	g, err := scanGrant(s.rq.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants
-		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
-		AND rule_fingerprint = ?
-		AND (input_digest = '' OR input_digest = ?)
-		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
-		AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
-		ORDER BY seq DESC LIMIT 1`,
-		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
-		params.RuleFingerprint, params.InputDigest, params.RunID, now))
+	g, err := findGrant(ctx, &s.rq, params, s.clock())
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlitestore: find grant: %w", store.ErrNotFound)
 	}
@@ -84,6 +72,26 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 		return nil, fmt.Errorf("sqlitestore: find grant: %w", err)
 	}
 	return g, nil
+}
+
+// findGrantSQL is store.Grant.Live and store.GrantMatches, in SQL: a thread
+// grant covers its thread, a run grant its thread's run; an empty digest any
+// input; only a call under the same rule. Of several live matches, the
+// newest wins.
+const findGrantSQL = `SELECT ` + grantColumns + ` FROM grants
+		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
+		AND rule_fingerprint = ?
+		AND (input_digest = '' OR input_digest = ?)
+		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
+		AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+		ORDER BY seq DESC LIMIT 1`
+
+// findGrant reads the grant FindGrant returns, live at now; sql.ErrNoRows
+// when none is.
+func findGrant(ctx context.Context, q querier, params *store.FindGrantParams, now time.Time) (*store.Grant, error) {
+	return scanGrant(q.QueryRowContext(ctx, findGrantSQL,
+		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
+		params.RuleFingerprint, params.InputDigest, params.RunID, now.UnixNano()))
 }
 
 // ListGrants implements store.Store.

@@ -97,10 +97,10 @@ func getProposal(ctx context.Context, q querier, tenant, id string) (*store.Prop
 		`SELECT `+proposalColumns+` FROM proposals WHERE id = ? AND tenant = ?`, id, tenant)
 }
 
+const byToolCallSQL = `SELECT ` + proposalColumns + ` FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?`
+
 func getProposalByToolCall(ctx context.Context, q querier, tenant, thread, toolCall string) (*store.Proposal, error) {
-	return queryProposal(ctx, q, "tool call "+toolCall,
-		`SELECT `+proposalColumns+` FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?`,
-		tenant, thread, toolCall)
+	return queryProposal(ctx, q, "tool call "+toolCall, byToolCallSQL, tenant, thread, toolCall)
 }
 
 // queryProposals reads every proposal a query selects.

@@ -10,11 +10,12 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
+const getThreadSQL = `SELECT owner, created_at FROM threads WHERE tenant = ? AND id = ?`
+
 func getThread(ctx context.Context, q querier, tenant, id string) (*store.Thread, error) {
 	t := &store.Thread{Tenant: tenant, ID: id}
 	var created int64
-	err := q.QueryRowContext(ctx, `SELECT owner, created_at FROM threads WHERE tenant = ? AND id = ?`, tenant, id).
-		Scan(&t.Owner, &created)
+	err := q.QueryRowContext(ctx, getThreadSQL, tenant, id).Scan(&t.Owner, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("thread %s: %w", id, store.ErrNotFound)
 	}
