@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CompleteGrant", testCompleteGrant},
 		{"GrantRecheck", testGrantRecheck},
 		{"ThreadOwnership", testThreadOwnership},
+		{"LookupCall", testLookupCall},
 		{"Allowed", testAllowed},
 		{"ListProposals", testListProposals},
 		{"Events", testEvents},
