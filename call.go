@@ -81,9 +81,13 @@ type callRun struct {
 	mode Mode
 	// fingerprint is the rule's (see Rule.fingerprint), for asked calls.
 	fingerprint string
-	// input is the validated, canonical snapshot, and digest its hash.
-	input  json.RawMessage
-	digest string
+	// input is the validated, canonical snapshot, and digest its hash;
+	// inputErr is the schema's refusal instead, which fails a new call
+	// (after the owner check and the replay: a repeat of a recorded call
+	// replays it, see sameCall).
+	input    json.RawMessage
+	digest   string
+	inputErr error
 	// approvedBy is the decision of a live grant that stands in for the
 	// humans, and grantID that grant.
 	approvedBy *store.Decision
@@ -114,12 +118,19 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	if err := e.resolve(c, r); err != nil {
 		return nil, nil, err
 	}
-	if err := e.checkOwner(ctx, c, r); err != nil {
+	// The input is prepared before the lookup, whose grant query needs its
+	// digest; a refused input is kept for later (see callRun.inputErr).
+	r.input, r.digest, r.inputErr = r.a.prepareInput(c.Input)
+	l, err := e.lookup(ctx, c, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.checkOwner(ctx, c, r, l.Thread); err != nil {
 		return nil, nil, err
 	}
 	// Every call looks for its tool call's record, a read too: a read that
 	// repeats a recorded call's id with another action is a mismatch.
-	p, err := e.replay(ctx, c, r)
+	p, err := e.replay(c, r, l.Proposal)
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -127,9 +138,8 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 		// The repeat's input is the recorded one (replay checked): the
 		// stored snapshot is what was approved.
 		return e.resumeOrWait(ctx, c, p)
-	}
-	if r.input, r.digest, err = r.a.prepareInput(c.Input); err != nil {
-		return nil, nil, err
+	case r.inputErr != nil:
+		return nil, nil, r.inputErr
 	}
 	if r.asked() && c.Evidence != "" {
 		if res, err, handled := e.spendEvidence(ctx, c, r); handled {
@@ -143,9 +153,7 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 		return withoutWait(e.executeDirect(ctx, c, r.a, r.input))
 	}
 	if r.asked() {
-		if err := e.findGrant(ctx, c, r); err != nil {
-			return nil, nil, err
-		}
+		e.findGrant(r, l.Grant)
 	}
 	if res, err := e.preflightCall(ctx, c, r); res != nil || err != nil {
 		return res, nil, err
@@ -189,23 +197,48 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 	return nil
 }
 
-// checkOwner makes sure the caller owns the call's thread, before anything
-// of it is read, stored or run: a thread belongs to its first caller, and
-// only the owner makes calls in it. One read of the thread does, when it
-// exists. A thread that does not exist yet is created, owned by the caller,
-// with the call's record (CreateProposal refuses another actor's thread, for
-// the caller who loses that race); for a call that leaves no record (a read)
-// it is created here, in a write only the thread's first call pays.
-func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun) error {
-	t, err := e.store.GetThread(ctx, &store.GetThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID})
-	switch {
-	case errors.Is(err, store.ErrNotFound) && r.recorded():
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		t, err = e.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID, Owner: c.Identity.Actor})
+// lookup reads, in one store call (one round trip to a database server),
+// what the steps before the record need: the call's thread for checkOwner,
+// its tool call's record for replay and, for a call that asks and whose
+// input is valid, the live grant that could approve it for findGrant. The
+// record and the grant come back with the thread, but nothing of them is
+// used before checkOwner has passed.
+func (e *Engine) lookup(ctx context.Context, c *Call, r *callRun) (*store.CallLookup, error) {
+	params := &store.LookupCallParams{Tenant: c.Identity.Tenant, ThreadID: c.ThreadID, ToolCallID: c.ToolCallID}
+	if r.asked() && r.inputErr == nil {
+		a := r.a
+		params.Grant = &store.FindGrantParams{
+			Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
+			Action: a.name, ActionVersion: a.version, InputDigest: r.digest, RuleFingerprint: r.fingerprint,
+		}
 	}
+	l, err := e.store.LookupCall(ctx, params)
 	if err != nil {
-		return fmt.Errorf("call %s: thread: %w", r.a.name, err)
+		return nil, fmt.Errorf("call %s: lookup: %w", r.a.name, err)
+	}
+	return l, nil
+}
+
+// checkOwner makes sure the caller owns the call's thread t (nil when it
+// does not exist), before anything of the thread is used, stored or run: a
+// thread belongs to its first caller, and only the owner makes calls in it.
+// lookup read the thread, and in the same round trip the call's record and
+// grant, which stay unused until the owner check has passed; a caller in
+// another actor's thread learns nothing of them. A thread that does not
+// exist yet is created, owned by the caller, with the call's record
+// (CreateProposal refuses another actor's thread, for the caller who loses
+// that race); for a call that leaves no record (a read) it is created here,
+// in a write only the thread's first call pays.
+func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun, t *store.Thread) error {
+	if t == nil && r.recorded() {
+		return nil
+	}
+	if t == nil {
+		var err error
+		t, err = e.store.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: c.Identity.Tenant, ID: c.ThreadID, Owner: c.Identity.Actor})
+		if err != nil {
+			return fmt.Errorf("call %s: thread: %w", r.a.name, err)
+		}
 	}
 	if t.Owner != c.Identity.Actor {
 		return notOwner(c)
@@ -219,25 +252,21 @@ func notOwner(c *Call) *ForbiddenError {
 	return &ForbiddenError{Actor: c.Identity.Actor, Reason: "only the thread's owner may make calls in it"}
 }
 
-// replay finds the record of a repeated tool call, which resumes it: a
-// repeated call never proposes or executes anew. It returns nil when the
-// tool call is new, and a *MismatchError when the repeat names another
-// action or another input than the record.
-func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Proposal, error) {
-	p, err := e.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{
-		Tenant: c.Identity.Tenant, ThreadID: c.ThreadID, ToolCallID: c.ToolCallID,
-	})
+// replay checks the record p (nil when the tool call is new) that lookup
+// found of a repeated tool call, which resumes it: a repeated call never
+// proposes or executes anew. It returns nil when the tool call is new, and a
+// *MismatchError when the repeat names another action or another input
+// than the record.
+func (e *Engine) replay(c *Call, r *callRun, p *store.Proposal) (*store.Proposal, error) {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case p == nil:
 		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("call %s: %w", r.a.name, err)
 	case p.Requester != c.Identity.Actor:
 		// Only a thread that was deleted and taken by another actor can
 		// hold another requester's record: it is not the caller's.
 		return nil, notOwner(c)
 	}
-	if err := sameCall(c, r.a, p); err != nil {
+	if err := sameCall(c, r, p); err != nil {
 		return nil, err
 	}
 	if err := replayedEvidence(c, p); err != nil {
@@ -251,12 +280,12 @@ func (e *Engine) replay(ctx context.Context, c *Call, r *callRun) (*store.Propos
 // that key order, spacing and the schema's normalization do not count; an
 // input the action's schema now refuses compares by its canonical form, so
 // that a genuine retry still replays after the schema changed.
-func sameCall(c *Call, a *Action, p *store.Proposal) error {
+func sameCall(c *Call, r *callRun, p *store.Proposal) error {
 	var differs []string
-	if p.Action != a.name {
+	if p.Action != r.a.name {
 		differs = append(differs, "action")
 	}
-	if inputDigest(a, c.Input) != p.InputDigest {
+	if inputDigest(r, c.Input) != p.InputDigest {
 		differs = append(differs, "input")
 	}
 	if len(differs) == 0 {
@@ -265,12 +294,12 @@ func sameCall(c *Call, a *Action, p *store.Proposal) error {
 	return &MismatchError{ToolCallID: c.ToolCallID, Differs: differs, Action: p.Action, InputDigest: p.InputDigest}
 }
 
-// inputDigest is the digest a's call would record for raw, or, when a's
-// schema refuses raw, the digest of raw's canonical form; "" when raw is not
-// JSON.
-func inputDigest(a *Action, raw json.RawMessage) string {
-	if _, digest, err := a.prepareInput(raw); err == nil {
-		return digest
+// inputDigest is the digest r's call would record for its input raw
+// (prepareInput's), or, when the action's schema refuses raw, the digest of
+// raw's canonical form; "" when raw is not JSON.
+func inputDigest(r *callRun, raw json.RawMessage) string {
+	if r.inputErr == nil {
+		return r.digest
 	}
 	canon, err := canonjson.Canonicalize(raw)
 	if err != nil {
@@ -283,29 +312,21 @@ func inputDigest(a *Action, raw json.RawMessage) string {
 	return digest
 }
 
-// findGrant looks for a live grant, made under the call's rule as it stands,
-// that approves the call. The call still gets a proposal (and so an operation
-// id, an outcome, a replay record), and still runs preflight and prepare; the
-// grant is checked again in the transaction that creates the proposal (see
-// record).
-func (e *Engine) findGrant(ctx context.Context, c *Call, r *callRun) error {
-	a := r.a
-	g, err := e.store.FindGrant(ctx, &store.FindGrantParams{
-		Tenant: c.Identity.Tenant, Requester: c.Identity.Actor, ThreadID: c.ThreadID, RunID: c.RunID,
-		Action: a.name, ActionVersion: a.version, InputDigest: r.digest, RuleFingerprint: r.fingerprint,
-	})
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil
-	case err != nil:
-		return fmt.Errorf("call %s: find grant: %w", a.name, err)
+// findGrant lets g, the live grant lookup found (nil when none), made
+// under the call's rule as it stands, approve the call. The call still gets
+// a proposal (and so an operation id, an outcome, a replay record), and
+// still runs preflight and prepare; the grant is checked again in the
+// transaction that creates the proposal (see record), so that one revoked
+// since lookup read it never approves.
+func (e *Engine) findGrant(r *callRun, g *store.Grant) {
+	if g == nil {
+		return
 	}
 	r.grantID = g.ID
 	r.approvedBy = &store.Decision{Actor: grantActor + g.ID, Via: viaGrant, Reason: "remembered approval by " + g.GrantedBy}
 	if r.mode == ModeTwoPhase {
 		r.mode = ModeWait // there is nothing to confirm: the caller executes now
 	}
-	return nil
 }
 
 // askedMode is the call's mode without a grant: its own, or its rule's.
@@ -444,14 +465,14 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 	r.leaseAsked = time.Now()
 	cr, err := e.store.CreateProposal(ctx, params)
 	if errors.Is(err, store.ErrGrantNotLive) {
-		// Revoked (or expired, or its rule changed) since findGrant.
+		// Revoked (or expired, or its rule changed) since lookup read it.
 		r.approvedBy, r.grantID, r.mode = nil, "", askedMode(c, r)
 		params.ApprovedBy, params.GrantID, p.Mode = nil, "", r.mode
 		cr, err = e.store.CreateProposal(ctx, params)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotThreadOwner):
-		// Another actor's call created the thread since checkOwner read it.
+		// Another actor's call created the thread since lookup read it.
 		return nil, false, notOwner(c)
 	case err != nil:
 		return nil, false, fmt.Errorf("call %s: create proposal: %w", a.name, err)
