@@ -68,5 +68,10 @@ func (s *Store) LookupCall(ctx context.Context, params *store.LookupCallParams) 
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, wrap("lookup call", err)
 	}
+	if l.Proposal != nil {
+		// As queryProposal does, for the transition a replay may make
+		// (see rowMemory).
+		s.rows.put(l.Proposal)
+	}
 	return l, nil
 }

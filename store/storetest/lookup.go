@@ -132,6 +132,16 @@ func testLookupCall(t *testing.T, newStore Factory) {
 		requireLookup(t, fx, "Pending", lookupOf(p, nil), lookupWant{owner: requester, proposal: p.ID})
 		fx.decide(p, approver, store.VerdictApproved)
 		requireLookup(t, fx, "Approved", lookupOf(p, nil), lookupWant{owner: requester, proposal: p.ID})
+		// What it returns is the caller's: changing it changes no record.
+		l, err := fx.store.LookupCall(fx.ctx, lookupOf(p, nil))
+		if err != nil {
+			t.Fatalf("LookupCall: %v", err)
+		}
+		want := fx.get(p)
+		l.Thread.Owner = "mallory"
+		l.Proposal.Status, l.Proposal.Decisions[0].Actor, l.Proposal.Input[2] = store.StatusRejected, "mallory", 'X'
+		requireSameProposal(t, fx.get(p), want)
+		requireLookup(t, fx, "AfterTheCallerChangedWhatItGot", lookupOf(p, nil), lookupWant{owner: requester, proposal: p.ID})
 		// A deleted thread's proposals stay: the record without its thread.
 		if err := fx.store.DeleteThread(fx.ctx, &store.GetThreadParams{Tenant: tenant, ID: thread}); err != nil {
 			t.Fatalf("DeleteThread: %v", err)
