@@ -63,21 +63,18 @@ func Open(ctx context.Context, spec string, opts *Options) (store.Store, error) 
 	return nil, fmt.Errorf("workload: unknown store %q: want sqlite:<path> or postgres:<schema>", spec)
 }
 
-// openPostgres opens a store on a pool of its own, as pgstore.Open does,
-// but with the pool's size and tracer set here.
+// openPostgres opens a store on a pool of its own, configured as
+// pgstore.Open's is, with the pool's size and tracer set here.
 func openPostgres(ctx context.Context, schema string, o Options) (store.Store, error) {
 	if o.MaxConns < 0 || o.MaxConns > math.MaxInt32 {
 		return nil, fmt.Errorf("workload: MaxConns %d is negative or too large", o.MaxConns)
 	}
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	cfg, err := pgstore.PoolConfig(pgtest.DSN(), &pgstore.Options{Schema: schema})
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	cfg.MaxConns = int32(cmp.Or(o.MaxConns, pgtest.MaxConns))
 	cfg.ConnConfig.Tracer = o.Tracer
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = pgstore.DefaultApplicationName
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)

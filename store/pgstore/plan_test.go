@@ -109,6 +109,12 @@ func TestQueryPlans(t *testing.T) {
 		}{l.name, sql, args, l.want, false})
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The plans checked are the generic plans the store's connections
+		// run (DefaultPlanCacheMode).
+		var mode string
+		if err := tx.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != DefaultPlanCacheMode {
+			t.Fatalf("plan_cache_mode = %q, %v; want %s", mode, err, DefaultPlanCacheMode)
+		}
 		// EXPLAIN does not run the statement: nothing is claimed.
 		for _, tt := range tests {
 			rows, err := tx.Query(ctx, "EXPLAIN "+tt.sql, tt.args...)

@@ -55,3 +55,28 @@ func TestOpenRejectsNegativeMaxConns(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolConfigSettings: the pool's connections run with the store's
+// application_name and plan_cache_mode, unless the DSN names its own.
+func TestPoolConfigSettings(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		dsn, name, mode string
+	}{
+		{"postgres://u@h/db", DefaultApplicationName, DefaultPlanCacheMode},
+		{"postgres://u@h/db?application_name=app&plan_cache_mode=auto", "app", "auto"},
+		{"host=h user=u dbname=db plan_cache_mode=force_custom_plan", DefaultApplicationName, "force_custom_plan"},
+	} {
+		cfg, err := PoolConfig(c.dsn, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.dsn, err)
+		}
+		p := cfg.ConnConfig.RuntimeParams
+		if p["application_name"] != c.name || p["plan_cache_mode"] != c.mode {
+			t.Errorf("%s: application_name %q, plan_cache_mode %q; want %q, %q", c.dsn, p["application_name"], p["plan_cache_mode"], c.name, c.mode)
+		}
+	}
+	if _, err := PoolConfig("postgres://u@h/db", &Options{MaxConns: -1}); !errors.Is(err, store.ErrInvalidParams) {
+		t.Errorf("PoolConfig with MaxConns -1: %v, want ErrInvalidParams", err)
+	}
+}
