@@ -137,7 +137,8 @@ func (a *mutableValues) changed(b *mutableValues) mutable {
 }
 
 // rowWrite is one transition to write: p as the rule left it (finished and
-// normalized), guarded by the version old it was read at.
+// normalized, so updated at the transition's time), guarded by the version
+// old it was read at.
 type rowWrite struct {
 	p    *store.Proposal
 	from store.Status
@@ -223,7 +224,11 @@ func column[T any](ws []*rowWrite, f func(*rowWrite) T) []T {
 // makes claimable work: when set, the statement sends the work notification
 // in the same transaction. It returns the rows written: id, and the lease
 // expiry as stored.
-func (s *Store) casStatement(given []*rowWrite, now time.Time, work []string) (string, []any) {
+//
+// Each row has its own time, its transition's (p.UpdatedAt), which its
+// events, the grant it stores and the grants it activates take too: the
+// rows of one statement may come from different callers (see casQueue).
+func (s *Store) casStatement(given []*rowWrite, work []string) (string, []any) {
 	ws := slices.Clone(given)
 	slices.SortFunc(ws, func(a, b *rowWrite) int { return strings.Compare(a.p.ID, b.p.ID) })
 	var cols mutable
@@ -238,8 +243,9 @@ func (s *Store) casStatement(given []*rowWrite, now time.Time, work []string) (s
 		q.arg(column(ws, func(w *rowWrite) string { return w.p.Tenant }), "text[]"), `, `,
 		q.arg(column(ws, func(w *rowWrite) string { return w.p.ID }), "text[]"), `, `,
 		q.arg(column(ws, func(w *rowWrite) int64 { return w.old }), "bigint[]"), `, `,
-		q.arg(column(ws, func(w *rowWrite) int64 { return w.p.Version }), "bigint[]"))
-	names := []string{"tenant", "id", "old_version", "version"}
+		q.arg(column(ws, func(w *rowWrite) int64 { return w.p.Version }), "bigint[]"), `, `,
+		q.arg(column(ws, func(w *rowWrite) time.Time { return w.p.UpdatedAt }), "timestamptz[]"))
+	names := []string{"tenant", "id", "old_version", "version", "updated_at"}
 	for _, mc := range mutableColumns {
 		if cols&mc.bit == 0 {
 			continue
@@ -275,8 +281,7 @@ func (s *Store) casStatement(given []*rowWrite, now time.Time, work []string) (s
 		}
 	}
 	q.w(`) AS v(`, strings.Join(names, ", "), `)),
-upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = `, q.arg(now, "timestamptz"))
-	at := fmt.Sprintf("$%d", len(q.args)) // the time of the write, for the side rows
+upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = v.updated_at`)
 	for _, mc := range mutableColumns {
 		if cols&mc.bit != 0 {
 			q.w(`, `, mc.name, ` = `, mc.set)
@@ -284,7 +289,7 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = `, q.arg
 	}
 	q.w(`
 	FROM v WHERE p.id = v.id AND p.tenant = v.tenant AND p.version = v.old_version
-	RETURNING p.id, p.lease_expires_at)`)
+	RETURNING p.id, p.lease_expires_at, p.updated_at)`)
 
 	// The side rows, each only for a row written.
 	type event struct {
@@ -328,11 +333,11 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = `, q.arg
 		}
 		q.w(`,
 ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, via, status, detail, at)
-	SELECT e.tenant, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, `, at, `
+	SELECT e.tenant, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, upd.updated_at
 	FROM unnest(`, q.arg(tenants, "text[]"), `, `, q.arg(ids, "text[]"), `, `, q.arg(types, "text[]"), `, `,
 			q.arg(actors, "text[]"), `, `, q.arg(vias, "text[]"), `, `, q.arg(statuses, "text[]"), `, `, q.arg(details, "text[]"), `)
 		WITH ORDINALITY AS e(tenant, proposal_id, type, actor, via, status, detail, n)
-	WHERE e.proposal_id IN (SELECT id FROM upd)
+	JOIN upd ON upd.id = e.proposal_id
 	ORDER BY e.n)`)
 	}
 	if len(msg) > 0 {
@@ -365,7 +370,7 @@ msg AS (INSERT INTO `, S, `messages (id, tenant, thread_id, role, text, proposal
 		q.w(`,
 gr AS (INSERT INTO `, S, `grants (`, grantColumns, `)
 	SELECT g.id, g.tenant, g.requester, g.scope, g.thread_id, g.run_id, g.action, g.action_version, g.input_digest,
-		g.origin_proposal_id, g.granted_by, `, at, `, NULL, g.expires_at, g.revoked_at, g.revoked_by, g.rule_fingerprint
+		g.origin_proposal_id, g.granted_by, upd.updated_at, NULL, g.expires_at, g.revoked_at, g.revoked_by, g.rule_fingerprint
 	FROM unnest(`,
 			q.arg(column(gr, func(w *rowWrite) string { return g(w).ID }), "text[]"), `, `,
 			q.arg(column(gr, func(w *rowWrite) string { return w.p.Tenant }), "text[]"), `, `,
@@ -384,13 +389,12 @@ gr AS (INSERT INTO `, S, `grants (`, grantColumns, `)
 			q.arg(column(gr, func(w *rowWrite) string { return g(w).RuleFingerprint }), "text[]"), `)
 		AS g(id, tenant, requester, scope, thread_id, run_id, action, action_version, input_digest,
 			origin_proposal_id, granted_by, expires_at, revoked_at, revoked_by, rule_fingerprint)
-	WHERE g.origin_proposal_id IN (SELECT id FROM upd))`)
+	JOIN upd ON upd.id = g.origin_proposal_id)`)
 	}
 	if len(act) > 0 {
 		q.w(`,
-act AS (UPDATE `, S, `grants g SET activated_at = `, at, `
-	WHERE g.origin_proposal_id = ANY(`, q.arg(act, "text[]"), `) AND g.activated_at IS NULL
-	AND g.origin_proposal_id IN (SELECT id FROM upd))`)
+act AS (UPDATE `, S, `grants g SET activated_at = upd.updated_at FROM upd
+	WHERE g.origin_proposal_id = upd.id AND upd.id = ANY(`, q.arg(act, "text[]"), `) AND g.activated_at IS NULL)`)
 	}
 	notify := ""
 	if len(work) > 0 {
@@ -431,7 +435,7 @@ const maxCASAttempts = 100
 // written; a row whose version moved since it was read is not, nor its side
 // rows. Rows written are remembered, their lease expiry set as stored, and
 // their notifications published once the statement committed.
-func (s *Store) writeRows(ctx context.Context, ws []*rowWrite, now time.Time) ([]bool, error) {
+func (s *Store) writeRows(ctx context.Context, ws []*rowWrite) ([]bool, error) {
 	written := make([]bool, len(ws))
 	if len(ws) == 0 {
 		return written, nil
@@ -447,7 +451,7 @@ func (s *Store) writeRows(ctx context.Context, ws []*rowWrite, now time.Time) ([
 	if workNow {
 		notified = work
 	}
-	sql, args := s.casStatement(ws, now, notified)
+	sql, args := s.casStatement(ws, notified)
 	type result struct {
 		exp  *time.Time
 		sent int64

@@ -100,6 +100,8 @@ type Store struct {
 	// rows remembers recent proposals, for the transitions that follow
 	// their reads (see rowMemory).
 	rows *rowMemory
+	// cas groups the single-row transitions' statements (casgroup.go).
+	cas casQueue
 	// listenCheck is how long Listen waits for a notification before it
 	// pings the server (listenCheckInterval; tests shorten it).
 	listenCheck time.Duration

@@ -69,11 +69,11 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, lease time.Durati
 		if err != nil {
 			return nil, "", false, err
 		}
-		written, err := s.writeRows(ctx, []*rowWrite{rw}, now)
+		written, err := s.writeOne(ctx, rw)
 		if err != nil {
 			return nil, "", false, err
 		}
-		if !written[0] {
+		if !written {
 			cur = nil // the row moved: read it again
 			continue
 		}
@@ -283,7 +283,7 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 		}
 		ws = append(ws, rw)
 	}
-	written, err := s.writeRows(ctx, ws, now)
+	written, err := s.writeRows(ctx, ws)
 	if err != nil {
 		return nil, wrap("expire due", err)
 	}

@@ -97,7 +97,7 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 				ws = append(ws, rw)
 			}
 		}
-		written, err := s.writeRows(ctx, ws, now)
+		written, err := s.writeRows(ctx, ws)
 		if err != nil {
 			return nil, nil, wrap("settle many", err)
 		}
