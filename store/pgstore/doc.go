@@ -32,6 +32,19 @@
 // judged on a row read from the database. Statements aborted as deadlock
 // victims are rerun.
 //
+// Concurrent single-row transitions of one Store share statements
+// (casgroup.go): while a few statements run, new writes queue and go
+// together as one statement, each row guarded by its own version, so a
+// group pays one commit — under load, the WAL flush is what a transition
+// waits for. A write that finds a statement free runs at once.
+//
+// The pool Open makes (PoolConfig) runs its connections with
+// plan_cache_mode = force_generic_plan unless the DSN sets one: the store's
+// statements are prepared once per connection and planned once, since their
+// plans depend on their shape, not their values (TestQueryPlans checks the
+// generic plans); PostgreSQL's default kept re-planning the compare-and-set
+// statements, which cost a third of a decision's server CPU.
+//
 // Creation (create.go) is one pipelined batch, which PostgreSQL runs as one
 // implicit transaction, each statement with a snapshot of its own. It is
 // idempotent on (tenant, thread, tool call id): the INSERT … ON CONFLICT DO
