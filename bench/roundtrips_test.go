@@ -220,9 +220,34 @@ func TestRoundTripGoals(t *testing.T) {
 	if d := got["RT drain PostgreSQL"].Detail; !strings.Contains(d, "B1 procs1 claim 0.030") || !strings.Contains(d, "B1 procs4 claim 0.040") {
 		t.Errorf("detail %q", d)
 	}
-	for _, id := range []string{"RT calls SQLite", "RT decisions SQLite", "RT drain SQLite", "B6 PostgreSQL"} {
+	for _, id := range []string{"RT calls SQLite", "RT decisions SQLite", "RT drain SQLite", "B3 vs SQLite SQLite"} {
 		if g, ok := got[id]; ok {
 			t.Errorf("goal %s judged on a store it is not for: %+v", id, g)
+		}
+	}
+	// Issue 12's PostgreSQL goals against SQLite and River, in the same run.
+	rs := &Report{}
+	rs.add(
+		Figure{Key: "b3.postgres.actions", Scenario: "B3", Store: "postgres", Value: 800},
+		Figure{Key: "b3.sqlite.actions", Scenario: "B3", Store: "sqlite", Value: 1000},
+		Figure{Key: "b6.postgres.rate", Scenario: "B6", Store: "postgres", Value: 3000},
+		Figure{Key: "b6.postgres.p99", Scenario: "B6", Store: "postgres", Value: 15},
+		Figure{Key: "b6.sqlite.rate", Scenario: "B6", Store: "sqlite", Value: 2900},
+		Figure{Key: "b1.postgres.procs1", Scenario: "B1", Store: "postgres", Value: 25000},
+		Figure{Key: "b1.postgres.procs4", Scenario: "B1", Store: "postgres", Value: 15000},
+		Figure{Key: "river.postgres.tuned.drain", Scenario: "river", Store: "postgres", Value: 20000},
+	)
+	vs := map[string]GoalResult{}
+	for _, g := range goals(rs, config{Stores: []string{"sqlite", "postgres"}}) {
+		vs[g.ID] = g
+	}
+	for id, want := range map[string]string{
+		"B3 vs SQLite PostgreSQL": "missed", // 800 < 1000
+		"B6 PostgreSQL":           "met",    // 3000 ≥ 2900, p99 15
+		"B1 PostgreSQL":           "missed", // 4 processes: 15,000 < 20,000
+	} {
+		if vs[id].Status != want {
+			t.Errorf("goal %s: %+v, want %s", id, vs[id], want)
 		}
 	}
 	r.Figures[4].Value = 0.06
