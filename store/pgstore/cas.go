@@ -227,7 +227,7 @@ func column[T any](ws []*rowWrite, f func(*rowWrite) T) []T {
 //
 // Each row has its own time, its transition's (p.UpdatedAt), which its
 // events, the grant it stores and the grants it activates take too: the
-// rows of one statement may come from different callers (see casQueue).
+// rows of one statement may come from different callers (see casgroup.go).
 func (s *Store) casStatement(given []*rowWrite, work []string) (string, []any) {
 	ws := slices.Clone(given)
 	slices.SortFunc(ws, func(a, b *rowWrite) int { return strings.Compare(a.p.ID, b.p.ID) })

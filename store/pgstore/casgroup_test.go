@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,35 +11,90 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// TestCASQueueTake: a group is the oldest writes, at most maxCASGroup, never
-// two of one row; what is left stays queued in order.
-func TestCASQueueTake(t *testing.T) {
+// TestGrouperTake: a group is the oldest items, at most maxGroup, never
+// two of one key; what is left stays queued in order.
+func TestGrouperTake(t *testing.T) {
 	t.Parallel()
-	write := func(id string) *casWrite {
-		return &casWrite{rw: &rowWrite{p: &store.Proposal{Tenant: "acme", ID: id}}}
+	g := newCASGrouper()
+	write := func(id string) *groupItem[*casWrite] {
+		return &groupItem[*casWrite]{v: &casWrite{rw: &rowWrite{p: &store.Proposal{Tenant: "acme", ID: id}}}}
 	}
-	q := &casQueue{}
 	for _, id := range []string{"a", "b", "a", "c", "b"} {
-		q.pending = append(q.pending, write(id))
+		g.pending = append(g.pending, write(id))
 	}
-	ids := func(ws []*casWrite) (out []string) {
-		for _, w := range ws {
-			out = append(out, w.rw.p.ID)
+	ids := func(items []*groupItem[*casWrite]) (out []string) {
+		for _, it := range items {
+			out = append(out, it.v.rw.p.ID)
 		}
 		return out
 	}
-	if got := fmt.Sprint(ids(q.take())); got != "[a b c]" {
+	if got := fmt.Sprint(ids(g.take())); got != "[a b c]" {
 		t.Errorf("first group %s, want [a b c]", got)
 	}
-	if got := fmt.Sprint(ids(q.pending)); got != "[a b]" {
+	if got := fmt.Sprint(ids(g.pending)); got != "[a b]" {
 		t.Errorf("left queued %s, want [a b]", got)
 	}
-	q.pending = nil
+	g.pending = nil
 	for i := range maxCASGroup + 3 {
-		q.pending = append(q.pending, write(fmt.Sprint(i)))
+		g.pending = append(g.pending, write(fmt.Sprint(i)))
 	}
-	if g := q.take(); len(g) != maxCASGroup || len(q.pending) != 3 {
-		t.Errorf("group of %d with %d left, want %d and 3", len(g), len(q.pending), maxCASGroup)
+	if group := g.take(); len(group) != maxCASGroup || len(g.pending) != 3 {
+		t.Errorf("group of %d with %d left, want %d and 3", len(group), len(g.pending), maxCASGroup)
+	}
+}
+
+// TestGrouperUnderLoad: many callers at once, few statements in flight:
+// every item runs exactly once, in a group of at most maxGroup, never two
+// of one key together, and no more groups run at once than allowed.
+func TestGrouperUnderLoad(t *testing.T) {
+	t.Parallel()
+	g := &grouper[*casWrite]{maxInFlight: 2, maxGroup: 5,
+		key: func(w *casWrite) rowKey { return rowKey{w.rw.p.Tenant, w.rw.p.ID} }}
+	var (
+		mu       sync.Mutex
+		running  int
+		maxRun   int
+		runs     = map[*casWrite]int{}
+		problems []string
+	)
+	const n = 400
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &casWrite{rw: &rowWrite{p: &store.Proposal{Tenant: "acme", ID: fmt.Sprint(i % 37)}}}
+			g.do(w, func(group []*casWrite) {
+				mu.Lock()
+				running++
+				maxRun = max(maxRun, running)
+				seen := map[string]bool{}
+				if len(group) > 5 {
+					problems = append(problems, fmt.Sprintf("group of %d", len(group)))
+				}
+				for _, m := range group {
+					runs[m]++
+					if seen[m.rw.p.ID] {
+						problems = append(problems, "two items of "+m.rw.p.ID+" in one group")
+					}
+					seen[m.rw.p.ID] = true
+				}
+				mu.Unlock()
+				time.Sleep(100 * time.Microsecond)
+				mu.Lock()
+				running--
+				mu.Unlock()
+			})
+			mu.Lock()
+			if runs[w] != 1 {
+				problems = append(problems, fmt.Sprintf("item ran %d times when do returned", runs[w]))
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(runs) != n || maxRun > 2 || len(problems) > 0 {
+		t.Errorf("%d items ran (want %d), at most %d groups at once (want ≤ 2), problems %v", len(runs), n, maxRun, problems)
 	}
 }
 
@@ -166,5 +222,55 @@ func TestConcurrentTransitionsOfOneStore(t *testing.T) {
 		if p.Status != store.StatusApproved || len(p.Decisions) != want {
 			t.Errorf("%s: %s with %d decisions, want approved with %d", p.ID, p.Status, len(p.Decisions), want)
 		}
+	}
+}
+
+// TestGroupedReads: concurrent GetProposal calls on one Store, through
+// grouped statements, each get their own answer: the proposal (a copy of
+// its own, when two ask for one), or not found for another tenant's or a
+// missing id.
+func TestGroupedReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	s := openAt(t, now)
+	const n = 20
+	for i := range n {
+		p := createTestProposal(fmt.Sprintf("prp_%d", i), fmt.Sprintf("t%d", i), now)
+		p.ReplacementKey = ""
+		if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, tenant := fmt.Sprintf("prp_%d", i%(n+5)), "acme"
+			if i%7 == 0 {
+				tenant = "other"
+			}
+			p, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: tenant, ID: id})
+			exists := tenant == "acme" && i%(n+5) < n
+			switch {
+			case exists && (err != nil || p.ID != id || p.Tenant != "acme"):
+				errs <- fmt.Errorf("%s: %+v, %v", id, p, err)
+			case !exists && !errors.Is(err, store.ErrNotFound):
+				errs <- fmt.Errorf("%s of %s: %v, want not found", id, tenant, err)
+			case exists:
+				p.Preview = "changed by its reader" // must not reach another reader
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	p, err := s.GetProposal(ctx, &store.GetProposalParams{Tenant: "acme", ID: "prp_0"})
+	if err != nil || p.Preview != "Refund 1" {
+		t.Errorf("after the readers: %+v, %v", p, err)
 	}
 }

@@ -100,8 +100,10 @@ type Store struct {
 	// rows remembers recent proposals, for the transitions that follow
 	// their reads (see rowMemory).
 	rows *rowMemory
-	// cas groups the single-row transitions' statements (casgroup.go).
-	cas casQueue
+	// cas groups the single-row transitions' statements (casgroup.go), and
+	// reads the reads of one proposal by id (GetProposal).
+	cas   *grouper[*casWrite]
+	reads *grouper[*proposalRead]
 	// listenCheck is how long Listen waits for a notification before it
 	// pings the server (listenCheckInterval; tests shorten it).
 	listenCheck time.Duration
@@ -229,6 +231,8 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		now:     o.Now,
 		q:       newQueries(pgx.Identifier{o.Schema}.Sanitize()),
 		rows:    newRowMemory(rowMemorySize),
+		cas:     newCASGrouper(),
+		reads:   newReadGrouper(),
 
 		listenCheck: listenCheckInterval,
 	}

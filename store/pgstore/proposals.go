@@ -47,7 +47,7 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, lease time.Durati
 	cur, fresh := s.rows.get(tenant, id), false
 	for range maxCASAttempts {
 		if cur == nil {
-			p, err := s.queryProposal(ctx, "proposal "+id, s.q.getProposal, id, tenant)
+			p, err := s.readProposal(ctx, tenant, id)
 			if err != nil {
 				return nil, "", false, err
 			}
@@ -95,7 +95,7 @@ func (s *Store) transition(ctx context.Context, op, tenant, id string, fn transi
 
 // GetProposal implements store.Store.
 func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
-	p, err := s.queryProposal(ctx, "proposal "+params.ID, s.q.getProposal, params.ID, params.Tenant)
+	p, err := s.readProposal(ctx, params.Tenant, params.ID)
 	if err != nil {
 		return nil, wrap("get proposal", err)
 	}
