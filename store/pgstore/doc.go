@@ -36,7 +36,8 @@
 // (casgroup.go): while a few statements run, new writes queue and go
 // together as one statement, each row guarded by its own version, so a
 // group pays one commit — under load, the WAL flush is what a transition
-// waits for. A write that finds a statement free runs at once.
+// waits for. A write that finds a statement free runs at once. Concurrent
+// GetProposal calls share statements the same way (readgroup.go).
 //
 // The pool Open makes (PoolConfig) runs its connections with
 // plan_cache_mode = force_generic_plan unless the DSN sets one: the store's
