@@ -12,8 +12,9 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// This file holds CreateProposal: one pipelined batch, one round trip, run
-// by PostgreSQL as one implicit transaction (pgx sends the batch with a
+// This file holds CreateProposal: one pipelined batch, one round trip (two
+// for a creation that inserts nothing: a replay, a refusal), run by
+// PostgreSQL as one implicit transaction (pgx sends the batch with a
 // single Sync). Each statement of the batch takes a snapshot of its own, so
 // each sees what concurrent transactions committed while the statement
 // before it waited on them:
@@ -32,8 +33,9 @@ import (
 //     sees every creation with that key committed before the lock was
 //     granted: concurrent creations take turns, and exactly one pending
 //     proposal remains;
-//  5. what a creation that inserted nothing needs to say why: the thread's
-//     owner, and the tool call's record.
+//  5. only when it inserted nothing, in a second round trip, what it needs
+//     to say why: the thread's owner, and the tool call's record (which a
+//     concurrent creation committed while the insert waited on it).
 
 // replacementLock names the advisory lock that serialises the creations of
 // one (tenant, requester, thread, action, replacement key) in this schema.
@@ -129,23 +131,32 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 			return err
 		})
 	}
-	b.Queue(s.q.getThread, n.Tenant, n.ThreadID).QueryRow(func(row pgx.Row) error {
-		var created time.Time
-		if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		return nil
-	})
-	b.Queue(s.q.getReplayed, n.Tenant, n.ThreadID, n.ToolCallID, n.ID).QueryRow(func(row pgx.Row) error {
-		p, err := scanProposal(row)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		existing = p
-		return err
-	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
+	}
+	if !inserted {
+		// What a creation that inserted nothing needs to say why, read
+		// after its transaction, which saw the same: the thread's owner, and
+		// the tool call's record.
+		r := &pgx.Batch{}
+		r.Queue(s.q.getThread, n.Tenant, n.ThreadID).QueryRow(func(row pgx.Row) error {
+			var created time.Time
+			if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+		r.Queue(s.q.getReplayed, n.Tenant, n.ThreadID, n.ToolCallID, n.ID).QueryRow(func(row pgx.Row) error {
+			p, err := scanProposal(row)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			existing = p
+			return err
+		})
+		if err := s.pool.SendBatch(ctx, r).Close(); err != nil {
+			return nil, err
+		}
 	}
 
 	if inserted {
