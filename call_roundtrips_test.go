@@ -2,66 +2,29 @@ package countersign_test
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/pgtrace"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
 )
 
-// roundTrips counts what pgx waits on PostgreSQL for: each query or exec,
-// each statement it prepares, and each batch, which it sends pipelined and
-// waits on once. It leaves out the notifications the store sends on its own
-// after a commit, whenever its sender gets to them.
-type roundTrips struct{ n atomic.Int64 }
-
-type inBatchKey struct{}
-
-func notifying(sql string) bool {
-	return strings.Contains(sql, "pg_notify") || strings.Contains(sql, "synchronous_commit")
-}
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if b, _ := ctx.Value(inBatchKey{}).(bool); !b && !notifying(d.SQL) {
-		r.n.Add(1)
-	}
-	return ctx
-}
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
-	if !notifying(d.SQL) {
-		r.n.Add(1)
-	}
-	return ctx
-}
-func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	if !slices.ContainsFunc(d.Batch.QueuedQueries, func(q *pgx.QueuedQuery) bool { return notifying(q.SQL) }) {
-		r.n.Add(1)
-	}
-	return context.WithValue(ctx, inBatchKey{}, true)
-}
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
 // creationTrips counts the round trips CreateProposal takes.
 type creationTrips struct {
 	store.Store
-	rt    *roundTrips
+	rt    *pgtrace.Counter
 	trips atomic.Int64
 }
 
 func (s *creationTrips) CreateProposal(ctx context.Context, p *store.CreateProposalParams) (*store.CreateProposalResult, error) {
-	before := s.rt.n.Load()
-	defer func() { s.trips.Add(s.rt.n.Load() - before) }()
+	before := s.rt.Total()
+	defer func() { s.trips.Add(s.rt.Total() - before) }()
 	return s.Store.CreateProposal(ctx, p)
 }
 
@@ -76,7 +39,7 @@ func TestCallLookupIsOneRoundTripOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &roundTrips{}
+	rt := &pgtrace.Counter{} // the store's notifications, sent after a commit whenever its sender gets to them, are left out
 	cfg.ConnConfig.Tracer = rt
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -95,9 +58,9 @@ func TestCallLookupIsOneRoundTripOnPostgres(t *testing.T) {
 	}})
 	trips := func(f func()) int64 {
 		t.Helper()
-		before := rt.n.Load()
+		before := rt.Total()
 		f()
-		return rt.n.Load() - before
+		return rt.Total() - before
 	}
 	// The first calls prepare the statements.
 	h.call(refundCall("warm_1", countersign.ModeTwoPhase, grantInput))

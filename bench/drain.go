@@ -108,7 +108,7 @@ func workerMain(spec string) int {
 	}
 	var rt *roundTrips
 	if strings.HasPrefix(spec, "postgres:") {
-		rt = &roundTrips{}
+		rt = newRoundTrips()
 	}
 	st, err := openSpec(ctx, spec, maxConns, rt)
 	if err != nil {

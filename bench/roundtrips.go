@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/countersign/countersign/internal/pgtrace"
 	"github.com/countersign/countersign/store"
 )
 
@@ -55,39 +54,17 @@ func classOf(ctx context.Context) rtClass {
 	return c
 }
 
-// roundTrips is a pgx tracer that counts the messages pgx waits on the
-// server for, by the class of their context: each query or exec (BEGIN and
-// COMMIT included), each statement it prepares, and each batch, which pgx
-// sends pipelined and waits on once (its queries are not counted again).
-// It is store/pgstore's BenchmarkRoundTrips tracer, attributed.
-type roundTrips struct{ n [rtClasses]atomic.Int64 }
+// roundTrips counts the round trips to PostgreSQL (internal/pgtrace), by
+// the class of their context. The store's notification batches, which
+// pgtrace counts apart, are untagged work: they count as rtOther.
+type roundTrips struct{ pgtrace.Counter }
 
-var (
-	_ pgx.QueryTracer   = (*roundTrips)(nil)
-	_ pgx.PrepareTracer = (*roundTrips)(nil)
-	_ pgx.BatchTracer   = (*roundTrips)(nil)
-)
+// Every class is one pgtrace tells apart.
+var _ [pgtrace.Classes - rtClasses]struct{}
 
-type batchKey struct{}
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	if ctx.Value(batchKey{}) == nil {
-		r.n[classOf(ctx)].Add(1)
-	}
-	return ctx
+func newRoundTrips() *roundTrips {
+	return &roundTrips{pgtrace.Counter{Class: func(ctx context.Context) int { return int(classOf(ctx)) }}}
 }
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	r.n[classOf(ctx)].Add(1)
-	return ctx
-}
-func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.n[classOf(ctx)].Add(1)
-	return context.WithValue(ctx, batchKey{}, true)
-}
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // rtCounts is a snapshot of a tracer's counts, by class.
 type rtCounts [rtClasses]int64
@@ -97,8 +74,9 @@ func (r *roundTrips) counts() rtCounts {
 	var c rtCounts
 	if r != nil {
 		for i := range c {
-			c[i] = r.n[i].Load()
+			c[i] = r.Count(i)
 		}
+		c[rtOther] += r.Notes()
 	}
 	return c
 }

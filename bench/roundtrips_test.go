@@ -26,7 +26,7 @@ var (
 // and a batch count once each, against their context's class, and the
 // queries of a batch do not count again.
 func TestRoundTripsByClass(t *testing.T) {
-	rt := &roundTrips{}
+	rt := newRoundTrips()
 	call := withClass(context.Background(), rtCall)
 	rt.TraceQueryStart(call, nil, pgxQuery)
 	rt.TracePrepareStart(call, nil, pgxPrepare)
@@ -164,7 +164,7 @@ func TestRTLine(t *testing.T) {
 func TestRoundTripsOnPostgreSQL(t *testing.T) {
 	_, schema := pgtest.NewSchema(t)
 	ctx := context.Background()
-	rt := &roundTrips{}
+	rt := newRoundTrips()
 	st, err := openSpec(ctx, "postgres:"+schema, 3, rt)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func (e *env) open() (st store.Store, spec string, done func(), err error) {
 // SQLite).
 func (e *env) openTraced() (st store.Store, spec string, rt *roundTrips, done func(), err error) {
 	if e.target.name == "postgres" {
-		rt = &roundTrips{}
+		rt = newRoundTrips()
 	}
 	st, spec, done, err = e.openWith(rt)
 	return st, spec, rt, done, err

@@ -4,61 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/pgtrace"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
 )
-
-// roundTrips counts the messages pgx waits on the server for: each query
-// or exec (BEGIN and COMMIT included), each statement it prepares, and each
-// batch, which pgx sends pipelined and waits on once. The batches that send
-// the store's status notifications, after the transactions that made the
-// changes and off their callers' path, are counted apart (notes).
-type roundTrips struct{ n, notes atomic.Int64 }
-
-// batchTrace is what roundTrips learns of one batch.
-type batchTrace struct{ notes bool }
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	if batchOf(ctx) != nil {
-		return ctx
-	}
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return context.WithValue(ctx, batchKey{}, &batchTrace{})
-}
-func (r *roundTrips) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	if b := batchOf(ctx); b != nil && strings.Contains(d.SQL, "pg_notify($1, x)") {
-		b.notes = true
-	}
-}
-func (r *roundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
-	if b := batchOf(ctx); b != nil && b.notes {
-		r.notes.Add(1)
-	} else {
-		r.n.Add(1)
-	}
-}
-
-type batchKey struct{}
-
-func batchOf(ctx context.Context) *batchTrace { b, _ := ctx.Value(batchKey{}).(*batchTrace); return b }
 
 // BenchmarkRoundTrips reports how many round trips to PostgreSQL each store
 // operation costs (roundtrips/op), the figure DESIGN.md §15 holds to one per
@@ -75,7 +30,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := &roundTrips{}
+	rt := &pgtrace.Counter{}
 	cfg.ConnConfig.Tracer = rt
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -88,11 +43,11 @@ func BenchmarkRoundTrips(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = st.Close() }) // before the pool's
 	counted := func(f func() error) int64 {
-		before := rt.n.Load()
+		before := rt.Total()
 		if err := f(); err != nil {
 			b.Fatal(err)
 		}
-		return rt.n.Load() - before
+		return rt.Total() - before
 	}
 	// b.Run calls each function more than once: every proposal gets an id
 	// of its own.
@@ -111,7 +66,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 
 	b.Run("transitions", func(b *testing.B) {
 		var create, decide, claim, renew, settle int64
-		notes := rt.notes.Load()
+		notes := rt.Notes()
 		for range b.N {
 			p := proposal(store.ModeWait)
 			create += counted(func() error {
@@ -144,7 +99,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 		b.ReportMetric(float64(claim)/n, "claim-rt/op")
 		b.ReportMetric(float64(renew)/n, "renew-rt/op")
 		b.ReportMetric(float64(settle)/n, "settle-rt/op")
-		b.ReportMetric(float64(rt.notes.Load()-notes)/n, "notes-rt/op")
+		b.ReportMetric(float64(rt.Notes()-notes)/n, "notes-rt/op")
 	})
 
 	b.Run("batches", func(b *testing.B) {
