@@ -1,0 +1,277 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/store"
+)
+
+// BenchmarkDrainFloor is what the PostgreSQL server alone can drain: the
+// rows a drain of b.N approved proposals must write, sent as bare SQL by
+// four loops of claim-then-settle, 125 proposals a statement, with no
+// engine, no worker and nothing decoded but ids. It is the bound on B1
+// that no client-side work can lift (docs/profiles/postgres.md, "The
+// drain's floor").
+//
+//   - schema=current is this store's schema and its claim statement
+//     (claimBatchSQL, the one the worker runs), then a set-based settlement
+//     that writes what SettleMany writes for a success: the row, one
+//     proposal.settled event, one outcome message.
+//   - schema=narrow is a schema this store does not have: no index of
+//     proposals mentions a column the drain changes (the claim, expiry,
+//     pending and replacement indexes dropped, fillfactor 40), so its
+//     updates can be HOT, and the claim order lives in a table of its own,
+//     work (tenant, id, ready_at). It measures what that redesign would be
+//     worth before anyone builds it.
+//   - writes=rows leaves out the audit events and the outcome message, to
+//     show what they cost; DESIGN.md requires both.
+//
+//	go test -run '^$' -bench DrainFloor -benchtime 30000x ./store/pgstore
+func BenchmarkDrainFloor(b *testing.B) {
+	for _, schema := range []string{"current", "narrow"} {
+		for _, writes := range []string{"design", "rows"} {
+			b.Run("schema="+schema+"/writes="+writes, func(b *testing.B) {
+				benchDrainFloor(b, schema == "narrow", writes == "design")
+			})
+		}
+	}
+}
+
+const (
+	floorLoops = 4
+	floorBatch = 125
+)
+
+func benchDrainFloor(b *testing.B, narrow, audit bool) {
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(b)
+	st, err := Open(ctx, dsn, &Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	pool, err := pgxpool.New(ctx, pgtest.PoolDSN(dsn))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	q := func(sql string) string { return qualify(st.q.schema, sql) }
+	exec := func(sqls ...string) {
+		b.Helper()
+		for _, sql := range sqls {
+			if _, err := pool.Exec(ctx, q(sql)); err != nil {
+				b.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	if narrow {
+		exec(`DROP INDEX _S_.proposals_claim`, `DROP INDEX _S_.proposals_expiry`,
+			`DROP INDEX _S_.proposals_pending`, `DROP INDEX _S_.proposals_replacement`,
+			`ALTER TABLE _S_.proposals SET (fillfactor = 40)`)
+	}
+	seedFloor(b, st, pool, b.N)
+	claim, settle := q(claimBatchSQL), q(floorSettleSQL)
+	claim = strings.Replace(claim, "PCOLS", "p.tenant, p.id, p.thread_id, p.version, p.status, p.attempt", 1)
+	claim = claim[:strings.LastIndex(claim, "SELECT ")] + "SELECT tenant, id, thread_id, version FROM claimed"
+	if narrow {
+		exec(`CREATE TABLE _S_.work (tenant TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
+				ready_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (tenant, id))`,
+			`INSERT INTO _S_.work SELECT tenant, id, updated_at FROM _S_.proposals`,
+			`CREATE INDEX work_ready ON _S_.work (ready_at, id)`)
+		claim, settle = q(narrowClaimSQL), q(narrowSettleSQL)
+	}
+	if !audit {
+		claim = dropCTE(b, claim, "ev")
+		settle = dropCTE(b, dropCTE(b, settle, "ev"), "msg")
+	}
+	exec(`ANALYZE _S_.proposals`, `CHECKPOINT`)
+	if narrow {
+		exec(`ANALYZE _S_.work`)
+	}
+
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	settled := 0
+	errs := make(chan error, floorLoops)
+	for range floorLoops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := floorLoop(ctx, pool, claim, settle)
+			mu.Lock()
+			settled += n
+			mu.Unlock()
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if settled != b.N {
+		b.Fatalf("settled %d of %d proposals", settled, b.N)
+	}
+	var hot, upd int64
+	if err := pool.QueryRow(ctx, `SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'proposals'`, schema).Scan(&hot, &upd); err == nil && upd > 0 {
+		b.ReportMetric(float64(hot)/float64(upd), "hot/update")
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "proposals/s")
+}
+
+// floorLoop claims and settles until nothing is left to claim, and returns
+// how many proposals it settled.
+func floorLoop(ctx context.Context, pool *pgxpool.Pool, claim, settle string) (int, error) {
+	settled := 0
+	for {
+		rows, err := pool.Query(ctx, claim, time.Now(), "floor", int64(time.Minute/time.Microsecond), floorBatch)
+		if err != nil {
+			return settled, err
+		}
+		var tenants, ids []string
+		var versions []int64
+		for rows.Next() {
+			var tenant, id, thread string
+			var version int64
+			if err := rows.Scan(&tenant, &id, &thread, &version); err != nil {
+				rows.Close()
+				return settled, err
+			}
+			tenants, ids, versions = append(tenants, tenant), append(ids, id), append(versions, version)
+		}
+		if err := rows.Err(); err != nil {
+			return settled, err
+		}
+		if len(ids) == 0 {
+			return settled, nil
+		}
+		var n int
+		if err := pool.QueryRow(ctx, settle, tenants, ids, versions, time.Now()).Scan(&n); err != nil {
+			return settled, err
+		}
+		if n != len(ids) {
+			return settled, fmt.Errorf("settled %d of the %d claimed", n, len(ids))
+		}
+		settled += n
+	}
+}
+
+// seedFloor stores n approved proposals in independent mode: one through
+// CreateProposal, as the bench seeds, then n-1 copies of its row made by the
+// server (ids, tool call, confirmation and operation replaced, 16 threads),
+// which is quicker than n creations and leaves the same rows.
+func seedFloor(b *testing.B, st *Store, pool *pgxpool.Pool, n int) {
+	b.Helper()
+	ctx := context.Background()
+	const digest = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+	_, err := st.CreateProposal(ctx, &store.CreateProposalParams{
+		Proposal: &store.Proposal{
+			ID: "prp_floor_0", Tenant: "acme", Requester: "alice", ThreadID: "t0", ToolCallID: "prp_floor_0",
+			Action: "noop", ActionVersion: "1", Input: []byte(`{}`), RawInput: []byte(`{}`), InputDigest: digest,
+			Mode: store.ModeIndependent, Approvers: []string{"requester"}, Quorum: 1,
+			ExpiresAt: time.Now().Add(24 * time.Hour), OperationID: "op_prp_floor_0", ConfirmationID: "cnf_prp_floor_0",
+		},
+		ApprovedBy: &store.Decision{Actor: "grant:seed", Via: "grant"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.threads (tenant, id, owner, created_at)
+		SELECT 'acme', 't' || i, 'alice', now() FROM generate_series(1, 15) i ON CONFLICT DO NOTHING`))
+	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.proposals
+		SELECT (jsonb_populate_record(p, jsonb_build_object(
+			'id', 'prp_floor_' || i, 'tool_call_id', 'prp_floor_' || i, 'thread_id', 't' || (i % 16),
+			'confirmation_id', 'cnf_prp_floor_' || i, 'operation_id', 'op_prp_floor_' || i))).*
+		FROM _S_.proposals p, generate_series(1, $1 - 1) i WHERE p.id = 'prp_floor_0'`), n)
+	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// dropCTE removes the CTE named name ("), name AS (" up to the next CTE or
+// the final SELECT) from a statement built of CTEs.
+func dropCTE(b *testing.B, sql, name string) string {
+	b.Helper()
+	i := strings.Index(sql, "), "+name+" AS (")
+	if i < 0 {
+		b.Fatalf("no CTE %s in %s", name, sql)
+	}
+	rest := sql[i+2:]
+	j := strings.Index(rest, "), ")
+	if k := strings.Index(rest, ")\nSELECT "); j < 0 || (k >= 0 && k < j) {
+		j = k
+	}
+	return sql[:i] + rest[j:]
+}
+
+// floorSettleSQL writes what SettleMany writes for a successful execution,
+// set-based: the row (succeeded, its outcome, the lease cleared), one
+// proposal.settled event and one outcome message each. Parameters: tenants,
+// ids, versions (parallel arrays), now.
+const floorSettleSQL = `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(tenant, id, version)
+), u AS (
+	UPDATE _S_.proposals p SET status = 'succeeded', outcome = '{"receipt": {"id": "ok"}}'::jsonb,
+		lease_owner = NULL, lease_token = NULL, lease_generation = NULL, lease_expires_at = NULL,
+		version = p.version + 1, updated_at = $4
+	FROM k WHERE p.tenant = k.tenant AND p.id = k.id AND p.version = k.version
+	RETURNING p.tenant, p.id, p.thread_id
+), w AS (
+	SELECT 1
+), ev AS (
+	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
+	SELECT tenant, id, 'proposal.settled', 'worker', '', 'succeeded', 'receipt ok', $4 FROM u
+), msg AS (
+	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
+	SELECT 'msg_' || id || '_succeeded', tenant, thread_id, 'tool', 'noop succeeded', id,
+		'{"receipt": {"id": "ok"}}'::jsonb, $4 FROM u
+	ON CONFLICT (id) DO NOTHING
+)
+SELECT count(*) FROM u`
+
+// narrowClaimSQL is the claim on the narrow schema: pick from work in
+// claim order, push each picked entry's ready_at to its lease's end (so an
+// expired lease makes it claimable again), then the proposal row (a HOT
+// update there) and its event.
+const narrowClaimSQL = `WITH pick AS (
+	SELECT tenant, id FROM _S_.work WHERE ready_at <= statement_timestamp()
+	ORDER BY ready_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
+), w AS (
+	UPDATE _S_.work w SET ready_at = statement_timestamp() + $3::bigint * interval '1 microsecond'
+	FROM pick WHERE w.tenant = pick.tenant AND w.id = pick.id
+	RETURNING w.tenant, w.id
+), claimed AS (
+	UPDATE _S_.proposals p SET
+		status = 'executing', attempt = p.attempt + 1,
+		lease_owner = $2, lease_token = replace(gen_random_uuid()::text, '-', ''),
+		lease_generation = p.version + 1,
+		lease_expires_at = statement_timestamp() + $3::bigint * interval '1 microsecond',
+		version = p.version + 1, updated_at = $1
+	FROM w WHERE p.tenant = w.tenant AND p.id = w.id
+	RETURNING p.tenant, p.id, p.thread_id, p.version, p.attempt, p.status
+), ev AS (
+	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
+	SELECT tenant, id, 'proposal.claimed', $2, '', status, 'from approved, attempt ' || attempt, $1 FROM claimed
+)
+SELECT tenant, id, thread_id, version FROM claimed`
+
+// narrowSettleSQL is floorSettleSQL on the narrow schema: a settled
+// proposal also leaves work.
+var narrowSettleSQL = strings.Replace(floorSettleSQL, "), w AS (\n\tSELECT 1\n",
+	"), w AS (\n\tDELETE FROM _S_.work w USING u WHERE w.tenant = u.tenant AND w.id = u.id\n", 1)
