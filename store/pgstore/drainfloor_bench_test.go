@@ -26,16 +26,18 @@ import (
 //     (claimBatchSQL, the one the worker runs), then a set-based settlement
 //     that writes what SettleMany writes for a success: the row, one
 //     proposal.settled event, one outcome message.
+//
 //   - schema=narrow is a schema this store does not have: no index of
 //     proposals mentions a column the drain changes (the claim, expiry,
 //     pending and replacement indexes dropped, fillfactor 40), so its
 //     updates can be HOT, and the claim order lives in a table of its own,
 //     work (tenant, id, ready_at). It measures what that redesign would be
 //     worth before anyone builds it.
+//
 //   - writes=rows leaves out the audit events and the outcome message, to
 //     show what they cost; DESIGN.md requires both.
 //
-//	go test -run '^$' -bench DrainFloor -benchtime 30000x ./store/pgstore
+//     go test -run '^$' -bench DrainFloor -benchtime 30000x ./store/pgstore
 func BenchmarkDrainFloor(b *testing.B) {
 	for _, schema := range []string{"current", "narrow"} {
 		for _, writes := range []string{"design", "rows"} {
