@@ -19,6 +19,9 @@ type Store interface {
 	// Sessions stores the inbox's signed-in browsers.
 	Sessions
 
+	// Conversations stores a thread's messages and runs.
+	Conversations
+
 	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
 	// tool call id): a replay returns the existing proposal with Created false
 	// and supersedes nothing. A new proposal with a replacement key supersedes
@@ -139,8 +142,8 @@ type Store interface {
 	// GetThread returns a thread, or ErrNotFound.
 	GetThread(ctx context.Context, params *GetThreadParams) (*Thread, error)
 
-	// DeleteThread removes a thread and its messages. Outcomes settled later
-	// are dropped rather than delivered.
+	// DeleteThread removes a thread, its messages and its runs. Outcomes
+	// settled later are dropped rather than delivered.
 	DeleteThread(ctx context.Context, params *GetThreadParams) error
 
 	// ListMessages returns a thread's messages, oldest first.

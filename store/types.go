@@ -243,6 +243,13 @@ func (m *Message) Clone() *Message {
 	}
 	c := *m
 	c.Outcome = m.Outcome.Clone()
+	if m.ToolCalls != nil {
+		c.ToolCalls = make([]ToolCall, len(m.ToolCalls))
+		for i, tc := range m.ToolCalls {
+			c.ToolCalls[i] = ToolCall{ID: tc.ID, Action: tc.Action, Input: slices.Clone(tc.Input)}
+		}
+	}
+	c.Result = slices.Clone(m.Result)
 	return &c
 }
 
@@ -298,19 +305,34 @@ func (g *Grant) Live(now time.Time) bool {
 
 // Thread is a conversation. Its owner is its first caller.
 type Thread struct {
-	Tenant    string
-	ID        string
-	Owner     string
+	Tenant string
+	ID     string
+	Owner  string
+	// RunID is the run that holds the thread (running or parked), "" when
+	// none does.
+	RunID     string
 	CreatedAt time.Time
 }
 
-// Message is one entry of a thread. Outcome messages carry the outcome object.
+// Message is one entry of a thread: a human's (role user), an assistant's
+// (a model's reply, or an admitted outcome, which carries the outcome
+// object) or a tool's (a tool call's result).
 type Message struct {
-	ID         string
-	Tenant     string
-	ThreadID   string
-	Role       string
-	Text       string
+	ID       string
+	Tenant   string
+	ThreadID string
+	Role     string
+	Text     string
+	// Sender is the actor who wrote a user message.
+	Sender string
+	// RunID is the run that wrote an assistant or tool message.
+	RunID string
+	// ToolCalls are the tools an assistant message called.
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool message answers; Result its result
+	// object (JSON).
+	ToolCallID string
+	Result     json.RawMessage
 	ProposalID string
 	Outcome    *Outcome
 	CreatedAt  time.Time

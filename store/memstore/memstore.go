@@ -41,6 +41,8 @@ type Store struct {
 	events     []*store.Event
 	nextGrant  int
 	sessions   map[string]*store.Session // by id; see sessions.go
+	runs       map[string]*store.Run     // by id; see runs.go
+	threadRuns map[string][]string       // tenant\x00thread → run ids, oldest first
 	closed     bool
 }
 
@@ -612,6 +614,10 @@ func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams)
 	}
 	delete(s.threads, tk)
 	delete(s.messages, tk)
+	for _, id := range s.threadRuns[tk] {
+		delete(s.runs, id)
+	}
+	delete(s.threadRuns, tk)
 	return nil
 }
 

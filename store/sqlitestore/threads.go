@@ -10,12 +10,12 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-const getThreadSQL = `SELECT owner, created_at FROM threads WHERE tenant = ? AND id = ?`
+const getThreadSQL = `SELECT owner, run_id, created_at FROM threads WHERE tenant = ? AND id = ?`
 
 func getThread(ctx context.Context, q querier, tenant, id string) (*store.Thread, error) {
 	t := &store.Thread{Tenant: tenant, ID: id}
 	var created int64
-	err := q.QueryRowContext(ctx, getThreadSQL, tenant, id).Scan(&t.Owner, &created)
+	err := q.QueryRowContext(ctx, getThreadSQL, tenant, id).Scan(&t.Owner, &t.RunID, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("thread %s: %w", id, store.ErrNotFound)
 	}
@@ -77,6 +77,9 @@ func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE tenant = ? AND thread_id = ?`, params.Tenant, params.ID); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE tenant = ? AND thread_id = ?`, params.Tenant, params.ID); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM threads WHERE tenant = ? AND id = ?`, params.Tenant, params.ID)
 		if err != nil {
 			return err
@@ -99,7 +102,8 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 	// One statement, so the thread's existence and its messages come from
 	// one snapshot: no row at all means no thread; a row of NULLs, a
 	// thread without messages.
-	rows, err := s.rq.QueryContext(ctx, `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at
+	rows, err := s.rq.QueryContext(ctx, `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at,
+			m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result
 		FROM threads t LEFT JOIN messages m ON m.tenant = t.tenant AND m.thread_id = t.id
 		WHERE t.tenant = ? AND t.id = ?
 		ORDER BY m.seq`, params.Tenant, params.ThreadID)
@@ -117,8 +121,11 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			id, role, text, proposal sql.NullString
 			outcome                  sql.NullString
 			created                  sql.NullInt64
+			sender, run, callID      sql.NullString
+			calls                    sql.NullString
+			result                   []byte
 		)
-		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created); err != nil {
+		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list messages: %w", err)
 		}
 		if !id.Valid {
@@ -127,6 +134,10 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 		m := &store.Message{
 			ID: id.String, Tenant: params.Tenant, ThreadID: params.ThreadID, Role: role.String,
 			Text: text.String, ProposalID: proposal.String, CreatedAt: fromNanos(created.Int64),
+			Sender: sender.String, RunID: run.String, ToolCallID: callID.String, Result: result,
+		}
+		if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, err)
 		}
 		if m.Outcome, err = decodeOutcome(outcome); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, err)

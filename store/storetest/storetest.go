@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Aliasing", testAliasing},
 		{"Races", testRaces},
 		{"Sessions", testSessions},
+		{"Runs", testRuns},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

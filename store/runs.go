@@ -1,0 +1,370 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Conversations stores what people and agents say in a thread, and the runs
+// (one model turn each) that hold it. DESIGN.md §12, API.md "Messages and
+// runs".
+//
+// A run is running → parked → running → finished | failed | cancelled. At
+// most one run holds a thread: the thread's RunID names it while it is
+// running or parked, and starting a run is a compare-and-set on that field.
+// A running run is held by a process under a lease; a parked run holds
+// nothing but its row. Every change of a run is one compare-and-set (see
+// ApplyRunUpdate, ApplyRunClaim, ApplyRunCancel, the rules every driver
+// shares).
+type Conversations interface {
+	// PostMessage stores a message a human wrote (role user) and, with
+	// Run, starts the run it asks for. The thread is created, owned by
+	// Owner, if it does not exist; when it exists and Owner is not its
+	// owner, nothing is stored and the error wraps ErrNotThreadOwner. When
+	// a run holds the thread, nothing is stored and the error is a
+	// *ThreadBusyError (ErrThreadBusy) — unless Decision is set.
+	PostMessage(ctx context.Context, params *PostMessageParams) (*PostMessageResult, error)
+
+	// GetRun returns one run, or ErrNotFound.
+	GetRun(ctx context.Context, params *GetRunParams) (*Run, error)
+
+	// ListRuns returns a thread's runs, newest first, at most Limit.
+	ListRuns(ctx context.Context, params *ListRunsParams) ([]*Run, error)
+
+	// UpdateRun changes a running run as its lease holder (ApplyRunUpdate):
+	// appends its messages, records its proposals and steps, renews its
+	// lease, parks it or ends it. Ending it releases the thread.
+	UpdateRun(ctx context.Context, params *UpdateRunParams) (*Run, error)
+
+	// ClaimRuns leases up to Limit runs that are ready to go on (see
+	// RunResumable): parked runs whose awaited proposal is no longer
+	// pending, and running runs whose lease ran out. Concurrent claims, in
+	// any process, never return the same run twice.
+	ClaimRuns(ctx context.Context, params *ClaimRunsParams) ([]*Run, error)
+
+	// CancelRun cancels a run that has not ended (ApplyRunCancel) and
+	// releases its thread. A run that already ended is returned unchanged.
+	CancelRun(ctx context.Context, params *CancelRunParams) (*Run, error)
+}
+
+// ErrThreadBusy matches a *ThreadBusyError.
+var ErrThreadBusy = errors.New("thread busy")
+
+// ThreadBusyError reports a message refused because a run holds the thread.
+type ThreadBusyError struct {
+	ThreadID string
+	RunID    string // the run that holds it
+}
+
+func (e *ThreadBusyError) Error() string {
+	return fmt.Sprintf("thread %s is busy: run %s holds it", e.ThreadID, e.RunID)
+}
+
+// Is makes errors.Is(err, ErrThreadBusy) hold.
+func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy }
+
+// RunConflictError reports a run change refused: the run was not in a state
+// the change may start from, or the caller's lease is no longer the run's.
+type RunConflictError struct {
+	ID        string
+	Op        string
+	Got       RunStatus
+	LeaseLost bool
+}
+
+func (e *RunConflictError) Error() string {
+	if e.LeaseLost {
+		return fmt.Sprintf("%s run %s: lease lost (status %s)", e.Op, e.ID, e.Got)
+	}
+	return fmt.Sprintf("%s run %s: status is %s", e.Op, e.ID, e.Got)
+}
+
+// Is makes errors.Is(err, ErrConflict) and, for fence failures,
+// errors.Is(err, ErrLeaseLost) hold.
+func (e *RunConflictError) Is(target error) bool {
+	return target == ErrConflict || (e.LeaseLost && target == ErrLeaseLost)
+}
+
+// RunStatus is where a run is in its life.
+type RunStatus string
+
+// The run statuses (API.md, Messages and runs).
+const (
+	RunRunning   RunStatus = "running"
+	RunParked    RunStatus = "parked"
+	RunFinished  RunStatus = "finished"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Ended reports whether the run is over: it holds its thread no more.
+func (s RunStatus) Ended() bool {
+	return s == RunFinished || s == RunFailed || s == RunCancelled
+}
+
+// Valid reports whether s is a run status.
+func (s RunStatus) Valid() bool {
+	return s == RunRunning || s == RunParked || s.Ended()
+}
+
+// The message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// ToolCall is one tool an assistant message called.
+type ToolCall struct {
+	ID     string
+	Action string
+	Input  json.RawMessage
+}
+
+// Run is one turn of an agent in a thread.
+type Run struct {
+	ID       string
+	Tenant   string
+	ThreadID string
+	Agent    string
+	Status   RunStatus
+	// ProposalIDs are the proposals the run's calls created or replayed,
+	// in order.
+	ProposalIDs []string
+	// Awaiting is the proposal a parked run waits for.
+	Awaiting string
+	// Steps counts the model calls the run has made (max_steps).
+	Steps int
+	// Error says why a failed run failed.
+	Error string
+	// Lease is the process that runs it, while it is running.
+	Lease     *Lease
+	Version   int64
+	StartedAt time.Time
+	UpdatedAt time.Time
+	EndedAt   *time.Time
+}
+
+// Clone returns a deep copy.
+func (r *Run) Clone() *Run {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.ProposalIDs = slices.Clone(r.ProposalIDs)
+	c.Lease = clonePtr(r.Lease)
+	c.EndedAt = clonePtr(r.EndedAt)
+	return &c
+}
+
+// PostMessageParams carries a human's message and, optionally, the run it
+// starts.
+type PostMessageParams struct {
+	// Owner is the thread's owner: it must own an existing thread, and it
+	// owns a thread the message creates. Ignored with Decision.
+	Owner string
+	// Message is the message (Tenant, ThreadID, ID, Text, Sender; Role
+	// user). CreatedAt is set by the store.
+	Message *Message
+	// Run, when set, starts this run (ID, Agent) holding the thread, under
+	// a lease of LeaseOwner for LeaseDuration.
+	Run           *Run
+	LeaseOwner    string
+	LeaseDuration time.Duration
+	// Decision marks a text decision: stored in an existing thread whoever
+	// sends it and while a run holds the thread; it never starts a run.
+	Decision bool
+}
+
+// PostMessageResult reports what PostMessage stored.
+type PostMessageResult struct {
+	Thread  *Thread
+	Message *Message
+	Run     *Run // nil unless one was started
+}
+
+// ValidatePostMessageParams checks what every driver checks before writing.
+func ValidatePostMessageParams(p *PostMessageParams) error {
+	switch {
+	case p == nil || p.Message == nil:
+		return invalidParams("a message is required")
+	case p.Message.Tenant == "" || p.Message.ThreadID == "" || p.Message.ID == "":
+		return invalidParams("message tenant, thread and id are required")
+	case p.Message.Role != RoleUser:
+		return invalidParams("message role %q: a posted message is the user's", p.Message.Role)
+	case !p.Decision && p.Owner == "":
+		return invalidParams("owner is required")
+	case p.Decision && p.Run != nil:
+		return invalidParams("a text decision starts no run")
+	case p.Run != nil && (p.Run.ID == "" || p.LeaseOwner == "" || p.LeaseDuration <= 0):
+		return invalidParams("a run needs an id, a lease owner and a lease duration")
+	}
+	return nil
+}
+
+// NewRun returns the run PostMessage starts: running under a new lease.
+func NewRun(p *PostMessageParams, now time.Time) *Run {
+	r := &Run{
+		ID: p.Run.ID, Tenant: p.Message.Tenant, ThreadID: p.Message.ThreadID, Agent: p.Run.Agent,
+		Status: RunRunning, Version: 1, StartedAt: now, UpdatedAt: now,
+	}
+	r.Lease = &Lease{Owner: p.LeaseOwner, Token: NewToken(), Generation: 1, ExpiresAt: now.Add(p.LeaseDuration)}
+	return r
+}
+
+// GetRunParams names a run.
+type GetRunParams struct {
+	Tenant string
+	ID     string
+}
+
+// ListRunsParams selects a thread's runs.
+type ListRunsParams struct {
+	Tenant   string
+	ThreadID string
+	Limit    int
+}
+
+// UpdateRunParams is a change by the run's lease holder.
+type UpdateRunParams struct {
+	Tenant string
+	ID     string
+	// Fence is the caller's lease.
+	Fence Fence
+	// Messages are appended to the thread, in order (Role assistant or
+	// tool; ID, Text, ToolCalls, ToolCallID, Result, ProposalID). Their
+	// RunID is the run's.
+	Messages []*Message
+	// ProposalIDs are added to the run's, each once.
+	ProposalIDs []string
+	// Steps is added to the run's step count.
+	Steps int
+	// To is the new status: "" or running (stay running), parked (with
+	// Awaiting), finished or failed (with Error).
+	To       RunStatus
+	Awaiting string
+	Error    string
+	// LeaseDuration, when positive and the run stays running, renews the
+	// lease to now + LeaseDuration.
+	LeaseDuration time.Duration
+}
+
+// RunChange is what a run change writes besides the run row.
+type RunChange struct {
+	// Messages are appended to the thread.
+	Messages []*Message
+	// Release asks for the thread to be released: the run ended.
+	Release bool
+}
+
+// ApplyRunUpdate applies a lease holder's change to r (mutated in place).
+// Only a running run whose lease is the caller's may change; a stale fence
+// is a *RunConflictError with LeaseLost.
+func ApplyRunUpdate(r *Run, p *UpdateRunParams, now time.Time) (*RunChange, error) {
+	switch p.To {
+	case "", RunRunning, RunFinished, RunFailed:
+	case RunParked:
+		if p.Awaiting == "" {
+			return nil, invalidParams("a parked run awaits a proposal")
+		}
+	default:
+		return nil, invalidParams("run status %q: want running, parked, finished or failed", p.To)
+	}
+	if p.Steps < 0 {
+		return nil, invalidParams("steps %d", p.Steps)
+	}
+	for _, m := range p.Messages {
+		if m == nil || m.ID == "" || (m.Role != RoleAssistant && m.Role != RoleTool) {
+			return nil, invalidParams("a run's messages are the assistant's or tools', with an id")
+		}
+	}
+	if r.Status != RunRunning {
+		return nil, &RunConflictError{ID: r.ID, Op: "update", Got: r.Status, LeaseLost: r.Lease == nil || r.Lease.Token != p.Fence.Token}
+	}
+	if r.Lease == nil || r.Lease.Token != p.Fence.Token || r.Lease.Generation != p.Fence.Generation {
+		return nil, &RunConflictError{ID: r.ID, Op: "update", Got: r.Status, LeaseLost: true}
+	}
+	c := &RunChange{}
+	for _, m := range p.Messages {
+		mc := m.Clone()
+		mc.Tenant, mc.ThreadID, mc.RunID, mc.CreatedAt = r.Tenant, r.ThreadID, r.ID, now
+		c.Messages = append(c.Messages, mc)
+	}
+	for _, id := range p.ProposalIDs {
+		if id != "" && !slices.Contains(r.ProposalIDs, id) {
+			r.ProposalIDs = append(r.ProposalIDs, id)
+		}
+	}
+	r.Steps += p.Steps
+	r.Version++
+	r.UpdatedAt = now
+	switch p.To {
+	case "", RunRunning:
+		if p.LeaseDuration > 0 {
+			r.Lease.ExpiresAt = now.Add(p.LeaseDuration)
+		}
+	case RunParked:
+		r.Status, r.Awaiting, r.Lease = RunParked, p.Awaiting, nil
+	case RunFinished, RunFailed:
+		end(r, p.To, now)
+		r.Error = p.Error
+		c.Release = true
+	}
+	return c, nil
+}
+
+func end(r *Run, to RunStatus, now time.Time) {
+	r.Status, r.Lease, r.Awaiting = to, nil, ""
+	t := now
+	r.EndedAt = &t
+}
+
+// ClaimRunsParams asks for runs to go on with.
+type ClaimRunsParams struct {
+	Owner         string
+	LeaseDuration time.Duration
+	Limit         int
+}
+
+// RunResumable reports whether r is ready to go on: parked while its
+// awaited proposal (awaited, nil when it does not exist) is not pending, or
+// running under a lease that ran out by now.
+func RunResumable(r *Run, awaited *Status, now time.Time) bool {
+	switch r.Status {
+	case RunParked:
+		return awaited == nil || *awaited != StatusPending
+	case RunRunning:
+		return r.Lease == nil || !now.Before(r.Lease.ExpiresAt)
+	}
+	return false
+}
+
+// ApplyRunClaim gives a resumable run (see RunResumable) to owner under a
+// new lease: it is running again, its generation the version written.
+func ApplyRunClaim(r *Run, p *ClaimRunsParams, now time.Time) {
+	r.Version++
+	r.Status, r.Awaiting = RunRunning, ""
+	r.Lease = &Lease{Owner: p.Owner, Token: NewToken(), Generation: r.Version, ExpiresAt: now.Add(p.LeaseDuration)}
+	r.UpdatedAt = now
+}
+
+// CancelRunParams names the run to cancel.
+type CancelRunParams struct {
+	Tenant string
+	ID     string
+}
+
+// ApplyRunCancel cancels r unless it ended. It reports whether it changed r.
+func ApplyRunCancel(r *Run, now time.Time) bool {
+	if r.Status.Ended() {
+		return false
+	}
+	r.Version++
+	r.UpdatedAt = now
+	end(r, RunCancelled, now)
+	return true
+}

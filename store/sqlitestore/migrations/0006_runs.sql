@@ -1,0 +1,42 @@
+-- 0006_runs: conversations. Messages of every role (a human's, with its
+-- sender; an assistant's, with its tool calls; a tool's result, with the
+-- call it answers), and runs: one model turn each, running → parked →
+-- running → finished | failed | cancelled. threads.run_id names the run
+-- that holds the thread ('' when none): starting a run is a compare-and-set
+-- on it. Existing rows get empty values, which is what they were.
+ALTER TABLE threads ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN tool_calls TEXT;             -- JSON [{id, action, input}]
+ALTER TABLE messages ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN result BLOB;                 -- the tool's result, JSON verbatim
+
+-- seq orders a thread's runs (newest first in listings). The lease is all
+-- NULL when no process holds the run; times are Unix nanoseconds on the
+-- store's clock.
+CREATE TABLE runs (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id               TEXT NOT NULL UNIQUE,
+    tenant           TEXT NOT NULL,
+    thread_id        TEXT NOT NULL,
+    agent            TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('running', 'parked', 'finished', 'failed', 'cancelled')),
+    proposal_ids     TEXT NOT NULL,                          -- JSON array
+    awaiting         TEXT NOT NULL,                          -- the proposal a parked run waits for
+    steps            INTEGER NOT NULL,
+    error            TEXT NOT NULL,
+    lease_owner      TEXT,
+    lease_token      TEXT,
+    lease_generation INTEGER,
+    lease_expires_at INTEGER,
+    version          INTEGER NOT NULL,
+    started_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    ended_at         INTEGER,
+    FOREIGN KEY (tenant, thread_id) REFERENCES threads (tenant, id) ON DELETE CASCADE
+) STRICT;
+
+CREATE INDEX runs_thread ON runs (tenant, thread_id, seq);
+
+-- The runs ClaimRuns may pick (store.RunResumable), longest unchanged first.
+CREATE INDEX runs_open ON runs (updated_at, id) WHERE status IN ('running', 'parked');
