@@ -140,8 +140,9 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 		// the tool call's record.
 		r := &pgx.Batch{}
 		r.Queue(s.q.getThread, n.Tenant, n.ThreadID).QueryRow(func(row pgx.Row) error {
+			var run string
 			var created time.Time
-			if err := row.Scan(&owner, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if err := row.Scan(&owner, &run, &created); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil

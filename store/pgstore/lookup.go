@@ -34,7 +34,7 @@ func (s *Store) LookupCall(ctx context.Context, params *store.LookupCallParams) 
 	b.Queue(lookupBegin)
 	b.Queue(s.q.getThread, params.Tenant, params.ThreadID).QueryRow(func(row pgx.Row) error {
 		t := &store.Thread{Tenant: params.Tenant, ID: params.ThreadID}
-		err := row.Scan(&t.Owner, &t.CreatedAt)
+		err := row.Scan(&t.Owner, &t.RunID, &t.CreatedAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil

@@ -83,12 +83,13 @@ func newQueries(schema string) *queries {
 
 		ensureThread: `INSERT INTO _S_.threads (tenant, id, owner, created_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (tenant, id) DO NOTHING`,
-		getThread:    `SELECT owner, created_at FROM _S_.threads WHERE tenant = $1 AND id = $2`,
+		getThread:    `SELECT owner, run_id, created_at FROM _S_.threads WHERE tenant = $1 AND id = $2`,
 		deleteThread: `DELETE FROM _S_.threads WHERE tenant = $1 AND id = $2`,
 		// One statement, so the thread's existence and its messages come
 		// from one snapshot: no row at all means no thread; a row of NULLs,
 		// a thread without messages.
-		listMessages: `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at
+		listMessages: `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at,
+				m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result
 			FROM _S_.threads t LEFT JOIN _S_.messages m ON m.tenant = t.tenant AND m.thread_id = t.id
 			WHERE t.tenant = $1 AND t.id = $2
 			ORDER BY m.seq`,

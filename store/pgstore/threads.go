@@ -23,7 +23,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 		// A statement of its own: it sees the row a concurrent creator
 		// committed while this insert waited on it.
 		b.Queue(s.q.getThread, params.Tenant, params.ID).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&t.Owner, &t.CreatedAt)
+			return row.Scan(&t.Owner, &t.RunID, &t.CreatedAt)
 		})
 	})
 	if err != nil {
@@ -36,7 +36,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 // GetThread implements store.Store.
 func (s *Store) GetThread(ctx context.Context, params *store.GetThreadParams) (*store.Thread, error) {
 	t := &store.Thread{Tenant: params.Tenant, ID: params.ID}
-	err := s.pool.QueryRow(ctx, s.q.getThread, params.Tenant, params.ID).Scan(&t.Owner, &t.CreatedAt)
+	err := s.pool.QueryRow(ctx, s.q.getThread, params.Tenant, params.ID).Scan(&t.Owner, &t.RunID, &t.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, wrap("get thread", fmt.Errorf("thread %s: %w", params.ID, store.ErrNotFound))
 	}
@@ -47,8 +47,8 @@ func (s *Store) GetThread(ctx context.Context, params *store.GetThreadParams) (*
 	return t, nil
 }
 
-// DeleteThread implements store.Store. Its messages go with it (the foreign
-// key cascades); its proposals stay, and outcomes they settle later are
+// DeleteThread implements store.Store. Its messages and runs go with it (the
+// foreign keys cascade); its proposals stay, and outcomes they settle later are
 // dropped.
 func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams) error {
 	ct, err := s.pool.Exec(ctx, s.q.deleteThread, params.Tenant, params.ID)
@@ -78,8 +78,10 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			id, role, text, proposal *string
 			outcome                  []byte
 			created                  *time.Time
+			sender, run, callID      *string
+			calls, result            []byte
 		)
-		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created); err != nil {
+		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result); err != nil {
 			return nil, wrap("list messages", err)
 		}
 		if id == nil {
@@ -88,6 +90,10 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 		m := &store.Message{
 			ID: *id, Tenant: params.Tenant, ThreadID: params.ThreadID, Role: *role,
 			Text: *text, ProposalID: *proposal, CreatedAt: created.UTC(),
+			Sender: *sender, RunID: *run, ToolCallID: *callID, Result: result,
+		}
+		if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
+			return nil, wrap("list messages", fmt.Errorf("message %s: %w", m.ID, err))
 		}
 		if m.Outcome, err = decodeOutcome(outcome); err != nil {
 			return nil, wrap("list messages", fmt.Errorf("message %s: %w", m.ID, err))

@@ -1,0 +1,43 @@
+-- 0005_runs: conversations. Messages of every role (a human's, with its
+-- sender; an assistant's, with its tool calls; a tool's result, with the
+-- call it answers), and runs: one model turn each, running → parked →
+-- running → finished | failed | cancelled. threads.run_id names the run
+-- that holds the thread ('' when none): starting a run is a compare-and-set
+-- on it. ADD COLUMN with a constant default rewrites no rows, so the
+-- upgrade takes no time on a large store; existing rows read as empty.
+ALTER TABLE threads ADD COLUMN run_id TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN run_id TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN tool_calls JSONB;           -- [{id, action, input}]
+ALTER TABLE messages ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN result BYTEA;               -- the tool's result, JSON verbatim
+
+-- seq orders a thread's runs (newest first in listings). The lease is all
+-- NULL when no process holds the run; times are on the application's
+-- clock.
+CREATE TABLE runs (
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id               TEXT COLLATE "C" NOT NULL UNIQUE,
+    tenant           TEXT COLLATE "C" NOT NULL,
+    thread_id        TEXT COLLATE "C" NOT NULL,
+    agent            TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('running', 'parked', 'finished', 'failed', 'cancelled')),
+    proposal_ids     TEXT[] NOT NULL,
+    awaiting         TEXT COLLATE "C" NOT NULL,  -- the proposal a parked run waits for
+    steps            INTEGER NOT NULL,
+    error            TEXT NOT NULL,
+    lease_owner      TEXT,
+    lease_token      TEXT COLLATE "C",
+    lease_generation BIGINT,
+    lease_expires_at TIMESTAMPTZ,
+    version          BIGINT NOT NULL,
+    started_at       TIMESTAMPTZ NOT NULL,
+    updated_at       TIMESTAMPTZ NOT NULL,
+    ended_at         TIMESTAMPTZ,
+    FOREIGN KEY (tenant, thread_id) REFERENCES threads (tenant, id) ON DELETE CASCADE
+);
+
+CREATE INDEX runs_thread ON runs (tenant, thread_id, seq);
+
+-- The runs ClaimRuns may pick (store.RunResumable), longest unchanged first.
+CREATE INDEX runs_open ON runs (updated_at, id) WHERE status IN ('running', 'parked');
