@@ -332,3 +332,9 @@ func (r *Rule) fingerprint() string {
 	sum := sha256.Sum256(b)
 	return "rule:v1:" + hex.EncodeToString(sum[:16])
 }
+
+// MatchGlob reports whether name matches pattern as a rule's Match does:
+// "*" matches any run of characters, dots included; nothing else is
+// special. Agents' action lists use it too, so that a glob means one thing
+// everywhere.
+func MatchGlob(pattern, name string) bool { return globMatch(pattern, name) }
