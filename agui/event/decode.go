@@ -47,7 +47,7 @@ func Decode(r io.Reader) ([]Event, error) {
 // it returns the frames before it.
 func DecodeFrames(r io.Reader) ([][]byte, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxFrameBytes+2) // +2: the line end
+	sc.Buffer(nil, MaxFrameBytes+2) // +2: the line end
 	sc.Split(splitLines)
 	var (
 		frames  [][]byte
@@ -171,7 +171,7 @@ func Parse(data []byte) (Event, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	var typ string
-	if err := json.Unmarshal(obj["type"], &typ); err != nil || obj["type"] == nil {
+	if raw, ok := obj["type"]; !ok || isNull(raw) || json.Unmarshal(raw, &typ) != nil {
 		return nil, errors.New(`no string "type"`)
 	}
 	mk, ok := newEvent[typ]
@@ -185,7 +185,7 @@ func Parse(data []byte) (Event, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("%s: unknown field %q", typ, name)
-		case !f.nullable && bytes.Equal(bytes.TrimSpace(obj[name]), []byte("null")):
+		case !f.nullable && isNull(obj[name]):
 			return nil, fmt.Errorf("%s: %q is null (an absent field is left out)", typ, name)
 		}
 	}
@@ -205,4 +205,9 @@ func Parse(data []byte) (Event, error) {
 		return nil, fmt.Errorf("%s: %w", typ, err)
 	}
 	return e, nil
+}
+
+// isNull reports whether raw, a JSON value, is null.
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }

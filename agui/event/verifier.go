@@ -57,10 +57,10 @@ type Verifier struct {
 type phase int
 
 const (
-	beforeFirst phase = iota // nothing yet
-	active                   // a run is open
-	finished                 // the last run ended with RUN_FINISHED
-	failed                   // the last run ended with RUN_ERROR
+	phaseNone     phase = iota // nothing yet
+	phaseActive                // a run is open
+	phaseFinished              // the last run ended with RUN_FINISHED
+	phaseFailed                // the last run ended with RUN_ERROR
 )
 
 // SequenceError is an event the Verifier rejected.
@@ -107,9 +107,9 @@ func (v *Verifier) Check(e Event) error {
 // for a stream that stops inside a run is a truncated run.
 func (v *Verifier) End() error {
 	switch v.phase {
-	case beforeFirst:
+	case phaseNone:
 		return &SequenceError{Index: v.n, Type: "end of stream", Reason: "the stream carries no event"}
-	case active:
+	case phaseActive:
 		return &SequenceError{Index: v.n, Type: "end of stream", Reason: fmt.Sprintf("run %q is still open: RUN_FINISHED or RUN_ERROR must close it", v.runID)}
 	}
 	return nil
@@ -187,19 +187,19 @@ func (v *Verifier) check(e Event) string {
 func (v *Verifier) checkLifecycle(e Event) string {
 	typ := e.Type()
 	switch v.phase {
-	case beforeFirst:
+	case phaseNone:
 		if typ != TypeRunStarted && typ != TypeRunError {
 			return "the stream must begin with RUN_STARTED (or RUN_ERROR)"
 		}
-	case active:
+	case phaseActive:
 		if typ == TypeRunStarted {
 			return fmt.Sprintf("run %q is still active: it must be closed before another starts", v.runID)
 		}
-	case finished:
+	case phaseFinished:
 		if typ != TypeRunStarted && typ != TypeRunError {
 			return fmt.Sprintf("run %q has finished: only RUN_STARTED (a new run) or RUN_ERROR (a late failure) may follow", v.runID)
 		}
-	case failed:
+	case phaseFailed:
 		if typ != TypeRunStarted {
 			return "the run has ended with RUN_ERROR: only RUN_STARTED (a new run) may follow"
 		}
@@ -295,7 +295,7 @@ func checkMessages(msgs []Message) string {
 func (v *Verifier) apply(e Event) {
 	switch e := e.(type) {
 	case *RunStarted:
-		v.phase = active
+		v.phase = phaseActive
 		v.threadID, v.runID = e.ThreadID, e.RunID
 		if v.usedRuns == nil {
 			v.usedRuns = make(map[string][]string)
@@ -305,9 +305,9 @@ func (v *Verifier) apply(e Event) {
 		v.messages, v.toolCalls, v.steps = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		v.called, v.answered = nil, map[string]bool{}
 	case *RunFinished:
-		v.phase = finished
+		v.phase = phaseFinished
 	case *RunError:
-		v.phase = failed
+		v.phase = phaseFailed
 	case *TextMessageStart:
 		v.messages[e.MessageID] = true
 	case *TextMessageEnd:

@@ -48,7 +48,8 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer that streams to w. Nothing is sent until the
-// first Write or Ping.
+// first Write or Ping, which sends the headers: the handler must not have
+// written to w before (extra headers it sets on w beforehand go out too).
 func NewWriter(w http.ResponseWriter, opts *WriterOptions) *Writer {
 	if opts == nil {
 		opts = &WriterOptions{}
