@@ -278,3 +278,9 @@ func (rt *Runtime) Work(ctx context.Context) error {
 		}
 	}
 }
+
+// HasAgent reports whether an agent named name is configured.
+func (rt *Runtime) HasAgent(name string) bool {
+	_, ok := rt.agents[name]
+	return ok
+}

@@ -19,6 +19,7 @@ const (
 	CodeBodyTooLarge     = "BODY_TOO_LARGE"         // 413
 	CodeInvalidState     = "INVALID_STATE"          // 409
 	CodeCallMismatch     = "CALL_MISMATCH"          // 409
+	CodeThreadBusy       = "THREAD_BUSY"            // 409
 	CodeTooManyRequests  = "TOO_MANY_REQUESTS"      // 429
 	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE" // 415
 	CodeNotReady         = "NOT_READY"              // 503

@@ -74,6 +74,11 @@ type Options struct {
 	// as the engine's Options.Observer to get engine metrics too. Nil: a
 	// private registry with HTTP and Go runtime metrics only.
 	Metrics *Metrics
+	// Agents drives the runs the chat route starts (package agent's
+	// Runtime). Nil: messages are stored for an external agent.
+	Agents Agents
+	// DefaultAgent is the agent a message without "agent" runs.
+	DefaultAgent string
 	// MaxStreamsPerActor bounds the event streams (GET /v1/events and
 	// StreamEvents) one actor of a tenant holds open at once in this
 	// process; one more answers 429 TOO_MANY_REQUESTS with Retry-After.
@@ -109,17 +114,19 @@ func (o *Options) validate() error {
 
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
-	engine  *countersign.Engine
-	auth    auth.Authenticator
-	cors    []string
-	metRole string
-	log     *slog.Logger
-	reqLog  slog.Level
-	ready   func(ctx context.Context) error
-	metrics *Metrics
-	streams *streamLimit
-	handler http.Handler
-	mux     *http.ServeMux
+	engine       *countersign.Engine
+	auth         auth.Authenticator
+	cors         []string
+	metRole      string
+	log          *slog.Logger
+	reqLog       slog.Level
+	ready        func(ctx context.Context) error
+	metrics      *Metrics
+	streams      *streamLimit
+	agents       Agents
+	defaultAgent string
+	handler      http.Handler
+	mux          *http.ServeMux
 
 	// base ends when an http.Server from HTTPServer shuts down, so that
 	// event streams and proposal long-polls end instead of holding Shutdown.
@@ -148,6 +155,8 @@ func New(opts Options) (*Server, error) {
 		ready:          opts.Ready,
 		metrics:        opts.Metrics,
 		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),
+		agents:         opts.Agents,
+		defaultAgent:   opts.DefaultAgent,
 		pollEvery:      500 * time.Millisecond,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,
@@ -200,6 +209,9 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/proposals/{id}/resolve", s.authed(s.handleResolve))
 	m.Handle("GET /v1/threads/{thread_id}", s.authed(s.handleGetThread))
 	m.Handle("GET /v1/threads/{thread_id}/proposals", s.authed(s.handleThreadProposals))
+	m.Handle("POST /v1/threads/{thread_id}/messages", s.authed(s.handlePostMessage))
+	m.Handle("GET /v1/threads/{thread_id}/runs/{run_id}", s.authed(s.handleGetRun))
+	m.Handle("POST /v1/threads/{thread_id}/runs/{run_id}/cancel", s.authed(s.handleCancelRun))
 	m.Handle("GET /v1/grants", s.authed(s.handleListGrants))
 	m.Handle("DELETE /v1/grants/{id}", s.authed(s.handleRevokeGrant))
 	m.Handle("GET /v1/events", s.authed(s.handleEvents))

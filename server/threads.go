@@ -30,7 +30,7 @@ func (s *Server) handleGetThread(w http.ResponseWriter, r *http.Request, id coun
 	if err != nil {
 		return threadError(err, threadID)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"thread": wireThread(v.Thread), "messages": wireMessages(v.Messages)})
+	writeJSON(w, http.StatusOK, map[string]any{"thread": wireThread(v.Thread), "messages": wireMessages(v.Messages), "runs": wireRuns(v.Runs)})
 	return nil
 }
 

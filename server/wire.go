@@ -102,11 +102,28 @@ type Thread struct {
 
 // Message is one entry of a thread; an outcome message carries the outcome.
 type Message struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"`
-	Text      string    `json:"text"`
-	Outcome   *Outcome  `json:"outcome,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ID   string `json:"id"`
+	Role string `json:"role"`
+	Text string `json:"text"`
+	// Sender is who wrote a user message.
+	Sender string `json:"sender,omitempty"`
+	// RunID is the run that wrote an assistant or tool message.
+	RunID string `json:"run_id,omitempty"`
+	// ToolCalls are the tools an assistant message called.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Result: the call a tool message answers, and its
+	// result object.
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Outcome    *Outcome        `json:"outcome,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+}
+
+// ToolCall is one tool an assistant message called.
+type ToolCall struct {
+	ID     string          `json:"id"`
+	Action string          `json:"action"`
+	Input  json.RawMessage `json:"input"`
 }
 
 // Event is one entry of a proposal's audit trail.
@@ -193,9 +210,28 @@ func wireThread(t *store.Thread) *Thread {
 func wireMessages(ms []*store.Message) []*Message {
 	out := make([]*Message, len(ms))
 	for i, m := range ms {
-		out[i] = &Message{ID: m.ID, Role: m.Role, Text: m.Text, Outcome: wireOutcome(m.Outcome), CreatedAt: m.CreatedAt.UTC()}
+		out[i] = wireMessage(m)
 	}
 	return out
+}
+
+func wireMessage(m *store.Message) *Message {
+	if m == nil {
+		return nil
+	}
+	w := &Message{ID: m.ID, Role: m.Role, Text: m.Text, Sender: m.Sender, RunID: m.RunID, ToolCallID: m.ToolCallID,
+		Outcome: wireOutcome(m.Outcome), CreatedAt: m.CreatedAt.UTC()}
+	if len(m.Result) > 0 && json.Valid(m.Result) {
+		w.Result = m.Result
+	}
+	for _, c := range m.ToolCalls {
+		in := json.RawMessage(c.Input)
+		if !json.Valid(in) {
+			in = json.RawMessage("{}")
+		}
+		w.ToolCalls = append(w.ToolCalls, ToolCall{ID: c.ID, Action: c.Action, Input: in})
+	}
+	return w
 }
 
 func wireGrant(g *store.Grant) *Grant {
