@@ -191,7 +191,7 @@ func demoPolicy() *countersign.Policy {
 // printDemo tells the operator how to try the demo, with commands that work
 // as printed.
 func printDemo(w io.Writer, base string) {
-	fmt.Fprintf(w, "\nNo --config given: running the demo (actions payments.refund, email.send, crm.lookup).\n")
+	fmt.Fprintf(w, "\nNo --config given: running the demo (actions payments.refund, email.send, crm.lookup; the scripted agent %q).\n", demoAgentName)
 	fmt.Fprintf(w, "Development API keys (never use these in production):\n")
 	for _, k := range demoKeys {
 		fmt.Fprintf(w, "  %-14s tenant %-7s actor %-6s roles %-18s %s\n", k.Key, k.Tenant, k.Actor, strings.Join(k.Roles, ","), k.Why)
@@ -209,6 +209,9 @@ Try it (bash):
   curl -s "$COUNTERSIGN_URL/v1/threads/t1" -H 'Authorization: Bearer ck_dev_alice'
   # or from the command line
   countersign proposals list --server "$COUNTERSIGN_URL" --token ck_dev_bob
+  # chat with the demo agent (scripted: no API key); bob answers "yes" in the thread
+  curl -s -X POST "$COUNTERSIGN_URL/v1/threads/chat1/messages" -H 'Authorization: Bearer ck_dev_alice' -H 'Content-Type: application/json' -d '{"text":"refund 40 EUR to c_9"}'
+  curl -s -X POST "$COUNTERSIGN_URL/v1/threads/chat1/messages" -H 'Authorization: Bearer ck_dev_bob' -H 'Content-Type: application/json' -d '{"text":"yes"}'
 
 `, base)
 }

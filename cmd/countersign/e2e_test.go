@@ -322,3 +322,39 @@ func TestDemoCommandsAsPrinted(t *testing.T) {
 		}
 	}
 }
+
+// readmeBlock returns the README's shell block between <!-- name --> and
+// <!-- /name -->.
+func readmeBlock(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- " + name + " -->\\s*```sh\\n(.*?)```\\s*<!-- /" + name + " -->").FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("README.md has no %s block", name)
+	}
+	return string(m[1])
+}
+
+// TestChatQuickstart runs the README's chat block against the demo: the
+// scripted agent's call is a pending proposal, bob's "yes" decides
+// it by text, and the outcome message reaches the thread.
+func TestChatQuickstart(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "chat.db"))
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeBlock(t, "chat"))
+	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chat block: %v\n%s\nserver:\n%s", err, out, s.output())
+	}
+	got := string(out)
+	for _, want := range []string{`"status":"finished"`, `"tool_calls":[{`, `"status":"pending"`, // the run and the call's receipt
+		`"status":"applied"},"text":"Proposal approved and queued to run."`, `"via":"text"`, // bob's yes
+		`"role":"assistant"`, `"receipt":"rf_`} { // the outcome message
+		if !strings.Contains(got, want) {
+			t.Errorf("chat output lacks %s:\n%s", want, got)
+		}
+	}
+}

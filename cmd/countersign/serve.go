@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
@@ -123,6 +124,10 @@ type runtime struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	counts  *server.ProposalCounts
+	// agents drives the runs of the configured agents (the demo's scripted
+	// one without a file); defaultAgent answers messages that name none.
+	agents       *agent.Runtime
+	defaultAgent string
 }
 
 // build loads the configuration and builds the engine on its store. A nil
@@ -161,7 +166,30 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 		return nil, err
 	}
 	rt.metrics.InitActions(rt.engine.Actions())
+	if err := rt.buildAgents(); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return rt, nil
+}
+
+// buildAgents makes the agent runtime: the demo's agent, or the configured
+// ones.
+func (rt *runtime) buildAgents() error {
+	var agents []*agent.Agent
+	if rt.demo {
+		a, err := demoAgent()
+		if err != nil {
+			return err
+		}
+		agents, rt.defaultAgent = append(agents, a), demoAgentName
+	}
+	var err error
+	rt.agents, err = agent.NewRuntime(agent.RuntimeOptions{Engine: rt.engine, Agents: agents, Logger: rt.log})
+	if err != nil {
+		return &exitErr{exitUsage, err.Error()}
+	}
+	return nil
 }
 
 // webhookActions turns the configured actions into webhook actions.
@@ -286,7 +314,8 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	api, err := server.New(server.Options{Engine: rt.engine, Auth: authn, CORSOrigins: rt.cfg.AllowedOrigins(),
 		MetricsRole: rt.cfg.MetricsRole(), Logger: log, RequestLogLevel: rt.cfg.Log.RequestLevel(),
 		Ready: ready(rt.store), Metrics: rt.metrics,
-		MaxStreamsPerActor: rt.cfg.Events.MaxStreamsPerActor})
+		MaxStreamsPerActor: rt.cfg.Events.MaxStreamsPerActor,
+		Agents:             rt.agents, DefaultAgent: rt.defaultAgent})
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +340,11 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 		}
 	})
 	wg.Go(func() { a.rt.counts.Run(ctx, a.rt.cfg.Metrics.ProposalCountsEvery, log) })
+	wg.Go(func() {
+		if err := a.rt.agents.Work(ctx); err != nil {
+			log.Error("agent runtime stopped", "err", err)
+		}
+	})
 	wg.Wait()
 }
 
@@ -371,7 +405,7 @@ func workerCmd() *cobra.Command {
 	var f setupFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run workers without the HTTP API (scale out on PostgreSQL)",
+		Short: "Run workers (executions and agent runs) without the HTTP API (scale out on PostgreSQL)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := build(cmd.Context(), &f, nil)
@@ -384,7 +418,17 @@ func workerCmd() *cobra.Command {
 				return &exitErr{exitUsage, err.Error()}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", redact(rt.cfg.Store))
-			return w.Run(cmd.Context())
+			// Executions and agent runs: a parked run whose proposal was
+			// decided, or whose process died, resumes here too.
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if err := rt.agents.Work(cmd.Context()); err != nil {
+					rt.log.Error("agent runtime stopped", "err", err)
+				}
+			})
+			err = w.Run(cmd.Context())
+			wg.Wait()
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", "", "configuration file (YAML); none: the demo actions")
