@@ -98,11 +98,15 @@ func (e *Engine) Thread(ctx context.Context, id Identity, threadID string) (*Thr
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
-	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: id.Tenant, ThreadID: t.ID, Limit: ThreadRuns})
+	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: id.Tenant, ThreadID: t.ID})
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return &ThreadView{Thread: t, Messages: msgs, Runs: runs}, nil
+	v := &ThreadView{Thread: t, Messages: heldOutcomes(msgs, runs), Runs: runs}
+	if len(v.Runs) > ThreadRuns {
+		v.Runs = v.Runs[:ThreadRuns]
+	}
+	return v, nil
 }
 
 // thread reads a thread of id's tenant without checking who asks.

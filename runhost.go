@@ -44,7 +44,11 @@ func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState,
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
-	return &RunState{Run: r, Identity: Identity{Tenant: tenant, Actor: t.Owner, Roles: r.Roles}, Messages: msgs}, nil
+	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: tenant, ThreadID: r.ThreadID})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return &RunState{Run: r, Identity: Identity{Tenant: tenant, Actor: t.Owner, Roles: r.Roles}, Messages: heldOutcomes(msgs, runs)}, nil
 }
 
 // UpdateRun writes a step of a run its caller holds (store.ApplyRunUpdate).
