@@ -131,7 +131,10 @@ type Run struct {
 	Tenant   string
 	ThreadID string
 	Agent    string
-	Status   RunStatus
+	// Roles are the roles of the thread's owner when the run started: the
+	// identity its calls are made with.
+	Roles  []string
+	Status RunStatus
 	// ProposalIDs are the proposals the run's calls created or replayed,
 	// in order.
 	ProposalIDs []string
@@ -156,6 +159,7 @@ func (r *Run) Clone() *Run {
 	}
 	c := *r
 	c.ProposalIDs = slices.Clone(r.ProposalIDs)
+	c.Roles = slices.Clone(r.Roles)
 	c.Lease = clonePtr(r.Lease)
 	c.EndedAt = clonePtr(r.EndedAt)
 	return &c
@@ -170,7 +174,7 @@ type PostMessageParams struct {
 	// Message is the message (Tenant, ThreadID, ID, Text, Sender; Role
 	// user). CreatedAt is set by the store.
 	Message *Message
-	// Run, when set, starts this run (ID, Agent) holding the thread, under
+	// Run, when set, starts this run (ID, Agent, Roles) holding the thread, under
 	// a lease of LeaseOwner for LeaseDuration.
 	Run           *Run
 	LeaseOwner    string
@@ -209,7 +213,7 @@ func ValidatePostMessageParams(p *PostMessageParams) error {
 // NewRun returns the run PostMessage starts: running under a new lease.
 func NewRun(p *PostMessageParams, now time.Time) *Run {
 	r := &Run{
-		ID: p.Run.ID, Tenant: p.Message.Tenant, ThreadID: p.Message.ThreadID, Agent: p.Run.Agent,
+		ID: p.Run.ID, Tenant: p.Message.Tenant, ThreadID: p.Message.ThreadID, Agent: p.Run.Agent, Roles: slices.Clone(p.Run.Roles),
 		Status: RunRunning, Version: 1, StartedAt: now, UpdatedAt: now,
 	}
 	r.Lease = &Lease{Owner: p.LeaseOwner, Token: NewToken(), Generation: 1, ExpiresAt: now.Add(p.LeaseDuration)}

@@ -21,7 +21,7 @@ import (
 // statement treatment of cas.go; the lock is held for the two statements
 // of one transaction, not across anything the caller does.
 
-const runColumns = `id, tenant, thread_id, agent, status, proposal_ids, awaiting, steps, error,
+const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, awaiting, steps, error,
 	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at`
 
 const insertMessageSQL = `INSERT INTO _S_.messages
@@ -84,7 +84,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		if params.Run != nil {
 			r := store.NewRun(params, now)
 			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO _S_.runs (`+runColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`), runArgs(r)...); err != nil {
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`), runArgs(r)...); err != nil {
 				if _, dup := uniqueViolation(err); dup {
 					return fmt.Errorf("%w: run id %s is taken", store.ErrInvalidParams, r.ID)
 				}
@@ -166,13 +166,17 @@ func runArgs(r *store.Run) []any {
 	if ids == nil {
 		ids = []string{}
 	}
+	roles := r.Roles
+	if roles == nil {
+		roles = []string{}
+	}
 	var owner, token *string
 	var gen *int64
 	var exp *time.Time
 	if l := r.Lease; l != nil {
 		owner, token, gen, exp = &l.Owner, &l.Token, &l.Generation, &l.ExpiresAt
 	}
-	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, string(r.Status), ids, r.Awaiting, r.Steps, r.Error,
+	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, roles, string(r.Status), ids, r.Awaiting, r.Steps, r.Error,
 		owner, token, gen, exp, r.Version, r.StartedAt, r.UpdatedAt, r.EndedAt}
 }
 
@@ -184,13 +188,16 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 		gen          *int64
 		exp, ended   *time.Time
 	)
-	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &status, &r.ProposalIDs, &r.Awaiting, &r.Steps, &r.Error,
+	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &r.Roles, &status, &r.ProposalIDs, &r.Awaiting, &r.Steps, &r.Error,
 		&owner, &token, &gen, &exp, &r.Version, &r.StartedAt, &r.UpdatedAt, &ended); err != nil {
 		return nil, err
 	}
 	r.Status = store.RunStatus(status)
 	if len(r.ProposalIDs) == 0 {
 		r.ProposalIDs = nil
+	}
+	if len(r.Roles) == 0 {
+		r.Roles = nil
 	}
 	if token != nil && owner != nil && gen != nil && exp != nil {
 		r.Lease = &store.Lease{Owner: *owner, Token: *token, Generation: *gen, ExpiresAt: exp.UTC()}
@@ -258,7 +265,7 @@ func (s *Store) writeRun(ctx context.Context, tx pgx.Tx, r *store.Run, readVersi
 	ct, err := tx.Exec(ctx, s.sql(`UPDATE _S_.runs SET status = $1, proposal_ids = $2, awaiting = $3, steps = $4, error = $5,
 		lease_owner = $6, lease_token = $7, lease_generation = $8, lease_expires_at = $9, version = $10, updated_at = $11, ended_at = $12
 		WHERE tenant = $13 AND id = $14 AND version = $15`),
-		slices.Concat(args[4:14], []any{args[15], args[16], r.Tenant, r.ID, readVersion})...)
+		slices.Concat(args[5:15], []any{args[16], args[17], r.Tenant, r.ID, readVersion})...)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // the guard redundant today, and it keeps the write correct if that
 // changes.
 
-const runColumns = `id, tenant, thread_id, agent, status, proposal_ids, awaiting, steps, error,
+const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, awaiting, steps, error,
 	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at`
 
 const getRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
@@ -135,7 +135,7 @@ func insertRun(ctx context.Context, tx *wtx, r *store.Run) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("%w: run id %s is taken", store.ErrInvalidParams, r.ID)
 	}
@@ -145,6 +145,10 @@ func insertRun(ctx context.Context, tx *wtx, r *store.Run) error {
 // runArgs are a run's column values in runColumns order.
 func runArgs(r *store.Run) ([]any, error) {
 	ids, err := json.Marshal(nonNil(r.ProposalIDs))
+	if err != nil {
+		return nil, err
+	}
+	roles, err := json.Marshal(nonNil(r.Roles))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +164,7 @@ func runArgs(r *store.Run) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, string(r.Status), string(ids), r.Awaiting, r.Steps, r.Error,
+	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, string(roles), string(r.Status), string(ids), r.Awaiting, r.Steps, r.Error,
 		owner, token, gen, exp, r.Version, r.StartedAt.UnixNano(), r.UpdatedAt.UnixNano(), ended}, nil
 }
 
@@ -176,12 +180,12 @@ type rowScanner interface{ Scan(dest ...any) error }
 func scanRun(row rowScanner) (*store.Run, error) {
 	r := &store.Run{}
 	var (
-		status, ids      sql.NullString
-		owner, token     sql.NullString
-		gen, exp, ended  sql.NullInt64
-		started, updated int64
+		status, ids, roles sql.NullString
+		owner, token       sql.NullString
+		gen, exp, ended    sql.NullInt64
+		started, updated   int64
 	)
-	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &status, &ids, &r.Awaiting, &r.Steps, &r.Error,
+	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &roles, &status, &ids, &r.Awaiting, &r.Steps, &r.Error,
 		&owner, &token, &gen, &exp, &r.Version, &started, &updated, &ended); err != nil {
 		return nil, err
 	}
@@ -191,6 +195,12 @@ func scanRun(row rowScanner) (*store.Run, error) {
 	}
 	if len(r.ProposalIDs) == 0 {
 		r.ProposalIDs = nil
+	}
+	if err := json.Unmarshal([]byte(roles.String), &r.Roles); err != nil {
+		return nil, fmt.Errorf("run %s: roles: %w", r.ID, err)
+	}
+	if len(r.Roles) == 0 {
+		r.Roles = nil
 	}
 	if token.Valid {
 		r.Lease = &store.Lease{Owner: owner.String, Token: token.String, Generation: gen.Int64, ExpiresAt: fromNanos(exp.Int64)}
@@ -251,7 +261,7 @@ func writeRun(ctx context.Context, tx *wtx, r *store.Run, readVersion int64, c *
 	res, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, proposal_ids = ?, awaiting = ?, steps = ?, error = ?,
 		lease_owner = ?, lease_token = ?, lease_generation = ?, lease_expires_at = ?, version = ?, updated_at = ?, ended_at = ?
 		WHERE tenant = ? AND id = ? AND version = ?`,
-		slices.Concat(args[4:14], []any{args[15], args[16], r.Tenant, r.ID, readVersion})...)
+		slices.Concat(args[5:15], []any{args[16], args[17], r.Tenant, r.ID, readVersion})...)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,8 @@ func testRuns(t *testing.T, newStore Factory) {
 		fx := setup(t, newStore)
 		res := fx.post("t-run", requester, "refund 40", newRun())
 		r := res.Run
-		if r == nil || r.Status != store.RunRunning || r.Lease == nil || r.Lease.Owner != worker || r.Version != 1 || r.Agent != "demo" {
+		if r == nil || r.Status != store.RunRunning || r.Lease == nil || r.Lease.Owner != worker || r.Version != 1 || r.Agent != "demo" ||
+			!reflect.DeepEqual(r.Roles, []string{"agent", "ops"}) {
 			t.Fatalf("started run %+v", r)
 		}
 		requireTime(t, "lease expiry", r.Lease.ExpiresAt, fx.clock.Now().Add(longLease))
@@ -365,7 +366,7 @@ func testRuns(t *testing.T, newStore Factory) {
 	})
 }
 
-func newRun() *store.Run { return &store.Run{ID: uniqueID("run"), Agent: "demo"} }
+func newRun() *store.Run { return &store.Run{ID: uniqueID("run"), Agent: "demo", Roles: []string{"agent", "ops"}} }
 
 func runFence(r *store.Run) store.Fence {
 	return store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}
@@ -445,6 +446,9 @@ func requireSameRun(t *testing.T, got, want *store.Run) {
 		got.ThreadID != want.ThreadID || got.Tenant != want.Tenant || (got.Lease == nil) != (want.Lease == nil) ||
 		(got.Lease != nil && (got.Lease.Token != want.Lease.Token || got.Lease.Generation != want.Lease.Generation)) {
 		t.Fatalf("run %+v, want %+v", got, want)
+	}
+	if !reflect.DeepEqual(got.Roles, want.Roles) {
+		t.Fatalf("run roles %q, want %q", got.Roles, want.Roles)
 	}
 	requireTime(t, "started_at", got.StartedAt, want.StartedAt)
 }

@@ -21,6 +21,7 @@ CREATE TABLE runs (
     tenant           TEXT COLLATE "C" NOT NULL,
     thread_id        TEXT COLLATE "C" NOT NULL,
     agent            TEXT NOT NULL,
+    roles            TEXT[] NOT NULL,                -- the owner's roles at the start
     status           TEXT NOT NULL CHECK (status IN ('running', 'parked', 'finished', 'failed', 'cancelled')),
     proposal_ids     TEXT[] NOT NULL,
     awaiting         TEXT COLLATE "C" NOT NULL,  -- the proposal a parked run waits for

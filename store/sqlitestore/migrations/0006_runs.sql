@@ -20,6 +20,7 @@ CREATE TABLE runs (
     tenant           TEXT NOT NULL,
     thread_id        TEXT NOT NULL,
     agent            TEXT NOT NULL,
+    roles            TEXT NOT NULL,                          -- JSON array: the owner's roles at the start
     status           TEXT NOT NULL CHECK (status IN ('running', 'parked', 'finished', 'failed', 'cancelled')),
     proposal_ids     TEXT NOT NULL,                          -- JSON array
     awaiting         TEXT NOT NULL,                          -- the proposal a parked run waits for
