@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -151,6 +152,15 @@ func (v *validator) newModel(path string, m *ModelSpec, getenv func(string) stri
 	return model
 }
 
+// onLine is " (line N)" naming path's line, or "" when it has none (a
+// configuration built in code).
+func (v *validator) onLine(path string) string {
+	if l := v.line(path); l > 0 {
+		return fmt.Sprintf(" (line %d)", l)
+	}
+	return ""
+}
+
 // wrap is fail with a cause, which errors.Is and errors.As find.
 func (v *validator) wrap(cause error, path, format string, args ...any) {
 	n := len(v.errs)
@@ -244,7 +254,7 @@ func (v *validator) agents(c *Config) {
 			v.fail(p+".name", "%q: want 1-%d of [A-Za-z0-9_.-] (it is a URL path segment), not . or ..", a.Name, MaxAgentNameLen)
 		default:
 			if f, dup := first[a.Name]; dup {
-				v.fail(p+".name", "%q is already the name of %s (line %d)", a.Name, f, v.line(f))
+				v.fail(p+".name", "%q is already the name of %s%s", a.Name, f, v.onLine(f))
 			} else {
 				first[a.Name] = p
 			}
