@@ -334,3 +334,33 @@ func (s *callCounter) DeleteExpiredSessions(ctx context.Context, params *store.D
 	s.count("DeleteExpiredSessions")
 	return s.Store.DeleteExpiredSessions(ctx, params)
 }
+
+func (s *callCounter) PostMessage(ctx context.Context, params *store.PostMessageParams) (*store.PostMessageResult, error) {
+	s.count("PostMessage")
+	return s.Store.PostMessage(ctx, params)
+}
+
+func (s *callCounter) GetRun(ctx context.Context, params *store.GetRunParams) (*store.Run, error) {
+	s.count("GetRun")
+	return s.Store.GetRun(ctx, params)
+}
+
+func (s *callCounter) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*store.Run, error) {
+	s.count("ListRuns")
+	return s.Store.ListRuns(ctx, params)
+}
+
+func (s *callCounter) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*store.Run, error) {
+	s.count("UpdateRun")
+	return s.Store.UpdateRun(ctx, params)
+}
+
+func (s *callCounter) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*store.Run, error) {
+	s.count("ClaimRuns")
+	return s.Store.ClaimRuns(ctx, params)
+}
+
+func (s *callCounter) CancelRun(ctx context.Context, params *store.CancelRunParams) (*store.Run, error) {
+	s.count("CancelRun")
+	return s.Store.CancelRun(ctx, params)
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/textdecision"
 )
 
 // Identity is who is acting: a tenant, an actor and the actor's roles. Every
@@ -109,6 +110,9 @@ type Options struct {
 	WaitPoll time.Duration
 	// Owner names this process in leases. Default host:pid:random.
 	Owner string
+	// TextDecisions is the vocabulary that reads a message as a decision
+	// ("yes", "sim"). Default: the English preset.
+	TextDecisions *textdecision.Vocabulary
 }
 
 func (o *Options) validate() error {
@@ -143,6 +147,7 @@ type Engine struct {
 	owner         string
 	hub           notify.Hub
 	waits         waitWatch
+	vocab         *textdecision.Vocabulary
 
 	mu      sync.RWMutex
 	actions map[string]*Action
@@ -166,6 +171,7 @@ func New(opts Options) (*Engine, error) {
 		reconcileBack: cmp.Or(opts.ReconcileBackoff, DefaultReconcileBackoff),
 		waitPoll:      cmp.Or(opts.WaitPoll, DefaultWaitPoll),
 		owner:         cmp.Or(opts.Owner, defaultOwner()),
+		vocab:         opts.TextDecisions,
 		actions:       map[string]*Action{},
 	}
 	if e.now == nil {

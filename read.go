@@ -72,7 +72,12 @@ func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID s
 type ThreadView struct {
 	Thread   *store.Thread
 	Messages []*store.Message
+	// Runs are the thread's runs, newest first, at most ThreadRuns.
+	Runs []*store.Run
 }
+
+// ThreadRuns is how many runs a ThreadView lists.
+const ThreadRuns = 20
 
 // Thread returns a thread of id's tenant and its messages. Only the
 // thread's owner may read it (*ForbiddenError otherwise); thread ids are
@@ -93,7 +98,11 @@ func (e *Engine) Thread(ctx context.Context, id Identity, threadID string) (*Thr
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
-	return &ThreadView{Thread: t, Messages: msgs}, nil
+	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: id.Tenant, ThreadID: t.ID, Limit: ThreadRuns})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return &ThreadView{Thread: t, Messages: msgs, Runs: runs}, nil
 }
 
 // thread reads a thread of id's tenant without checking who asks.

@@ -366,7 +366,9 @@ func testRuns(t *testing.T, newStore Factory) {
 	})
 }
 
-func newRun() *store.Run { return &store.Run{ID: uniqueID("run"), Agent: "demo", Roles: []string{"agent", "ops"}} }
+func newRun() *store.Run {
+	return &store.Run{ID: uniqueID("run"), Agent: "demo", Roles: []string{"agent", "ops"}}
+}
 
 func runFence(r *store.Run) store.Fence {
 	return store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}

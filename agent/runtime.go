@@ -1,0 +1,280 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+)
+
+// DefaultPollInterval is how often Work looks for runs to resume when
+// nothing in this process signals one.
+const DefaultPollInterval = time.Second
+
+// callWait is how long a run's wait-mode call waits for a human before the
+// run parks instead: long enough to take a decision that is already there,
+// too short to hold anything.
+const callWait = time.Millisecond
+
+// maxDriven bounds the runs one Work loop drives at once.
+const maxDriven = 16
+
+// RuntimeOptions configures a Runtime.
+type RuntimeOptions struct {
+	Engine *countersign.Engine
+	Agents []*Agent
+	// PollInterval is how often Work claims runs to resume. Default
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// Runtime drives runs: it asks the run's agent's model for the next
+// message, makes the model's tool calls through Engine.Call (with the
+// run's thread, its id and the model's tool-call id), parks the run on a
+// call that waits for a human, and ends it. Every step is written through
+// the engine before the next begins, so that a run whose process dies goes
+// on from its last step in another process, and a recorded tool call is
+// replayed, never executed twice.
+type Runtime struct {
+	engine *countersign.Engine
+	agents map[string]*Agent
+	poll   time.Duration
+	log    *slog.Logger
+}
+
+// NewRuntime checks the agents and returns a Runtime.
+func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("agent: runtime: an engine is required")
+	}
+	rt := &Runtime{engine: opts.Engine, agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
+	if rt.poll <= 0 {
+		rt.poll = DefaultPollInterval
+	}
+	if rt.log == nil {
+		rt.log = slog.Default()
+	}
+	for _, a := range opts.Agents {
+		if err := a.Validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := rt.agents[a.Name]; dup {
+			return nil, fmt.Errorf("agent %s: defined twice", a.Name)
+		}
+		rt.agents[a.Name] = a
+	}
+	return rt, nil
+}
+
+// Agent returns the agent named name.
+func (rt *Runtime) Agent(name string) (*Agent, bool) {
+	a, ok := rt.agents[name]
+	return a, ok
+}
+
+// errStop ends Drive's loop without an error: the run parked, ended, or
+// is no longer this process's.
+var errStop = errors.New("stop")
+
+// Drive takes a run this process holds (as Engine.PostMessage or
+// Engine.ClaimRuns returned it) from step to step until it parks, ends, or
+// stops being this process's (cancelled, or its lease taken over). It
+// returns the run as it left it. An error means the run could not be
+// written: it stays running under its lease, which lapses, and another
+// process resumes it.
+func (rt *Runtime) Drive(ctx context.Context, r *store.Run) (*store.Run, error) {
+	if r.Lease == nil {
+		return r, nil
+	}
+	d := &drive{rt: rt, fence: store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}, run: r}
+	for {
+		err := d.step(ctx)
+		switch {
+		case errors.Is(err, errStop):
+			return d.run, nil
+		case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrConflict):
+			return d.latest(ctx), nil
+		case err != nil:
+			return d.run, err
+		}
+	}
+}
+
+// drive is one Drive call's state.
+type drive struct {
+	rt    *Runtime
+	fence store.Fence
+	run   *store.Run
+}
+
+// latest rereads the run, for a caller that lost it.
+func (d *drive) latest(ctx context.Context) *store.Run {
+	st, err := d.rt.engine.RunState(ctx, d.run.Tenant, d.run.ID)
+	if err != nil {
+		return d.run
+	}
+	return st.Run
+}
+
+// update writes a step; the lease is renewed with it.
+func (d *drive) update(ctx context.Context, p *store.UpdateRunParams) error {
+	p.Tenant, p.ID, p.Fence = d.run.Tenant, d.run.ID, d.fence
+	if p.To == "" || p.To == store.RunRunning {
+		p.LeaseDuration = d.rt.engine.LeaseDuration()
+	}
+	r, err := d.rt.engine.UpdateRun(ctx, p)
+	if err != nil {
+		return err
+	}
+	d.run = r
+	if r.Status != store.RunRunning {
+		return errStop
+	}
+	return nil
+}
+
+func (d *drive) fail(ctx context.Context, reason string) error {
+	return d.update(ctx, &store.UpdateRunParams{To: store.RunFailed, Error: reason})
+}
+
+// step takes one step: answer the tool calls of the run's last model
+// message that have no result yet, or else ask the model.
+func (d *drive) step(ctx context.Context) error {
+	st, err := d.rt.engine.RunState(ctx, d.run.Tenant, d.run.ID)
+	if err != nil {
+		return err
+	}
+	d.run = st.Run
+	if d.run.Status != store.RunRunning || d.run.Lease == nil || d.run.Lease.Token != d.fence.Token {
+		return errStop
+	}
+	a, ok := d.rt.agents[d.run.Agent]
+	if !ok {
+		return d.fail(ctx, fmt.Sprintf("agent %q is not configured", d.run.Agent))
+	}
+	if calls := unanswered(st.Messages, d.run.ID); len(calls) > 0 {
+		return d.answer(ctx, st, calls)
+	}
+	if d.run.Steps >= a.Steps() {
+		return d.fail(ctx, fmt.Sprintf("the agent made %d model calls, its max_steps", a.Steps()))
+	}
+	req := &Request{Instructions: a.Instructions, Messages: conversation(st.Messages), Tools: d.rt.tools(a)}
+	reply, err := a.Model.Generate(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // this process is going away; another resumes the run
+		}
+		return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed, Error: "model: " + err.Error()})
+	}
+	offered := map[string]bool{}
+	for _, t := range req.Tools {
+		offered[t.Name] = true
+	}
+	msg := &store.Message{ID: "msg_" + randomID(), Role: store.RoleAssistant, Text: reply.Text}
+	for _, c := range reply.ToolCalls {
+		if !offered[c.Action] || c.ID == "" {
+			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
+				Error: fmt.Sprintf("model: a tool call of %q (id %q), which was not offered", c.Action, c.ID)})
+		}
+		msg.ToolCalls = append(msg.ToolCalls, store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input})
+	}
+	p := &store.UpdateRunParams{Steps: 1, Messages: []*store.Message{msg}}
+	if len(msg.ToolCalls) == 0 {
+		p.To = store.RunFinished
+	}
+	return d.update(ctx, p)
+}
+
+// answer makes the calls the model asked for and records each result; a
+// wait-mode call still waiting for a human parks the run, an independent
+// one ends the turn once every call is answered.
+func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []store.ToolCall) error {
+	endTurn := false
+	for _, c := range calls {
+		res, err := d.rt.engine.Call(ctx, &countersign.Call{
+			Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.run.ID + "/" + c.ID,
+			Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, d.run.ID, c.Action), WaitTimeout: callWait,
+		})
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		out, ok := toolResult(res, err)
+		if !ok {
+			return err // the store failed: leave the run to its lease
+		}
+		if res != nil && res.Status == countersign.ResultPending && res.Proposal != nil && res.Proposal.Mode == store.ModeWait {
+			return d.update(ctx, &store.UpdateRunParams{To: store.RunParked, Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}})
+		}
+		if res != nil && res.Status == countersign.ResultPending {
+			endTurn = true
+		}
+		body, _ := json.Marshal(out) // strings, bools and raw JSON only
+		m := &store.Message{ID: "msg_" + randomID(), Role: store.RoleTool, ToolCallID: c.ID, Text: out.line(c.Action),
+			Result: body, ProposalID: out.ProposalID}
+		p := &store.UpdateRunParams{Messages: []*store.Message{m}}
+		if out.ProposalID != "" {
+			p.ProposalIDs = []string{out.ProposalID}
+		}
+		if err := d.update(ctx, p); err != nil {
+			return err
+		}
+	}
+	if endTurn {
+		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
+	}
+	return nil
+}
+
+// tools are the actions the agent offers its model.
+func (rt *Runtime) tools(a *Agent) []Tool {
+	var out []Tool
+	for _, act := range rt.engine.Actions() {
+		if a.Offers(act.Name()) && rt.engine.Offered(act.Name()) {
+			out = append(out, Tool{Name: act.Name(), Description: act.Description(), InputSchema: act.InputSchema()})
+		}
+	}
+	return out
+}
+
+// Work claims runs that are ready to go on (a parked run whose proposal
+// was decided or expired, a run whose process died) and drives them, until
+// ctx ends.
+func (rt *Runtime) Work(ctx context.Context) error {
+	changes, stop := rt.engine.Subscribe()
+	defer stop()
+	sem := make(chan struct{}, maxDriven)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(rt.poll)
+	defer t.Stop()
+	for {
+		if free := maxDriven - len(sem); free > 0 {
+			runs, err := rt.engine.ClaimRuns(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				rt.log.Warn("agent: claim runs", "err", err)
+			}
+			for _, r := range runs {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					if _, err := rt.Drive(ctx, r); err != nil && ctx.Err() == nil {
+						rt.log.Warn("agent: run", "run", r.ID, "err", err)
+					}
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		case <-t.C:
+		}
+	}
+}

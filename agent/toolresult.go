@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/store"
+)
+
+// ToolOutput is the result object a tool message carries, and the model
+// reads, for one call: what Engine.Call answered. The shapes follow API.md:
+// an independent call answers {proposal_id, status: "pending", executed:
+// false}; a two-phase one {status: "confirmation_required",
+// confirmation_id, …}; a refusal {status: "denied", error}.
+type ToolOutput struct {
+	ProposalID     string          `json:"proposal_id,omitempty"`
+	Status         string          `json:"status"`
+	Executed       *bool           `json:"executed,omitempty"`
+	Receipt        string          `json:"receipt,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ConfirmationID string          `json:"confirmation_id,omitempty"`
+	Summary        string          `json:"summary,omitempty"`
+	ExpiresAt      string          `json:"expires_at,omitempty"`
+}
+
+// toolResult turns Engine.Call's answer into the tool's output. It reports
+// false for an error that is not an answer about the call (the store
+// failed): nothing is recorded then.
+func toolResult(res *countersign.Result, err error) (*ToolOutput, bool) {
+	var (
+		denied   *countersign.DeniedError
+		evidence *countersign.EvidenceError
+		input    *countersign.InvalidInputError
+		mismatch *countersign.MismatchError
+		forbid   *countersign.ForbiddenError
+	)
+	switch {
+	case err == nil:
+	case errors.As(err, &denied):
+		return &ToolOutput{Status: "denied", Error: err.Error()}, true
+	case errors.As(err, &evidence):
+		return &ToolOutput{Status: "invalid_evidence", Error: err.Error()}, true
+	case errors.As(err, &input), errors.Is(err, countersign.ErrInvalidCall), errors.Is(err, countersign.ErrActionNotFound):
+		return &ToolOutput{Status: "invalid_input", Error: err.Error()}, true
+	case errors.As(err, &mismatch):
+		return &ToolOutput{Status: "mismatch", Error: err.Error()}, true
+	case errors.As(err, &forbid):
+		return &ToolOutput{Status: "forbidden", Error: err.Error()}, true
+	default:
+		return nil, false
+	}
+	out := &ToolOutput{Status: string(res.Status), Executed: res.Executed, Receipt: res.Receipt, Result: res.Result,
+		Error: res.Error, ProposalID: res.ProposalID, Summary: res.Summary}
+	if out.ProposalID == "" && res.Proposal != nil {
+		out.ProposalID = res.Proposal.ID
+	}
+	if res.Status == countersign.ResultConfirmationRequired {
+		out.ConfirmationID = res.ConfirmationID
+	}
+	if !res.ExpiresAt.IsZero() && (res.Status == countersign.ResultPending || res.Status == countersign.ResultConfirmationRequired) {
+		out.ExpiresAt = res.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if out.Summary == "" && res.Proposal != nil && res.Proposal.Outcome != nil {
+		out.Summary = res.Proposal.Outcome.Summary
+	}
+	return out, true
+}
+
+// line is the output in one line, for a human and for a scripted model's
+// after_tool.
+func (o *ToolOutput) line(action string) string {
+	switch {
+	case o.Summary != "":
+		return o.Summary
+	case o.Error != "":
+		return fmt.Sprintf("%s %s: %s", action, o.Status, o.Error)
+	case o.Receipt != "":
+		return fmt.Sprintf("%s %s. Receipt: %s.", action, o.Status, o.Receipt)
+	}
+	return fmt.Sprintf("%s %s.", action, o.Status)
+}
+
+// unanswered returns the tool calls of the run's last assistant message
+// that no tool message of the run answers yet.
+func unanswered(msgs []*store.Message, runID string) []store.ToolCall {
+	last := -1
+	for i, m := range msgs {
+		if m.RunID == runID && m.Role == store.RoleAssistant {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, m := range msgs[last+1:] {
+		if m.RunID == runID && m.Role == store.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []store.ToolCall
+	for _, c := range msgs[last].ToolCalls {
+		if !answered[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// evidenceFor is the confirmation id the run last got for action: a
+// two-phase call the model makes again carries it, and the engine checks
+// that it binds this exact call.
+func evidenceFor(msgs []*store.Message, runID, action string) string {
+	calls := map[string]string{} // tool call id → action
+	evidence := ""
+	for _, m := range msgs {
+		if m.RunID != runID {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			calls[c.ID] = c.Action
+		}
+		if m.Role == store.RoleTool && calls[m.ToolCallID] == action {
+			var out ToolOutput
+			if json.Unmarshal(m.Result, &out) == nil && out.Status == string(countersign.ResultConfirmationRequired) {
+				evidence = out.ConfirmationID
+			}
+		}
+	}
+	return evidence
+}
+
+// conversation is the thread as a model reads it.
+func conversation(msgs []*store.Message) []Message {
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case store.RoleUser:
+			out = append(out, Message{Role: RoleUser, Text: m.Text})
+		case store.RoleAssistant:
+			am := Message{Role: RoleAssistant, Text: m.Text}
+			for _, c := range m.ToolCalls {
+				am.ToolCalls = append(am.ToolCalls, ToolCall{ID: c.ID, Action: c.Action, Input: c.Input})
+			}
+			out = append(out, am)
+		case store.RoleTool:
+			out = append(out, Message{Role: RoleTool, ToolCallID: m.ToolCallID, Result: m.Result, Summary: m.Text})
+		}
+	}
+	return out
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,257 @@
+package countersign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/textdecision"
+)
+
+// MaxMessageText bounds a posted message's text (API.md: 1..32 KiB).
+const MaxMessageText = 32 << 10
+
+// maxDecisionCandidates bounds the thread's proposals a text decision
+// looks through: the newest ones.
+const maxDecisionCandidates = 200
+
+// ErrThreadBusy matches a *ThreadBusyError.
+var ErrThreadBusy = errors.New("thread busy")
+
+// ThreadBusyError refuses a message while a run holds the thread (API.md:
+// 409 THREAD_BUSY). A text decision is never refused for it.
+type ThreadBusyError struct {
+	ThreadID string
+	RunID    string
+}
+
+func (e *ThreadBusyError) Error() string {
+	return fmt.Sprintf("thread %s is busy: run %s holds it", e.ThreadID, e.RunID)
+}
+
+// Is makes errors.Is(err, ErrThreadBusy) hold.
+func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy }
+
+// Message is a human's message to a thread.
+type Message struct {
+	Identity Identity
+	ThreadID string
+	Text     string
+	// Agent, when set, starts a run of that agent on the message (unless
+	// the message is a text decision). Empty: the message is stored for an
+	// external agent to read.
+	Agent string
+}
+
+// MessageAnswer is what a message came to: a text decision (Decision, or
+// Pending when it could mean several proposals), or a stored message and
+// the run it started.
+type MessageAnswer struct {
+	Thread *store.Thread
+	// Decision is the decision a text decision made.
+	Decision *DecideResult
+	// Pending lists the proposals an ambiguous text decision could mean;
+	// nothing was decided.
+	Pending []string
+	// Reply is the answer to a text decision, in the configured language.
+	Reply string
+	// Message is the stored message (nil for an ambiguous decision).
+	Message *store.Message
+	// Run is the run the message started, if any.
+	Run *store.Run
+}
+
+// IsDecision reports whether the message was read as a text decision.
+func (a *MessageAnswer) IsDecision() bool { return a.Decision != nil || a.Pending != nil }
+
+// PostMessage takes a human's message to a thread (API.md, Messages and
+// runs). A message that is exactly a decision command (textdecision) is a
+// decision by its sender, via "text", checked like any other: it may come
+// from someone other than the thread's owner (an approver answering in the
+// conversation) and is taken while a run holds the thread. Anything else
+// is the owner's only (*ForbiddenError otherwise), is refused while a run
+// holds the thread (*ThreadBusyError), and with Agent starts a run.
+func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, error) {
+	switch {
+	case m.Identity.Tenant == "" || m.Identity.Actor == "":
+		return nil, fmt.Errorf("%w: identity needs a tenant and an actor", ErrInvalidCall)
+	case m.Text == "" || len(m.Text) > MaxMessageText:
+		return nil, fmt.Errorf("%w: text: must be 1 to %d bytes", ErrInvalidCall, MaxMessageText)
+	case !utf8.ValidString(m.Text):
+		return nil, fmt.Errorf("%w: text: must be UTF-8", ErrInvalidCall)
+	}
+	t, err := e.thread(ctx, m.Identity, m.ThreadID)
+	switch {
+	case errors.Is(err, ErrNotFound) && validID(m.ThreadID):
+		t = nil // a new thread: nothing in it to decide
+	case err != nil:
+		return nil, err
+	}
+	if t != nil {
+		ans, err := e.textDecision(ctx, m, t)
+		if ans != nil || err != nil {
+			return ans, err
+		}
+	}
+	if t != nil && !mayReadThread(m.Identity, t) {
+		return nil, &ForbiddenError{Actor: m.Identity.Actor, Reason: "only the thread's owner posts in it"}
+	}
+	params := &store.PostMessageParams{
+		Owner:   m.Identity.Actor,
+		Message: e.userMessage(m),
+	}
+	if m.Agent != "" {
+		params.Run = &store.Run{ID: "run_" + newID(), Agent: m.Agent, Roles: m.Identity.Roles}
+		params.LeaseOwner, params.LeaseDuration = e.owner, e.lease
+	}
+	res, err := e.store.PostMessage(ctx, params)
+	if err != nil {
+		return nil, e.conversationError(m.ThreadID, err)
+	}
+	return &MessageAnswer{Thread: res.Thread, Message: res.Message, Run: res.Run}, nil
+}
+
+func (e *Engine) userMessage(m *Message) *store.Message {
+	return &store.Message{ID: "msg_" + newID(), Tenant: m.Identity.Tenant, ThreadID: m.ThreadID,
+		Role: store.RoleUser, Text: m.Text, Sender: m.Identity.Actor}
+}
+
+// conversationError turns a store error of a conversation write into the
+// engine's.
+func (e *Engine) conversationError(threadID string, err error) error {
+	var busy *store.ThreadBusyError
+	switch {
+	case errors.As(err, &busy):
+		return &ThreadBusyError{ThreadID: busy.ThreadID, RunID: busy.RunID}
+	case errors.Is(err, store.ErrNotThreadOwner):
+		return &ForbiddenError{Reason: "only the thread's owner posts in it"}
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
+	}
+	return fmt.Errorf("post message: %w", err)
+}
+
+// textDecision reads m as a text decision in t and, when it is one, makes
+// it. It returns nil, nil for an ordinary message.
+func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) (*MessageAnswer, error) {
+	page, err := e.store.ListProposals(ctx, &store.ListProposalsParams{Tenant: m.Identity.Tenant, ThreadID: t.ID, Limit: maxDecisionCandidates})
+	if err != nil {
+		return nil, fmt.Errorf("list thread proposals: %w", err)
+	}
+	// Oldest first, so that an ambiguous answer lists them in the order
+	// they were asked.
+	var th textdecision.Thread
+	for i := len(page.Proposals) - 1; i >= 0; i-- {
+		p := page.Proposals[i]
+		if canSee(m.Identity, p) {
+			th.Proposals = append(th.Proposals, textdecision.Proposal{ID: p.ID, Pending: p.Status == store.StatusPending})
+		}
+	}
+	res := e.vocab.Parse(textdecision.Message{Role: textdecision.RoleUser, Text: m.Text}, th)
+	switch res.Kind {
+	case textdecision.Ambiguous:
+		return &MessageAnswer{Thread: t, Pending: res.Pending, Reply: e.vocab.Reply(textdecision.ReplyAmbiguous, res.Pending)}, nil
+	case textdecision.Decide:
+	default:
+		return nil, nil
+	}
+	d := &Decision{Identity: m.Identity, ProposalID: res.ProposalID, Verdict: Approve, Via: ViaText}
+	if res.Verdict == textdecision.Reject {
+		d.Verdict = Reject
+	}
+	if res.Remember {
+		d.Remember = ScopeThread
+	}
+	dr, err := e.Decide(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := e.store.PostMessage(ctx, &store.PostMessageParams{Message: e.userMessage(m), Decision: true})
+	if err != nil {
+		return nil, e.conversationError(m.ThreadID, err)
+	}
+	return &MessageAnswer{Thread: stored.Thread, Decision: dr, Message: stored.Message, Reply: e.vocab.Reply(decisionReply(dr), nil)}, nil
+}
+
+// ViaText is the channel of a decision made by answering in the
+// conversation.
+const ViaText = "text"
+
+// decisionReply picks the reply to a text decision from its result.
+func decisionReply(dr *DecideResult) textdecision.ReplyKey {
+	switch dr.Status {
+	case DecideUnchanged:
+		return textdecision.ReplyUnchanged
+	case DecideConflict:
+		return textdecision.ReplyConflict
+	case DecideExpired:
+		return textdecision.ReplyExpired
+	}
+	switch p := dr.Proposal; {
+	case p.Status == store.StatusRejected:
+		return textdecision.ReplyRejected
+	case p.Status == store.StatusApproved && p.Mode == store.ModeIndependent:
+		return textdecision.ReplyApprovedQueued
+	}
+	return textdecision.ReplyApproved
+}
+
+// Run returns a run of a thread id owns.
+func (e *Engine) Run(ctx context.Context, id Identity, threadID, runID string) (*store.Run, error) {
+	if _, err := e.ownThread(ctx, id, threadID); err != nil {
+		return nil, err
+	}
+	return e.runOf(ctx, id.Tenant, threadID, runID)
+}
+
+func (e *Engine) runOf(ctx context.Context, tenant, threadID, runID string) (*store.Run, error) {
+	if !validID(runID) {
+		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && r.ThreadID != threadID):
+		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("get run: %w", err)
+	}
+	return r, nil
+}
+
+// CancelRun cancels a run of a thread id owns; a run that ended is
+// returned as it is.
+func (e *Engine) CancelRun(ctx context.Context, id Identity, threadID, runID string) (*store.Run, error) {
+	if _, err := e.ownThread(ctx, id, threadID); err != nil {
+		return nil, err
+	}
+	if _, err := e.runOf(ctx, id.Tenant, threadID, runID); err != nil {
+		return nil, err
+	}
+	r, err := e.store.CancelRun(ctx, &store.CancelRunParams{Tenant: id.Tenant, ID: runID})
+	if err != nil {
+		return nil, fmt.Errorf("cancel run: %w", err)
+	}
+	e.hub.Publish(runKey(r))
+	return r, nil
+}
+
+// ownThread reads a thread only its owner may act in.
+func (e *Engine) ownThread(ctx context.Context, id Identity, threadID string) (*store.Thread, error) {
+	t, err := e.thread(ctx, id, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if !mayReadThread(id, t) {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner may act in it"}
+	}
+	return t, nil
+}
+
+// Offered reports whether the policy lets a model be offered the action
+// named name: it does unless the rule that matches denies it.
+func (e *Engine) Offered(name string) bool {
+	r := e.policy.match(name)
+	return r == nil || r.Effect != EffectDeny
+}
