@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/anthropic"
+	"github.com/countersign/countersign/agent/openai"
 	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/textdecision"
 )
@@ -177,6 +178,9 @@ func TestBuildAgents(t *testing.T) {
 			t.Errorf("agent %s: %v", a.Name, err)
 		}
 	}
+	if _, ok := agents[0].Model.(*openai.Model); !ok {
+		t.Errorf("support's model is %T", agents[0].Model)
+	}
 	if _, ok := agents[1].Model.(*anthropic.Model); !ok {
 		t.Errorf("claude's model is %T", agents[1].Model)
 	}
@@ -295,6 +299,11 @@ func TestBuildAgentsProviders(t *testing.T) {
 		provider, reply, path string
 	}{
 		{
+			provider: ProviderOpenAI,
+			reply:    `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m-1","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}`,
+			path:     "/chat/completions",
+		},
+		{
 			provider: ProviderAnthropic,
 			reply:    `{"id":"msg_1","type":"message","role":"assistant","model":"m-1","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`,
 			path:     "/v1/messages",
@@ -357,6 +366,22 @@ agents:
 	}
 	// Without actions in the file, globs are not checked against any.
 	parseOK(t, "agents:\n  - name: a\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n    actions: [\"fs__*\", email.send]\n")
+	// Anchors and merge keys share a model between agents.
+	m := parseOK(t, `
+agents:
+  - &base
+    name: a
+    model: &demo {provider: scripted, rules: [{match: x, say: y}], after_tool: done}
+    max_steps: 4
+  - <<: *base
+    name: b
+  - name: c
+    model: *demo
+`)
+	if b, c := m.Agents[1], m.Agents[2]; b.Name != "b" || b.MaxSteps != 4 || b.Model.Scripted.AfterTool != "done" ||
+		c.MaxSteps != DefaultMaxSteps || !reflect.DeepEqual(c.Model, m.Agents[0].Model) {
+		t.Errorf("merged agents: %+v", m.Agents)
+	}
 	// Names may use every character the rule allows.
 	parseOK(t, "default_agent: Support_2.v-1\nagents:\n  - name: Support_2.v-1\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n")
 }

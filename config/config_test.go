@@ -507,6 +507,14 @@ func TestErrorsNoCascade(t *testing.T) {
 		"worker:\n  lease: long\n  poll_interval: 20s\n",
 		"actions:\n  - name: a\n    execute: {url: [x]}\n",
 		"policy:\n  rules:\n    - {match: a, approvers: requester, forbid_self_approval: true}\n",
+		// An agent whose name could not be read is not also missing, nor
+		// the one default_agent names.
+		"default_agent: a\nagents:\n  - name: [a]\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n",
+		// A rule whose say could not be read does not also lack one.
+		"agents:\n  - name: a\n    model: {provider: scripted, rules: [{match: x, say: {a: b}}]}\n",
+		// A model that is not a mapping is not also missing.
+		"agents:\n  - name: a\n    model: [openai]\n",
+		"text_decisions:\n  vocabulary: {approve: [[ok]]}\n",
 	} {
 		_, err := Parse("c.yaml", []byte(in))
 		if n := len(Errors(err)); n != 1 {
@@ -522,6 +530,12 @@ func TestSecretsNotEchoed(t *testing.T) {
 		"auth:\n  api_keys:\n    - {key: s3cr3t, tenant: t, actor: a}\n    - {key: s3cr3t, tenant: t, actor: b}\n",
 		"store: \"postgres://u:s3cr3t@h:5432:x/db\"\n",
 		"actions:\n  - name: a\n    execute: {url: \"ftp://u:s3cr3t@h/x\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: sk-proj-s3cr3t}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: \"s3cr3t key\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: 0s3cr3t}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: K, base_url: \"ftp://u:s3cr3t@h/v1\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: K, base_url: \"https://u:s3cr3t@h/v1\"}\n",
+		"agents:\n  - name: a\n    model: {provider: scripted, api_key_env: s3cr3t, rules: [{match: x, say: y}]}\n",
 	} {
 		_, err := Parse("c.yaml", []byte(in))
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {

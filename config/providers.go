@@ -3,18 +3,28 @@ package config
 import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/anthropic"
+	"github.com/countersign/countersign/agent/openai"
 )
 
 // newProviderModel builds a checked openai or anthropic model section with
-// its key. The providers read no environment of their own: where requests
-// go and what they carry come from the file and the variable it names.
+// its key. Neither provider reads an environment variable of its own:
+// where requests go and what they carry come from the file and the one
+// variable it names.
 func newProviderModel(m *ModelSpec, key string) (agent.Model, error) {
-	if m.Provider == ProviderOpenAI {
-		return newOpenAIModel(m, key)
+	// Each branch returns its own nil on error: a nil *Model in an
+	// agent.Model would not be a nil agent.Model.
+	switch m.Provider {
+	case ProviderOpenAI:
+		model, err := openai.New(openai.Options{Model: m.Name, BaseURL: m.BaseURL, APIKey: key})
+		if err != nil {
+			return nil, err
+		}
+		return model, nil
+	default:
+		model, err := anthropic.New(anthropic.Options{Model: m.Name, BaseURL: m.BaseURL, APIKey: key})
+		if err != nil {
+			return nil, err
+		}
+		return model, nil
 	}
-	model, err := anthropic.New(anthropic.Options{Model: m.Name, BaseURL: m.BaseURL, APIKey: key})
-	if err != nil {
-		return nil, err // a nil *Model is not a nil agent.Model
-	}
-	return model, nil
 }
