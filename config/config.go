@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/store/pgstore"
+	"github.com/countersign/countersign/textdecision"
 )
 
 // Defaults of the fields a file leaves out (API.md, Configuration).
@@ -75,6 +76,16 @@ type Config struct {
 	Events  Events
 	Web     Web
 	Log     Log
+	// TextDecisions configures the decisions a human types in a
+	// conversation ("yes", "não #prp_…"): the language's preset, replaced
+	// phrases and replies. Its zero value is the English preset. See
+	// TextVocabulary.
+	TextDecisions textdecision.Config
+	// DefaultAgent names the agent of Agents that answers a message naming
+	// none; empty, such a message starts no run. See DefaultAgentName.
+	DefaultAgent string
+	// Agents are the configured agents, in file order. See BuildAgents.
+	Agents []AgentSpec
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.

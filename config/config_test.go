@@ -187,6 +187,17 @@ func TestErrors(t *testing.T) {
 	const execute = "    execute: {url: \"http://127.0.0.1:9100/execute\"}\n"
 	action := func(lines string) string { return "actions:\n  - name: a\n" + execute + lines }
 	rule := func(fields string) string { return "policy:\n  rules:\n    - " + fields + "\n" }
+	const scripted = "    model: {provider: scripted, rules: [{match: x, say: y}]}\n"
+	agentWith := func(lines string) string { return "agents:\n  - name: a\n" + lines }
+	openai := func(fields string) string {
+		return agentWith("    model: {provider: openai, name: m, api_key_env: K" + fields + "}\n")
+	}
+	openaiKey := func(env string) string {
+		return agentWith("    model: {provider: openai, name: m, api_key_env: " + env + "}\n")
+	}
+	rules := func(rule string) string {
+		return agentWith("    model:\n      provider: scripted\n      rules:\n        - " + rule + "\n")
+	}
 	tests := []struct {
 		name, yaml string
 		line       int
@@ -343,6 +354,87 @@ func TestErrors(t *testing.T) {
 		{"timeout", action("    reconcile:\n      url: http://h/r\n      timeout: 0s\n"), 6, "actions[0].reconcile.timeout: 0s: must be positive"},
 		{"endpoint unknown", action("    prepare: {url: \"http://h/p\", method: GET}\n"), 4, `unknown key "method" in actions[0].prepare`},
 		{"idempotent type", action("    idempotent: 1\n"), 4, "actions[0].idempotent: want true or false"},
+		// agents (line 2 is the first agent's name, line 3 its model)
+		{"agents not a list", "agents: {name: a}\n", 1, "agents: want a list, not a mapping"},
+		{"agent not mapping", "agents: [support]\n", 1, "agents[0]: want a mapping"},
+		{"agent unknown key", agentWith(scripted + "    tools: [x]\n"), 4, `unknown key "tools" in agents[0] (want name, instructions, model, actions, max_steps)`},
+		{"agent name required", "agents:\n  - instructions: i\n" + scripted, 2, "agents[0].name: is required"},
+		{"agent name slash", "agents:\n  - name: a/b\n" + scripted, 2, `agents[0].name: "a/b": want 1-64 of [A-Za-z0-9_.-] (it is a URL path segment)`},
+		{"agent name dot dot", "agents:\n  - name: \"..\"\n" + scripted, 2, `agents[0].name: "..": want`},
+		{"agent name space", "agents:\n  - name: \"my agent\"\n" + scripted, 2, `agents[0].name: "my agent": want`},
+		{"agent name too long", "agents:\n  - name: " + strings.Repeat("a", 65) + "\n" + scripted, 2, "want 1-64 of"},
+		{"agent name type", "agents:\n  - name: 7\n" + scripted, 2, `agents[0].name: want a string, not the integer 7 (quote it: "7")`},
+		{"agent name repeated", agentWith(scripted + "  - name: a\n" + scripted), 4, `agents[1].name: "a" is already the name of agents[0] (line 2)`},
+		{"model required", "agents:\n  - name: a\n", 2, "agents[0].model: is required: {provider: openai | anthropic | scripted, …}"},
+		{"model null", "agents:\n  - name: a\n    model:\n", 3, "agents[0].model: is required"},
+		{"model not mapping", agentWith("    model: gpt-4.1-mini\n"), 3, `agents[0].model: want a mapping, not the string "gpt-4.1-mini"`},
+		{"model unknown key", openai(", temperature: 0"), 3, `unknown key "temperature" in agents[0].model (want provider, name, base_url, api_key_env, rules, after_tool)`},
+		{"provider required", agentWith("    model: {name: m, api_key_env: K}\n"), 3, "agents[0].model.provider: is required: openai, anthropic or scripted"},
+		{"provider unknown", agentWith("    model:\n      provider: gemini\n"), 4, `agents[0].model.provider: "gemini": want openai, anthropic or scripted`},
+		{"provider case", agentWith("    model: {provider: OpenAI, name: m, api_key_env: K}\n"), 3, `"OpenAI": want openai, anthropic or scripted`},
+		{"model name required", agentWith("    model: {provider: openai, api_key_env: K}\n"), 3, "agents[0].model.name: is required: the provider's model name"},
+		{"model name spaces", agentWith("    model:\n      provider: anthropic\n      name: \"claude sonnet\"\n      api_key_env: K\n"), 5, `agents[0].model.name: "claude sonnet": a model name has no spaces`},
+		{"api_key_env required", agentWith("    model: {provider: openai, name: m}\n"), 3, "agents[0].model.api_key_env: is required: the environment variable that holds the API key"},
+		{"api_key_env required anthropic", agentWith("    model:\n      provider: anthropic\n      name: m\n      api_key_env: \"\"\n"), 6, "agents[0].model.api_key_env: is required"},
+		{"api_key_env a key", agentWith("    model:\n      provider: openai\n      name: m\n      api_key_env: sk-proj-0123456789abcdef\n"), 6, "agents[0].model.api_key_env: looks like an API key, not the name of an environment variable"},
+		{"api_key_env a long key", openaiKey("Abcdefghijklmnopqrstuvwxyz0123456789"), 3, "looks like an API key"},
+		{"api_key_env an underscore key", openaiKey("sk_live_0123"), 3, "looks like an API key"},
+		{"api_key_env not a name", openaiKey("my-key"), 3, "agents[0].model.api_key_env: want an environment variable name (letters, digits and _)"},
+		{"api_key_env type", openaiKey("12345"), 3, "agents[0].model.api_key_env: want a string (quote it)"},
+		{"base_url scheme", openai(", base_url: \"ftp://h/v1\""), 3, "agents[0].model.base_url: want an absolute http:// or https:// URL"},
+		{"base_url relative", agentWith("    model:\n      provider: openai\n      name: m\n      api_key_env: K\n      base_url: /v1\n"), 7, "agents[0].model.base_url: want an absolute"},
+		{"base_url fragment", openai(", base_url: \"http://h/v1#x\""), 3, "without a #fragment"},
+		{"base_url credentials", openai(", base_url: \"https://u:p@h/v1\""), 3, "agents[0].model.base_url: must not hold credentials"},
+		{"rules on openai", openai(", rules: [{match: x, say: y}]"), 3, "agents[0].model.rules: only a scripted model has rules (this one's provider is openai)"},
+		{"empty rules on openai", openai(", rules: []"), 3, "agents[0].model.rules: only a scripted model has rules"},
+		{"after_tool on anthropic", agentWith("    model: {provider: anthropic, name: m, api_key_env: K, after_tool: x}\n"), 3, "agents[0].model.after_tool: only a scripted model has after_tool (this one's provider is anthropic)"},
+		{"name on scripted", agentWith("    model: {provider: scripted, name: m, rules: [{match: x, say: y}]}\n"), 3, "agents[0].model.name: a scripted model has no name"},
+		{"api_key_env on scripted", agentWith("    model:\n      provider: scripted\n      api_key_env: K\n      rules: [{match: x, say: y}]\n"), 5, "agents[0].model.api_key_env: a scripted model has no api_key_env"},
+		{"scripted without rules", agentWith("    model: {provider: scripted}\n"), 3, "agents[0].model.rules: at least one rule is needed"},
+		{"scripted empty rules", agentWith("    model:\n      provider: scripted\n      rules: []\n"), 5, "agents[0].model.rules: at least one rule is needed"},
+		{"scripted rules not list", agentWith("    model:\n      provider: scripted\n      rules: {match: x}\n"), 5, "agents[0].model.rules: want a list"},
+		{"scripted rule neither", rules("{match: x}"), 6, "agents[0].model.rules[0]: has neither say nor call"},
+		{"scripted rule unknown key", rules("{match: x, say: y, reply: z}"), 6, `unknown key "reply" in agents[0].model.rules[0] (want match, say, call)`},
+		{"scripted match missing", rules("{say: y}"), 6, "agents[0].model.rules[0].match: missing (use '.*' to match every message)"},
+		{"scripted match regexp", rules("{match: '(?P<a>x', say: y}"), 6, "agents[0].model.rules[0].match: error parsing regexp: missing closing )"},
+		{"scripted match type", rules("{match: [x], say: y}"), 6, "agents[0].model.rules[0].match: want a string, not a list"},
+		{"scripted second rule", agentWith("    model:\n      provider: scripted\n      rules:\n        - {match: x, say: y}\n        - match: z\n          say: [w]\n"), 8, "agents[0].model.rules[1].say: want a string"},
+		{"scripted call unknown key", rules("{match: x, call: {action: a, args: '{}'}}"), 6, `unknown key "args" in agents[0].model.rules[0].call (want action, input)`},
+		{"scripted call action missing", rules("{match: x, call: {input: '{}'}}"), 6, "agents[0].model.rules[0].call.action: missing"},
+		{"scripted input group", agentWith("    model:\n      provider: scripted\n      rules:\n        - match: '(?P<amount>\\d+)'\n          call:\n            action: payments.refund\n            input: '{\"amount\": {amount}, \"to\": \"{customer}\"}'\n"), 9, "agents[0].model.rules[0].call.input: {customer} names no group of match"},
+		{"scripted input not object", rules("{match: x, call: {action: a, input: '[1]'}}"), 6, "agents[0].model.rules[0].call.input: is not a JSON object"},
+		{"scripted input mapping", rules("{match: x, call: {action: a, input: {amount: 1}}}"), 6, "agents[0].model.rules[0].call.input: want a string: the JSON text of the input, in single quotes"},
+		{"scripted after_tool type", agentWith("    model:\n      provider: scripted\n      rules: [{match: x, say: y}]\n      after_tool: [x]\n"), 6, "agents[0].model.after_tool: want a string"},
+		{"scripted call not offered", agentWith("    actions: [\"crm.*\"]\n    model:\n      provider: scripted\n      rules:\n        - {match: x, call: {action: payments.refund}}\n"), 7, `agents[0].model.rules[0].call.action: "payments.refund" is not among the agent's actions (crm.*): the model could never call it`},
+		{"scripted call not configured", "actions:\n  - name: payments.refund\n" + execute + "agents:\n  - name: a\n    model:\n      provider: scripted\n      rules:\n        - {match: x, call: {action: payments.void}}\n", 9, `agents[0].model.rules[0].call.action: "payments.void" is none of the actions the file configures`},
+		{"actions empty", agentWith(scripted + "    actions: []\n"), 4, "agents[0].actions: is empty: leave it out to offer every action"},
+		{"actions not list", agentWith(scripted + "    actions: \"payments.*\"\n"), 4, "agents[0].actions: want a list"},
+		{"actions glob empty", agentWith(scripted + "    actions:\n      - \"payments.*\"\n      - \"\"\n"), 6, "agents[0].actions[1]: is empty"},
+		{"actions glob chars", agentWith(scripted + "    actions: [\"pay ments\"]\n"), 4, `agents[0].actions[0]: "pay ments": want an action name or a glob`},
+		{"actions glob twice", agentWith(scripted + "    actions: [\"a.*\", \"a.*\"]\n"), 4, `agents[0].actions[1]: "a.*" is listed twice`},
+		{"actions glob matches nothing", "actions:\n  - name: payments.refund\n" + execute + "agents:\n  - name: a\n" + scripted + "    actions:\n      - \"payments.*\"\n      - crm.lookup\n", 9, `agents[0].actions[1]: "crm.lookup" matches none of the actions the file configures`},
+		{"max_steps negative", agentWith(scripted + "    max_steps: -1\n"), 4, "agents[0].max_steps: -1: must be positive, or 0 for the default (8)"},
+		{"max_steps type", agentWith(scripted + "    max_steps: many\n"), 4, "agents[0].max_steps: want an integer"},
+		{"instructions type", agentWith(scripted + "    instructions: [be nice]\n"), 4, "agents[0].instructions: want a string"},
+		// default_agent
+		{"default_agent without agents", "default_agent: support\n", 1, `default_agent: "support" names no agent: the file configures none`},
+		{"default_agent unknown", "default_agent: support\n" + agentWith(scripted) + "  - name: b\n" + scripted, 1, `default_agent: "support" names no agent (want one of a, b)`},
+		{"default_agent type", "default_agent: [a]\n", 1, "default_agent: want a string, not a list"},
+		// text_decisions
+		{"text_decisions not mapping", "text_decisions: pt-BR\n", 1, `text_decisions: want a mapping, not the string "pt-BR"`},
+		{"text_decisions unknown key", "text_decisions:\n  lang: pt-BR\n", 2, `unknown key "lang" in text_decisions (want language, vocabulary, replies)`},
+		{"language", "text_decisions:\n  language: fr\n", 2, `text_decisions.language: unknown language "fr" (want en or pt-BR)`},
+		{"language type", "text_decisions: {language: 1}\n", 1, "text_decisions.language: want a string"},
+		{"vocabulary unknown key", "text_decisions:\n  vocabulary:\n    accept: [ok]\n", 3, `unknown key "accept" in text_decisions.vocabulary (want approve, reject, remember)`},
+		{"vocabulary empty list", "text_decisions:\n  vocabulary:\n    reject: []\n", 3, "text_decisions.vocabulary.reject: empty list: leave the field out to keep the preset's phrases"},
+		{"vocabulary clash", "text_decisions:\n  vocabulary:\n    reject:\n      - nope\n      - \"yes\"\n", 5, `text_decisions.vocabulary.reject[1]: "yes" approves in the en preset`},
+		{"vocabulary clash pt-BR", "text_decisions:\n  language: pt-BR\n  vocabulary: {approve: [ok, não]}\n", 3, `text_decisions.vocabulary.approve[1]: "não" rejects in the pt-BR preset`},
+		{"vocabulary question", "text_decisions:\n  vocabulary:\n    approve: [\"ok?\"]\n", 3, `text_decisions.vocabulary.approve[0]: "ok?": ends with "?"`},
+		{"vocabulary id", "text_decisions:\n  vocabulary:\n    approve:\n      - \"go #1\"\n", 4, `text_decisions.vocabulary.approve[0]: "go #1": contains "#"`},
+		{"vocabulary type", "text_decisions:\n  vocabulary:\n    remember:\n      - 1\n", 4, "text_decisions.vocabulary.remember[0]: want a string"},
+		{"replies unknown key", "text_decisions:\n  replies: {approve: ok}\n", 2, `unknown key "approve" in text_decisions.replies (want approved, approved_queued, rejected, unchanged, conflict, expired, ambiguous)`},
+		{"replies ambiguous", "text_decisions:\n  replies:\n    approved: Done.\n    ambiguous: \"Which one?\"\n", 4, `text_decisions.replies.ambiguous: "Which one?" must contain {ids}`},
+		{"replies type", "text_decisions:\n  replies:\n    expired: [x]\n", 3, "text_decisions.replies.expired: want a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -415,6 +507,14 @@ func TestErrorsNoCascade(t *testing.T) {
 		"worker:\n  lease: long\n  poll_interval: 20s\n",
 		"actions:\n  - name: a\n    execute: {url: [x]}\n",
 		"policy:\n  rules:\n    - {match: a, approvers: requester, forbid_self_approval: true}\n",
+		// An agent whose name could not be read is not also missing, nor
+		// the one default_agent names.
+		"default_agent: a\nagents:\n  - name: [a]\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n",
+		// A rule whose say could not be read does not also lack one.
+		"agents:\n  - name: a\n    model: {provider: scripted, rules: [{match: x, say: {a: b}}]}\n",
+		// A model that is not a mapping is not also missing.
+		"agents:\n  - name: a\n    model: [openai]\n",
+		"text_decisions:\n  vocabulary: {approve: [[ok]]}\n",
 	} {
 		_, err := Parse("c.yaml", []byte(in))
 		if n := len(Errors(err)); n != 1 {
@@ -430,6 +530,12 @@ func TestSecretsNotEchoed(t *testing.T) {
 		"auth:\n  api_keys:\n    - {key: s3cr3t, tenant: t, actor: a}\n    - {key: s3cr3t, tenant: t, actor: b}\n",
 		"store: \"postgres://u:s3cr3t@h:5432:x/db\"\n",
 		"actions:\n  - name: a\n    execute: {url: \"ftp://u:s3cr3t@h/x\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: sk-proj-s3cr3t}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: \"s3cr3t key\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: 0s3cr3t}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: K, base_url: \"ftp://u:s3cr3t@h/v1\"}\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: K, base_url: \"https://u:s3cr3t@h/v1\"}\n",
+		"agents:\n  - name: a\n    model: {provider: scripted, api_key_env: s3cr3t, rules: [{match: x, say: y}]}\n",
 	} {
 		_, err := Parse("c.yaml", []byte(in))
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {

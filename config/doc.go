@@ -53,6 +53,33 @@
 //	  level: info                         # debug | info (default) | warn | error
 //	  format: text                        # text (default) | json
 //	  requests: true                      # false: each request's line at debug, not info
+//	text_decisions:                       # what a human may type in a conversation to decide
+//	  language: pt-BR                     # en (default) | pt-BR; English commands work in both
+//	  vocabulary: {approve: [sim], reject: [não], remember: [sempre nesta conversa]}
+//	                                      # each list replaces the preset's phrases of its kind
+//	  replies: {approved: "…", approved_queued: "…", rejected: "…", unchanged: "…",
+//	            conflict: "…", expired: "…", ambiguous: "… {ids} …"}   # default: the language's
+//	default_agent: support                # the agent of a message naming none; default: none
+//	agents:
+//	  - name: support                     # [A-Za-z0-9_.-], at most 64, unique: a URL path segment
+//	    instructions: "You help customers of ACME. Use the tools."
+//	    model:
+//	      provider: openai                # openai | anthropic | scripted
+//	      name: gpt-4.1-mini              # required for openai and anthropic
+//	      base_url: http://127.0.0.1:11434/v1   # optional; http or https
+//	      api_key_env: OPENAI_API_KEY     # required for openai and anthropic: names the variable
+//	    actions: ["payments.*", "crm.lookup"]  # globs; default: every action
+//	    max_steps: 8                      # model calls per run; default 8 (0 means it too)
+//	  - name: demo
+//	    model:
+//	      provider: scripted              # no network: rules answer (see agent/scripted)
+//	      rules:
+//	        - match: '(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)'
+//	          say: "I'll ask for that refund."
+//	          call: {action: payments.refund, input: '{"amount": {amount}, "customer": "{customer}"}'}
+//	        - match: '.*'
+//	          say: "I can refund payments."
+//	      after_tool: "{summary}"
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -72,6 +99,25 @@
 // a placeholder naming no property of a closed input schema. Anchors,
 // aliases and merge keys (<<: *defaults) work as in any YAML.
 //
+// # Agents and text decisions
+//
+// The text_decisions section is checked as the textdecision package
+// compiles it, and the rules of a scripted model as agent/scripted builds
+// them; each of their problems is placed at its field's line
+// ("agents[1].model.rules[0].call.input"). A model section holds only the
+// fields of its provider: name, base_url and api_key_env for openai and
+// anthropic, rules and after_tool for scripted. api_key_env must be the
+// name of a variable: a value that looks like a key (sk-…, or a long run
+// of mixed letters and digits) is refused without being repeated.
+//
+// An agent's actions are globs, "*" standing for any run of characters as
+// in policy rules. When the file configures actions, each glob must match
+// one of them and each scripted call must name one; a file without actions
+// says nothing about the actions a program registers itself (the demo's,
+// say), so then globs are checked only for their form. A scripted call
+// must also name an action the agent's globs take, or the model could
+// never make it. default_agent, when set, must name an agent.
+//
 // # Environment
 //
 // The environment overrides the deployment settings: COUNTERSIGN_LISTEN
@@ -82,8 +128,10 @@
 // Secrets never live in the file: it names the environment variables that
 // hold them. [Config.WebhookSecret] reads the variable webhook_secret_env
 // names, [Config.HS256Secret] the one auth.jwt.hs256_secret_env names; each
-// fails clearly when its variable is empty. They are read when asked for,
-// so that `countersign config validate` can check a file anywhere.
+// fails clearly when its variable is empty. [Config.BuildAgents] reads the
+// variables the agents' api_key_env name, through the getenv it is given.
+// They are read when asked for, so that `countersign config validate` can
+// check a file anywhere.
 //
 // # Use
 //
@@ -93,4 +141,7 @@
 // what a server authenticates and exposes with; [Log.Logger] and
 // [Log.RequestLevel] how it logs. Actions stay descriptions ([Action]); the
 // webhook package turns them into countersign actions.
+// [Config.TextVocabulary] compiles the text decisions,
+// [Config.BuildAgents] builds the agents with their models, and
+// [Config.DefaultAgentName] names the one a message naming none goes to.
 package config

@@ -38,3 +38,70 @@ policy:
 	// countersign.yaml:7: policy.rules[0].effect: "maybe": want allow, ask or deny
 	// countersign.yaml:8: unknown key "approvals" in policy.rules[0] (want match, effect, approvers, quorum, forbid_self_approval, ttl, mode, channels, remember)
 }
+
+func ExampleConfig_BuildAgents() {
+	c, err := config.Parse("countersign.yaml", []byte(`
+default_agent: support
+agents:
+  - name: support
+    instructions: "You help customers of ACME. Use the tools."
+    model:
+      provider: openai
+      name: gpt-4.1-mini
+      api_key_env: OPENAI_API_KEY
+    actions: ["payments.*"]
+  - name: demo
+    model:
+      provider: scripted
+      rules:
+        - match: '.*'
+          say: "I can refund payments."
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The composition root passes os.Getenv; the key never lives in the file.
+	getenv := func(name string) string { return map[string]string{"OPENAI_API_KEY": "sk-…"}[name] }
+	agents, err := c.BuildAgents(getenv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range agents {
+		fmt.Println(a.Name, a.Actions, a.Steps())
+	}
+	fmt.Println("default:", c.DefaultAgentName())
+
+	_, err = c.BuildAgents(func(string) string { return "" })
+	fmt.Println(err)
+	// Output:
+	// support [payments.*] 8
+	// demo [] 8
+	// default: support
+	// countersign.yaml:9: agents[0].model.api_key_env: environment variable OPENAI_API_KEY is empty or unset: it must hold the openai API key
+}
+
+func ExampleParse_agentErrors() {
+	_, err := config.Parse("countersign.yaml", []byte(`
+text_decisions:
+  language: pt-BR
+  vocabulary: {approve: [sim, "não"]}
+default_agent: suport
+agents:
+  - name: support
+    model: {provider: openai, name: gpt-4.1-mini, api_key_env: "sk-proj-…"}
+  - name: demo
+    model:
+      provider: scripted
+      rules:
+        - match: 'refund (?P<amount>\d+)'
+          call: {action: payments.refund, input: '{"amount": {amont}}'}
+`))
+	fmt.Println(err)
+	// Output:
+	// countersign.yaml:4: text_decisions.vocabulary.approve[1]: "não" rejects in the pt-BR preset; no configuration gives it another meaning
+	// countersign.yaml:5: default_agent: "suport" names no agent (want one of demo, support)
+	// countersign.yaml:8: agents[0].model.api_key_env: looks like an API key, not the name of an environment variable: put the key in the environment and name the variable here (and revoke the key if this file was shared)
+	// countersign.yaml:14: agents[1].model.rules[0].call.input: {amont} names no group of match
+}

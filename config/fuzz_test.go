@@ -3,21 +3,32 @@ package config
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/store/memstore"
 )
 
 // FuzzParse: Parse never panics; it fails only with *Error values, joined
-// or alone; and what it accepts, the engine and the worker accept.
+// or alone; and what it accepts, the engine, the worker, the text-decision
+// parser and the agents' models accept.
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile("testdata/example.yaml")
 	if err != nil {
 		f.Fatal(err)
 	}
+	agents, err := os.ReadFile("testdata/agents.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, seed := range []string{
 		string(example),
+		string(agents),
+		"default_agent: a\nagents:\n  - name: a\n    model: {provider: scripted, rules: [{match: '(?P<n>\\d+)', call: {action: x.y, input: '{\"n\": {n}}'}}]}\n    actions: [\"x.*\"]\n    max_steps: 0\n",
+		"agents:\n  - name: a\n    model: {provider: openai, name: m, api_key_env: K, base_url: \"http://127.0.0.1:1/v1\"}\n  - name: b\n    model: {provider: anthropic, name: m, api_key_env: K}\n",
+		"text_decisions:\n  language: PT-br\n  vocabulary: {approve: [bora], reject: [\"não\"], remember: [sempre]}\n  replies: {ambiguous: \"{ids}?\"}\n",
 		"",
 		"listen: :8080\nstore: postgres://cs@db/cs\n",
 		"worker: {poll_interval: 2s, lease: 5s}\n",
@@ -48,6 +59,16 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := e.NewWorker(c.WorkerOptions()); err != nil {
 			t.Fatalf("NewWorker rejects the worker options: %v", err)
+		}
+		if _, err := c.TextVocabulary(); err != nil {
+			t.Fatalf("TextVocabulary rejects what Parse accepted: %v", err)
+		}
+		built, err := c.BuildAgents(func(string) string { return "k" })
+		if err != nil || len(built) != len(c.Agents) {
+			t.Fatalf("BuildAgents rejects what Parse accepted: %d agents, %v", len(built), err)
+		}
+		if c.DefaultAgentName() != "" && !slices.ContainsFunc(built, func(a *agent.Agent) bool { return a.Name == c.DefaultAgentName() }) {
+			t.Fatalf("default_agent %q is none of the agents built", c.DefaultAgentName())
 		}
 	})
 }

@@ -555,6 +555,14 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 				{"requests", d.boolean(&c.Log.Requests)},
 			})
 		}},
+		{"text_decisions", func(p string, v *yaml.Node) { d.textDecisions(&c.TextDecisions, p, v) }},
+		{"default_agent", text(d, &c.DefaultAgent)},
+		{"agents", func(p string, v *yaml.Node) {
+			c.Agents = []AgentSpec{}
+			d.sequence(p, v, func(p string, v *yaml.Node) {
+				c.Agents = append(c.Agents, d.agent(p, v))
+			})
+		}},
 	})
 }
 

@@ -112,6 +112,8 @@ func (v *validator) config(c *Config) {
 	}
 	v.web(&c.Web)
 	v.log(&c.Log)
+	v.textDecisions(c.TextDecisions)
+	v.agents(c)
 }
 
 func (v *validator) web(w *Web) {
