@@ -151,6 +151,10 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	rt.reg.MustRegister(rt.counts)
 	opts := cfg.EngineOptions()
 	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
+	if opts.TextDecisions, err = cfg.TextVocabulary(); err != nil {
+		st.Close()
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
 	if demo {
 		opts.Policy = demoPolicy()
 		if opts.Actions, err = newDemoBackend().actions(); err != nil {
@@ -183,6 +187,12 @@ func (rt *runtime) buildAgents() error {
 			return err
 		}
 		agents, rt.defaultAgent = append(agents, a), demoAgentName
+	} else {
+		var err error
+		if agents, err = rt.cfg.BuildAgents(os.Getenv); err != nil {
+			return &exitErr{exitUsage, err.Error()}
+		}
+		rt.defaultAgent = rt.cfg.DefaultAgentName()
 	}
 	var err error
 	rt.agents, err = agent.NewRuntime(agent.RuntimeOptions{Engine: rt.engine, Agents: agents, Logger: rt.log})
