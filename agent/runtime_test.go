@@ -30,7 +30,7 @@ type harness struct {
 	executed atomic.Int64
 }
 
-func newHarness(t *testing.T, mode countersign.Mode, lang string) *harness {
+func newHarness(t *testing.T, mode countersign.Mode, lang string, channels ...string) *harness {
 	t.Helper()
 	h := &harness{t: t, store: memstore.New(nil)}
 	refund, err := countersign.NewRawAction(countersign.RawActionSpec{
@@ -50,7 +50,7 @@ func newHarness(t *testing.T, mode countersign.Mode, lang string) *harness {
 	}
 	h.engine, err = countersign.New(countersign.Options{Store: h.store, Actions: []*countersign.Action{refund}, TextDecisions: vocab,
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "payments.*", Effect: countersign.EffectAsk,
-			Approvers: []string{"role:finance"}, Mode: mode}}}})
+			Approvers: []string{"role:finance"}, Mode: mode, Channels: channels}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,5 +259,38 @@ func TestMaxSteps(t *testing.T) {
 	// Independent: the turn ends with the receipt, within one step.
 	if r.Status != store.RunFinished || r.Steps != 1 {
 		t.Fatalf("run %+v", r)
+	}
+}
+
+func TestTextDecisionNeedsTheTextChannel(t *testing.T) {
+	h := newHarness(t, countersign.ModeWait, "en", "api", "web")
+	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
+	_, err := h.engine.PostMessage(context.Background(), &countersign.Message{Identity: bob, ThreadID: "th1", Text: "yes"})
+	var fe *countersign.ForbiddenError
+	if !errors.As(err, &fe) {
+		t.Fatalf("a text decision under a rule without the text channel: %v, want forbidden", err)
+	}
+	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending {
+		t.Fatalf("proposal %s, want pending", p.Status)
+	}
+	for _, m := range h.messages() {
+		if m.Text == "yes" {
+			t.Fatal("a refused decision was stored as a message")
+		}
+	}
+}
+
+func TestAssistantTextIsNeverADecision(t *testing.T) {
+	h := newHarness(t, countersign.ModeWait, "en")
+	model, _ := scripted.New(scripted.Config{Rules: []scripted.Rule{
+		{Match: `(?i)refund`, Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": 1, "customer": "c"}`}},
+		{Match: `.*`, Say: "yes"}}, AfterTool: "yes"})
+	rt, _ := agent.NewRuntime(agent.RuntimeOptions{Engine: h.engine, Agents: []*agent.Agent{{Name: "demo", Model: model}}})
+	r, err := rt.Drive(context.Background(), h.post(alice, "refund", true).Run)
+	if err != nil || r.Status != store.RunParked {
+		t.Fatalf("run %+v, %v", r, err)
+	}
+	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending || len(p.Decisions) != 0 {
+		t.Fatalf("the model's text decided: %+v", p.Decisions)
 	}
 }
