@@ -200,7 +200,7 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 	for _, c := range calls {
 		res, err := d.rt.engine.Call(ctx, &countersign.Call{
 			Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.run.ID + "/" + c.ID,
-			Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, d.run.ID, c.Action), WaitTimeout: callWait,
+			Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, c.Action), WaitTimeout: callWait,
 		})
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -292,5 +293,50 @@ func TestAssistantTextIsNeverADecision(t *testing.T) {
 	}
 	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending || len(p.Decisions) != 0 {
 		t.Fatalf("the model's text decided: %+v", p.Decisions)
+	}
+}
+
+// twoPhaseModel calls the refund on "refund" and on "go ahead", and
+// answers a tool result with its status.
+type twoPhaseModel struct{}
+
+func (twoPhaseModel) Generate(_ context.Context, req *agent.Request) (*agent.Reply, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == agent.RoleTool {
+		var out agent.ToolOutput
+		_ = json.Unmarshal(last.Result, &out)
+		return &agent.Reply{Text: out.Status}, nil
+	}
+	return &agent.Reply{ToolCalls: []agent.ToolCall{{ID: fmt.Sprintf("c%d", len(req.Messages)), Action: "payments.refund",
+		Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}}}, nil
+}
+
+func TestTwoPhaseRetriesWithTheEvidence(t *testing.T) {
+	h := newHarness(t, countersign.ModeTwoPhase, "en")
+	rt, err := agent.NewRuntime(agent.RuntimeOptions{Engine: h.engine, Agents: []*agent.Agent{{Name: "demo", Model: twoPhaseModel{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rt.Drive(context.Background(), h.post(alice, "refund 40 to c_9", true).Run)
+	if err != nil || r.Status != store.RunFinished {
+		t.Fatalf("run %+v, %v", r, err)
+	}
+	msgs := h.messages()
+	if last := msgs[len(msgs)-1]; last.Text != "confirmation_required" {
+		t.Fatalf("the model got %q, want confirmation_required", last.Text)
+	}
+	h.post(bob, "yes", false)
+	r, err = rt.Drive(context.Background(), h.post(alice, "go ahead", true).Run)
+	if err != nil || r.Status != store.RunFinished {
+		t.Fatalf("run %+v, %v", r, err)
+	}
+	var last *store.Message
+	for _, m := range h.messages() {
+		if m.RunID == r.ID {
+			last = m
+		}
+	}
+	if last.Text != "succeeded" || h.executed.Load() != 1 {
+		t.Fatalf("the retry got %q, %d executions; want succeeded once", last.Text, h.executed.Load())
 	}
 }

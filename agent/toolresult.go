@@ -113,20 +113,18 @@ func unanswered(msgs []*store.Message, runID string) []store.ToolCall {
 	return out
 }
 
-// evidenceFor is the confirmation id the run last got for action: a
-// two-phase call the model makes again carries it, and the engine checks
-// that it binds this exact call.
-func evidenceFor(msgs []*store.Message, runID, action string) string {
-	calls := map[string]string{} // tool call id → action
+// evidenceFor is the confirmation id the thread last got for action: a
+// two-phase call the model makes again (in this run or a later one, once
+// the human approved) carries it, and the engine checks that it binds this
+// exact call, so an id for another input is refused, never spent.
+func evidenceFor(msgs []*store.Message, action string) string {
+	calls := map[string]string{} // "run/tool call id" → action
 	evidence := ""
 	for _, m := range msgs {
-		if m.RunID != runID {
-			continue
-		}
 		for _, c := range m.ToolCalls {
-			calls[c.ID] = c.Action
+			calls[m.RunID+"/"+c.ID] = c.Action
 		}
-		if m.Role == store.RoleTool && calls[m.ToolCallID] == action {
+		if m.Role == store.RoleTool && calls[m.RunID+"/"+m.ToolCallID] == action {
 			var out ToolOutput
 			if json.Unmarshal(m.Result, &out) == nil && out.Status == string(countersign.ResultConfirmationRequired) {
 				evidence = out.ConfirmationID
