@@ -12,7 +12,7 @@ import (
 )
 
 // chatHarness is a server with the demo's scripted agent as its default.
-func chatHarness(t *testing.T, kind string) (*harness, *agent.Runtime) {
+func chatHarness(t testing.TB, kind string) (*harness, *agent.Runtime) {
 	t.Helper()
 	var rt *agent.Runtime
 	h := newHarness(t, kind, harnessOptions{server: func(o *Options) {
