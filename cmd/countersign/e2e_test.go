@@ -254,6 +254,20 @@ func TestConfigValidate(t *testing.T) {
 	if out, code := cli(t, "config", "validate", good); code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("validate good: exit %d, %q", code, out)
 	}
+	// The agents and text decisions of Part 2, good and bad.
+	if out, code := cli(t, "config", "validate", "../../config/testdata/agents.yaml"); code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("validate agents.yaml: exit %d, %q", code, out)
+	}
+	agents := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(agents, []byte("default_agent: nobody\ntext_decisions: {language: fr}\nagents:\n  - name: a\n    model: {provider: scripted, rules: [{match: '(', say: hi}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = cli(t, "config", "validate", agents)
+	for _, want := range []string{"agents.yaml:1: default_agent", "agents.yaml:2: text_decisions.language", "agents.yaml:5: agents[0].model.rules[0].match"} {
+		if code != exitUsage || !strings.Contains(out, want) {
+			t.Errorf("validate agents: exit %d, %q; want exit 2 and %q", code, out, want)
+		}
+	}
 }
 
 func TestGracefulShutdown(t *testing.T) {
