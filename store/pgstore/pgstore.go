@@ -99,7 +99,9 @@ type Store struct {
 	notes   *sender // sends notifications after their transactions commit
 	// rows remembers recent proposals, for the transitions that follow
 	// their reads (see rowMemory).
-	rows *rowMemory
+	rows proposalMemory
+	// runs remembers runs the same way (runs.go).
+	runs runMemory
 	// cas groups the single-row transitions' statements (casgroup.go), and
 	// reads the reads of one proposal by id (GetProposal).
 	cas   *grouper[*casWrite]
@@ -231,6 +233,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		now:     o.Now,
 		q:       newQueries(pgx.Identifier{o.Schema}.Sanitize()),
 		rows:    newRowMemory(rowMemorySize),
+		runs:    newRunMemory(runMemorySize),
 		cas:     newCASGrouper(),
 		reads:   newReadGrouper(),
 
