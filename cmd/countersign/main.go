@@ -56,6 +56,7 @@ COUNTERSIGN_TOKEN). Exit codes: 0 ok, 1 error, 2 usage, 3 server unreachable,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{exitUsage, err.Error()} })
 	root.AddCommand(proposalsCmd(), decisionCmd("approve"), decisionCmd("reject"), resolveCmd(), versionCmd())
+	root.AddCommand(chatCmd())
 	root.AddCommand(serverCommands()...)
 	return root
 }
