@@ -5,43 +5,52 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/countersign/countersign/store"
 )
 
-// Runs and the messages they write. Each change is one short transaction:
-// the run (or the thread) is read FOR UPDATE, judged by the shared rules
-// (store.ApplyRunUpdate and friends), and written back guarded by the
-// version read. A run changes a few times per model turn, so unlike a
-// proposal's transitions these do not need the compare-and-set-in-one-
-// statement treatment of cas.go; the lock is held for the two statements
-// of one transaction, not across anything the caller does.
+// Runs and the messages they write, one round trip per change (DESIGN.md
+// §15), as the proposals' transitions are (cas.go):
+//
+//   - PostMessage is one pipelined batch, run as one implicit transaction:
+//     the thread is created if absent, taken by the new run with a
+//     compare-and-set on threads.run_id, and the message and the run are
+//     inserted only where that holds; each statement has a snapshot of its
+//     own, so it sees what a concurrent poster committed while the one
+//     before it waited on that poster's lock.
+//   - UpdateRun and CancelRun start from the run this Store last read or
+//     wrote (runMemory), apply the shared rule (store.ApplyRunUpdate,
+//     store.ApplyRunCancel) and write it in one statement guarded by the
+//     version, with its messages and the thread's release in CTEs. A stale
+//     guess costs one failed write and a read, never a wrong write, and an
+//     answer that writes nothing is judged on a row read from the database.
+//   - ClaimRuns is one statement: store.RunResumable and
+//     store.ApplyRunClaim in SQL (claimRunsSQL), rows picked FOR UPDATE
+//     SKIP LOCKED.
 
 const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, awaiting, steps, error,
 	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at`
 
-const insertMessageSQL = `INSERT INTO _S_.messages
-	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12)`
-
 func (s *Store) sql(query string) string { return qualify(s.q.schema, query) }
 
-// tx runs fn in a transaction, again when PostgreSQL aborts it for a
-// serialisation failure or a deadlock.
-func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	var err error
-	for range maxAttempts {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
-		if !retryable(err) {
-			break
-		}
-	}
-	return err
-}
+// postMessageSQL inserts the posted message where the thread allows it:
+// $13 'run' (the thread is held by the run $14 this batch starts), 'free'
+// (the thread is the owner's $15 and no run holds it; FOR SHARE, so that a
+// run starting at the same moment is either seen or waits for this) or
+// 'decision' (the thread exists). Parameters 1–12: the message's columns.
+const postMessageSQL = `INSERT INTO _S_.messages
+	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, NULL, $12
+	WHERE EXISTS (SELECT 1 FROM _S_.threads t WHERE t.tenant = $2 AND t.id = $3 AND (
+		($13 = 'run' AND t.run_id = $14) OR
+		($13 = 'free' AND t.owner = $15 AND t.run_id = '') OR
+		$13 = 'decision')
+		FOR SHARE)`
 
 // PostMessage implements store.Store.
 func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams) (*store.PostMessageResult, error) {
@@ -49,93 +58,111 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		return nil, wrap("post message", err)
 	}
 	m := params.Message
-	var res *store.PostMessageResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		now := s.clock()
-		res = &store.PostMessageResult{}
-		if !params.Decision {
-			if _, err := tx.Exec(ctx, s.q.ensureThread, m.Tenant, m.ThreadID, params.Owner, now); err != nil {
-				return err
-			}
-		}
-		// A statement of its own, after the insert: it sees the row a
-		// concurrent creator committed while the insert waited on it, and
-		// holds the thread until this transaction ends, so that of two
-		// messages only one starts a run.
-		t := &store.Thread{Tenant: m.Tenant, ID: m.ThreadID}
-		err := tx.QueryRow(ctx, s.sql(`SELECT owner, run_id, created_at FROM _S_.threads WHERE tenant = $1 AND id = $2 FOR UPDATE`),
-			m.Tenant, m.ThreadID).Scan(&t.Owner, &t.RunID, &t.CreatedAt)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotFound)
-		case err != nil:
-			return err
-		case !params.Decision && t.Owner != params.Owner:
-			return fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotThreadOwner)
-		case !params.Decision && t.RunID != "":
-			return &store.ThreadBusyError{ThreadID: m.ThreadID, RunID: t.RunID}
-		}
-		t.CreatedAt = t.CreatedAt.UTC()
-		mc := m.Clone()
-		mc.CreatedAt = now
-		if err := s.insertMessage(ctx, tx, mc); err != nil {
-			return err
-		}
-		if params.Run != nil {
-			r := store.NewRun(params, now)
-			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO _S_.runs (`+runColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`), runArgs(r)...); err != nil {
-				if _, dup := uniqueViolation(err); dup {
-					return fmt.Errorf("%w: run id %s is taken", store.ErrInvalidParams, r.ID)
-				}
-				return err
-			}
-			if _, err := tx.Exec(ctx, s.sql(`UPDATE _S_.threads SET run_id = $3 WHERE tenant = $1 AND id = $2`),
-				r.Tenant, r.ThreadID, r.ID); err != nil {
-				return err
-			}
-			t.RunID = r.ID
-			res.Run = r
-		}
-		res.Thread, res.Message = t, mc
-		return nil
-	})
+	now := s.clock()
+	mc := m.Clone()
+	mc.CreatedAt = now
+	var run *store.Run
+	when := "free"
+	if params.Decision {
+		when = "decision"
+	}
+	if params.Run != nil {
+		run, when = store.NewRun(params, now), "run"
+	}
+	calls, err := toolCallsJSON(mc)
 	if err != nil {
 		return nil, wrap("post message", err)
+	}
+	var (
+		inserted bool
+		found    bool
+		t        *store.Thread
+	)
+	err = s.batch(ctx, func(b *pgx.Batch) {
+		inserted, found, t = false, false, &store.Thread{Tenant: m.Tenant, ID: m.ThreadID}
+		if !params.Decision {
+			b.Queue(s.q.ensureThread, m.Tenant, m.ThreadID, params.Owner, now)
+		}
+		if run != nil {
+			b.Queue(s.sql(`UPDATE _S_.threads SET run_id = $3 WHERE tenant = $1 AND id = $2 AND owner = $4 AND run_id = ''`),
+				m.Tenant, m.ThreadID, run.ID, params.Owner)
+		}
+		runID := ""
+		if run != nil {
+			runID = run.ID
+		}
+		b.Queue(s.sql(postMessageSQL), mc.ID, mc.Tenant, mc.ThreadID, mc.Role, mc.Text, mc.Sender, mc.RunID,
+			calls, mc.ToolCallID, nilIfEmpty(mc.Result), mc.ProposalID, now, when, runID, params.Owner).Exec(func(ct pgconn.CommandTag) error {
+			inserted = ct.RowsAffected() == 1
+			return nil
+		})
+		if run != nil {
+			b.Queue(s.sql(`INSERT INTO _S_.runs (`+runColumns+`)
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+				WHERE EXISTS (SELECT 1 FROM _S_.threads WHERE tenant = $2 AND id = $3 AND run_id = $1)`), runArgs(run)...)
+		}
+		b.Queue(s.q.getThread, m.Tenant, m.ThreadID).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&t.Owner, &t.RunID, &t.CreatedAt)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+	})
+	if c, dup := uniqueViolation(err); dup {
+		what := "message id " + m.ID
+		if strings.HasPrefix(c, "runs_") {
+			what = "run id " + run.ID
+		}
+		return nil, wrap("post message", fmt.Errorf("%w: %s is taken", store.ErrInvalidParams, what))
+	}
+	if err != nil {
+		return nil, wrap("post message", err)
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	switch {
+	case inserted:
+	case !found:
+		return nil, wrap("post message", fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotFound))
+	case t.Owner != params.Owner:
+		return nil, wrap("post message", fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotThreadOwner))
+	case t.RunID != "":
+		return nil, &store.ThreadBusyError{ThreadID: m.ThreadID, RunID: t.RunID}
+	default:
+		return nil, wrap("post message", fmt.Errorf("thread %s changed while the message was posted", m.ThreadID))
+	}
+	res := &store.PostMessageResult{Thread: t, Message: mc}
+	if run != nil {
+		s.runs.put(run)
+		res.Run = run
 	}
 	return res, nil
 }
 
-func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, m *store.Message) error {
-	var calls []byte
-	if m.ToolCalls != nil {
-		out := make([]toolCall, len(m.ToolCalls))
-		for i, c := range m.ToolCalls {
-			out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input}
-		}
-		var err error
-		if calls, err = json.Marshal(out); err != nil {
-			return fmt.Errorf("%w: message %s: tool calls: %v", store.ErrInvalidParams, m.ID, err)
-		}
-	}
-	var result []byte
-	if m.Result != nil {
-		result = m.Result
-	}
-	_, err := tx.Exec(ctx, s.sql(insertMessageSQL), m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.Sender, m.RunID,
-		jsonbArg(calls), m.ToolCallID, result, m.ProposalID, m.CreatedAt)
-	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("%w: message id %s is taken", store.ErrInvalidParams, m.ID)
-	}
-	return err
-}
-
-// jsonbArg passes JSON text to a jsonb parameter, NULL when there is none.
-func jsonbArg(b []byte) any {
-	if b == nil {
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
 		return nil
 	}
-	return string(b)
+	return b
+}
+
+// toolCallsJSON is a message's tool calls as messages.tool_calls holds
+// them, nil when it has none.
+func toolCallsJSON(m *store.Message) (*string, error) {
+	if m.ToolCalls == nil {
+		return nil, nil
+	}
+	out := make([]toolCall, len(m.ToolCalls))
+	for i, c := range m.ToolCalls {
+		out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: message %s: tool calls: %v", store.ErrInvalidParams, m.ID, err)
+	}
+	text := string(b)
+	return &text, nil
 }
 
 // toolCall is a tool call as messages.tool_calls holds it.
@@ -212,12 +239,8 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 
 func (s *Store) getRun(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, tenant, id string, lock bool) (*store.Run, error) {
-	query := `SELECT ` + runColumns + ` FROM _S_.runs WHERE tenant = $1 AND id = $2`
-	if lock {
-		query += ` FOR UPDATE`
-	}
-	r, err := scanRun(q.QueryRow(ctx, s.sql(query), tenant, id))
+}, tenant, id string) (*store.Run, error) {
+	r, err := scanRun(q.QueryRow(ctx, s.sql(`SELECT `+runColumns+` FROM _S_.runs WHERE tenant = $1 AND id = $2`), tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
@@ -226,10 +249,11 @@ func (s *Store) getRun(ctx context.Context, q interface {
 
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, params *store.GetRunParams) (*store.Run, error) {
-	r, err := s.getRun(ctx, s.pool, params.Tenant, params.ID, false)
+	r, err := s.getRun(ctx, s.pool, params.Tenant, params.ID)
 	if err != nil {
 		return nil, wrap("get run", err)
 	}
+	s.runs.put(r)
 	return r, nil
 }
 
@@ -259,56 +283,97 @@ func (s *Store) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*
 	return out, nil
 }
 
-// writeRun writes r back over the version it was read at, then its change.
-func (s *Store) writeRun(ctx context.Context, tx pgx.Tx, r *store.Run, readVersion int64, c *store.RunChange) error {
-	args := runArgs(r)
-	ct, err := tx.Exec(ctx, s.sql(`UPDATE _S_.runs SET status = $1, proposal_ids = $2, awaiting = $3, steps = $4, error = $5,
-		lease_owner = $6, lease_token = $7, lease_generation = $8, lease_expires_at = $9, version = $10, updated_at = $11, ended_at = $12
-		WHERE tenant = $13 AND id = $14 AND version = $15`),
-		slices.Concat(args[5:15], []any{args[16], args[17], r.Tenant, r.ID, readVersion})...)
-	if err != nil {
-		return err
-	}
-	if ct.RowsAffected() != 1 {
-		return &store.RunConflictError{ID: r.ID, Op: "update", Got: r.Status, LeaseLost: true}
-	}
-	for _, m := range c.Messages {
-		if err := s.insertMessage(ctx, tx, m); err != nil {
-			return err
+// casRunSQL writes a run over the version it was read at ($15), then, only
+// if it did, its messages (parallel arrays $16–$22, in order) and, with $23,
+// the thread's release. Parameters 1–14: tenant, id, then the mutable
+// columns and the time.
+const casRunSQL = `WITH u AS (
+	UPDATE _S_.runs SET status = $3, proposal_ids = $4, awaiting = $5, steps = $6, error = $7,
+		lease_owner = $8, lease_token = $9, lease_generation = $10, lease_expires_at = $11, version = $12,
+		updated_at = $13, ended_at = $14
+	WHERE tenant = $1 AND id = $2 AND version = $15
+	RETURNING tenant, thread_id, id
+), m AS (
+	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at)
+	SELECT x.id, u.tenant, u.thread_id, x.role, x.text, '', u.id, x.tool_calls::jsonb, x.tool_call_id, x.result, x.proposal_id, NULL, $13
+	FROM u, unnest($16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bytea[], $22::text[])
+		WITH ORDINALITY AS x(id, role, text, tool_calls, tool_call_id, result, proposal_id, n)
+	ORDER BY x.n
+), r AS (
+	UPDATE _S_.threads t SET run_id = '' FROM u
+	WHERE $23 AND t.tenant = u.tenant AND t.id = u.thread_id AND t.run_id = u.id
+)
+SELECT count(*) FROM u`
+
+// casRun writes r (changed from the version read) and c in one statement,
+// and reports whether the guard held.
+func (s *Store) casRun(ctx context.Context, r *store.Run, read int64, c *store.RunChange) (bool, error) {
+	a := runArgs(r)
+	args := []any{r.Tenant, r.ID}
+	args = append(args, a[5:15]...)         // status … version
+	args = append(args, a[16], a[17], read) // updated_at, ended_at, the guard
+	n := len(c.Messages)
+	ids, roles, texts, callIDs, props := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	calls, results := make([]*string, n), make([][]byte, n)
+	for i, m := range c.Messages {
+		var err error
+		if calls[i], err = toolCallsJSON(m); err != nil {
+			return false, err
 		}
+		ids[i], roles[i], texts[i], callIDs[i], props[i], results[i] = m.ID, m.Role, m.Text, m.ToolCallID, m.ProposalID, nilIfEmpty(m.Result)
 	}
-	if c.Release {
-		_, err = tx.Exec(ctx, s.sql(`UPDATE _S_.threads SET run_id = '' WHERE tenant = $1 AND id = $2 AND run_id = $3`),
-			r.Tenant, r.ThreadID, r.ID)
+	args = append(args, ids, roles, texts, calls, callIDs, results, props, c.Release)
+	var wrote int
+	err := s.pool.QueryRow(ctx, s.sql(casRunSQL), args...).Scan(&wrote)
+	if _, dup := uniqueViolation(err); dup {
+		return false, fmt.Errorf("%w: a message id of the run's step is taken", store.ErrInvalidParams)
 	}
-	return err
+	if err != nil {
+		return false, err
+	}
+	return wrote == 1, nil
 }
 
-// changeRun reads a run FOR UPDATE, lets apply change it, and writes it.
+// changeRun applies apply to the run (the remembered one first) and writes
+// it with casRun, reading the run again when the guess was stale. apply
+// returns nil when nothing is to be written; that answer, and a refusal,
+// stand only when judged on a row read from the database.
 func (s *Store) changeRun(ctx context.Context, op, tenant, id string, apply func(r *store.Run, now time.Time) (*store.RunChange, error)) (*store.Run, error) {
-	var out *store.Run
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		r, err := s.getRun(ctx, tx, tenant, id, true)
-		if err != nil {
-			return err
-		}
-		read := r.Version
-		c, err := apply(r, s.clock())
-		if err != nil {
-			return err
-		}
-		if c != nil {
-			if err := s.writeRun(ctx, tx, r, read, c); err != nil {
-				return err
+	cur := s.runs.get(tenant, id)
+	fresh := false
+	for range maxCASAttempts {
+		if cur == nil {
+			r, err := s.getRun(ctx, s.pool, tenant, id)
+			if err != nil {
+				return nil, wrap(op, err)
 			}
+			cur, fresh = r, true
 		}
-		out = r
-		return nil
-	})
-	if err != nil {
-		return nil, wrap(op, err)
+		next := cur.Clone()
+		c, err := apply(next, s.clock())
+		switch {
+		case err != nil && !fresh:
+			cur = nil
+			continue
+		case err != nil:
+			return nil, wrap(op, err)
+		case c == nil && !fresh:
+			cur = nil
+			continue
+		case c == nil:
+			return cur, nil
+		}
+		ok, err := s.casRun(ctx, next, cur.Version, c)
+		if err != nil {
+			return nil, wrap(op, err)
+		}
+		if ok {
+			s.runs.put(next)
+			return next, nil
+		}
+		cur, fresh = nil, false
 	}
-	return out, nil
+	return nil, wrap(op, fmt.Errorf("run %s: gave up after %d attempts", id, maxCASAttempts))
 }
 
 // UpdateRun implements store.Store.
@@ -328,47 +393,56 @@ func (s *Store) CancelRun(ctx context.Context, params *store.CancelRunParams) (*
 	})
 }
 
-// claimRunsSQL picks the runs store.RunResumable allows, longest unchanged
-// first, skipping runs another transaction holds: parked runs whose awaited
-// proposal is not pending (or is gone), running runs whose lease ran out by
-// $1. Its first term repeats runs_open's predicate.
-const claimRunsSQL = `SELECT ` + runColumns + ` FROM _S_.runs r
+// claimRunsSQL is store.RunResumable and store.ApplyRunClaim in SQL, one
+// statement: pick the resumable runs, longest unchanged first, skipping runs
+// another transaction holds — parked runs whose awaited proposal is not
+// pending (or is gone), running runs whose lease ran out by $1 (its first
+// WHERE term repeats runs_open's predicate) — then lease each to $2 for $3
+// microseconds: running, nothing awaited, one more version, a random token,
+// the generation the version written. Parameters: now, owner, lease
+// microseconds, limit.
+const claimRunsSQL = `WITH pick AS (
+	SELECT r.tenant, r.id, r.updated_at FROM _S_.runs r
 	WHERE r.status IN ('running', 'parked')
 	AND ((r.status = 'parked' AND NOT EXISTS (
 			SELECT 1 FROM _S_.proposals p WHERE p.id = r.awaiting AND p.tenant = r.tenant AND p.status = 'pending'))
 		OR (r.status = 'running' AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= $1)))
-	ORDER BY r.updated_at, r.id LIMIT $2
-	FOR UPDATE OF r SKIP LOCKED`
+	ORDER BY r.updated_at, r.id LIMIT $4
+	FOR UPDATE OF r SKIP LOCKED
+), c AS (
+	UPDATE _S_.runs r SET status = 'running', awaiting = '', version = r.version + 1,
+		lease_owner = $2, lease_token = replace(gen_random_uuid()::text, '-', ''), lease_generation = r.version + 1,
+		lease_expires_at = $1 + $3::bigint * interval '1 microsecond', updated_at = $1
+	FROM pick WHERE r.tenant = pick.tenant AND r.id = pick.id
+	RETURNING RCOLS, pick.updated_at AS picked_at
+)
+SELECT ` + runColumns + ` FROM c ORDER BY picked_at, id`
 
 // ClaimRuns implements store.Store.
 func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*store.Run, error) {
 	if params.Limit <= 0 || params.LeaseDuration <= 0 || params.Owner == "" {
 		return nil, wrap("claim runs", fmt.Errorf("%w: owner, limit and lease are required", store.ErrInvalidParams))
 	}
-	var out []*store.Run
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		out = nil
-		now := s.clock()
-		rows, err := tx.Query(ctx, s.sql(claimRunsSQL), now, params.Limit)
-		if err != nil {
-			return err
-		}
-		ready, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
-		if err != nil {
-			return err
-		}
-		for _, r := range ready {
-			read := r.Version
-			store.ApplyRunClaim(r, params, now)
-			if err := s.writeRun(ctx, tx, r, read, &store.RunChange{}); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
+	query := s.sql(strings.Replace(claimRunsSQL, "RCOLS", prefixedRun("r"), 1))
+	rows, err := s.pool.Query(ctx, query, s.clock(), params.Owner, params.LeaseDuration.Microseconds(), params.Limit)
 	if err != nil {
 		return nil, wrap("claim runs", err)
 	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, wrap("claim runs", err)
+	}
+	for _, r := range out {
+		s.runs.put(r)
+	}
 	return out, nil
+}
+
+// prefixedRun is runColumns, each qualified by alias.
+func prefixedRun(alias string) string {
+	cols := strings.Split(runColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }
