@@ -31,10 +31,14 @@ type conversationSizes struct {
 	Turns   int // turns timed
 	Clients int // concurrent HTTP clients, each one turn at a time
 	Parked  int // runs parked for the memory measurement
+	// WarmParked are the runs parked before it, to fill what is bounded
+	// but grows with the first runs: the pools, and pgstore's memory of
+	// the last 4,096 proposals it touched.
+	WarmParked int
 }
 
 // b7Sizes are the flags' values; the tests set them.
-var b7Sizes = conversationSizes{Turns: 2000, Clients: 16, Parked: 100000}
+var b7Sizes = conversationSizes{Turns: 2000, Clients: 16, Parked: 100000, WarmParked: 5000}
 
 // quickB7Sizes replace the turns and the parked runs of a -quick run.
 var quickB7Sizes = conversationSizes{Turns: 400, Parked: 5000}
@@ -66,10 +70,13 @@ func init() {
 			"(each query, prepare and batch) by the context they serve: the user's message (its request and the run's steps up to "+
 			"parking, which the server drives), the decision, the Work loop (its claims and the resumed steps), the clients' reads of "+
 			"the run, ÷ turns. Parked runs, on a fresh store: P runs are parked through the engine (Engine.PostMessage, then "+
-			"Runtime.Drive; one thread and one wait-mode call each, C at a time, no Work loop), after as many parked the same way to "+
-			"warm the pools; before and after the P, goroutines are runtime.NumGoroutine() and memory is the Go runtime's live heap "+
+			"Runtime.Drive; one thread and one wait-mode call each, C at a time, no Work loop), after W = %s parked the same way "+
+			"to fill what is bounded but grows with the first runs (the pools; pgstore remembers the last 4,096 proposals it touched); "+
+			"before and after the P, goroutines are runtime.NumGoroutine() and memory is the Go runtime's live heap "+
 			"objects + goroutine stacks (runtime/metrics, after GCs until they stop shrinking, as in B5), and on PostgreSQL the "+
-			"store's pool is read for its connections in use and open.", turnPoll),
+			"store's pool is read for its connections in use and open; the memory the W left behind, from before the first, is "+
+			"reported apart. Last, with none of the W + P ready, Engine.ClaimRuns (what the Work loop calls on each change in the "+
+			"process and each second) is timed, as it was after the W.", turnPoll, thousands(fmt.Sprint(b7Sizes.WarmParked))),
 		run: conversations})
 }
 
@@ -84,7 +91,7 @@ func conversationSizesFor(cfg config) conversationSizes {
 
 func conversations(e *env) ([]Figure, error) {
 	sz := conversationSizesFor(e.cfg)
-	if sz.Turns <= 0 || sz.Clients <= 0 || sz.Parked <= 0 {
+	if sz.Turns <= 0 || sz.Clients <= 0 || sz.Parked <= 0 || sz.WarmParked < sz.Clients {
 		return nil, fmt.Errorf("-turns %d, -turn-clients %d, -parked %d: want positive numbers", sz.Turns, sz.Clients, sz.Parked)
 	}
 	figs, err := turns(e, sz)
@@ -409,6 +416,29 @@ func (a *apiServer) get(ctx context.Context, path, token string, out any) error 
 	return json.Unmarshal(raw, out)
 }
 
+// idleClaims is how many claims idleClaim times.
+const idleClaims = 21
+
+// idleClaim times Engine.ClaimRuns, as the Work loop calls it, while no
+// parked run is ready: the median of idleClaims calls. A run claimed is
+// an error (none was decided).
+func idleClaim(ctx context.Context, eng *countersign.Engine) (time.Duration, error) {
+	lat := make([]time.Duration, idleClaims)
+	for i := range lat {
+		t0 := time.Now()
+		runs, err := eng.ClaimRuns(ctx, 16)
+		lat[i] = time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		if len(runs) > 0 {
+			return 0, fmt.Errorf("ClaimRuns took run %s (%s), which nothing resumed", runs[0].ID, runs[0].Status)
+		}
+	}
+	slices.Sort(lat)
+	return pct(lat, 50), nil
+}
+
 // poolUse is a PostgreSQL store's pool: connections in use and open; ok
 // is false for a store without a pool of its own (SQLite).
 func poolUse(st store.Store) (inUse, open int, ok bool) {
@@ -457,9 +487,22 @@ func parkedRuns(e *env, sz conversationSizes) ([]Figure, error) {
 		return nil
 	}
 	n, workers := sz.Parked, sz.Clients
-	// Warm the pools (connections, prepared statements, buffers) as
-	// many runs in at once as the measurement will have.
-	if err := parallel(workers, workers, func(_, i int) error { return park(fmt.Sprint("b7-warm-", i), i) }); err != nil {
+	// Fill the pools (connections, prepared statements, buffers) and the
+	// store's bounded memory of rows, with as many runs in at once as the
+	// measurement will have.
+	_, memStart := goMemory()
+	warm := newBar(sz.WarmParked, "B7 %s: park runs to warm up", e.target.title)
+	err = parallel(sz.WarmParked, workers, func(_, i int) error {
+		err := park(fmt.Sprint("b7-warm-", i), i)
+		warm.add(1)
+		return err
+	})
+	warm.done()
+	if err != nil {
+		return nil, err
+	}
+	claimBefore, err := idleClaim(ctx, eng)
+	if err != nil {
 		return nil, err
 	}
 	_, memBefore := goMemory()
@@ -483,6 +526,10 @@ func parkedRuns(e *env, sz conversationSizes) ([]Figure, error) {
 	if executed.Load() != 0 {
 		return nil, fmt.Errorf("%d refunds executed, want none: no proposal was decided", executed.Load())
 	}
+	claimAfter, err := idleClaim(ctx, eng)
+	if err != nil {
+		return nil, err
+	}
 	nn := thousands(fmt.Sprint(n))
 	k := "b7." + e.target.name
 	figs := []Figure{
@@ -494,6 +541,10 @@ func parkedRuns(e *env, sz conversationSizes) ([]Figure, error) {
 		{Key: k + ".parked_bytes_per_run", Label: fmt.Sprintf("Go memory per parked run (heap objects + stacks with %s parked minus before, ÷ runs)", nn),
 			Value: (float64(memAfter) - float64(memBefore)) / float64(n), Unit: "bytes",
 			Note: fmt.Sprintf("%s MB before, %s MB after", format(float64(memBefore)/(1<<20)), format(float64(memAfter)/(1<<20)))},
+		{Key: k + ".parked_claim_ms", Label: fmt.Sprintf("Engine.ClaimRuns (the Work loop's, on every change and every second) finding none ready among %s parked runs, p50 of %d", thousands(fmt.Sprint(sz.WarmParked+n)), idleClaims),
+			Value: ms(claimAfter), Unit: "ms", Note: fmt.Sprintf("%s ms among the first %s", format(ms(claimBefore)), thousands(fmt.Sprint(sz.WarmParked)))},
+		{Key: k + ".parked_warm_mb", Label: fmt.Sprintf("Go memory the first %s parked runs left behind (bounded: the pools, the store's memory of rows)", thousands(fmt.Sprint(sz.WarmParked))),
+			Value: (float64(memBefore) - float64(memStart)) / (1 << 20), Unit: "MB"},
 	}
 	if pooled {
 		figs = append(figs,

@@ -17,7 +17,7 @@ func useB7Sizes(t *testing.T, s conversationSizes) {
 }
 
 // tinyB7 are sizes that only show B7 works: the figures mean nothing.
-var tinyB7 = conversationSizes{Turns: 40, Clients: 4, Parked: 100}
+var tinyB7 = conversationSizes{Turns: 40, Clients: 4, Parked: 100, WarmParked: 20}
 
 // TestConversationsRun runs B7 at tiny sizes on every store: every turn
 // must finish (the scenario fails otherwise), the figures must be there,
@@ -41,7 +41,7 @@ func TestConversationsRun(t *testing.T) {
 			}
 			k := "b7." + st
 			for _, key := range []string{k + ".turns", k + ".p50", k + ".p99", k + ".resume_p50", k + ".resume_p99",
-				k + ".parked_rate", k + ".parked_goroutines_before", k + ".parked_goroutines_after"} {
+				k + ".parked_rate", k + ".parked_claim_ms", k + ".parked_goroutines_before", k + ".parked_goroutines_after"} {
 				if f, ok := r.figure(key); !ok || f.Value <= 0 || f.Store != st || f.Scenario != "B7" {
 					t.Errorf("figure %s: %+v (found %v), want a positive value of B7 on %s", key, f, ok, st)
 				}
@@ -84,12 +84,12 @@ func TestConversationsRun(t *testing.T) {
 // TestQuickConversationSizes checks that -quick shrinks the turns and the
 // parked runs, and keeps the clients.
 func TestQuickConversationSizes(t *testing.T) {
-	useB7Sizes(t, conversationSizes{Turns: 2000, Clients: 7, Parked: 100000})
+	useB7Sizes(t, conversationSizes{Turns: 2000, Clients: 7, Parked: 100000, WarmParked: 5000})
 	if got := conversationSizesFor(config{}); got != b7Sizes {
 		t.Errorf("sizes %+v, want the flags' %+v", got, b7Sizes)
 	}
 	got := conversationSizesFor(config{Quick: true})
-	if got.Turns != quickB7Sizes.Turns || got.Parked != quickB7Sizes.Parked || got.Clients != 7 {
+	if got.Turns != quickB7Sizes.Turns || got.Parked != quickB7Sizes.Parked || got.Clients != 7 || got.WarmParked != 5000 {
 		t.Errorf("quick sizes %+v", got)
 	}
 }
