@@ -78,9 +78,10 @@ func init() {
 			"objects + goroutine stacks (runtime/metrics, after GCs until they stop shrinking, as in B5), and on PostgreSQL the "+
 			"store's pool is read for its connections in use and open; the memory the W left behind, from before the first, is "+
 			"reported apart. Last, with none of the W + P ready, Engine.ClaimRuns (what the Work loop calls on each change in the "+
-			"process and each second) is timed, as it was after the W; on PostgreSQL after an ANALYZE of the runs and proposals, "+
-			"as autovacuum would have made (without statistics the planner checks each parked run's proposal by a scan of the "+
-			"pending proposals' index, so that the claim grows with the square of the parked runs).", turnPoll, thousands(fmt.Sprint(b7Sizes.WarmParked))),
+			"process and each second) is timed, as it was after the W. On PostgreSQL the runs and proposals are analyzed before each "+
+			"timing of the claim, after the W and after the P, as autovacuum would have done (the bench's server may run without "+
+			"it): without statistics the planner checks each parked run's proposal by a scan of the pending proposals' index, so "+
+			"that the claim grows with the square of the parked runs, and parking itself slows down as runs accumulate.", turnPoll, thousands(fmt.Sprint(b7Sizes.WarmParked))),
 		run: conversations})
 }
 
