@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 func tinyConfig(stores ...string) config {
 	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, Sizes: []int{1500, 3000}, Waiters: 200,
 		Decisions: 300, Clients: 4, LimitWindow: 200 * time.Millisecond,
-		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6"}}
+		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7"}}
 }
 
 // TestSuiteRuns runs the suite at tiny sizes on every store and checks that
@@ -38,6 +38,7 @@ func TestSuiteRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite takes a while; -short skips it")
 	}
+	useB7Sizes(t, tinyB7)
 	for _, st := range []string{"sqlite", "postgres"} {
 		t.Run(st, func(t *testing.T) {
 			if st == "postgres" {
@@ -57,6 +58,7 @@ func TestSuiteRuns(t *testing.T) {
 				"b4." + st + ".thread.1500.p50", "b4." + st + ".inbox.3000.p50",
 				"b5." + st + ".bytes_per_waiter", "b5." + st + ".wake_all_ms", "b5." + st + ".idle_cpu",
 				"b6." + st + ".rate", "b6." + st + ".p99",
+				"b7." + st + ".turns", "b7." + st + ".p99", "b7." + st + ".parked_goroutines_after",
 			} {
 				f, ok := r.figure(key)
 				if !ok || f.Value <= 0 || f.Store != st {
@@ -68,6 +70,7 @@ func TestSuiteRuns(t *testing.T) {
 				"b1." + st + ".procs1.rt_claim", "b1." + st + ".procs4.rt_settle", "b1." + st + ".procs4.conns",
 				"b3." + st + ".rt_call", "b3." + st + ".rt_decision", "b3." + st + ".rt_claim", "b3." + st + ".rt_settle", "b3." + st + ".conns",
 				"b6." + st + ".rt_decision", "b6." + st + ".conns",
+				"b7." + st + ".rt_message", "b7." + st + ".rt_resume", "b7." + st + ".parked_conns_open",
 			} {
 				f, ok := r.figure(key)
 				if st == "postgres" && (!ok || f.Value <= 0) {
@@ -87,7 +90,7 @@ func TestSuiteRuns(t *testing.T) {
 			}
 			// B1 needs the peer, which this test does not run; B4 needs
 			// 10k and 1M; B6 is judged on SQLite only.
-			for _, id := range []string{"B1", "B2", "B3", "B4", "B5"} {
+			for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B7"} {
 				want := id != "B1" && id != "B4"
 				if got := judged[id+" "+title] != "not measured"; got != want {
 					t.Errorf("goal %s %s: %q", id, title, judged[id+" "+title])
@@ -101,7 +104,7 @@ func TestSuiteRuns(t *testing.T) {
 				}
 			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}
@@ -160,6 +163,7 @@ func TestRatiosAndGoals(t *testing.T) {
 		"B4 SQLite": "missed",       // the inbox's ratio is 2
 		"B5 SQLite": "not measured", // no figures
 		"B6 SQLite": "not measured",
+		"B7 SQLite": "not measured",
 	}
 	for id, w := range want {
 		if got[id] != w {

@@ -10,12 +10,16 @@ import (
 var commitsPerAction = map[string]float64{"B1": 2, "B3": 4}
 
 // annotate notes each B1 and B3 figure as a fraction of the store's commit
-// limit, and B1 and B2 against River tuned.
+// limit, and B1 and B2 against River tuned, after the note the scenario
+// gave it, if any.
 func annotate(r *Report, limits map[string]float64) {
 	r.River = riverRun
 	for i := range r.Figures {
 		f := &r.Figures[i]
 		var notes []string
+		if f.Note != "" {
+			notes = append(notes, f.Note)
+		}
 		if c, ok := commitsPerAction[f.Scenario]; ok && f.Unit != "ms" {
 			if lim := limits[f.Store]; lim > 0 && strings.HasSuffix(f.Unit, "/s") {
 				notes = append(notes, fmt.Sprintf("%.0f %% of the commit limit (%g commits × %s/s ÷ %s commits/s)", 100*c*f.Value/lim, c, format(f.Value), format(lim)))
@@ -124,6 +128,25 @@ var goalList = []goal{
 		}
 		return rate.Value >= 2000 && p99.Value <= 20, fmt.Sprintf("%s decisions/s, p99 %s ms", format(rate.Value), format(p99.Value)), true
 	}},
+	{"B7", "no goroutine, no store connection and under 256 bytes of Go memory per parked run", "", func(r *Report, st string) (bool, string, bool) {
+		k := "b7." + st
+		before, ok1 := r.figure(k + ".parked_goroutines_before")
+		after, ok2 := r.figure(k + ".parked_goroutines_after")
+		mem, ok3 := r.figure(k + ".parked_bytes_per_run")
+		if !ok1 || !ok2 || !ok3 {
+			return false, "", false
+		}
+		// A few goroutines may come and go (the engine's wait watcher, a
+		// pool's health check); one per run would be thousands.
+		extra := after.Value - before.Value
+		met := extra <= parkedGoroutineSlack && mem.Value < 256
+		detail := fmt.Sprintf("goroutines %+.0f, %s bytes per run", extra, format(mem.Value))
+		if use, ok := r.figure(k + ".parked_conns_in_use"); ok {
+			met = met && use.Value == 0
+			detail += fmt.Sprintf(", %.0f connections in use", use.Value)
+		}
+		return met, detail, true
+	}},
 	{"B3 vs SQLite", "issue 12: B3 PostgreSQL ≥ B3 SQLite in the same run", "postgres", func(r *Report, st string) (bool, string, bool) {
 		pg, ok1 := r.figure("b3.postgres.actions")
 		sq, ok2 := r.figure("b3.sqlite.actions")
@@ -155,6 +178,10 @@ var goalList = []goal{
 		return atMost(r, 0.05, keys...)
 	}},
 }
+
+// parkedGoroutineSlack is how many more goroutines B7 tolerates with its
+// runs parked than before, whatever their number.
+const parkedGoroutineSlack = 5
 
 // atMost judges that every figure of keys that was measured is at most
 // limit; ok is false when none was.
