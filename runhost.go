@@ -67,7 +67,18 @@ func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (
 // whose proposal was decided or expired, a run whose process died) to this
 // engine's owner, for its lease duration.
 func (e *Engine) ClaimRuns(ctx context.Context, limit int) ([]*store.Run, error) {
-	runs, err := e.store.ClaimRuns(ctx, &store.ClaimRunsParams{Owner: e.owner, LeaseDuration: e.lease, Limit: limit})
+	return e.claimRuns(ctx, limit, false)
+}
+
+// SweepRuns is ClaimRuns that also looks at every parked run (see
+// store.ClaimRunsParams.Sweep): a runtime calls it now and then, to find a
+// run that parked at the very moment its proposal was decided.
+func (e *Engine) SweepRuns(ctx context.Context, limit int) ([]*store.Run, error) {
+	return e.claimRuns(ctx, limit, true)
+}
+
+func (e *Engine) claimRuns(ctx context.Context, limit int, sweep bool) ([]*store.Run, error) {
+	runs, err := e.store.ClaimRuns(ctx, &store.ClaimRunsParams{Owner: e.owner, LeaseDuration: e.lease, Limit: limit, Sweep: sweep})
 	if err != nil {
 		return nil, fmt.Errorf("claim runs: %w", err)
 	}

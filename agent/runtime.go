@@ -25,6 +25,12 @@ const callWait = time.Millisecond
 // maxDriven bounds the runs one Work loop drives at once.
 const maxDriven = 16
 
+// sweepEvery is how often Work's claim also looks at every parked run
+// (Engine.SweepRuns), for one that parked at the very moment its proposal
+// was decided and so was not marked ready; the other claims cost the same
+// whatever the number of parked runs.
+const sweepEvery = 30 * time.Second
+
 // RuntimeOptions configures a Runtime.
 type RuntimeOptions struct {
 	Engine *countersign.Engine
@@ -254,9 +260,14 @@ func (rt *Runtime) Work(ctx context.Context) error {
 	defer wg.Wait()
 	t := time.NewTicker(rt.poll)
 	defer t.Stop()
+	var swept time.Time // never: the first claim sweeps
 	for {
 		if free := maxDriven - len(sem); free > 0 {
-			runs, err := rt.engine.ClaimRuns(ctx, free)
+			claim := rt.engine.ClaimRuns
+			if time.Since(swept) >= sweepEvery {
+				claim, swept = rt.engine.SweepRuns, time.Now()
+			}
+			runs, err := claim(ctx, free)
 			if err != nil && ctx.Err() == nil {
 				rt.log.Warn("agent: claim runs", "err", err)
 			}

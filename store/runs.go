@@ -332,6 +332,13 @@ type ClaimRunsParams struct {
 	Owner         string
 	LeaseDuration time.Duration
 	Limit         int
+	// Sweep looks at every parked run, not only those a durable driver
+	// marked ready when their proposal left pending. A run that parks at the
+	// very moment its proposal is decided may miss the mark on PostgreSQL
+	// (the two writes see each other's snapshots too late); a sweep now and
+	// then finds it, at the cost of a look at each parked run. Without it, a
+	// claim costs the same whatever the number of parked runs.
+	Sweep bool
 }
 
 // RunResumable reports whether r is ready to go on: parked while its

@@ -289,7 +289,7 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = v.update
 	}
 	q.w(`
 	FROM v WHERE p.id = v.id AND p.tenant = v.tenant AND p.version = v.old_version
-	RETURNING p.id, p.lease_expires_at, p.updated_at)`)
+	RETURNING p.id, p.tenant, p.lease_expires_at, p.updated_at)`)
 
 	// The side rows, each only for a row written.
 	type event struct {
@@ -395,6 +395,20 @@ gr AS (INSERT INTO `, S, `grants (`, grantColumns, `)
 		q.w(`,
 act AS (UPDATE `, S, `grants g SET activated_at = upd.updated_at FROM upd
 	WHERE g.origin_proposal_id = upd.id AND upd.id = ANY(`, q.arg(act, "text[]"), `) AND g.activated_at IS NULL)`)
+	}
+	// A proposal that leaves pending readies the runs parked on it
+	// (runs.go, claimReady), in the transaction that moves it.
+	var left []string
+	for _, w := range given {
+		if w.from == store.StatusPending && w.p.Status != store.StatusPending {
+			left = append(left, w.p.ID)
+		}
+	}
+	if len(left) > 0 {
+		q.w(`,
+rdy AS (UPDATE `, S, `runs r SET ready = true FROM upd
+	WHERE upd.id = ANY(`, q.arg(left, "text[]"), `) AND r.awaiting = upd.id AND r.tenant = upd.tenant
+	AND r.status = 'parked' AND NOT r.ready)`)
 	}
 	notify := ""
 	if len(work) > 0 {

@@ -286,6 +286,9 @@ const supersedeSQL = `WITH old AS (
 	ORDER BY sup.created_at, sup.id
 	FOR KEY SHARE OF t
 	ON CONFLICT (id) DO NOTHING
+), rdy AS (
+	UPDATE _S_.runs r SET ready = true FROM sup
+	WHERE r.awaiting = sup.id AND r.tenant = sup.tenant AND r.status = 'parked' AND NOT r.ready
 )
 SELECT ` + proposalColumns + ` FROM sup ORDER BY created_at, id`
 

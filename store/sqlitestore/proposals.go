@@ -197,6 +197,12 @@ func persistChange(ctx context.Context, tx *wtx, p *store.Proposal, c *store.Cha
 			return fmt.Errorf("activate grants: %w", err)
 		}
 	}
+	if p.Status != store.StatusPending && leftPending(c) {
+		// The runs parked on it may go on (runs.go, claimReadySQL).
+		if _, err := tx.ExecContext(ctx, readyRunsSQL, p.ID, p.Tenant); err != nil {
+			return fmt.Errorf("ready runs: %w", err)
+		}
+	}
 	return nil
 }
 

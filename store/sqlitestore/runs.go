@@ -258,10 +258,14 @@ func writeRun(ctx context.Context, tx *wtx, r *store.Run, readVersion int64, c *
 	if err != nil {
 		return err
 	}
+	// A run parking on a proposal that already left pending is ready at
+	// once: no transition will come to mark it.
 	res, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, proposal_ids = ?, awaiting = ?, steps = ?, error = ?,
-		lease_owner = ?, lease_token = ?, lease_generation = ?, lease_expires_at = ?, version = ?, updated_at = ?, ended_at = ?
+		lease_owner = ?, lease_token = ?, lease_generation = ?, lease_expires_at = ?, version = ?, updated_at = ?, ended_at = ?,
+		ready = (? = 'parked' AND NOT EXISTS (
+			SELECT 1 FROM proposals p WHERE p.id = ? AND p.tenant = ? AND p.status = 'pending'))
 		WHERE tenant = ? AND id = ? AND version = ?`,
-		slices.Concat(args[5:15], []any{args[16], args[17], r.Tenant, r.ID, readVersion})...)
+		slices.Concat(args[5:15], []any{args[16], args[17], string(r.Status), r.Awaiting, r.Tenant, r.Tenant, r.ID, readVersion})...)
 	if err != nil {
 		return err
 	}
@@ -306,16 +310,41 @@ func (s *Store) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*
 	return out, nil
 }
 
-// claimRunsSQL picks the runs store.RunResumable allows, longest unchanged
-// first: parked runs whose awaited proposal is not pending (or is gone),
-// running runs whose lease ran out by ?1. Its first term repeats runs_open's
-// predicate.
-const claimRunsSQL = `SELECT ` + runColumns + ` FROM runs r
+// The runs store.RunResumable allows, longest unchanged first, in two
+// ways. claimReadySQL reads runs_ready only: running runs (their lease may
+// have run out by ?1) and parked runs marked ready — by the transition that
+// moved their proposal out of pending (readyRunsSQL, in persistChange), or
+// when they parked on a proposal already decided (writeRun) — so a claim
+// costs the same whatever the number of parked runs. claimSweepSQL judges
+// every open run by its proposal (store.ClaimRunsParams.Sweep); the single
+// writer leaves no run unmarked here, so it is only a second look.
+const (
+	claimReadySQL = `SELECT ` + runColumns + ` FROM runs r
+	WHERE (r.status = 'running' OR (r.status = 'parked' AND r.ready = 1))
+	AND (r.status = 'parked' OR r.lease_expires_at IS NULL OR r.lease_expires_at <= ?1)
+	ORDER BY r.updated_at, r.id LIMIT ?2`
+	claimSweepSQL = `SELECT ` + runColumns + ` FROM runs r
 	WHERE r.status IN ('running', 'parked')
 	AND ((r.status = 'parked' AND NOT EXISTS (
 			SELECT 1 FROM proposals p WHERE p.id = r.awaiting AND p.tenant = r.tenant AND p.status = 'pending'))
 		OR (r.status = 'running' AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= ?1)))
 	ORDER BY r.updated_at, r.id LIMIT ?2`
+	// readyRunsSQL marks the runs parked on a proposal ready. Parameters:
+	// proposal id, tenant.
+	readyRunsSQL = `UPDATE runs SET ready = 1 WHERE awaiting = ? AND tenant = ? AND status = 'parked' AND ready = 0`
+)
+
+// leftPending reports whether a change moved its proposal out of pending:
+// the events that do.
+func leftPending(c *store.Change) bool {
+	for _, e := range c.Events {
+		switch e.Type {
+		case store.EventDecided, store.EventExpired, store.EventCancelled, store.EventSuperseded:
+			return true
+		}
+	}
+	return false
+}
 
 // ClaimRuns implements store.Store.
 func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*store.Run, error) {
@@ -325,7 +354,11 @@ func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([
 	var out []*store.Run
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
-		rows, err := tx.QueryContext(ctx, claimRunsSQL, now.UnixNano(), params.Limit)
+		query := claimReadySQL
+		if params.Sweep {
+			query = claimSweepSQL
+		}
+		rows, err := tx.QueryContext(ctx, query, now.UnixNano(), params.Limit)
 		if err != nil {
 			return err
 		}

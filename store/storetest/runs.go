@@ -244,6 +244,106 @@ func testRuns(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("ResumedByEveryWayOutOfPending", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		park := func(th string, p *store.Proposal) *store.Run {
+			t.Helper()
+			r := fx.post(th, requester, "x", newRun()).Run
+			parked, err := fx.store.UpdateRun(fx.ctx, &store.UpdateRunParams{Tenant: tenant, ID: r.ID, Fence: runFence(r), To: store.RunParked, Awaiting: p.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return parked
+		}
+		claimOnly := func(name string, want *store.Run) {
+			t.Helper()
+			// Without a sweep: the transition marked the run ready.
+			got := fx.claimRuns(worker2)
+			if len(got) != 1 || got[0].ID != want.ID {
+				t.Fatalf("%s: claimed %v, want %s", name, runIDs(got), want.ID)
+			}
+			// Ended, so that moving the clock lapses no lease of it.
+			if _, err := fx.store.UpdateRun(fx.ctx, &store.UpdateRunParams{Tenant: tenant, ID: want.ID, Fence: runFence(got[0]), To: store.RunFinished}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, way := range []struct {
+			name string
+			opts []func(*store.Proposal)
+			out  func(p *store.Proposal)
+		}{
+			{"approved", nil, func(p *store.Proposal) { fx.decide(p, approver, store.VerdictApproved) }},
+			{"rejected", nil, func(p *store.Proposal) { fx.decide(p, approver, store.VerdictRejected) }},
+			{"cancelled", nil, func(p *store.Proposal) {
+				if _, err := fx.store.Cancel(fx.ctx, &store.CancelParams{Tenant: tenant, ID: p.ID, Actor: requester, Via: "api"}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"expired", nil, func(p *store.Proposal) {
+				fx.clock.Advance(2 * time.Hour)
+				if _, err := fx.store.Expire(fx.ctx, &store.ExpireParams{Tenant: tenant, ID: p.ID}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"expired by a sweep", nil, func(p *store.Proposal) {
+				fx.clock.Advance(2 * time.Hour)
+				if _, err := fx.store.ExpireDue(fx.ctx, &store.ExpireDueParams{Limit: 100}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"superseded", []func(*store.Proposal){withKey("k")}, func(p *store.Proposal) {
+				fx.create(fx.proposal(p.ThreadID, withRequester(requester), withKey("k")))
+			}},
+		} {
+			th := uniqueID("t-way")
+			p := fx.create(fx.proposal(th, append([]func(*store.Proposal){withRequester(requester)}, way.opts...)...)).Proposal
+			r := park(th, p)
+			if got := fx.claimRuns(worker2); len(got) != 0 {
+				t.Fatalf("%s: claimed %v while the proposal is pending", way.name, runIDs(got))
+			}
+			way.out(p)
+			claimOnly(way.name, r)
+		}
+		// A partial approval leaves it pending: nothing to resume.
+		th := uniqueID("t-quorum")
+		p := fx.create(fx.proposal(th, withRequester(requester), withQuorum(2))).Proposal
+		park(th, p)
+		fx.decide(p, approver, store.VerdictApproved)
+		if got, err := fx.store.ClaimRuns(fx.ctx, &store.ClaimRunsParams{Owner: worker2, LeaseDuration: longLease, Limit: 10, Sweep: true}); err != nil || len(got) != 0 {
+			t.Fatalf("claimed %v (%v) after one of two approvals", runIDs(got), err)
+		}
+		// Parked on a proposal decided already: ready at once.
+		th = uniqueID("t-late")
+		p = fx.create(fx.proposal(th, withRequester(requester))).Proposal
+		fx.decide(p, approver, store.VerdictApproved)
+		claimOnly("parked after the decision", park(th, p))
+	})
+
+	t.Run("SweepFindsWhatAClaimFinds", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		p := fx.create(fx.proposal("t-sweep", withRequester(requester))).Proposal
+		r := fx.post("t-sweep", requester, "x", newRun()).Run
+		if _, err := fx.store.UpdateRun(fx.ctx, &store.UpdateRunParams{Tenant: tenant, ID: r.ID, Fence: runFence(r), To: store.RunParked, Awaiting: p.ID}); err != nil {
+			t.Fatal(err)
+		}
+		sweep := func() []*store.Run {
+			got, err := fx.store.ClaimRuns(fx.ctx, &store.ClaimRunsParams{Owner: worker2, LeaseDuration: longLease, Limit: 10, Sweep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got := sweep(); len(got) != 0 {
+			t.Fatalf("a sweep claimed %v while the proposal is pending", runIDs(got))
+		}
+		fx.decide(p, approver, store.VerdictApproved)
+		if got := sweep(); len(got) != 1 || got[0].ID != r.ID {
+			t.Fatalf("a sweep claimed %v, want %s", runIDs(got), r.ID)
+		}
+	})
+
 	t.Run("LapsedLeaseIsClaimable", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)

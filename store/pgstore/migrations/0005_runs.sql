@@ -24,6 +24,7 @@ CREATE TABLE runs (
     roles            TEXT[] NOT NULL,                -- the owner's roles at the start
     status           TEXT NOT NULL CHECK (status IN ('running', 'parked', 'finished', 'failed', 'cancelled')),
     proposal_ids     TEXT[] NOT NULL,
+    ready            BOOLEAN NOT NULL DEFAULT false,      -- parked, and its proposal left pending
     awaiting         TEXT COLLATE "C" NOT NULL,  -- the proposal a parked run waits for
     steps            INTEGER NOT NULL,
     error            TEXT NOT NULL,
@@ -40,5 +41,13 @@ CREATE TABLE runs (
 
 CREATE INDEX runs_thread ON runs (tenant, thread_id, seq);
 
--- The runs ClaimRuns may pick (store.RunResumable), longest unchanged first.
+-- The runs ClaimRuns picks, longest unchanged first: running ones (their
+-- lease may have run out) and parked ones marked ready. A parked run is
+-- marked ready by the transition that moves its proposal out of pending
+-- (runs_awaiting finds it), or when it parks on a proposal already decided;
+-- so a claim never looks at the parked runs still waiting, however many.
+CREATE INDEX runs_ready ON runs (updated_at, id) WHERE status = 'running' OR (status = 'parked' AND ready);
+CREATE INDEX runs_awaiting ON runs (awaiting) WHERE status = 'parked';
+
+-- Every open run, for ClaimRuns' sweep (store.ClaimRunsParams.Sweep).
 CREATE INDEX runs_open ON runs (updated_at, id) WHERE status IN ('running', 'parked');
