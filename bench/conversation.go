@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -21,7 +20,6 @@ import (
 	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/server"
-	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -354,33 +352,7 @@ func (r inlineRuns) Drive(ctx context.Context, run *store.Run) (*store.Run, erro
 // startChatAPI is startAPI's server with agents: the chat route runs the
 // default agent, "demo".
 func startChatAPI(eng *countersign.Engine, agents server.Agents, clients int) (*apiServer, error) {
-	keys, err := auth.NewAPIKeys([]auth.APIKey{
-		{Key: agentKey, Tenant: workload.Tenant, Actor: "alice"},
-		{Key: approverKey, Tenant: workload.Tenant, Actor: "bob", Roles: []string{"finance"}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	srv, err := server.New(server.Options{Engine: eng, Auth: keys, Metrics: newMetrics(), Agents: agents, DefaultAgent: "demo",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := srv.HTTPServer(ln.Addr().String())
-	hs.Handler = tagTurns(hs.Handler)
-	go func() { _ = hs.Serve(ln) }()
-	tr := &http.Transport{MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients, IdleConnTimeout: time.Minute}
-	return &apiServer{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute},
-		close: func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(ctx)
-			tr.CloseIdleConnections()
-		}}, nil
+	return serveAPI(server.Options{Engine: eng, Metrics: newMetrics(), Agents: agents, DefaultAgent: "demo"}, tagTurns, clients)
 }
 
 // tagTurns tags each request of a turn with what it counts against: the

@@ -35,6 +35,13 @@ type apiServer struct {
 }
 
 func startAPI(e *countersign.Engine, st store.Store, metrics *server.Metrics, clients int) (*apiServer, error) {
+	return serveAPI(server.Options{Engine: e, Metrics: metrics}, tagRoutes, clients)
+}
+
+// serveAPI serves the API of opts (its Auth the bench's two keys, its log
+// discarded) on a free port, each request tagged by tag for the round-trip
+// count, for clients clients at once.
+func serveAPI(opts server.Options, tag func(http.Handler) http.Handler, clients int) (*apiServer, error) {
 	keys, err := auth.NewAPIKeys([]auth.APIKey{
 		{Key: agentKey, Tenant: "acme", Actor: "alice"},
 		{Key: approverKey, Tenant: "acme", Actor: "bob", Roles: []string{"finance"}},
@@ -42,8 +49,9 @@ func startAPI(e *countersign.Engine, st store.Store, metrics *server.Metrics, cl
 	if err != nil {
 		return nil, err
 	}
-	srv, err := server.New(server.Options{Engine: e, Auth: keys, Metrics: metrics,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	opts.Auth = keys
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := server.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +61,7 @@ func startAPI(e *countersign.Engine, st store.Store, metrics *server.Metrics, cl
 	}
 	hs := srv.HTTPServer(ln.Addr().String())
 	// Each request's round trips to PostgreSQL count against its route.
-	hs.Handler = tagRoutes(hs.Handler)
+	hs.Handler = tag(hs.Handler)
 	go func() { _ = hs.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients, IdleConnTimeout: time.Minute}
 	return &apiServer{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute},

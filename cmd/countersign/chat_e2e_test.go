@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/countersign/countersign/internal/pgtest"
 )
 
 // testParkedRunSurvivesKill is issue 13's end-to-end run on the real
@@ -150,15 +147,7 @@ func TestParkedRunSurvivesKillOnSQLiteInPortuguese(t *testing.T) {
 func TestParkedRunSurvivesKillOnPostgreSQL(t *testing.T) {
 	for _, tc := range []struct{ lang, yes string }{{"en", "yes"}, {"pt-BR", "sim"}} {
 		t.Run(tc.lang, func(t *testing.T) {
-			_, schema := pgtest.NewSchema(t)
-			u, err := url.Parse(pgtest.PoolDSN(pgtest.DSN()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := u.Query()
-			q.Set("schema", schema)
-			u.RawQuery = q.Encode()
-			testParkedRunSurvivesKill(t, u.String(), tc.lang, tc.yes)
+			testParkedRunSurvivesKill(t, pgStoreURL(t), tc.lang, tc.yes)
 		})
 	}
 }

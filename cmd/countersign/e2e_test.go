@@ -151,6 +151,14 @@ func TestQuickstartOnSQLite(t *testing.T) {
 }
 
 func TestQuickstartOnPostgreSQL(t *testing.T) {
+	s := startServer(t, "--store", pgStoreURL(t))
+	runQuickstart(t, s)
+}
+
+// pgStoreURL is a --store URL of the test server on a schema of t's own
+// (dropped when t ends).
+func pgStoreURL(t *testing.T) string {
+	t.Helper()
 	_, schema := pgtest.NewSchema(t)
 	u, err := url.Parse(pgtest.PoolDSN(pgtest.DSN()))
 	if err != nil {
@@ -159,8 +167,10 @@ func TestQuickstartOnPostgreSQL(t *testing.T) {
 	q := u.Query()
 	q.Set("schema", schema)
 	u.RawQuery = q.Encode()
-	s := startServer(t, "--store", u.String())
-	runQuickstart(t, s)
+	if !strings.HasPrefix(u.String(), "postgres") {
+		t.Fatalf("unexpected DSN %s", u)
+	}
+	return u.String()
 }
 
 // cli runs the client and returns its output and exit code.

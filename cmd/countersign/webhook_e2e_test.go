@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -164,16 +162,5 @@ func TestWebhookActionsOnSQLite(t *testing.T) {
 }
 
 func TestWebhookActionsOnPostgreSQL(t *testing.T) {
-	_, schema := pgtest.NewSchema(t)
-	u, err := url.Parse(pgtest.PoolDSN(pgtest.DSN()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	if !strings.HasPrefix(u.String(), "postgres") {
-		t.Fatalf("unexpected DSN %s", u)
-	}
-	testWebhookFlow(t, u.String())
+	testWebhookFlow(t, pgStoreURL(t))
 }

@@ -25,23 +25,7 @@ import (
 // -benchtime=300x (the batches, 100 proposals an iteration, with 10x).
 func BenchmarkRoundTrips(b *testing.B) {
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(b)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := &pgtrace.Counter{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	st, err := pgstore.New(ctx, pool, &pgstore.Options{Schema: schema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() }) // before the pool's
+	st, rt := tracedStore(b, "")
 	counted := func(f func() error) int64 {
 		before := rt.Total()
 		if err := f(); err != nil {
@@ -137,4 +121,32 @@ func BenchmarkRoundTrips(b *testing.B) {
 		b.ReportMetric(float64(claims)/float64(proposals), "claim-rt/proposal")
 		b.ReportMetric(float64(settles)/float64(proposals), "settle-rt/proposal")
 	})
+}
+
+// tracedStore is a store on a fresh schema whose pool (of maxConns
+// connections, "" for the DSN's) counts its round trips.
+func tracedStore(tb testing.TB, maxConns string) (*pgstore.Store, *pgtrace.Counter) {
+	tb.Helper()
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(tb)
+	if maxConns != "" {
+		dsn = pgtest.WithParam(dsn, "pool_max_conns", maxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := &pgtrace.Counter{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	st, err := pgstore.New(ctx, pool, &pgstore.Options{Schema: schema})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close() }) // before the pool's
+	return st, rt
 }

@@ -6,12 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/countersign/countersign/internal/pgtest"
-	"github.com/countersign/countersign/internal/pgtrace"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/store/pgstore"
 )
 
 // TestRunTransitionsAreOneRoundTrip pins DESIGN.md §15 for runs: posting a
@@ -21,23 +16,7 @@ import (
 func TestRunTransitionsAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	cfg, err := pgxpool.ParseConfig(pgtest.WithParam(dsn, "pool_max_conns", "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &pgtrace.Counter{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st, err := pgstore.New(ctx, pool, &pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, rt := tracedStore(t, "1")
 
 	counted := func(f func() error) int64 {
 		t.Helper()
