@@ -38,7 +38,11 @@ func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy
 type Message struct {
 	Identity Identity
 	ThreadID string
-	Text     string
+	// ID, when set, is the message's id (a front end's own, as AG-UI
+	// sends them); by default the engine makes one. An id the store holds
+	// already is ErrInvalidCall.
+	ID   string
+	Text string
 	// Agent, when set, starts a run of that agent on the message (unless
 	// the message is a text decision). Empty: the message is stored for an
 	// external agent to read.
@@ -81,6 +85,8 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 		return nil, fmt.Errorf("%w: text: must be 1 to %d bytes", ErrInvalidCall, MaxMessageText)
 	case !utf8.ValidString(m.Text):
 		return nil, fmt.Errorf("%w: text: must be UTF-8", ErrInvalidCall)
+	case m.ID != "" && !validID(m.ID):
+		return nil, fmt.Errorf("%w: message id %q", ErrInvalidCall, m.ID)
 	}
 	t, err := e.thread(ctx, m.Identity, m.ThreadID)
 	switch {
@@ -114,7 +120,11 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 }
 
 func (e *Engine) userMessage(m *Message) *store.Message {
-	return &store.Message{ID: "msg_" + newID(), Tenant: m.Identity.Tenant, ThreadID: m.ThreadID,
+	id := m.ID
+	if id == "" {
+		id = "msg_" + newID()
+	}
+	return &store.Message{ID: id, Tenant: m.Identity.Tenant, ThreadID: m.ThreadID,
 		Role: store.RoleUser, Text: m.Text, Sender: m.Identity.Actor}
 }
 
@@ -129,6 +139,8 @@ func (e *Engine) conversationError(threadID string, err error) error {
 		return &ForbiddenError{Reason: "only the thread's owner posts in it"}
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
+	case errors.Is(err, store.ErrInvalidParams):
+		return fmt.Errorf("%w: %v", ErrInvalidCall, err)
 	}
 	return fmt.Errorf("post message: %w", err)
 }
@@ -178,6 +190,9 @@ func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) 
 // ViaText is the channel of a decision made by answering in the
 // conversation.
 const ViaText = "text"
+
+// ViaAGUI is the channel of a decision made by resuming an AG-UI interrupt.
+const ViaAGUI = "agui"
 
 // decisionReply picks the reply to a text decision from its result.
 func decisionReply(dr *DecideResult) textdecision.ReplyKey {

@@ -60,7 +60,7 @@ const (
 )
 
 // Channels a decision can arrive through. A rule may restrict them.
-var Channels = []string{"api", "web", "cli", "text", "mcp"}
+var Channels = []string{"api", "web", "cli", "text", "agui", "mcp"}
 
 // Rule is one policy rule over action names.
 type Rule struct {

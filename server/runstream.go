@@ -90,45 +90,125 @@ func (rs *runStream) messages(msgs []*store.Message, runID string) error {
 // waits for) or RUN_ERROR. The run is driven by this process whether or not
 // the client stays.
 func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, id countersign.Identity, ans *countersign.MessageAnswer) error {
-	run := ans.Run
+	return s.streamRunAs(w, r, id, ans.Run, ans.Run.ThreadID, ans.Run.ID, nil)
+}
+
+// streamRunAs streams a run as AG-UI events whose RUN_STARTED and
+// RUN_FINISHED name threadID and runID (the AG-UI endpoint echoes its
+// input's). It either drives drive, a run this process just started, or
+// follows follow, a parked run a resume decided: then the stream carries
+// the run's continuation from its interrupt on, whoever drives it, and ends
+// when the run ends or parks on another interrupt.
+func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id countersign.Identity, drive *store.Run, threadID, runID string, follow *store.Run) error {
+	run := drive
+	if run == nil {
+		run = follow
+	}
 	changed, stop := s.engine.WatchRun(id.Tenant, run.ID)
 	defer stop()
 	done := make(chan *store.Run, 1)
-	go func() { done <- s.drive(run) }()
-
+	if drive != nil {
+		go func() { done <- s.drive(drive) }()
+	}
 	ew := event.NewWriter(w, nil)
 	rs := &runStream{w: ew, sent: map[string]bool{}, open: map[string]bool{}}
-	if err := ew.Write(&event.RunStarted{ThreadID: run.ThreadID, RunID: run.ID, ProtocolVersion: event.ProtocolVersion, Timestamp: now()}); err != nil {
+	if err := ew.Write(&event.RunStarted{ThreadID: threadID, RunID: runID, ProtocolVersion: event.ProtocolVersion, Timestamp: now()}); err != nil {
 		return nil // the client left; the run goes on
 	}
 	ctx := context.WithoutCancel(r.Context())
-	flush := func() error {
+	if follow != nil {
+		st, err := s.engine.RunState(ctx, id.Tenant, follow.ID)
+		if err != nil {
+			return nil
+		}
+		rs.skipToInterrupt(st.Messages, follow)
+	}
+	// flush writes what the run wrote since, and reports the run once it
+	// has stopped where a stream ends (when following: ended, or parked on
+	// another interrupt).
+	flush := func() (*store.Run, error) {
 		st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return rs.messages(st.Messages, run.ID)
+		if err := rs.messages(st.Messages, run.ID); err != nil {
+			return nil, err
+		}
+		r := st.Run
+		if follow != nil && (r.Status.Ended() || (r.Status == store.RunParked && r.Awaiting != follow.Awaiting)) {
+			return r, nil
+		}
+		return nil, nil
 	}
 	ping := time.NewTicker(s.keepAliveEvery)
 	defer ping.Stop()
+	poll := time.NewTicker(100 * time.Millisecond) // changes other processes make
+	defer poll.Stop()
+	deadline := time.After(maxRunDrive)
+	end := func(final *store.Run) error {
+		if _, err := flush(); err != nil {
+			return nil
+		}
+		e := s.runEnd(ctx, id, final, rs)
+		switch e := e.(type) {
+		case *event.RunFinished:
+			e.ThreadID, e.RunID = threadID, runID
+		}
+		_ = ew.Write(e)
+		return nil
+	}
 	for {
 		select {
 		case <-changed:
-			if err := flush(); err != nil {
-				return nil
+		case <-poll.C:
+			if follow == nil {
+				continue
 			}
 		case <-ping.C:
 			if err := ew.Ping(); err != nil {
 				return nil
 			}
+			continue
 		case <-r.Context().Done():
 			return nil
 		case final := <-done:
-			if err := flush(); err != nil {
+			return end(final)
+		case <-deadline:
+			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
+			if err != nil {
 				return nil
 			}
-			_ = ew.Write(s.runEnd(ctx, id, final, rs))
+			return end(st.Run)
+		}
+		final, err := flush()
+		if err != nil {
 			return nil
+		}
+		if final != nil {
+			return end(final)
+		}
+	}
+}
+
+// skipToInterrupt marks as sent the run's messages up to the assistant
+// message whose tool call the run parked on, so that a resumed stream
+// starts with that call's result.
+func (rs *runStream) skipToInterrupt(msgs []*store.Message, run *store.Run) {
+	last := -1
+	for i, m := range msgs {
+		if m.RunID != run.ID {
+			continue
+		}
+		if m.Role == store.RoleTool && m.ProposalID == run.Awaiting {
+			break
+		}
+		if m.Role == store.RoleAssistant {
+			last = i
+		}
+	}
+	for i, m := range msgs {
+		if i <= last && m.RunID == run.ID {
+			rs.sent[m.ID] = true
 		}
 	}
 }

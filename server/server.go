@@ -212,6 +212,8 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/threads/{thread_id}/messages", s.authed(s.handlePostMessage))
 	m.Handle("GET /v1/threads/{thread_id}/runs/{run_id}", s.authed(s.handleGetRun))
 	m.Handle("POST /v1/threads/{thread_id}/runs/{run_id}/cancel", s.authed(s.handleCancelRun))
+	m.Handle("POST /v1/agui", s.authed(s.handleAGUI))
+	m.Handle("POST /v1/agui/{agent}", s.authed(s.handleAGUI))
 	m.Handle("GET /v1/grants", s.authed(s.handleListGrants))
 	m.Handle("DELETE /v1/grants/{id}", s.authed(s.handleRevokeGrant))
 	m.Handle("GET /v1/events", s.authed(s.handleEvents))

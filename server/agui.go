@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/store"
+)
+
+// The AG-UI endpoint (API.md, AG-UI): POST /v1/agui and /v1/agui/{agent}
+// take an AG-UI 1.0 RunAgentInput and answer with the run as AG-UI events,
+// on the engine's conversations: the input's newest user message is a
+// message to the thread (a text decision, or a run of the agent), and a
+// resume is a decision, via "agui", by the caller.
+
+// aguiInput is RunAgentInput as @ag-ui/core 1.0 defines it: every field it
+// names, no other.
+type aguiInput struct {
+	ThreadID        string            `json:"threadId"`
+	RunID           string            `json:"runId"`
+	ProtocolVersion string            `json:"protocolVersion"`
+	ParentRunID     string            `json:"parentRunId"`
+	State           json.RawMessage   `json:"state"`
+	Messages        []json.RawMessage `json:"messages"`
+	Tools           []json.RawMessage `json:"tools"`
+	Context         []json.RawMessage `json:"context"`
+	ForwardedProps  json.RawMessage   `json:"forwardedProps"`
+	Resume          []aguiResume      `json:"resume"`
+}
+
+type aguiResume struct {
+	InterruptID string          `json:"interruptId"`
+	Status      string          `json:"status"`
+	Payload     json.RawMessage `json:"payload"`
+	Metadata    json.RawMessage `json:"metadata"`
+}
+
+// aguiMessage is what the endpoint reads of an input message: its id, its
+// role and, for a user message, its text (a string, or text parts).
+type aguiMessage struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text is a user message's content as text: the string, or its text parts
+// joined.
+func (m *aguiMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// resumePayload is what a front end sends back to decide (the interrupt's
+// responseSchema).
+type resumePayload struct {
+	Approved *bool  `json:"approved"`
+	Reason   string `json:"reason"`
+	Remember string `json:"remember"`
+}
+
+func (s *Server) handleAGUI(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
+	var in aguiInput
+	if err := readBody(w, r, &in, false); err != nil {
+		return err
+	}
+	switch {
+	case in.ThreadID == "":
+		return errBadBody("threadId", "required")
+	case in.RunID == "":
+		return errBadBody("runId", "required")
+	}
+	agentName := r.PathValue("agent")
+	if agentName == "" {
+		agentName = s.defaultAgent
+	}
+	if agentName == "" || s.agents == nil || !s.agents.HasAgent(agentName) {
+		return errNotFound("no agent named %q", agentName)
+	}
+	ew := event.NewWriter(w, nil)
+	started := &event.RunStarted{ThreadID: in.ThreadID, RunID: in.RunID, ProtocolVersion: event.ProtocolVersion, Timestamp: now()}
+	fail := func(code, message string) error {
+		_ = ew.Write(started)
+		_ = ew.Write(&event.RunError{Message: message, Code: code, Timestamp: now()})
+		return nil
+	}
+	// Everything from here is the caller's and is not abandoned with its
+	// client.
+	ctx := context.WithoutCancel(r.Context())
+	if len(in.Resume) > 0 {
+		return s.aguiResume(ctx, w, r, ew, started, id, &in, fail)
+	}
+	msg, err := s.newUserMessage(ctx, id, &in)
+	if err != nil {
+		return fail("INVALID_INPUT", err.Error())
+	}
+	if msg == nil {
+		return fail("INVALID_INPUT", "the input holds no user message the thread does not have yet")
+	}
+	ans, err := s.engine.PostMessage(ctx, &countersign.Message{Identity: id, ThreadID: in.ThreadID, ID: msg.ID, Text: msg.text(), Agent: agentName})
+	if err != nil {
+		return fail(aguiErrorCode(err), err.Error())
+	}
+	if ans.IsDecision() {
+		return s.aguiDecisionRun(ew, started, &in, ans)
+	}
+	if ans.Run == nil {
+		return fail("INVALID_INPUT", "no run was started")
+	}
+	return s.streamRunAs(w, r, id, ans.Run, in.ThreadID, in.RunID, nil)
+}
+
+// newUserMessage is the input's last user message whose id the thread does
+// not hold yet, or nil.
+func (s *Server) newUserMessage(ctx context.Context, id countersign.Identity, in *aguiInput) (*aguiMessage, error) {
+	held := map[string]bool{}
+	if v, err := s.engine.Thread(ctx, id, in.ThreadID); err == nil {
+		for _, m := range v.Messages {
+			held[m.ID] = true
+		}
+	} else if !errors.Is(err, countersign.ErrNotFound) {
+		return nil, err
+	}
+	for i := len(in.Messages) - 1; i >= 0; i-- {
+		var m aguiMessage
+		if err := json.Unmarshal(in.Messages[i], &m); err != nil {
+			return nil, errors.New("messages: each message is an object with an id and a role")
+		}
+		if m.Role == "user" && m.ID != "" && !held[m.ID] {
+			if m.text() == "" {
+				return nil, errors.New("the newest user message has no text")
+			}
+			return &m, nil
+		}
+	}
+	return nil, nil
+}
+
+// aguiDecisionRun answers a text decision as a short run: RUN_STARTED, the
+// decision as a CUSTOM event, the reply as one assistant message,
+// RUN_FINISHED.
+func (s *Server) aguiDecisionRun(ew *event.Writer, started *event.RunStarted, in *aguiInput, ans *countersign.MessageAnswer) error {
+	value := map[string]any{"threadId": in.ThreadID, "proposalDecision": nil}
+	if ans.Decision != nil {
+		value["proposalDecision"] = map[string]any{"status": string(ans.Decision.Status), "proposal": wireProposal(ans.Decision.Proposal)}
+	} else {
+		value["pending"] = ans.Pending
+	}
+	replyID := "msg_reply_" + in.RunID
+	for _, e := range []event.Event{
+		started,
+		&event.Custom{Name: event.CustomActionProposalDecision, Value: value, Timestamp: now()},
+		&event.TextMessageStart{MessageID: replyID, Role: event.RoleAssistant, Timestamp: now()},
+		&event.TextMessageContent{MessageID: replyID, Delta: ans.Reply, Timestamp: now()},
+		&event.TextMessageEnd{MessageID: replyID, Timestamp: now()},
+		&event.RunFinished{ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &event.Outcome{Type: event.OutcomeSuccess}, Timestamp: now()},
+	} {
+		if err := ew.Write(e); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// aguiResume takes the input's resumes as decisions by the caller (via
+// "agui"), then streams the parked run's continuation from its interrupt
+// on, whoever drives it.
+func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.Request, ew *event.Writer, started *event.RunStarted,
+	id countersign.Identity, in *aguiInput, fail func(code, message string) error) error {
+	t, err := s.engine.Thread(ctx, id, in.ThreadID)
+	if err != nil {
+		return fail(aguiErrorCode(err), err.Error())
+	}
+	var run *store.Run
+	for _, res := range in.Resume {
+		p, err := s.engine.Proposal(ctx, id, res.InterruptID)
+		if err != nil || p.ThreadID != in.ThreadID {
+			return fail("INVALID_RESUME", "interrupt "+res.InterruptID+" is not one of this thread's")
+		}
+		for _, rr := range t.Runs {
+			if rr.Awaiting == p.ID || (run == nil && containsString(rr.ProposalIDs, p.ID)) {
+				run = rr
+			}
+		}
+		d := &countersign.Decision{Identity: id, ProposalID: p.ID, Via: countersign.ViaAGUI}
+		switch res.Status {
+		case "cancelled":
+			d.Verdict, d.Reason = countersign.Reject, "the interrupt was cancelled"
+		case "resolved":
+			var pl resumePayload
+			dec := json.NewDecoder(strings.NewReader(string(res.Payload)))
+			dec.DisallowUnknownFields()
+			if len(res.Payload) == 0 || dec.Decode(&pl) != nil || pl.Approved == nil ||
+				(pl.Remember != "" && pl.Remember != "run" && pl.Remember != "thread") {
+				return fail("INVALID_RESUME", "payload: want {approved: boolean, reason?: string, remember?: run|thread}")
+			}
+			d.Verdict, d.Reason = countersign.Reject, pl.Reason
+			if *pl.Approved {
+				d.Verdict, d.Remember = countersign.Approve, countersign.Scope(pl.Remember)
+			}
+			if !p.ExpiresAt.After(time.Now()) && p.Status == store.StatusPending {
+				return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired at "+p.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+		default:
+			return fail("INVALID_RESUME", "status: want resolved or cancelled")
+		}
+		dr, err := s.engine.Decide(ctx, d)
+		switch {
+		case err != nil:
+			return fail(aguiErrorCode(err), err.Error())
+		case dr.Status == countersign.DecideExpired && res.Status == "resolved":
+			return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired")
+		}
+		// Unchanged or conflict: the decision that stands is the one the
+		// run goes on with.
+	}
+	if run == nil {
+		return fail("INVALID_RESUME", "no run of this thread waits on these interrupts")
+	}
+	// Followed from the last interrupt the input resumes.
+	follow := run.Clone()
+	follow.Awaiting = in.Resume[len(in.Resume)-1].InterruptID
+	return s.streamRunAs(w, r, id, nil, in.ThreadID, in.RunID, follow)
+}
+
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// aguiErrorCode is the RUN_ERROR code of an engine error.
+func aguiErrorCode(err error) string {
+	var busy *countersign.ThreadBusyError
+	switch {
+	case errors.As(err, &busy):
+		return CodeThreadBusy
+	case errors.Is(err, countersign.ErrForbidden):
+		return CodeForbidden
+	case errors.Is(err, countersign.ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, countersign.ErrInvalidCall):
+		return CodeInvalidBody
+	}
+	return CodeInternal
+}
