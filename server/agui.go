@@ -219,9 +219,6 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 			if *pl.Approved {
 				d.Verdict, d.Remember = countersign.Approve, countersign.Scope(pl.Remember)
 			}
-			if !p.ExpiresAt.After(time.Now()) && p.Status == store.StatusPending {
-				return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired at "+p.ExpiresAt.UTC().Format(time.RFC3339))
-			}
 		default:
 			return fail("INVALID_RESUME", "status: want resolved or cancelled")
 		}
@@ -230,7 +227,10 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 		case err != nil:
 			return fail(aguiErrorCode(err), err.Error())
 		case dr.Status == countersign.DecideExpired && res.Status == "resolved":
-			return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired")
+			// The engine judges the deadline by its clock; a cancelled
+			// resume of an expired interrupt is taken (the run goes on with
+			// the expiry).
+			return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired at "+p.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		// Unchanged or conflict: the decision that stands is the one the
 		// run goes on with.

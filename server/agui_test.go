@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
@@ -16,10 +18,13 @@ import (
 // under a policy where a thread's owner approves their own refunds (so
 // that the owner, who alone runs on a thread, may resume an interrupt), and
 // whose agent runtime's Work loop resumes parked runs.
-func aguiHarness(t *testing.T) *harness {
+func aguiHarness(t *testing.T) *harness { return aguiHarnessAt(t, nil) }
+
+// aguiHarnessAt is aguiHarness on the clock now (nil: time.Now).
+func aguiHarnessAt(t *testing.T, now func() time.Time) *harness {
 	t.Helper()
 	var rt *agent.Runtime
-	h := newHarness(t, "mem", harnessOptions{
+	h := newHarness(t, "mem", harnessOptions{now: now,
 		engine: func(o *countersign.Options) {
 			o.Policy = &countersign.Policy{Rules: []countersign.Rule{
 				{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"requester"}},
@@ -220,5 +225,28 @@ func TestAGUIResumeAfterADecisionElsewhere(t *testing.T) {
 	p, _ := h.engine.Proposal(context.Background(), identities["alice"], in.ID)
 	if len(p.Decisions) != 1 || p.Decisions[0].Via != "api" {
 		t.Fatalf("decisions %+v, want only the API's", p.Decisions)
+	}
+}
+
+// An interrupt resumed after its deadline: RUN_ERROR INTERRUPT_EXPIRED,
+// and the proposal is expired; a cancelled resume of it is taken, and the
+// run goes on with the expiry.
+func TestAGUIExpiredInterrupt(t *testing.T) {
+	t.Parallel()
+	var skew atomic.Int64
+	h := aguiHarnessAt(t, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	evs := h.runAGUI("alice", userInput("ag6", "r1", "m1", "refund 40 EUR to c_9"))
+	in := evs[len(evs)-1].(*event.RunFinished).Outcome.Interrupts[0]
+	skew.Store(int64(time.Hour))
+	evs = h.runAGUI("alice", map[string]any{"threadId": "ag6", "runId": "r2", "messages": []any{},
+		"resume": []any{map[string]any{"interruptId": in.ID, "status": "resolved", "payload": map[string]any{"approved": true}}}})
+	if re, ok := evs[len(evs)-1].(*event.RunError); !ok || re.Code != "INTERRUPT_EXPIRED" {
+		t.Fatalf("events %s, want RUN_ERROR INTERRUPT_EXPIRED", types(evs))
+	}
+	evs = h.runAGUI("alice", map[string]any{"threadId": "ag6", "runId": "r3", "messages": []any{},
+		"resume": []any{map[string]any{"interruptId": in.ID, "status": "cancelled"}}})
+	got := types(evs)
+	if !strings.HasPrefix(got, "RUN_STARTED TOOL_CALL_RESULT") || !strings.Contains(evs[1].(*event.ToolCallResult).Content, `"status":"expired"`) {
+		t.Fatalf("events %s, want the continuation with the expiry", got)
 	}
 }
