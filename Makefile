@@ -33,6 +33,7 @@ endef
 ## generator, tsc, eventsource).
 clients-deps:
 	$(call npm-ci,test/clients)
+	$(call npm-ci,clients/typescript)
 
 ## web-deps: axe-core, which the inbox's accessibility test injects into
 ## Chromium.
