@@ -264,6 +264,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agui": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run the default agent over AG-UI 1.0
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         */
+        post: operations["runAGUI"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agui/{agent}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run an agent over AG-UI 1.0
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         */
+        post: operations["runAGUIAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/grants": {
         parameters: {
             query?: never;
@@ -701,7 +741,9 @@ export interface components {
         ToolCall: {
             id: string;
             action: string;
-            input: Record<string, never>;
+            input: {
+                [key: string]: unknown;
+            };
         };
         /** @description One model turn of an agent in a thread: running → parked → running → finished | failed | cancelled. */
         Run: {
@@ -739,6 +781,33 @@ export interface components {
             run?: null | components["schemas"]["Run"];
             messages?: components["schemas"]["Message"][];
             message?: components["schemas"]["Message"];
+        };
+        /** @description AG-UI 1.0's RunAgentInput (@ag-ui/core 1.0.0): a field outside it is 400. */
+        RunAgentInput: {
+            threadId: string;
+            runId: string;
+            protocolVersion?: string;
+            parentRunId?: string;
+            state?: unknown;
+            messages: {
+                [key: string]: unknown;
+            }[];
+            tools?: {
+                [key: string]: unknown;
+            }[];
+            context?: {
+                [key: string]: unknown;
+            }[];
+            forwardedProps?: unknown;
+            resume?: {
+                interruptId: string;
+                /** @enum {string} */
+                status: "resolved" | "cancelled";
+                payload?: unknown;
+                metadata?: {
+                    [key: string]: unknown;
+                };
+            }[];
         };
     };
     responses: {
@@ -876,6 +945,7 @@ export interface components {
         /** @description Records the decision via the CLI instead of api. (The web inbox records web from its session, never from this header.) */
         Via: "cli";
         RunID: string;
+        Agent: string;
     };
     requestBodies: never;
     headers: never;
@@ -1333,6 +1403,70 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runAGUI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunAgentInput"];
+            };
+        };
+        responses: {
+            /** @description AG-UI 1.0 events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runAGUIAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: components["parameters"]["Agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunAgentInput"];
+            };
+        };
+        responses: {
+            /** @description AG-UI 1.0 events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
