@@ -25,7 +25,7 @@ type Decision struct {
 	Identity   Identity
 	ProposalID string
 	Verdict    Verdict
-	// Via is the channel: "api" (default), "web", "cli", "text", "mcp".
+	// Via is the channel: "api" (default), "web", "cli", "text", "agui", "mcp".
 	Via    string
 	Reason string
 	// Remember asks for a grant (run or thread) with an approval, when the

@@ -30,7 +30,7 @@
 //     call replays it and never executes again. Reads the policy allows leave
 //     no record.
 //   - A [Decision] approves or rejects, through a channel ("api", "web",
-//     "cli", "text", "mcp"). Each is one compare-and-set: applied, unchanged,
+//     "cli", "text", "agui", "mcp"). Each is one compare-and-set: applied, unchanged,
 //     conflict or expired.
 //   - A grant remembers an approval for a run or a thread. It becomes live only
 //     after the originating execution succeeded, stands for a complete
