@@ -18,10 +18,10 @@ import (
 // under a policy where a thread's owner approves their own refunds (so
 // that the owner, who alone runs on a thread, may resume an interrupt), and
 // whose agent runtime's Work loop resumes parked runs.
-func aguiHarness(t *testing.T) *harness { return aguiHarnessAt(t, nil) }
+func aguiHarness(t testing.TB) *harness { return aguiHarnessAt(t, nil) }
 
 // aguiHarnessAt is aguiHarness on the clock now (nil: time.Now).
-func aguiHarnessAt(t *testing.T, now func() time.Time) *harness {
+func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 	t.Helper()
 	var rt *agent.Runtime
 	h := newHarness(t, "mem", harnessOptions{now: now,

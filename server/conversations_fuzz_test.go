@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/countersign/countersign/agui/event"
 )
 
 // FuzzMessageBody posts hostile bodies to the chat route, as the thread's
@@ -38,6 +41,42 @@ func FuzzMessageBody(f *testing.F) {
 			if e, _ := answer["error"].(map[string]any); e == nil || e["code"] == "" {
 				t.Fatalf("%q as %s: %d without an error code: %s", body, token, rec.Code, rec.Body.Bytes())
 			}
+		}
+	})
+}
+
+// FuzzAGUIInput posts hostile RunAgentInputs to the AG-UI endpoint: no
+// answer is a 500 or a panic; a stream, once open, is AG-UI events that
+// keep the protocol's ordering rules, however bad the input.
+func FuzzAGUIInput(f *testing.F) {
+	for _, seed := range []string{
+		`{"threadId":"t1","runId":"r1","messages":[{"id":"m1","role":"user","content":"refund 40 EUR to c_9"}]}`,
+		`{"threadId":"t1","runId":"r2","messages":[{"id":"m2","role":"user","content":"yes"}]}`,
+		`{"threadId":"t1","runId":"r3","messages":[],"resume":[{"interruptId":"prp_x","status":"resolved","payload":{"approved":true}}]}`,
+		`{"threadId":"t1","runId":"r4","messages":[],"resume":[{"interruptId":"","status":"other"}]}`,
+		`{"threadId":"t1","runId":"r5","messages":[{"id":"m3","role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"x","description":"y"}]}`,
+		`{"threadId":"t1","runId":"r6","messages":[{"role":"user"}]}`, `{"threadId":"","runId":""}`, `{"messages":1}`,
+		`{"threadId":"t1","runId":"r7","messages":[{"id":"m4","role":"user","content":7}]}`, `[]`, ``, `null`,
+	} {
+		f.Add(byte(0), []byte(seed))
+	}
+	h := aguiHarness(f)
+	f.Fuzz(func(t *testing.T, who byte, body []byte) {
+		token := []string{"alice", "bob"}[int(who)%2]
+		rec := httptest.NewRecorder()
+		h.srv.Handler().ServeHTTP(rec, post("/v1/agui", token, body))
+		if rec.Code >= 500 {
+			t.Fatalf("%q as %s: %d %s", body, token, rec.Code, rec.Body.Bytes())
+		}
+		if rec.Code != 200 {
+			return
+		}
+		evs, err := event.Decode(bytes.NewReader(rec.Body.Bytes()))
+		if err != nil {
+			t.Fatalf("%q: the stream does not decode: %v\n%s", body, err, rec.Body.Bytes())
+		}
+		if err := event.Verify(evs); err != nil {
+			t.Fatalf("%q: the stream breaks AG-UI's rules: %v\n%s", body, err, rec.Body.Bytes())
 		}
 	})
 }
