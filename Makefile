@@ -34,6 +34,7 @@ endef
 clients-deps:
 	$(call npm-ci,test/clients)
 	$(call npm-ci,clients/typescript)
+	$(call npm-ci,test/agui)
 
 ## web-deps: axe-core, which the inbox's accessibility test injects into
 ## Chromium.
