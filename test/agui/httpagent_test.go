@@ -17,12 +17,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/nodetest"
 )
 
 // The node tools run without touching the network; npm ci alone reaches
 // the registry, and only when node_modules is not what package-lock.json
 // pins.
-var quietEnv = []string{"NO_UPDATE_NOTIFIER=1", "DO_NOT_TRACK=1", "NODE_NO_WARNINGS=1", "npm_config_update_notifier=false"}
+var quietEnv = nodetest.QuietEnv
 
 var listening = regexp.MustCompile(`countersign listening on (http://127\.0\.0\.1:[0-9]+)`)
 
@@ -140,70 +142,11 @@ func (b *refundBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// needNode returns this folder's absolute path once node, npm and the
-// pinned npm packages are there. Without node or npm the test skips,
-// except in CI, where a missing tool is a failure.
+// needNode returns this folder's absolute path once node and the pinned
+// npm packages are there (nodetest.Need).
 func needNode(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not on PATH; CI must have Node.js 20 and npm", tool)
-			}
-			t.Skipf("%s is not on PATH: this test runs @ag-ui/client's HttpAgent under node", tool)
-		}
-	}
-	missing, err := unpinned(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(missing) > 0 {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), quietEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci (for %v): %v\n%s", missing, err, out)
-		}
-		if missing, err = unpinned(dir); err != nil || len(missing) > 0 {
-			t.Fatalf("after npm ci, still not at their pinned versions: %v %v", missing, err)
-		}
-	}
-	return dir
-}
-
-// unpinned lists the devDependencies of package.json that node_modules
-// lacks or holds at another version.
-func unpinned(dir string) ([]string, error) {
-	var pkg struct {
-		DevDependencies map[string]string `json:"devDependencies"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		return nil, fmt.Errorf("package.json: %w", err)
-	}
-	var missing []string
-	for name, want := range pkg.DevDependencies {
-		var got struct {
-			Version string `json:"version"`
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
-		if err == nil {
-			err = json.Unmarshal(b, &got)
-		}
-		if err != nil || got.Version != want {
-			missing = append(missing, name+"@"+want)
-		}
-	}
-	return missing, nil
+	return nodetest.Need(t, ".", "this test runs the AG-UI HttpAgent node tests")
 }
 
 // startServer builds cmd/countersign and serves it with the configuration
