@@ -120,9 +120,24 @@ const (
 
 // ToolCall is one tool an assistant message called.
 type ToolCall struct {
-	ID     string
+	ID string
+	// Action is the action's name, or a client tool's (with Client).
 	Action string
 	Input  json.RawMessage
+	// Client marks a call of one of the run's ClientTools: the caller
+	// executes it, and its result comes back with the thread's next message.
+	Client bool
+}
+
+// ClientTool is a tool the caller executes (the tools of an AG-UI run's
+// input): offered to the run's model besides the agent's actions. A call of
+// one ends the run with the call pending (PendingClientCalls); its result is
+// a tool message posted with the next run (PostMessageParams.Results).
+type ClientTool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the tool's arguments, an object.
+	Parameters json.RawMessage
 }
 
 // Run is one turn of an agent in a thread.
@@ -133,8 +148,10 @@ type Run struct {
 	Agent    string
 	// Roles are the roles of the thread's owner when the run started: the
 	// identity its calls are made with.
-	Roles  []string
-	Status RunStatus
+	Roles []string
+	// ClientTools are the tools the caller who started the run executes.
+	ClientTools []ClientTool
+	Status      RunStatus
 	// ProposalIDs are the proposals the run's calls created or replayed,
 	// in order.
 	ProposalIDs []string
@@ -160,6 +177,13 @@ func (r *Run) Clone() *Run {
 	c := *r
 	c.ProposalIDs = slices.Clone(r.ProposalIDs)
 	c.Roles = slices.Clone(r.Roles)
+	if r.ClientTools != nil {
+		c.ClientTools = make([]ClientTool, len(r.ClientTools))
+		for i, t := range r.ClientTools {
+			t.Parameters = slices.Clone(t.Parameters)
+			c.ClientTools[i] = t
+		}
+	}
 	c.Lease = clonePtr(r.Lease)
 	c.EndedAt = clonePtr(r.EndedAt)
 	return &c
@@ -172,8 +196,15 @@ type PostMessageParams struct {
 	// owns a thread the message creates. Ignored with Decision.
 	Owner string
 	// Message is the message (Tenant, ThreadID, ID, Text, Sender; Role
-	// user). CreatedAt is set by the store.
+	// user). CreatedAt is set by the store. It may be nil when Results are
+	// given.
 	Message *Message
+	// Results are tool messages (Tenant, ThreadID, ID, ToolCallID, Result,
+	// Text, Sender; Role tool) answering the thread's pending client tool
+	// calls, stored before Message in the same write, under the same
+	// conditions. The caller checks that they answer pending calls
+	// (PendingClientCalls).
+	Results []*Message
 	// Run, when set, starts this run (ID, Agent, Roles) holding the thread, under
 	// a lease of LeaseOwner for LeaseDuration.
 	Run           *Run
@@ -184,22 +215,63 @@ type PostMessageParams struct {
 	Decision bool
 }
 
+// Posted is what PostMessage stores, in order: the results, then the
+// message.
+func (p *PostMessageParams) Posted() []*Message {
+	out := slices.Clone(p.Results)
+	if p.Message != nil {
+		out = append(out, p.Message)
+	}
+	return out
+}
+
+// Thread names the thread the messages are posted to (valid params only).
+func (p *PostMessageParams) Thread() (tenant, id string) {
+	m := p.Message
+	if m == nil && len(p.Results) > 0 {
+		m = p.Results[0]
+	}
+	if m == nil {
+		return "", ""
+	}
+	return m.Tenant, m.ThreadID
+}
+
 // PostMessageResult reports what PostMessage stored.
 type PostMessageResult struct {
 	Thread  *Thread
-	Message *Message
-	Run     *Run // nil unless one was started
+	Message *Message   // nil when only results were posted
+	Results []*Message // the results posted, in order
+	Run     *Run       // nil unless one was started
 }
 
 // ValidatePostMessageParams checks what every driver checks before writing.
 func ValidatePostMessageParams(p *PostMessageParams) error {
-	switch {
-	case p == nil || p.Message == nil:
+	if p == nil || (p.Message == nil && len(p.Results) == 0) {
 		return invalidParams("a message is required")
-	case p.Message.Tenant == "" || p.Message.ThreadID == "" || p.Message.ID == "":
-		return invalidParams("message tenant, thread and id are required")
-	case p.Message.Role != RoleUser:
-		return invalidParams("message role %q: a posted message is the user's", p.Message.Role)
+	}
+	tenant, thread := p.Thread()
+	ids := map[string]bool{}
+	for _, m := range p.Posted() {
+		switch {
+		case m == nil:
+			return invalidParams("a nil message")
+		case ids[m.ID]:
+			return invalidParams("message id %s twice in one post", m.ID)
+		case m.Tenant == "" || m.ThreadID == "" || m.ID == "":
+			return invalidParams("message tenant, thread and id are required")
+		case m.Tenant != tenant || m.ThreadID != thread:
+			return invalidParams("the messages of one post are in one thread")
+		case m != p.Message && (m.Role != RoleTool || m.ToolCallID == ""):
+			return invalidParams("message %s: a posted result is a tool message answering a tool call", m.ID)
+		case m == p.Message && m.Role != RoleUser:
+			return invalidParams("message role %q: a posted message is the user's", m.Role)
+		}
+		ids[m.ID] = true
+	}
+	switch {
+	case p.Decision && (p.Message == nil || len(p.Results) > 0):
+		return invalidParams("a text decision is one user message")
 	case !p.Decision && p.Owner == "":
 		return invalidParams("owner is required")
 	case p.Decision && p.Run != nil:
@@ -207,14 +279,51 @@ func ValidatePostMessageParams(p *PostMessageParams) error {
 	case p.Run != nil && (p.Run.ID == "" || p.LeaseOwner == "" || p.LeaseDuration <= 0):
 		return invalidParams("a run needs an id, a lease owner and a lease duration")
 	}
+	if p.Run != nil {
+		for _, t := range p.Run.ClientTools {
+			if t.Name == "" || (len(t.Parameters) > 0 && !json.Valid(t.Parameters)) {
+				return invalidParams("client tool %q: a name, and parameters that are JSON", t.Name)
+			}
+		}
+	}
 	return nil
+}
+
+// PendingClientCalls are the client tool calls of the thread's latest run
+// that no tool message answers yet, in the order they were made: what the
+// run left to its caller (AG-UI's pendingToolCallIds), and what a posted
+// result may answer. msgs are the thread's messages, oldest first. A user
+// message, or an assistant message of a later run, leaves earlier calls
+// unanswered for good: the conversation moved on.
+func PendingClientCalls(msgs []*Message) []ToolCall {
+	var pending []ToolCall
+	run := ""
+	for _, m := range msgs {
+		switch m.Role {
+		case RoleUser:
+			pending = nil
+		case RoleAssistant:
+			if m.RunID != run {
+				pending, run = nil, m.RunID
+			}
+			for _, c := range m.ToolCalls {
+				if c.Client {
+					pending = append(pending, c)
+				}
+			}
+		case RoleTool:
+			pending = slices.DeleteFunc(pending, func(c ToolCall) bool { return c.ID == m.ToolCallID })
+		}
+	}
+	return pending
 }
 
 // NewRun returns the run PostMessage starts: running under a new lease.
 func NewRun(p *PostMessageParams, now time.Time) *Run {
+	tenant, thread := p.Thread()
 	r := &Run{
-		ID: p.Run.ID, Tenant: p.Message.Tenant, ThreadID: p.Message.ThreadID, Agent: p.Run.Agent, Roles: slices.Clone(p.Run.Roles),
-		Status: RunRunning, Version: 1, StartedAt: now, UpdatedAt: now,
+		ID: p.Run.ID, Tenant: tenant, ThreadID: thread, Agent: p.Run.Agent, Roles: slices.Clone(p.Run.Roles),
+		ClientTools: p.Run.Clone().ClientTools, Status: RunRunning, Version: 1, StartedAt: now, UpdatedAt: now,
 	}
 	r.Lease = &Lease{Owner: p.LeaseOwner, Token: NewToken(), Generation: 1, ExpiresAt: now.Add(p.LeaseDuration)}
 	return r
@@ -378,4 +487,44 @@ func ApplyRunCancel(r *Run, now time.Time) bool {
 	r.UpdatedAt = now
 	end(r, RunCancelled, now)
 	return true
+}
+
+// clientToolJSON is a client tool as the durable drivers store it.
+type clientToolJSON struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// EncodeClientTools is a run's client tools as the durable drivers store
+// them (a JSON array), nil when it has none.
+func EncodeClientTools(tools []ClientTool) ([]byte, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	out := make([]clientToolJSON, len(tools))
+	for i, t := range tools {
+		out[i] = clientToolJSON(t)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, invalidParams("client tools: %v", err)
+	}
+	return b, nil
+}
+
+// DecodeClientTools reads what EncodeClientTools wrote.
+func DecodeClientTools(b []byte) ([]ClientTool, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var in []clientToolJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("client tools: %w", err)
+	}
+	out := make([]ClientTool, len(in))
+	for i, t := range in {
+		out[i] = ClientTool(t)
+	}
+	return out, nil
 }

@@ -246,7 +246,8 @@ func (m *Message) Clone() *Message {
 	if m.ToolCalls != nil {
 		c.ToolCalls = make([]ToolCall, len(m.ToolCalls))
 		for i, tc := range m.ToolCalls {
-			c.ToolCalls[i] = ToolCall{ID: tc.ID, Action: tc.Action, Input: slices.Clone(tc.Input)}
+			tc.Input = slices.Clone(tc.Input)
+			c.ToolCalls[i] = tc
 		}
 	}
 	c.Result = slices.Clone(m.Result)

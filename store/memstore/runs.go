@@ -21,27 +21,31 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	}
 	defer s.mu.Unlock()
 	now := s.clock()
-	m := params.Message
-	tk := key(m.Tenant, m.ThreadID)
+	tenant, thread := params.Thread()
+	posted := params.Posted()
+	tk := key(tenant, thread)
 	t, ok := s.threads[tk]
 	switch {
 	case !ok && params.Decision:
-		return nil, fmt.Errorf("memstore: post message: thread %s: %w", m.ThreadID, store.ErrNotFound)
+		return nil, fmt.Errorf("memstore: post message: thread %s: %w", thread, store.ErrNotFound)
 	case ok && !params.Decision && t.Owner != params.Owner:
-		return nil, fmt.Errorf("memstore: post message: thread %s: %w", m.ThreadID, store.ErrNotThreadOwner)
+		return nil, fmt.Errorf("memstore: post message: thread %s: %w", thread, store.ErrNotThreadOwner)
 	case ok && !params.Decision && t.RunID != "":
-		return nil, &store.ThreadBusyError{ThreadID: m.ThreadID, RunID: t.RunID}
-	case s.messageIDs[m.ID]:
-		return nil, fmt.Errorf("memstore: post message: %w: message id %s is taken", store.ErrInvalidParams, m.ID)
+		return nil, &store.ThreadBusyError{ThreadID: thread, RunID: t.RunID}
 	case params.Run != nil && s.runs[params.Run.ID] != nil:
 		return nil, fmt.Errorf("memstore: post message: %w: run id %s is taken", store.ErrInvalidParams, params.Run.ID)
 	}
+	seen := map[string]bool{}
+	for _, m := range posted {
+		if s.messageIDs[m.ID] || seen[m.ID] {
+			return nil, fmt.Errorf("memstore: post message: %w: message id %s is taken", store.ErrInvalidParams, m.ID)
+		}
+		seen[m.ID] = true
+	}
 	if !ok {
-		t = &store.Thread{Tenant: m.Tenant, ID: m.ThreadID, Owner: params.Owner, CreatedAt: now}
+		t = &store.Thread{Tenant: tenant, ID: thread, Owner: params.Owner, CreatedAt: now}
 		s.threads[tk] = t
 	}
-	mc := m.Clone()
-	mc.CreatedAt = now
 	res := &store.PostMessageResult{}
 	if params.Run != nil {
 		r := store.NewRun(params, now)
@@ -53,10 +57,19 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		t.RunID = r.ID
 		res.Run = r.Clone()
 	}
-	s.messageIDs[mc.ID] = true
-	s.messages[tk] = append(s.messages[tk], mc)
+	for _, m := range posted {
+		mc := m.Clone()
+		mc.CreatedAt = now
+		s.messageIDs[mc.ID] = true
+		s.messages[tk] = append(s.messages[tk], mc)
+		if m == params.Message {
+			res.Message = mc.Clone()
+		} else {
+			res.Results = append(res.Results, mc.Clone())
+		}
+	}
 	tc := *t
-	res.Thread, res.Message = &tc, mc.Clone()
+	res.Thread = &tc
 	return res, nil
 }
 

@@ -34,11 +34,11 @@ import (
 //     SKIP LOCKED.
 
 const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, awaiting, steps, error,
-	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at`
+	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at, client_tools`
 
 func (s *Store) sql(query string) string { return qualify(s.q.schema, query) }
 
-// postMessageSQL inserts the posted message where the thread allows it:
+// postMessageSQL inserts a posted message where the thread allows it:
 // $13 'run' (the thread is held by the run $14 this batch starts), 'free'
 // (the thread is the owner's $15 and no run holds it; FOR SHARE, so that a
 // run starting at the same moment is either seen or waits for this) or
@@ -57,10 +57,19 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	if err := store.ValidatePostMessageParams(params); err != nil {
 		return nil, wrap("post message", err)
 	}
-	m := params.Message
+	tenant, thread := params.Thread()
 	now := s.clock()
-	mc := m.Clone()
-	mc.CreatedAt = now
+	var posted []*store.Message
+	calls := map[string]*string{}
+	for _, m := range params.Posted() {
+		mc := m.Clone()
+		mc.CreatedAt = now
+		c, err := toolCallsJSON(mc)
+		if err != nil {
+			return nil, wrap("post message", err)
+		}
+		posted, calls[mc.ID] = append(posted, mc), c
+	}
 	var run *store.Run
 	when := "free"
 	if params.Decision {
@@ -69,39 +78,37 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	if params.Run != nil {
 		run, when = store.NewRun(params, now), "run"
 	}
-	calls, err := toolCallsJSON(mc)
-	if err != nil {
-		return nil, wrap("post message", err)
-	}
 	var (
-		inserted bool
+		inserted int
 		found    bool
 		t        *store.Thread
 	)
-	err = s.batch(ctx, func(b *pgx.Batch) {
-		inserted, found, t = false, false, &store.Thread{Tenant: m.Tenant, ID: m.ThreadID}
+	err := s.batch(ctx, func(b *pgx.Batch) {
+		inserted, found, t = 0, false, &store.Thread{Tenant: tenant, ID: thread}
 		if !params.Decision {
-			b.Queue(s.q.ensureThread, m.Tenant, m.ThreadID, params.Owner, now)
+			b.Queue(s.q.ensureThread, tenant, thread, params.Owner, now)
 		}
 		if run != nil {
 			b.Queue(s.sql(`UPDATE _S_.threads SET run_id = $3 WHERE tenant = $1 AND id = $2 AND owner = $4 AND run_id = ''`),
-				m.Tenant, m.ThreadID, run.ID, params.Owner)
+				tenant, thread, run.ID, params.Owner)
 		}
 		runID := ""
 		if run != nil {
 			runID = run.ID
 		}
-		b.Queue(s.sql(postMessageSQL), mc.ID, mc.Tenant, mc.ThreadID, mc.Role, mc.Text, mc.Sender, mc.RunID,
-			calls, mc.ToolCallID, nilIfEmpty(mc.Result), mc.ProposalID, now, when, runID, params.Owner).Exec(func(ct pgconn.CommandTag) error {
-			inserted = ct.RowsAffected() == 1
-			return nil
-		})
+		for _, mc := range posted {
+			b.Queue(s.sql(postMessageSQL), mc.ID, mc.Tenant, mc.ThreadID, mc.Role, mc.Text, mc.Sender, mc.RunID,
+				calls[mc.ID], mc.ToolCallID, nilIfEmpty(mc.Result), mc.ProposalID, now, when, runID, params.Owner).Exec(func(ct pgconn.CommandTag) error {
+				inserted += int(ct.RowsAffected())
+				return nil
+			})
+		}
 		if run != nil {
 			b.Queue(s.sql(`INSERT INTO _S_.runs (`+runColumns+`)
-				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19
 				WHERE EXISTS (SELECT 1 FROM _S_.threads WHERE tenant = $2 AND id = $3 AND run_id = $1)`), runArgs(run)...)
 		}
-		b.Queue(s.q.getThread, m.Tenant, m.ThreadID).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.q.getThread, tenant, thread).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&t.Owner, &t.RunID, &t.CreatedAt)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
@@ -111,7 +118,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		})
 	})
 	if c, dup := uniqueViolation(err); dup {
-		what := "message id " + m.ID
+		what := "a message id"
 		if strings.HasPrefix(c, "runs_") {
 			what = "run id " + run.ID
 		}
@@ -122,17 +129,28 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
 	switch {
-	case inserted:
+	case inserted == len(posted):
+	case inserted > 0:
+		// Every statement of the batch is guarded alike, under the lock
+		// the first took: all of them insert, or none.
+		return nil, wrap("post message", fmt.Errorf("thread %s: %d of %d messages inserted", thread, inserted, len(posted)))
 	case !found:
-		return nil, wrap("post message", fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotFound))
+		return nil, wrap("post message", fmt.Errorf("thread %s: %w", thread, store.ErrNotFound))
 	case t.Owner != params.Owner:
-		return nil, wrap("post message", fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotThreadOwner))
+		return nil, wrap("post message", fmt.Errorf("thread %s: %w", thread, store.ErrNotThreadOwner))
 	case t.RunID != "":
-		return nil, &store.ThreadBusyError{ThreadID: m.ThreadID, RunID: t.RunID}
+		return nil, &store.ThreadBusyError{ThreadID: thread, RunID: t.RunID}
 	default:
-		return nil, wrap("post message", fmt.Errorf("thread %s changed while the message was posted", m.ThreadID))
+		return nil, wrap("post message", fmt.Errorf("thread %s changed while the message was posted", thread))
 	}
-	res := &store.PostMessageResult{Thread: t, Message: mc}
+	res := &store.PostMessageResult{Thread: t}
+	for i, mc := range posted {
+		if i == len(posted)-1 && params.Message != nil {
+			res.Message = mc
+		} else {
+			res.Results = append(res.Results, mc)
+		}
+	}
 	if run != nil {
 		s.runs.put(run)
 		res.Run = run
@@ -155,7 +173,7 @@ func toolCallsJSON(m *store.Message) (*string, error) {
 	}
 	out := make([]toolCall, len(m.ToolCalls))
 	for i, c := range m.ToolCalls {
-		out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input}
+		out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: c.Client}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -170,6 +188,7 @@ type toolCall struct {
 	ID     string          `json:"id"`
 	Action string          `json:"action"`
 	Input  json.RawMessage `json:"input"`
+	Client bool            `json:"client,omitempty"`
 }
 
 func decodeToolCalls(b []byte) ([]store.ToolCall, error) {
@@ -182,7 +201,7 @@ func decodeToolCalls(b []byte) ([]store.ToolCall, error) {
 	}
 	out := make([]store.ToolCall, len(calls))
 	for i, c := range calls {
-		out[i] = store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input}
+		out[i] = store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: c.Client}
 	}
 	return out, nil
 }
@@ -203,8 +222,16 @@ func runArgs(r *store.Run) []any {
 	if l := r.Lease; l != nil {
 		owner, token, gen, exp = &l.Owner, &l.Token, &l.Generation, &l.ExpiresAt
 	}
+	// Valid JSON, or nil: EncodeClientTools marshals strings and
+	// RawMessages that came from a JSON document.
+	tools, _ := store.EncodeClientTools(r.ClientTools)
+	var clientTools *string
+	if tools != nil {
+		text := string(tools)
+		clientTools = &text
+	}
 	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, roles, string(r.Status), ids, r.Awaiting, r.Steps, r.Error,
-		owner, token, gen, exp, r.Version, r.StartedAt, r.UpdatedAt, r.EndedAt}
+		owner, token, gen, exp, r.Version, r.StartedAt, r.UpdatedAt, r.EndedAt, clientTools}
 }
 
 func scanRun(row pgx.Row) (*store.Run, error) {
@@ -214,10 +241,15 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 		owner, token *string
 		gen          *int64
 		exp, ended   *time.Time
+		tools        []byte
 	)
 	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &r.Roles, &status, &r.ProposalIDs, &r.Awaiting, &r.Steps, &r.Error,
-		&owner, &token, &gen, &exp, &r.Version, &r.StartedAt, &r.UpdatedAt, &ended); err != nil {
+		&owner, &token, &gen, &exp, &r.Version, &r.StartedAt, &r.UpdatedAt, &ended, &tools); err != nil {
 		return nil, err
+	}
+	var err error
+	if r.ClientTools, err = store.DecodeClientTools(tools); err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	r.Status = store.RunStatus(status)
 	if len(r.ProposalIDs) == 0 {

@@ -19,7 +19,7 @@ import (
 // changes.
 
 const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, awaiting, steps, error,
-	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at`
+	lease_owner, lease_token, lease_generation, lease_expires_at, version, started_at, updated_at, ended_at, client_tools`
 
 const getRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
 
@@ -32,14 +32,14 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	if err := store.ValidatePostMessageParams(params); err != nil {
 		return nil, fmt.Errorf("sqlitestore: post message: %w", err)
 	}
-	m := params.Message
+	tenant, thread := params.Thread()
 	var res *store.PostMessageResult
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		res = &store.PostMessageResult{}
-		t, err := getThread(ctx, tx, m.Tenant, m.ThreadID)
+		t, err := getThread(ctx, tx, tenant, thread)
 		switch {
 		case errors.Is(err, store.ErrNotFound) && !params.Decision:
-			t = &store.Thread{Tenant: m.Tenant, ID: m.ThreadID, Owner: params.Owner, CreatedAt: now}
+			t = &store.Thread{Tenant: tenant, ID: thread, Owner: params.Owner, CreatedAt: now}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO threads (tenant, id, owner, run_id, created_at) VALUES (?, ?, ?, '', ?)`,
 				t.Tenant, t.ID, t.Owner, now.UnixNano()); err != nil {
 				return err
@@ -47,14 +47,21 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		case err != nil:
 			return err
 		case !params.Decision && t.Owner != params.Owner:
-			return fmt.Errorf("thread %s: %w", m.ThreadID, store.ErrNotThreadOwner)
+			return fmt.Errorf("thread %s: %w", thread, store.ErrNotThreadOwner)
 		case !params.Decision && t.RunID != "":
-			return &store.ThreadBusyError{ThreadID: m.ThreadID, RunID: t.RunID}
+			return &store.ThreadBusyError{ThreadID: thread, RunID: t.RunID}
 		}
-		mc := m.Clone()
-		mc.CreatedAt = now
-		if err := insertMessage(ctx, tx, mc); err != nil {
-			return err
+		for _, m := range params.Posted() {
+			mc := m.Clone()
+			mc.CreatedAt = now
+			if err := insertMessage(ctx, tx, mc); err != nil {
+				return err
+			}
+			if m == params.Message {
+				res.Message = mc
+			} else {
+				res.Results = append(res.Results, mc)
+			}
 		}
 		if params.Run != nil {
 			r := store.NewRun(params, now)
@@ -70,7 +77,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 			t.RunID = r.ID
 			res.Run = r
 		}
-		res.Thread, res.Message = t, mc
+		res.Thread = t
 		return nil
 	})
 	if err != nil {
@@ -105,12 +112,13 @@ type toolCall struct {
 	ID     string          `json:"id"`
 	Action string          `json:"action"`
 	Input  json.RawMessage `json:"input"`
+	Client bool            `json:"client,omitempty"`
 }
 
 func encodeToolCalls(calls []store.ToolCall) []toolCall {
 	out := make([]toolCall, len(calls))
 	for i, c := range calls {
-		out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input}
+		out[i] = toolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: c.Client}
 	}
 	return out
 }
@@ -125,7 +133,7 @@ func decodeToolCalls(text sql.NullString) ([]store.ToolCall, error) {
 	}
 	out := make([]store.ToolCall, len(calls))
 	for i, c := range calls {
-		out[i] = store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input}
+		out[i] = store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: c.Client}
 	}
 	return out, nil
 }
@@ -135,7 +143,7 @@ func insertRun(ctx context.Context, tx *wtx, r *store.Run) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("%w: run id %s is taken", store.ErrInvalidParams, r.ID)
 	}
@@ -164,8 +172,16 @@ func runArgs(r *store.Run) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	tools, err := store.EncodeClientTools(r.ClientTools)
+	if err != nil {
+		return nil, err
+	}
+	var clientTools any
+	if tools != nil {
+		clientTools = string(tools)
+	}
 	return []any{r.ID, r.Tenant, r.ThreadID, r.Agent, string(roles), string(r.Status), string(ids), r.Awaiting, r.Steps, r.Error,
-		owner, token, gen, exp, r.Version, r.StartedAt.UnixNano(), r.UpdatedAt.UnixNano(), ended}, nil
+		owner, token, gen, exp, r.Version, r.StartedAt.UnixNano(), r.UpdatedAt.UnixNano(), ended, clientTools}, nil
 }
 
 func nonNil(ids []string) []string {
@@ -182,14 +198,21 @@ func scanRun(row rowScanner) (*store.Run, error) {
 	var (
 		status, ids, roles sql.NullString
 		owner, token       sql.NullString
+		tools              sql.NullString
 		gen, exp, ended    sql.NullInt64
 		started, updated   int64
 	)
 	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Agent, &roles, &status, &ids, &r.Awaiting, &r.Steps, &r.Error,
-		&owner, &token, &gen, &exp, &r.Version, &started, &updated, &ended); err != nil {
+		&owner, &token, &gen, &exp, &r.Version, &started, &updated, &ended, &tools); err != nil {
 		return nil, err
 	}
 	r.Status = store.RunStatus(status.String)
+	if tools.Valid {
+		var err error
+		if r.ClientTools, err = store.DecodeClientTools([]byte(tools.String)); err != nil {
+			return nil, fmt.Errorf("run %s: %w", r.ID, err)
+		}
+	}
 	if err := json.Unmarshal([]byte(ids.String), &r.ProposalIDs); err != nil {
 		return nil, fmt.Errorf("run %s: proposal ids: %w", r.ID, err)
 	}

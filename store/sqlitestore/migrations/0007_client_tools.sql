@@ -1,0 +1,5 @@
+-- 0007_client_tools: the tools a run's caller executes (AG-UI's input
+-- tools), JSON [{name, description, parameters}], NULL when none. Which
+-- calls of an assistant message are the caller's is a "client" flag in
+-- messages.tool_calls' JSON, which needs no column.
+ALTER TABLE runs ADD COLUMN client_tools TEXT;
