@@ -25,6 +25,8 @@ func TestPendingClientCalls(t *testing.T) {
 		{"answered", []*store.Message{user, calls("r1", client("c1"), client("c2")), answer("c2")}, []string{"c1"}},
 		{"over two steps of one run", []*store.Message{user, calls("r1", client("c1")), calls("r1", client("c2"))}, []string{"c1", "c2"}},
 		{"a user message moves on", []*store.Message{user, calls("r1", client("c1")), user}, nil},
+		{"a text decision does not", []*store.Message{user, calls("r1", client("c1")), {Role: store.RoleUser, Text: "yes", Decision: true}}, []string{"c1"}},
+		{"an admitted outcome does not", []*store.Message{user, calls("r1", client("c1")), {Role: store.RoleAssistant, Text: "refunded"}}, []string{"c1"}},
 		{"a later run moves on", []*store.Message{user, calls("r1", client("c1")), calls("r2", client("c3"))}, []string{"c3"}},
 		{"an answer to another call", []*store.Message{user, calls("r1", client("c1")), answer("c9")}, []string{"c1"}},
 	} {

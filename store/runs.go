@@ -294,16 +294,20 @@ func ValidatePostMessageParams(p *PostMessageParams) error {
 // run left to its caller (AG-UI's pendingToolCallIds), and what a posted
 // result may answer. msgs are the thread's messages, oldest first. A user
 // message, or an assistant message of a later run, leaves earlier calls
-// unanswered for good: the conversation moved on.
+// unanswered for good: the conversation moved on. A text decision does not
+// (it answered an approval, not the agent), nor does an admitted outcome.
 func PendingClientCalls(msgs []*Message) []ToolCall {
 	var pending []ToolCall
 	run := ""
 	for _, m := range msgs {
 		switch m.Role {
 		case RoleUser:
-			pending = nil
+			if !m.Decision {
+				pending = nil
+			}
 		case RoleAssistant:
-			if m.RunID != run {
+			// An admitted outcome (no run's) is news, not a new turn.
+			if m.RunID != "" && m.RunID != run {
 				pending, run = nil, m.RunID
 			}
 			for _, c := range m.ToolCalls {

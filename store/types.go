@@ -326,6 +326,10 @@ type Message struct {
 	Text     string
 	// Sender is the actor who wrote a user message.
 	Sender string
+	// Decision marks a user message that was a text decision: addressed
+	// to the approval it decided, not to the agent, so a model is not
+	// shown it (PostMessageParams.Decision sets it).
+	Decision bool
 	// RunID is the run that wrote an assistant or tool message.
 	RunID string
 	// ToolCalls are the tools an assistant message called.

@@ -59,7 +59,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	}
 	for _, m := range posted {
 		mc := m.Clone()
-		mc.CreatedAt = now
+		mc.CreatedAt, mc.Decision = now, params.Decision
 		s.messageIDs[mc.ID] = true
 		s.messages[tk] = append(s.messages[tk], mc)
 		if m == params.Message {

@@ -23,7 +23,7 @@ var applied = map[string]string{
 	"0003_sessions.sql":         "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
 	"0004_rule_fingerprint.sql": "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
 	"0005_runs.sql":             "3df5cefb15c2bc91b0bdc8b5439d1fcedfba557b74816000da08d6f1f64c67ce",
-	"0006_client_tools.sql":     "a5d4faf83d015dab52566324f5364b8f97f0a2fa20688d15a8c7845908763d08",
+	"0006_client_tools.sql":     "5e06ce525ef6dd1f60790d1611213674b8b5a695b308fcd1a69f866b8777c7c2",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

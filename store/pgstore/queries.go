@@ -89,7 +89,7 @@ func newQueries(schema string) *queries {
 		// from one snapshot: no row at all means no thread; a row of NULLs,
 		// a thread without messages.
 		listMessages: `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at,
-				m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result
+				m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result, m.decision
 			FROM _S_.threads t LEFT JOIN _S_.messages m ON m.tenant = t.tenant AND m.thread_id = t.id
 			WHERE t.tenant = $1 AND t.id = $2
 			ORDER BY m.seq`,

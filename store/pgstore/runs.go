@@ -44,8 +44,8 @@ func (s *Store) sql(query string) string { return qualify(s.q.schema, query) }
 // run starting at the same moment is either seen or waits for this) or
 // 'decision' (the thread exists). Parameters 1–12: the message's columns.
 const postMessageSQL = `INSERT INTO _S_.messages
-	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, NULL, $12
+	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at, decision)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, NULL, $12, $13 = 'decision'
 	WHERE EXISTS (SELECT 1 FROM _S_.threads t WHERE t.tenant = $2 AND t.id = $3 AND (
 		($13 = 'run' AND t.run_id = $14) OR
 		($13 = 'free' AND t.owner = $15 AND t.run_id = '') OR
@@ -63,7 +63,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	calls := map[string]*string{}
 	for _, m := range params.Posted() {
 		mc := m.Clone()
-		mc.CreatedAt = now
+		mc.CreatedAt, mc.Decision = now, params.Decision
 		c, err := toolCallsJSON(mc)
 		if err != nil {
 			return nil, wrap("post message", err)

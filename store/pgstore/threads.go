@@ -80,8 +80,9 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			created                  *time.Time
 			sender, run, callID      *string
 			calls, result            []byte
+			decision                 *bool
 		)
-		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result); err != nil {
+		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result, &decision); err != nil {
 			return nil, wrap("list messages", err)
 		}
 		if id == nil {
@@ -90,7 +91,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 		m := &store.Message{
 			ID: *id, Tenant: params.Tenant, ThreadID: params.ThreadID, Role: *role,
 			Text: *text, ProposalID: *proposal, CreatedAt: created.UTC(),
-			Sender: *sender, RunID: *run, ToolCallID: *callID, Result: result,
+			Sender: *sender, RunID: *run, ToolCallID: *callID, Result: result, Decision: decision != nil && *decision,
 		}
 		if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
 			return nil, wrap("list messages", fmt.Errorf("message %s: %w", m.ID, err))

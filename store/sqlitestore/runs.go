@@ -24,8 +24,8 @@ const runColumns = `id, tenant, thread_id, agent, roles, status, proposal_ids, a
 const getRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
 
 const insertMessageSQL = `INSERT INTO messages
-	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`
+	(id, tenant, thread_id, role, text, sender, run_id, tool_calls, tool_call_id, result, proposal_id, outcome, created_at, decision)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`
 
 // PostMessage implements store.Store.
 func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams) (*store.PostMessageResult, error) {
@@ -53,7 +53,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		}
 		for _, m := range params.Posted() {
 			mc := m.Clone()
-			mc.CreatedAt = now
+			mc.CreatedAt, mc.Decision = now, params.Decision
 			if err := insertMessage(ctx, tx, mc); err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ func insertMessage(ctx context.Context, tx *wtx, m *store.Message) error {
 		result = []byte(m.Result)
 	}
 	_, err := tx.ExecContext(ctx, insertMessageSQL, m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.Sender, m.RunID,
-		calls, m.ToolCallID, result, m.ProposalID, m.CreatedAt.UnixNano())
+		calls, m.ToolCallID, result, m.ProposalID, m.CreatedAt.UnixNano(), m.Decision)
 	if _, dup := uniqueViolation(err); dup {
 		return fmt.Errorf("%w: message id %s is taken", store.ErrInvalidParams, m.ID)
 	}

@@ -103,7 +103,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 	// one snapshot: no row at all means no thread; a row of NULLs, a
 	// thread without messages.
 	rows, err := s.rq.QueryContext(ctx, `SELECT m.id, m.role, m.text, m.proposal_id, m.outcome, m.created_at,
-			m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result
+			m.sender, m.run_id, m.tool_calls, m.tool_call_id, m.result, m.decision
 		FROM threads t LEFT JOIN messages m ON m.tenant = t.tenant AND m.thread_id = t.id
 		WHERE t.tenant = ? AND t.id = ?
 		ORDER BY m.seq`, params.Tenant, params.ThreadID)
@@ -124,8 +124,9 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			sender, run, callID      sql.NullString
 			calls                    sql.NullString
 			result                   []byte
+			decision                 sql.NullBool
 		)
-		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result); err != nil {
+		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result, &decision); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list messages: %w", err)
 		}
 		if !id.Valid {
@@ -134,7 +135,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 		m := &store.Message{
 			ID: id.String, Tenant: params.Tenant, ThreadID: params.ThreadID, Role: role.String,
 			Text: text.String, ProposalID: proposal.String, CreatedAt: fromNanos(created.Int64),
-			Sender: sender.String, RunID: run.String, ToolCallID: callID.String, Result: result,
+			Sender: sender.String, RunID: run.String, ToolCallID: callID.String, Result: result, Decision: decision.Bool,
 		}
 		if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, err)

@@ -98,8 +98,8 @@ func testRuns(t *testing.T, newStore Factory) {
 		dp.Decision, dp.Owner = true, ""
 		fx.mustPost(dp)
 		msgs := fx.messages("t-run")
-		if len(msgs) != 2 || msgs[1].Text != "yes" || msgs[1].Sender != approver {
-			t.Fatalf("messages %+v, want the user's and the decision", msgs)
+		if len(msgs) != 2 || msgs[1].Text != "yes" || msgs[1].Sender != approver || !msgs[1].Decision || msgs[0].Decision {
+			t.Fatalf("messages %+v, want the user's and the decision, marked", msgs)
 		}
 		got := fx.getRun(r.ID)
 		requireSameRun(t, got, r)
