@@ -47,6 +47,13 @@ type Message struct {
 	// the message is a text decision). Empty: the message is stored for an
 	// external agent to read.
 	Agent string
+	// ClientTools are tools the caller executes (clienttools.go), offered
+	// to the run's model besides the agent's actions. They need Agent.
+	ClientTools []store.ClientTool
+	// ToolResults answer the client tool calls the thread's latest run left
+	// pending; they are stored before Text, in the same write, and Text may
+	// then be empty. A message with results is never a text decision.
+	ToolResults []ToolResult
 }
 
 // MessageAnswer is what a message came to: a text decision (Decision, or
@@ -61,8 +68,11 @@ type MessageAnswer struct {
 	Pending []string
 	// Reply is the answer to a text decision, in the configured language.
 	Reply string
-	// Message is the stored message (nil for an ambiguous decision).
+	// Message is the stored message (nil for an ambiguous decision, and
+	// when only tool results were posted).
 	Message *store.Message
+	// Results are the stored tool results, in order.
+	Results []*store.Message
 	// Run is the run the message started, if any.
 	Run *store.Run
 }
@@ -81,8 +91,10 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	switch {
 	case m.Identity.Tenant == "" || m.Identity.Actor == "":
 		return nil, fmt.Errorf("%w: identity needs a tenant and an actor", ErrInvalidCall)
-	case m.Text == "" || len(m.Text) > MaxMessageText:
+	case (m.Text == "" && len(m.ToolResults) == 0) || len(m.Text) > MaxMessageText:
 		return nil, fmt.Errorf("%w: text: must be 1 to %d bytes", ErrInvalidCall, MaxMessageText)
+	case len(m.ClientTools) > 0 && m.Agent == "":
+		return nil, fmt.Errorf("%w: client tools are offered to a run: name its agent", ErrInvalidCall)
 	case !utf8.ValidString(m.Text):
 		return nil, fmt.Errorf("%w: text: must be UTF-8", ErrInvalidCall)
 	case m.ID != "" && !validID(m.ID):
@@ -95,7 +107,10 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	case err != nil:
 		return nil, err
 	}
-	if t != nil {
+	if err := e.checkClientTools(m.ClientTools); err != nil {
+		return nil, err
+	}
+	if t != nil && len(m.ToolResults) == 0 {
 		ans, err := e.textDecision(ctx, m, t)
 		if ans != nil || err != nil {
 			return ans, err
@@ -104,19 +119,23 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	if t != nil && !mayReadThread(m.Identity, t) {
 		return nil, &ForbiddenError{Actor: m.Identity.Actor, Reason: "only the thread's owner posts in it"}
 	}
-	params := &store.PostMessageParams{
-		Owner:   m.Identity.Actor,
-		Message: e.userMessage(m),
+	results, err := e.toolResultMessages(ctx, m, t)
+	if err != nil {
+		return nil, err
+	}
+	params := &store.PostMessageParams{Owner: m.Identity.Actor, Results: results}
+	if m.Text != "" {
+		params.Message = e.userMessage(m)
 	}
 	if m.Agent != "" {
-		params.Run = &store.Run{ID: "run_" + newID(), Agent: m.Agent, Roles: m.Identity.Roles}
+		params.Run = &store.Run{ID: "run_" + newID(), Agent: m.Agent, Roles: m.Identity.Roles, ClientTools: m.ClientTools}
 		params.LeaseOwner, params.LeaseDuration = e.owner, e.lease
 	}
 	res, err := e.store.PostMessage(ctx, params)
 	if err != nil {
 		return nil, e.conversationError(m.ThreadID, err)
 	}
-	return &MessageAnswer{Thread: res.Thread, Message: res.Message, Run: res.Run}, nil
+	return &MessageAnswer{Thread: res.Thread, Message: res.Message, Results: res.Results, Run: res.Run}, nil
 }
 
 func (e *Engine) userMessage(m *Message) *store.Message {

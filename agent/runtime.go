@@ -165,13 +165,19 @@ func (d *drive) step(ctx context.Context) error {
 	if !ok {
 		return d.fail(ctx, fmt.Sprintf("agent %q is not configured", d.run.Agent))
 	}
-	if calls := unanswered(st.Messages, d.run.ID); len(calls) > 0 {
-		return d.answer(ctx, st, calls)
+	calls, client := unanswered(st.Messages, d.run.ID)
+	switch {
+	case len(calls) > 0:
+		return d.answer(ctx, st, calls, len(client) > 0)
+	case len(client) > 0:
+		// Only the caller's calls are left: the run ends with them
+		// pending, and their results come with the thread's next message.
+		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
 	}
 	if d.run.Steps >= a.Steps() {
 		return d.fail(ctx, fmt.Sprintf("the agent made %d model calls, its max_steps", a.Steps()))
 	}
-	req := &Request{Instructions: a.Instructions, Messages: conversation(st.Messages), Tools: d.rt.tools(a)}
+	req := &Request{Instructions: a.Instructions, Messages: conversation(st.Messages), Tools: append(d.rt.tools(a), clientTools(d.run)...)}
 	reply, err := a.Model.Generate(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -183,13 +189,17 @@ func (d *drive) step(ctx context.Context) error {
 	for _, t := range req.Tools {
 		offered[t.Name] = true
 	}
+	isClient := map[string]bool{}
+	for _, t := range d.run.ClientTools {
+		isClient[t.Name] = true
+	}
 	msg := &store.Message{ID: "msg_" + randomID(), Role: store.RoleAssistant, Text: reply.Text}
 	for _, c := range reply.ToolCalls {
 		if !offered[c.Action] || c.ID == "" {
 			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
 				Error: fmt.Sprintf("model: a tool call of %q (id %q), which was not offered", c.Action, c.ID)})
 		}
-		msg.ToolCalls = append(msg.ToolCalls, store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input})
+		msg.ToolCalls = append(msg.ToolCalls, store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: isClient[c.Action]})
 	}
 	p := &store.UpdateRunParams{Steps: 1, Messages: []*store.Message{msg}}
 	if len(msg.ToolCalls) == 0 {
@@ -198,11 +208,26 @@ func (d *drive) step(ctx context.Context) error {
 	return d.update(ctx, p)
 }
 
+// clientTools are the tools the run's caller executes, as its model is
+// offered them.
+func clientTools(r *store.Run) []Tool {
+	out := make([]Tool, 0, len(r.ClientTools))
+	for _, t := range r.ClientTools {
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return out
+}
+
 // answer makes the calls the model asked for and records each result; a
 // wait-mode call still waiting for a human parks the run, an independent
-// one ends the turn once every call is answered.
-func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []store.ToolCall) error {
-	endTurn := false
+// one ends the turn once every call is answered, as calls left to the
+// caller (clientLeft) do.
+func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []store.ToolCall, clientLeft bool) error {
+	endTurn := clientLeft
 	for _, c := range calls {
 		res, err := d.rt.engine.Call(ctx, &countersign.Call{
 			Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.run.ID + "/" + c.ID,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -87,8 +88,9 @@ func (o *ToolOutput) line(action string) string {
 }
 
 // unanswered returns the tool calls of the run's last assistant message
-// that no tool message of the run answers yet.
-func unanswered(msgs []*store.Message, runID string) []store.ToolCall {
+// that no tool message of the run answers yet: the engine's to make, and
+// the client's (store.ToolCall.Client), left to the run's caller.
+func unanswered(msgs []*store.Message, runID string) (calls, client []store.ToolCall) {
 	last := -1
 	for i, m := range msgs {
 		if m.RunID == runID && m.Role == store.RoleAssistant {
@@ -96,7 +98,7 @@ func unanswered(msgs []*store.Message, runID string) []store.ToolCall {
 		}
 	}
 	if last < 0 {
-		return nil
+		return nil, nil
 	}
 	answered := map[string]bool{}
 	for _, m := range msgs[last+1:] {
@@ -104,13 +106,16 @@ func unanswered(msgs []*store.Message, runID string) []store.ToolCall {
 			answered[m.ToolCallID] = true
 		}
 	}
-	var out []store.ToolCall
 	for _, c := range msgs[last].ToolCalls {
-		if !answered[c.ID] {
-			out = append(out, c)
+		switch {
+		case answered[c.ID]:
+		case c.Client:
+			client = append(client, c)
+		default:
+			calls = append(calls, c)
 		}
 	}
-	return out
+	return calls, client
 }
 
 // evidenceFor is the confirmation id the thread last got for action: a
@@ -134,23 +139,69 @@ func evidenceFor(msgs []*store.Message, action string) string {
 	return evidence
 }
 
-// conversation is the thread as a model reads it.
+// noResult is the result a model reads for a call nothing answered: a
+// client tool whose caller moved on without its result, a call whose run
+// was cancelled while it waited.
+var noResult = json.RawMessage(`{"status":"no_result","error":"no result was recorded for this call"}`)
+
+// conversation is the thread as a model reads it. A text decision is not
+// shown: it answered the approval, and the model reads what came of it in
+// the call's result. Every tool call is followed by its results before any
+// other message, as the providers require: a message that is not a run's
+// turn (an admitted outcome) waits until the calls it came between are
+// answered, and where nothing answered a call (a cancelled run's, a
+// client's the caller moved on from) noResult does once the conversation
+// moves on (a user's message, a run's).
 func conversation(msgs []*store.Message) []Message {
 	out := make([]Message, 0, len(msgs))
+	var (
+		open     []ToolCall // the last assistant message's calls without a result yet
+		deferred []Message  // what came while they were open
+	)
+	flush := func() {
+		out = append(out, deferred...)
+		deferred = nil
+	}
+	moveOn := func() {
+		for _, c := range open {
+			out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Result: noResult, Summary: c.Action + ": no result"})
+		}
+		open = nil
+		flush()
+	}
 	for _, m := range msgs {
 		switch m.Role {
 		case store.RoleUser:
+			if m.Decision {
+				continue
+			}
+			moveOn()
 			out = append(out, Message{Role: RoleUser, Text: m.Text})
 		case store.RoleAssistant:
 			am := Message{Role: RoleAssistant, Text: m.Text}
 			for _, c := range m.ToolCalls {
 				am.ToolCalls = append(am.ToolCalls, ToolCall{ID: c.ID, Action: c.Action, Input: c.Input})
 			}
+			if m.RunID == "" && len(open) > 0 {
+				deferred = append(deferred, am)
+				continue
+			}
+			moveOn()
 			out = append(out, am)
+			open = slices.Clone(am.ToolCalls)
 		case store.RoleTool:
+			i := slices.IndexFunc(open, func(c ToolCall) bool { return c.ID == m.ToolCallID })
+			if i < 0 {
+				continue // answers no call it could follow: a provider would refuse it
+			}
+			open = slices.Delete(open, i, i+1)
 			out = append(out, Message{Role: RoleTool, ToolCallID: m.ToolCallID, Result: m.Result, Summary: m.Text})
+			if len(open) == 0 {
+				flush()
+			}
 		}
 	}
+	moveOn()
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -42,11 +43,22 @@ type aguiResume struct {
 }
 
 // aguiMessage is what the endpoint reads of an input message: its id, its
-// role and, for a user message, its text (a string, or text parts).
+// role, for a user message its text (a string, or text parts), and for a
+// tool message the call it answers and its result or error.
 type aguiMessage struct {
-	ID      string          `json:"id"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	ID         string          `json:"id"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"toolCallId"`
+	Error      string          `json:"error"`
+}
+
+// aguiTool is a tool of the input: one the front end executes (AG-UI's
+// Tool: name, description, parameters).
+type aguiTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
 }
 
 // text is a user message's content as text: the string, or its text parts
@@ -111,16 +123,18 @@ func (s *Server) handleAGUI(w http.ResponseWriter, r *http.Request, id countersi
 	if len(in.Resume) > 0 {
 		return s.aguiResume(ctx, w, r, ew, started, id, &in, fail)
 	}
-	msg, err := s.newUserMessage(ctx, id, &in)
+	m, err := s.newInput(ctx, id, &in)
 	if err != nil {
 		return fail("INVALID_INPUT", err.Error())
 	}
-	if msg == nil {
-		return fail("INVALID_INPUT", "the input holds no user message the thread does not have yet")
-	}
-	ans, err := s.engine.PostMessage(ctx, &countersign.Message{Identity: id, ThreadID: in.ThreadID, ID: msg.ID, Text: msg.text(), Agent: agentName})
+	m.Identity, m.ThreadID, m.Agent = id, in.ThreadID, agentName
+	ans, err := s.engine.PostMessage(ctx, m)
 	if err != nil {
-		return fail(aguiErrorCode(err), err.Error())
+		code := aguiErrorCode(err)
+		if code == CodeInvalidBody {
+			code = "INVALID_INPUT"
+		}
+		return fail(code, err.Error())
 	}
 	if ans.IsDecision() {
 		return s.aguiDecisionRun(ew, started, &in, ans)
@@ -131,9 +145,12 @@ func (s *Server) handleAGUI(w http.ResponseWriter, r *http.Request, id countersi
 	return s.streamRunAs(w, r, id, ans.Run, in.ThreadID, in.RunID, nil)
 }
 
-// newUserMessage is the input's last user message whose id the thread does
-// not hold yet, or nil.
-func (s *Server) newUserMessage(ctx context.Context, id countersign.Identity, in *aguiInput) (*aguiMessage, error) {
+// newInput is what the input brings the thread: the tool messages whose
+// ids the thread does not hold yet (the results of the client tools the
+// last run called, in order) and the last user message it does not hold,
+// with the input's tools as the run's client tools. The engine checks that
+// the results answer calls it waits for.
+func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *aguiInput) (*countersign.Message, error) {
 	held := map[string]bool{}
 	if v, err := s.engine.Thread(ctx, id, in.ThreadID); err == nil {
 		for _, m := range v.Messages {
@@ -142,19 +159,48 @@ func (s *Server) newUserMessage(ctx context.Context, id countersign.Identity, in
 	} else if !errors.Is(err, countersign.ErrNotFound) {
 		return nil, err
 	}
-	for i := len(in.Messages) - 1; i >= 0; i-- {
+	out := &countersign.Message{}
+	var user *aguiMessage
+	for i, raw := range in.Messages {
 		var m aguiMessage
-		if err := json.Unmarshal(in.Messages[i], &m); err != nil {
-			return nil, errors.New("messages: each message is an object with an id and a role")
+		if err := json.Unmarshal(raw, &m); err != nil || m.ID == "" || m.Role == "" {
+			return nil, fmt.Errorf("messages[%d]: each message is an object with an id and a role", i)
 		}
-		if m.Role == "user" && m.ID != "" && !held[m.ID] {
-			if m.text() == "" {
-				return nil, errors.New("the newest user message has no text")
+		if held[m.ID] {
+			continue
+		}
+		switch m.Role {
+		case "user":
+			user = &m
+		case "tool":
+			var content string
+			if err := json.Unmarshal(m.Content, &content); err != nil || m.ToolCallID == "" {
+				return nil, fmt.Errorf("messages[%d]: a tool message has a toolCallId and a string content", i)
 			}
-			return &m, nil
+			out.ToolResults = append(out.ToolResults, countersign.ToolResult{ID: m.ID, ToolCallID: m.ToolCallID, Content: content, Error: m.Error})
 		}
 	}
-	return nil, nil
+	if user != nil {
+		if out.Text = user.text(); out.Text == "" {
+			return nil, errors.New("the newest user message has no text")
+		}
+		out.ID = user.ID
+	}
+	if user == nil && len(out.ToolResults) == 0 {
+		return nil, errors.New("the input holds no user message, nor tool result, the thread does not have yet")
+	}
+	for i, raw := range in.Tools {
+		var t aguiTool
+		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
+			return nil, fmt.Errorf("tools[%d]: a tool is an object with a name, a description and parameters", i)
+		}
+		params := t.Parameters
+		if string(params) == "null" {
+			params = nil
+		}
+		out.ClientTools = append(out.ClientTools, store.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	return out, nil
 }
 
 // aguiDecisionRun answers a text decision as a short run: RUN_STARTED, the

@@ -34,6 +34,8 @@ func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 			model, err := scripted.New(scripted.Config{Rules: []scripted.Rule{
 				{Match: `(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)`, Say: "I'll ask for that refund.",
 					Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},
+				{Match: `(?i)weather in (?P<city>\w+)`, Say: "Let me look.",
+					Call: &scripted.Call{Action: "get_weather", Input: `{"city": "{city}"}`}},
 				{Match: `.*`, Say: "I can refund payments."},
 			}, AfterTool: "Done: {summary}"})
 			if err != nil {
@@ -56,7 +58,14 @@ func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 // against AG-UI's ordering rules.
 func (h *harness) runAGUI(token string, input map[string]any) []event.Event {
 	h.t.Helper()
-	resp := h.must(200, req{method: "POST", path: "/v1/agui", token: token, body: input})
+	return h.aguiStream(req{method: "POST", path: "/v1/agui", token: token, body: input})
+}
+
+// aguiStream is runAGUI for any request (one the OpenAPI document does not
+// allow, marked invalid).
+func (h *harness) aguiStream(r req) []event.Event {
+	h.t.Helper()
+	resp := h.must(200, r)
 	if ct := resp.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		h.t.Fatalf("Content-Type %q", ct)
 	}

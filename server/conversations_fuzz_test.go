@@ -57,6 +57,10 @@ func FuzzAGUIInput(f *testing.F) {
 		`{"threadId":"t1","runId":"r5","messages":[{"id":"m3","role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"x","description":"y"}]}`,
 		`{"threadId":"t1","runId":"r6","messages":[{"role":"user"}]}`, `{"threadId":"","runId":""}`, `{"messages":1}`,
 		`{"threadId":"t1","runId":"r7","messages":[{"id":"m4","role":"user","content":7}]}`, `[]`, ``, `null`,
+		`{"threadId":"t2","runId":"r8","messages":[{"id":"m5","role":"user","content":"weather in Lisbon"}],"tools":[{"name":"get_weather","description":"w","parameters":{"type":"object"}}]}`,
+		`{"threadId":"t2","runId":"r9","messages":[{"id":"m6","role":"tool","toolCallId":"call_1","content":"sunny"}],"tools":[]}`,
+		`{"threadId":"t2","runId":"r10","messages":[{"id":"m7","role":"tool","toolCallId":"call_1","content":"x","error":"denied"},{"id":"m8","role":"user","content":"and?"}]}`,
+		`{"threadId":"t2","runId":"r11","messages":[{"id":"m9","role":"user","content":"hi"}],"tools":[{"name":"a","parameters":null},{"name":"a"}]}`,
 	} {
 		f.Add(byte(0), []byte(seed))
 	}

@@ -123,10 +123,10 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 		}
 		rs.skipToInterrupt(st.Messages, follow)
 	}
-	// flush writes what the run wrote since, and reports the run once it
-	// has stopped where a stream ends (when following: ended, or parked on
-	// another interrupt).
-	flush := func() (*store.Run, error) {
+	// flush writes what the run wrote since, and reports the run's state
+	// once it has stopped where a stream ends (when following: ended, or
+	// parked on another interrupt).
+	flush := func() (*countersign.RunState, error) {
 		st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
 		if err != nil {
 			return nil, err
@@ -136,7 +136,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 		}
 		r := st.Run
 		if follow != nil && (r.Status.Ended() || (r.Status == store.RunParked && r.Awaiting != follow.Awaiting)) {
-			return r, nil
+			return st, nil
 		}
 		return nil, nil
 	}
@@ -145,8 +145,10 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	poll := time.NewTicker(100 * time.Millisecond) // changes other processes make
 	defer poll.Stop()
 	deadline := time.After(maxRunDrive)
-	end := func(final *store.Run) error {
-		if _, err := flush(); err != nil {
+	// end writes what the run wrote last and the event that ends the
+	// stream, from final, the run's state as it stopped.
+	end := func(final *countersign.RunState) error {
+		if err := rs.messages(final.Messages, run.ID); err != nil {
 			return nil
 		}
 		e := s.runEnd(ctx, id, final, rs)
@@ -172,13 +174,20 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 		case <-r.Context().Done():
 			return nil
 		case final := <-done:
-			return end(final)
+			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
+			if err != nil {
+				return nil
+			}
+			// The run as this process left it, though another may have
+			// taken it on since.
+			st.Run = final
+			return end(st)
 		case <-deadline:
 			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
 			if err != nil {
 				return nil
 			}
-			return end(st.Run)
+			return end(st)
 		}
 		final, err := flush()
 		if err != nil {
@@ -213,11 +222,18 @@ func (rs *runStream) skipToInterrupt(msgs []*store.Message, run *store.Run) {
 	}
 }
 
-// runEnd is the event that ends a run's stream.
-func (s *Server) runEnd(ctx context.Context, id countersign.Identity, run *store.Run, rs *runStream) event.Event {
+// runEnd is the event that ends a run's stream, from the run's state as it
+// stopped. A run that finished with client tool calls left to its caller
+// names them (pendingToolCallIds).
+func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *countersign.RunState, rs *runStream) event.Event {
+	run := st.Run
 	switch run.Status {
 	case store.RunFinished:
-		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Outcome: &event.Outcome{Type: event.OutcomeSuccess}, Timestamp: now()}
+		out := &event.Outcome{Type: event.OutcomeSuccess}
+		for _, c := range st.PendingClientCalls() {
+			out.PendingToolCallIDs = append(out.PendingToolCallIDs, c.ID)
+		}
+		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Outcome: out, Timestamp: now()}
 	case store.RunCancelled:
 		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Outcome: &event.Outcome{Type: event.OutcomeCancelled}, Timestamp: now()}
 	case store.RunParked:

@@ -792,9 +792,15 @@ export interface components {
             messages: {
                 [key: string]: unknown;
             }[];
-            tools?: {
+            /** @description Tools the front end executes: offered to the model besides the agent's actions; a call of one ends the run with outcome.pendingToolCallIds, and its result comes back as a tool message of the next input. */
+            tools?: ({
+                name: string;
+                description?: string;
+                /** @description The JSON Schema of the tool's arguments, an object. */
+                parameters?: unknown;
+            } & {
                 [key: string]: unknown;
-            }[];
+            })[];
             context?: {
                 [key: string]: unknown;
             }[];
