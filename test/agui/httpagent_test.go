@@ -53,10 +53,18 @@ func TestHttpAgent(t *testing.T) {
 }
 
 // wantExecutions is how often the node tests (httpagent.test.mjs) expect
-// the backend to execute each customer's refund: once for the refunds
-// approved by resume and by "yes". The rejected and cancelled ones never
-// ran.
-var wantExecutions = map[string]int{"c_approved": 1, "c_yes": 1}
+// the backend to execute each customer's refund: once for each approval
+// that stands, whether it came by resume, by "yes", or over the API before
+// a resume of either verdict (run already gone on, or not). The other
+// customers' refunds were rejected or cancelled, and never ran.
+var wantExecutions = map[string]int{
+	"c_approved":              1,
+	"c_yes":                   1,
+	"c_api_approve_went_same": 1,
+	"c_api_approve_went_opp":  1,
+	"c_api_approve_now_same":  1,
+	"c_api_approve_now_opp":   1,
+}
 
 // nodeSummary finds the counts node --test's TAP reporter ends with.
 var nodeSummary = regexp.MustCompile(`(?m)^# (pass|fail|skipped|todo|cancelled) ([0-9]+)$`)
