@@ -2,11 +2,12 @@
 // server the Go test started (COUNTERSIGN_URL), with its refund backend at
 // COUNTERSIGN_BACKEND_URL (GET /count?customer=… is how often it executed
 // that customer's refund); the same server's HTTP API decides proposals
-// elsewhere and shows proposals and runs. Every event is checked twice: by
-// the client itself (runAgent enforces the schemas and verifies the event
-// order, and rejects when a stream breaks them) and against @ag-ui/core's
-// EventSchemas as it came off the wire. Any "[ag-ui]" warning (an unknown
-// property stripped, a stream transformed) is a failure too.
+// elsewhere and shows proposals and runs. Every event is checked twice,
+// RUN_ERROR streams included: by the client itself (runAgent enforces the
+// schemas and verifies the event order, and rejects when a stream breaks
+// them) and against @ag-ui/core's EventSchemas as it came off the wire.
+// Any "[ag-ui]" warning (an unknown property stripped, a stream
+// transformed) is a failure too.
 import { test, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { HttpAgent } from "@ag-ui/client";
@@ -79,6 +80,20 @@ async function run(a, params) {
   assert.equal(last.threadId, a.threadId);
   assert.equal(last.runId, params.runId);
   return wire;
+}
+
+// refused is capture for a run the server refuses once the stream is
+// open: RUN_STARTED, then RUN_ERROR with code, and nothing else. runAgent
+// resolves on a RUN_ERROR (it is an event, not a failure of the stream),
+// and the client keeps the interrupts it held.
+async function refused(a, params, code) {
+  const held = a.pendingInterrupts.map((i) => i.id);
+  const wire = await capture(a, params);
+  assert.deepEqual(wire.map((e) => e.type), [EventType.RUN_STARTED, EventType.RUN_ERROR], JSON.stringify(wire));
+  assert.equal(wire[1].code, code, `RUN_ERROR ${JSON.stringify(wire[1])}`);
+  assert.ok(wire[1].message, "a RUN_ERROR says why");
+  assert.deepEqual(a.pendingInterrupts.map((i) => i.id), held, "the client dropped or gained interrupts on a RUN_ERROR");
+  return wire[1];
 }
 
 async function executions(customer) {
@@ -250,6 +265,40 @@ test("a proposal decided over the API meanwhile: the resume carries the decision
       assert.equal(await executions(customer), approved ? 1 : 0);
     });
   }
+});
+
+test("an expired interrupt: a resolved resume is RUN_ERROR INTERRUPT_EXPIRED, a cancelled one goes on", async () => {
+  const { a, interrupt, toolCallId } = await interrupted("th_expired", "c_expired", {
+    action: "payments.quickrefund",
+    text: "quick refund 40 EUR to c_expired",
+  });
+  // The quick refund's rule has a two-second ttl: wait for its expiry.
+  await until(async () => {
+    const { status, body } = await api("GET", `/v1/proposals/${interrupt.id}?wait_seconds=10`);
+    assert.equal(status, 200, JSON.stringify(body));
+    return body.status === "expired";
+  });
+  const resolved = (approved) => ({ interruptId: interrupt.id, status: "resolved", payload: { approved } });
+  // The client that holds the interrupt knows its expiresAt and refuses a
+  // resolved resume itself, sending nothing.
+  a.wire = [];
+  await assert.rejects(a.runAgent({ runId: "th_expired_r2", resume: [resolved(true)] }), /expired at .* can no longer be answered/);
+  assert.deepEqual(a.wire, [], "the client sent the resume of an expired interrupt");
+  assert.deepEqual(warnings, []);
+  // Another front end on the thread, which does not hold it, sends it:
+  // the server refuses it, approval or rejection.
+  const other = agent("th_expired");
+  await refused(other, { runId: "th_expired_r3", resume: [resolved(true)] }, "INTERRUPT_EXPIRED");
+  await refused(other, { runId: "th_expired_r4", resume: [resolved(false)] }, "INTERRUPT_EXPIRED");
+  // A cancelled resume is taken: the continuation says it expired.
+  const events = await resumed(a, interrupt, toolCallId, { status: "cancelled" }, "th_expired_r5");
+  const result = JSON.parse(events[1].content);
+  assert.equal(result.status, "expired", events[1].content);
+  assert.equal(result.executed, false);
+  const after = await proposal(interrupt.id);
+  assert.equal(after.status, "expired");
+  assert.deepEqual(after.decisions, []);
+  assert.equal(await executions("c_expired"), 0);
 });
 
 // sse is a fetch answering with the given events as an SSE stream.

@@ -56,7 +56,7 @@ func TestHttpAgent(t *testing.T) {
 // the backend to execute each customer's refund: once for each approval
 // that stands, whether it came by resume, by "yes", or over the API before
 // a resume of either verdict (run already gone on, or not). The other
-// customers' refunds were rejected or cancelled, and never ran.
+// customers' refunds were rejected, cancelled or expired, and never ran.
 var wantExecutions = map[string]int{
 	"c_approved":              1,
 	"c_yes":                   1,
@@ -132,9 +132,13 @@ func postgresStore(t *testing.T) string {
 }
 
 // writeConfig writes the server's configuration on store: alice's key,
-// refunds asking the requester (so the thread's owner approves their own,
-// as AG-UI lets only the owner run on a thread) and waiting, the refund
-// executing at backend, and a scripted default agent that calls it.
+// the refund actions executing at backend, and a scripted default agent
+// calling each. Refunds ask the requester (so the thread's owner approves
+// their own, as AG-UI lets only the owner run on a thread) and wait; by its
+// exact name, which beats the glob, a quick refund's proposal expires in
+// two seconds. The scripted model answers with its first rule whose
+// pattern matches, so the quick refund's rule comes before the plain
+// refund's, whose pattern it matches too.
 func writeConfig(t *testing.T, store, backend string) string {
 	t.Helper()
 	tmp := t.TempDir()
@@ -147,12 +151,16 @@ worker: {poll_interval: 100ms, lease: 5s}
 policy:
   rules:
     - {match: "payments.*", effect: ask, approvers: ["requester"], mode: wait}
+    - {match: "payments.quickrefund", effect: ask, approvers: ["requester"], mode: wait, ttl: 2s}
 actions:
   - name: payments.refund
-    input_schema: {type: object, required: [amount, customer], additionalProperties: false,
-                   properties: {amount: {type: number, exclusiveMinimum: 0}, customer: {type: string}}}
+    input_schema: %[3]s
     confirmation: {title: "Refund {amount} to {customer}", verb: Refund}
-    execute: {url: %s/execute, timeout: 5s}
+    execute: {url: %[2]s/execute, timeout: 5s}
+  - name: payments.quickrefund
+    input_schema: %[3]s
+    confirmation: {title: "Quick refund {amount} to {customer}", verb: Refund}
+    execute: {url: %[2]s/execute, timeout: 5s}
 default_agent: support
 agents:
   - name: support
@@ -160,19 +168,26 @@ agents:
     model:
       provider: scripted
       rules:
+        - match: '(?i)^quick refund (?P<amount>\d+) .*to (?P<customer>\w+)'
+          say: "I'll ask for that quick refund."
+          call: {action: payments.quickrefund, input: '{"amount": {amount}, "customer": "{customer}"}'}
         - match: '(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)'
           say: "I'll ask for that refund."
           call: {action: payments.refund, input: '{"amount": {amount}, "customer": "{customer}"}'}
         - match: '.*'
           say: "I can refund payments."
       after_tool: "Done: {summary}"
-`, store, backend)
+`, store, backend, refundSchema)
 	path := filepath.Join(tmp, "countersign.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
+
+// refundSchema is the input schema of every refund action.
+const refundSchema = `{type: object, required: [amount, customer], additionalProperties: false,
+                   properties: {amount: {type: number, exclusiveMinimum: 0}, customer: {type: string}}}`
 
 // webhookSecretEnv is the server's webhook secret, in the variable the
 // configuration names; the test backend does not check the signatures (it
