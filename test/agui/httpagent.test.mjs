@@ -32,10 +32,10 @@ afterEach(() => {
   console.warn = warn;
 });
 
-// agent is an HttpAgent on the thread as alice, its first message text
-// (none when text is undefined), with a middleware (the client's own hook)
-// recording in wire the events as they came off the wire, before the
-// client's checks.
+// agent is an HttpAgent on the thread as alice (unless config's headers
+// name another key), its first message text (none when text is
+// undefined), with a middleware (the client's own hook) recording in wire
+// the events as they came off the wire, before the client's checks.
 function agent(threadId, text, config = {}) {
   const a = new HttpAgent({
     url: `${server}/v1/agui`,
@@ -299,6 +299,35 @@ test("an expired interrupt: a resolved resume is RUN_ERROR INTERRUPT_EXPIRED, a 
   assert.equal(after.status, "expired");
   assert.deepEqual(after.decisions, []);
   assert.equal(await executions("c_expired"), 0);
+});
+
+test("a resume by an owner who may not decide, or by another actor, is RUN_ERROR FORBIDDEN and decides nothing", async () => {
+  const { a, interrupt } = await interrupted("th_finance", "c_finance", {
+    action: "payments.bigrefund",
+    text: "big refund 40 EUR to c_finance",
+  });
+  assert.deepEqual(interrupt.metadata.proposal.approvers, ["role:finance"]);
+  // alice owns the thread but is not in finance: no verdict of hers is
+  // taken, a cancellation (a rejection) neither.
+  for (const [i, entry] of [
+    { status: "resolved", payload: { approved: true } },
+    { status: "resolved", payload: { approved: false, reason: "not mine to decide" } },
+    { status: "cancelled" },
+  ].entries()) {
+    await refused(a, { runId: `th_finance_r${i + 2}`, resume: [{ interruptId: interrupt.id, ...entry }] }, "FORBIDDEN");
+  }
+  // bob is in finance and may decide the proposal, but the thread is
+  // alice's: only its owner runs on it, resumes included.
+  const bob = agent("th_finance", undefined, { headers: { Authorization: "Bearer key_bob" } });
+  const resume = [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }];
+  await refused(bob, { runId: "th_finance_bob", resume }, "FORBIDDEN");
+  const after = await proposal(interrupt.id);
+  assert.equal(after.status, "pending");
+  assert.deepEqual(after.decisions, []);
+  const r = await runOf(after);
+  assert.equal(r.status, "parked");
+  assert.deepEqual(r.proposal_ids, [interrupt.id]);
+  assert.equal(await executions("c_finance"), 0);
 });
 
 // sse is a fetch answering with the given events as an SSE stream.

@@ -56,7 +56,8 @@ func TestHttpAgent(t *testing.T) {
 // the backend to execute each customer's refund: once for each approval
 // that stands, whether it came by resume, by "yes", or over the API before
 // a resume of either verdict (run already gone on, or not). The other
-// customers' refunds were rejected, cancelled or expired, and never ran.
+// customers' refunds were rejected, cancelled, expired or are still
+// pending, and never ran.
 var wantExecutions = map[string]int{
 	"c_approved":              1,
 	"c_yes":                   1,
@@ -131,14 +132,15 @@ func postgresStore(t *testing.T) string {
 	return u.String()
 }
 
-// writeConfig writes the server's configuration on store: alice's key,
-// the refund actions executing at backend, and a scripted default agent
-// calling each. Refunds ask the requester (so the thread's owner approves
-// their own, as AG-UI lets only the owner run on a thread) and wait; by its
-// exact name, which beats the glob, a quick refund's proposal expires in
-// two seconds. The scripted model answers with its first rule whose
-// pattern matches, so the quick refund's rule comes before the plain
-// refund's, whose pattern it matches too.
+// writeConfig writes the server's configuration on store: alice's and
+// bob's keys (bob is in finance), the refund actions executing at backend,
+// and a scripted default agent calling each. Refunds ask the requester (so
+// the thread's owner approves their own, as AG-UI lets only the owner run
+// on a thread) and wait; by their exact names, which beat the glob, a
+// quick refund's proposal expires in two seconds and a big refund asks
+// finance, which alice is not in. The scripted model answers with its
+// first rule whose pattern matches, so the quick and big refunds' rules
+// come before the plain refund's, whose pattern they match too.
 func writeConfig(t *testing.T, store, backend string) string {
 	t.Helper()
 	tmp := t.TempDir()
@@ -146,12 +148,14 @@ func writeConfig(t *testing.T, store, backend string) string {
 auth:
   api_keys:
     - {key: key_alice, tenant: acme, actor: alice, roles: [agent]}
+    - {key: key_bob, tenant: acme, actor: bob, roles: [finance]}
 webhook_secret_env: AGUI_E2E_WEBHOOK_SECRET
 worker: {poll_interval: 100ms, lease: 5s}
 policy:
   rules:
     - {match: "payments.*", effect: ask, approvers: ["requester"], mode: wait}
     - {match: "payments.quickrefund", effect: ask, approvers: ["requester"], mode: wait, ttl: 2s}
+    - {match: "payments.bigrefund", effect: ask, approvers: ["role:finance"], mode: wait}
 actions:
   - name: payments.refund
     input_schema: %[3]s
@@ -160,6 +164,10 @@ actions:
   - name: payments.quickrefund
     input_schema: %[3]s
     confirmation: {title: "Quick refund {amount} to {customer}", verb: Refund}
+    execute: {url: %[2]s/execute, timeout: 5s}
+  - name: payments.bigrefund
+    input_schema: %[3]s
+    confirmation: {title: "Big refund {amount} to {customer}", verb: Refund}
     execute: {url: %[2]s/execute, timeout: 5s}
 default_agent: support
 agents:
@@ -171,6 +179,9 @@ agents:
         - match: '(?i)^quick refund (?P<amount>\d+) .*to (?P<customer>\w+)'
           say: "I'll ask for that quick refund."
           call: {action: payments.quickrefund, input: '{"amount": {amount}, "customer": "{customer}"}'}
+        - match: '(?i)^big refund (?P<amount>\d+) .*to (?P<customer>\w+)'
+          say: "I'll ask finance for that refund."
+          call: {action: payments.bigrefund, input: '{"amount": {amount}, "customer": "{customer}"}'}
         - match: '(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)'
           say: "I'll ask for that refund."
           call: {action: payments.refund, input: '{"amount": {amount}, "customer": "{customer}"}'}
