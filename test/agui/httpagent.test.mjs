@@ -330,6 +330,44 @@ test("a resume by an owner who may not decide, or by another actor, is RUN_ERROR
   assert.equal(await executions("c_finance"), 0);
 });
 
+test("a resume with a bad payload, or of an interrupt not the thread's, is RUN_ERROR INVALID_RESUME and decides nothing", async () => {
+  const { a, interrupt, toolCallId } = await interrupted("th_invalid", "c_invalid");
+  const elsewhere = (await interrupted("th_invalid_other", "c_invalid_other")).interrupt;
+  const bad = {
+    "no payload": {},
+    "a null payload": { payload: null },
+    "a payload that is not an object": { payload: true },
+    "no approved": { payload: { reason: "ok" } },
+    "approved not a boolean": { payload: { approved: "yes" } },
+    "a remember scope that does not exist": { payload: { approved: true, remember: "forever" } },
+    "a field outside the responseSchema": { payload: { approved: true, tip: 5 } },
+  };
+  for (const [i, [name, entry]] of Object.entries(bad).entries()) {
+    const resume = [{ interruptId: interrupt.id, status: "resolved", ...entry }];
+    const e = await refused(a, { runId: `th_invalid_bad${i}`, resume }, "INVALID_RESUME");
+    assert.match(e.message, /payload/, name);
+  }
+  // Another front end on the thread (it holds no interrupt, so the
+  // client sends what it is given) resumes an interrupt that does not
+  // exist, and one of another thread of alice's.
+  const other = agent("th_invalid");
+  for (const [i, id] of ["prp_00000000000000000000000000000000", elsewhere.id].entries()) {
+    const resume = [{ interruptId: id, status: "resolved", payload: { approved: true } }];
+    const e = await refused(other, { runId: `th_invalid_foreign${i}`, resume }, "INVALID_RESUME");
+    assert.match(e.message, /not one of this thread's/);
+  }
+  for (const id of [interrupt.id, elsewhere.id]) {
+    const p = await proposal(id);
+    assert.equal(p.status, "pending", id);
+    assert.deepEqual(p.decisions, [], id);
+  }
+  assert.equal(await executions("c_invalid"), 0);
+  // The interrupt still takes a good resume.
+  await resumed(a, interrupt, toolCallId, { status: "resolved", payload: { approved: true } }, "th_invalid_good");
+  assert.equal(await executions("c_invalid"), 1);
+  assert.equal(await executions("c_invalid_other"), 0);
+});
+
 // sse is a fetch answering with the given events as an SSE stream.
 function sse(events) {
   return async () =>

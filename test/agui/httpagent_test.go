@@ -54,10 +54,10 @@ func TestHttpAgent(t *testing.T) {
 
 // wantExecutions is how often the node tests (httpagent.test.mjs) expect
 // the backend to execute each customer's refund: once for each approval
-// that stands, whether it came by resume, by "yes", or over the API before
-// a resume of either verdict (run already gone on, or not). The other
-// customers' refunds were rejected, cancelled, expired or are still
-// pending, and never ran.
+// that stands, whether it came by resume, by "yes", over the API before a
+// resume of either verdict (run already gone on, or not), or by a resume
+// after bad ones were refused. The other customers' refunds were rejected,
+// cancelled, expired or are still pending, and never ran.
 var wantExecutions = map[string]int{
 	"c_approved":              1,
 	"c_yes":                   1,
@@ -65,6 +65,7 @@ var wantExecutions = map[string]int{
 	"c_api_approve_went_opp":  1,
 	"c_api_approve_now_same":  1,
 	"c_api_approve_now_opp":   1,
+	"c_invalid":               1,
 }
 
 // nodeSummary finds the counts node --test's TAP reporter ends with.
