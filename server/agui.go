@@ -231,24 +231,31 @@ func (s *Server) aguiDecisionRun(ew *event.Writer, started *event.RunStarted, in
 
 // aguiResume takes the input's resumes as decisions by the caller (via
 // "agui"), then streams the parked run's continuation from its interrupt
-// on, whoever drives it.
+// on, whoever drives it. Every entry is checked before any is decided, so
+// a malformed resume decides nothing. A proposal decided elsewhere
+// meanwhile keeps the decision that stands, even when the caller could not
+// have made it: the resume then only asks for the continuation.
 func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.Request, ew *event.Writer, started *event.RunStarted,
 	id countersign.Identity, in *aguiInput, fail func(code, message string) error) error {
-	t, err := s.engine.Thread(ctx, id, in.ThreadID)
-	if err != nil {
+	if _, err := s.engine.Thread(ctx, id, in.ThreadID); err != nil {
 		return fail(aguiErrorCode(err), err.Error())
 	}
-	var run *store.Run
+	type entry struct {
+		p        *store.Proposal
+		d        *countersign.Decision
+		resolved bool
+	}
+	entries := make([]entry, 0, len(in.Resume))
+	runID := ""
 	for _, res := range in.Resume {
 		p, err := s.engine.Proposal(ctx, id, res.InterruptID)
-		if err != nil || p.ThreadID != in.ThreadID {
+		if err != nil || p.ThreadID != in.ThreadID || p.RunID == "" {
 			return fail("INVALID_RESUME", "interrupt "+res.InterruptID+" is not one of this thread's")
 		}
-		for _, rr := range t.Runs {
-			if rr.Awaiting == p.ID || (run == nil && containsString(rr.ProposalIDs, p.ID)) {
-				run = rr
-			}
+		if runID != "" && p.RunID != runID {
+			return fail("INVALID_RESUME", "the interrupts of one resume are one run's")
 		}
+		runID = p.RunID
 		d := &countersign.Decision{Identity: id, ProposalID: p.ID, Via: countersign.ViaAGUI}
 		switch res.Status {
 		case "cancelled":
@@ -268,21 +275,32 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 		default:
 			return fail("INVALID_RESUME", "status: want resolved or cancelled")
 		}
-		dr, err := s.engine.Decide(ctx, d)
+		entries = append(entries, entry{p: p, d: d, resolved: res.Status == "resolved"})
+	}
+	// The run the interrupts are of, however many runs the thread has had
+	// since.
+	run, err := s.engine.Run(ctx, id, in.ThreadID, runID)
+	if err != nil {
+		return fail("INVALID_RESUME", "no run of this thread waits on these interrupts")
+	}
+	for _, e := range entries {
+		dr, err := s.engine.Decide(ctx, e.d)
+		var forbidden *countersign.ForbiddenError
 		switch {
+		case errors.As(err, &forbidden) && s.decidedAlready(ctx, id, e.p.ID):
+			// Decided by someone who may: the continuation is the caller's
+			// to see, though the decision was not theirs to make.
+			continue
 		case err != nil:
 			return fail(aguiErrorCode(err), err.Error())
-		case dr.Status == countersign.DecideExpired && res.Status == "resolved":
+		case dr.Status == countersign.DecideExpired && e.resolved:
 			// The engine judges the deadline by its clock; a cancelled
 			// resume of an expired interrupt is taken (the run goes on with
 			// the expiry).
-			return fail("INTERRUPT_EXPIRED", "interrupt "+p.ID+" expired at "+p.ExpiresAt.UTC().Format(time.RFC3339))
+			return fail("INTERRUPT_EXPIRED", "interrupt "+e.p.ID+" expired at "+e.p.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		// Unchanged or conflict: the decision that stands is the one the
 		// run goes on with.
-	}
-	if run == nil {
-		return fail("INVALID_RESUME", "no run of this thread waits on these interrupts")
 	}
 	// Followed from the last interrupt the input resumes.
 	follow := run.Clone()
@@ -290,13 +308,10 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 	return s.streamRunAs(w, r, id, nil, in.ThreadID, in.RunID, follow)
 }
 
-func containsString(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
+// decidedAlready reports whether a proposal is past pending.
+func (s *Server) decidedAlready(ctx context.Context, id countersign.Identity, proposalID string) bool {
+	p, err := s.engine.Proposal(ctx, id, proposalID)
+	return err == nil && p.Status != store.StatusPending
 }
 
 // aguiErrorCode is the RUN_ERROR code of an engine error.

@@ -28,12 +28,15 @@ func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 		engine: func(o *countersign.Options) {
 			o.Policy = &countersign.Policy{Rules: []countersign.Rule{
 				{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"requester"}},
+				// A memo is bob's (finance) to approve, not its requester's.
+				{Match: "memo.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}},
 			}}
 		},
 		server: func(o *Options) {
 			model, err := scripted.New(scripted.Config{Rules: []scripted.Rule{
 				{Match: `(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)`, Say: "I'll ask for that refund.",
 					Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},
+				{Match: `(?i)^memo (?P<text>\w+)`, Call: &scripted.Call{Action: "memo.write", Input: `{"text": "{text}"}`}},
 				{Match: `(?i)weather in (?P<city>\w+)`, Say: "Let me look.",
 					Call: &scripted.Call{Action: "get_weather", Input: `{"city": "{city}"}`}},
 				{Match: `.*`, Say: "I can refund payments."},
