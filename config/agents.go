@@ -219,6 +219,7 @@ func (d *decoder) scriptedRule(path string, n *yaml.Node) scripted.Rule {
 			call := &scripted.Call{}
 			d.mapping(p, v, []key{
 				{"action", text(d, &call.Action)},
+				{"client_tool", text(d, &call.ClientTool)},
 				{"input", func(p string, v *yaml.Node) {
 					if v.Kind == yaml.MappingNode {
 						// The template is JSON text with {name} placeholders,
@@ -355,7 +356,7 @@ func (v *validator) scripted(path string, a *AgentSpec, actions []Action) {
 	offers := (&agent.Agent{Actions: a.Actions}).Offers
 	for i, r := range a.Model.Scripted.Rules {
 		if r.Call == nil || r.Call.Action == "" {
-			continue
+			continue // none, or a client tool: the caller offers it, or the run fails saying so
 		}
 		p := item(path+".rules", i) + ".call.action"
 		switch name := r.Call.Action; {

@@ -38,7 +38,7 @@ func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 					Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},
 				{Match: `(?i)^memo (?P<text>\w+)`, Call: &scripted.Call{Action: "memo.write", Input: `{"text": "{text}"}`}},
 				{Match: `(?i)weather in (?P<city>\w+)`, Say: "Let me look.",
-					Call: &scripted.Call{Action: "get_weather", Input: `{"city": "{city}"}`}},
+					Call: &scripted.Call{ClientTool: "get_weather", Input: `{"city": "{city}"}`}},
 				{Match: `.*`, Say: "I can refund payments."},
 			}, AfterTool: "Done: {summary}"})
 			if err != nil {

@@ -36,10 +36,18 @@ type Rule struct {
 	Call *Call `yaml:"call,omitempty" json:"call,omitempty"`
 }
 
+// clientToolName is what a caller's tool may be named (the engine's rule).
+var clientToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // Call is the tool call a rule makes.
 type Call struct {
-	// Action is the engine action to call, like "payments.refund". Required.
+	// Action is the engine action to call, like "payments.refund".
 	Action string `yaml:"action" json:"action"`
+	// ClientTool, instead of Action, names a tool the run's caller offers
+	// (AG-UI's input tools, like "get_weather"): the model calls it when the
+	// caller offered it, and fails the run when not. Exactly one of Action
+	// and ClientTool is set.
+	ClientTool string `yaml:"client_tool,omitempty" json:"client_tool,omitempty"`
 	// Input is the call's input: a JSON object text in which each {name} is
 	// replaced by the text of Match's group of that name, escaped as the
 	// inside of a JSON string. Inside quotes ("{customer}") any text stays
@@ -68,6 +76,7 @@ type rule struct {
 	match  *regexp.Regexp
 	say    string
 	action string         // "" without a call
+	client bool           // action names a tool the caller offers
 	input  *inputTemplate // nil without a call
 }
 
@@ -99,14 +108,22 @@ func compile(cfg Config) ([]rule, error) {
 		}
 		c := rule{name: name, match: re, say: r.Say}
 		if r.Call != nil {
-			if r.Call.Action == "" {
-				bad(".call.action", "missing")
+			switch {
+			case r.Call.Action == "" && r.Call.ClientTool == "":
+				bad(".call.action", "missing (or client_tool, for a tool the caller offers)")
+			case r.Call.Action != "" && r.Call.ClientTool != "":
+				bad(".call", "action and client_tool both set: a call is one or the other")
+			case r.Call.ClientTool != "" && !clientToolName.MatchString(r.Call.ClientTool):
+				bad(".call.client_tool", "%q: want 1 to 64 of [A-Za-z0-9_-], as a caller's tool is named", r.Call.ClientTool)
 			}
 			input, err := parseInput(r.Call.Input, re)
 			if err != nil {
 				bad(".call.input", "%v", err)
 			}
-			c.action, c.input = r.Call.Action, input
+			c.action, c.client, c.input = r.Call.Action, r.Call.ClientTool != "", input
+			if c.client {
+				c.action = r.Call.ClientTool
+			}
 		}
 		rules = append(rules, c)
 	}

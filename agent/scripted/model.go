@@ -82,7 +82,10 @@ func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Reply,
 		if r.input == nil {
 			return reply, nil
 		}
-		if !offered(req.Tools, r.action) {
+		switch {
+		case r.client && !offered(req.Tools, r.action):
+			return nil, fmt.Errorf("scripted: %s: client tool %q is not among the tools the run's caller offers", r.name, r.action)
+		case !offered(req.Tools, r.action):
 			return nil, fmt.Errorf("scripted: %s: action %q is not offered to the model (the policy denies it or it is not configured)", r.name, r.action)
 		}
 		input, err := object(r.input.render(func(groups []int) string {

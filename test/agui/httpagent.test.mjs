@@ -368,6 +368,37 @@ test("a resume with a bad payload, or of an interrupt not the thread's, is RUN_E
   assert.equal(await executions("c_invalid_other"), 0);
 });
 
+test("a client tool: its call ends the run pending, and its result starts the next run", async () => {
+  const tools = [{
+    name: "get_weather",
+    description: "The weather in a city, from the browser.",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  }];
+  const a = agent("th_client_tool", "weather in Lisbon");
+  const first = await run(a, { runId: "th_client_tool_r1", tools });
+  const start = first.find((e) => e.type === EventType.TOOL_CALL_START);
+  assert.ok(start, "no TOOL_CALL_START");
+  assert.equal(start.toolCallName, "get_weather");
+  const args = first.filter((e) => e.type === EventType.TOOL_CALL_ARGS && e.toolCallId === start.toolCallId).map((e) => e.delta).join("");
+  assert.deepEqual(JSON.parse(args), { city: "Lisbon" });
+  assert.equal(first.some((e) => e.type === EventType.TOOL_CALL_RESULT), false, "the server made the client's call");
+  assert.deepEqual(first.at(-1).outcome, { type: "success", pendingToolCallIds: [start.toolCallId] });
+  // The client holds the assistant's call in its history, and runs it.
+  const call = a.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === start.toolCallId);
+  assert.ok(call, `the client's history lacks the call: ${JSON.stringify(a.messages)}`);
+  a.addMessage({ id: "msg_th_client_tool_result", role: "tool", toolCallId: start.toolCallId, content: "sunny, 21 °C" });
+  const second = await run(a, { runId: "th_client_tool_r2", tools });
+  assert.equal(text(second), "Done: sunny, 21 °C");
+  assert.deepEqual(second.at(-1).outcome ?? { type: "success" }, { type: "success" });
+  // The thread holds the result, as alice's.
+  const thread = await api("GET", "/v1/threads/th_client_tool");
+  assert.equal(thread.status, 200);
+  const stored = thread.body.messages.find((m) => m.id === "msg_th_client_tool_result");
+  assert.ok(stored, `the thread lacks the result: ${JSON.stringify(thread.body.messages)}`);
+  // Sending the same history again brings nothing new.
+  await refused(a, { runId: "th_client_tool_r3", tools }, "INVALID_INPUT");
+});
+
 // sse is a fetch answering with the given events as an SSE stream.
 function sse(events) {
   return async () =>

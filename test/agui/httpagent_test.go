@@ -186,6 +186,9 @@ agents:
         - match: '(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)'
           say: "I'll ask for that refund."
           call: {action: payments.refund, input: '{"amount": {amount}, "customer": "{customer}"}'}
+        - match: '(?i)^weather in (?P<city>\w+)'
+          say: "Let me look."
+          call: {client_tool: get_weather, input: '{"city": "{city}"}'}
         - match: '.*'
           say: "I can refund payments."
       after_tool: "Done: {summary}"
@@ -295,8 +298,11 @@ func startServer(t *testing.T, bin, config string) string {
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// done is closed once the process exited, with its error in waitErr:
+	// both the wait for it to listen and the cleanup read it.
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -313,9 +319,9 @@ func startServer(t *testing.T, bin, config string) string {
 	select {
 	case base := <-found:
 		return base
-	case err := <-done:
+	case <-done:
 		<-read
-		t.Fatalf("countersign serve exited before listening: %v\n%s", err, logs.String())
+		t.Fatalf("countersign serve exited before listening: %v\n%s", waitErr, logs.String())
 	case <-time.After(time.Minute):
 		t.Fatal("countersign serve did not say where it listens")
 	}
