@@ -32,6 +32,13 @@ func testClientTools(t *testing.T, newStore Factory) {
 			fx.t.Fatal(err)
 		}
 	}
+	// started starts a run offered the client tools on a new thread.
+	started := func(fx *fixture, th, text string) *store.Run {
+		fx.t.Helper()
+		run := newRun()
+		run.ClientTools = weather
+		return fx.post(th, requester, text, run).Run
+	}
 	result := func(th, callID, content string) *store.Message {
 		return &store.Message{ID: uniqueID("msg"), Tenant: tenant, ThreadID: th, Role: store.RoleTool, ToolCallID: callID,
 			Result: json.RawMessage(content), Text: "sunny", Sender: requester}
@@ -40,9 +47,7 @@ func testClientTools(t *testing.T, newStore Factory) {
 	t.Run("RunKeepsItsClientTools", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
-		run := newRun()
-		run.ClientTools = weather
-		r := fx.post("t-ct", requester, "weather?", run).Run
+		r := started(fx, "t-ct", "weather?")
 		for name, got := range map[string]*store.Run{"posted": r, "read": fx.getRun(r.ID)} {
 			if len(got.ClientTools) != 2 || got.ClientTools[0].Name != "get_weather" || got.ClientTools[0].Description != "The weather in a city." ||
 				!jsonEqual(got.ClientTools[0].Parameters, weather[0].Parameters) || got.ClientTools[1].Name != "confirm_address" ||
@@ -69,9 +74,7 @@ func testClientTools(t *testing.T, newStore Factory) {
 	t.Run("ResultsBeforeTheMessage", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
-		run := newRun()
-		run.ClientTools = weather
-		r := fx.post("t-res", requester, "weather in Lisbon?", run).Run
+		r := started(fx, "t-res", "weather in Lisbon?")
 		callClient(fx, r, "call_w")
 		msgs := fx.messages("t-res")
 		a := msgs[1]
@@ -103,9 +106,7 @@ func testClientTools(t *testing.T, newStore Factory) {
 	t.Run("ResultsAlone", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
-		run := newRun()
-		run.ClientTools = weather
-		r := fx.post("t-alone", requester, "weather?", run).Run
+		r := started(fx, "t-alone", "weather?")
 		callClient(fx, r, "call_a")
 		p := fx.postParams("t-alone", requester, "", newRun())
 		p.Message = nil
@@ -125,9 +126,7 @@ func testClientTools(t *testing.T, newStore Factory) {
 	t.Run("ResultsRefusedWithTheirMessage", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
-		run := newRun()
-		run.ClientTools = weather
-		r := fx.post("t-busy", requester, "weather?", run).Run
+		r := started(fx, "t-busy", "weather?")
 		// While the run holds the thread, or from someone else, nothing
 		// of the post is stored.
 		p := fx.postParams("t-busy", requester, "more", nil)
