@@ -1,34 +1,19 @@
 package aguitest
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/internal/nodetest"
-	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/servetest"
 )
-
-// The node tools run without touching the network; npm ci alone reaches
-// the registry, and only when node_modules is not what package-lock.json
-// pins.
-var quietEnv = nodetest.QuietEnv
-
-var listening = regexp.MustCompile(`countersign listening on (http://127\.0\.0\.1:[0-9]+)`)
 
 // TestHttpAgent runs the node tests (npm test: node --test) against
 // `countersign serve` on each store, SQLite and PostgreSQL, one binary
@@ -36,13 +21,13 @@ var listening = regexp.MustCompile(`countersign listening on (http://127\.0\.0\.
 // the refunds its node tests approved.
 func TestHttpAgent(t *testing.T) {
 	dir := needNode(t)
-	bin := buildServer(t)
+	bin := servetest.Build(t)
 	for _, tc := range []struct {
 		name  string
 		store func(t *testing.T) string
 	}{
-		{"SQLite", sqliteStore},
-		{"PostgreSQL", postgresStore},
+		{"SQLite", func(t *testing.T) string { return servetest.SQLiteStore(t) }},
+		{"PostgreSQL", func(t *testing.T) string { return servetest.PostgresStore(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each store has its own server, backend and counts.
@@ -68,69 +53,19 @@ var wantExecutions = map[string]int{
 	"c_invalid":               1,
 }
 
-// nodeSummary finds the counts node --test's TAP reporter ends with.
-var nodeSummary = regexp.MustCompile(`(?m)^# (pass|fail|skipped|todo|cancelled) ([0-9]+)$`)
-
 // runNodeTests serves bin on store, runs npm test in dir against it and
 // checks the backend's executions.
 func runNodeTests(t *testing.T, dir, bin, store string) {
 	backend := &refundBackend{execs: map[string]int{}}
 	ts := httptest.NewServer(backend)
 	defer ts.Close()
-	base := startServer(t, bin, writeConfig(t, store, ts.URL))
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "test")
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), quietEnv...), "COUNTERSIGN_URL="+base, "COUNTERSIGN_BACKEND_URL="+ts.URL)
-	// npm starts node as its child: on the deadline the whole group is
-	// killed, so that a hung node test cannot keep the output open.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm test: %v\n%s", err, out)
-	}
-	counts := map[string]string{}
-	for _, m := range nodeSummary.FindAllStringSubmatch(string(out), -1) {
-		counts[m[1]] = m[2]
-	}
-	if counts["fail"] != "0" || counts["skipped"] != "0" || counts["todo"] != "0" || counts["cancelled"] != "0" ||
-		counts["pass"] == "" || counts["pass"] == "0" {
-		t.Fatalf("npm test passed with failures, skips or no tests (%v):\n%s", counts, out)
-	}
-	t.Logf("npm test: %s node tests pass\n%s", counts["pass"], out)
+	base := servetest.Start(t, bin, writeConfig(t, store, ts.URL), webhookSecretEnv)
+	servetest.NPMTest(t, dir, 3*time.Minute, "COUNTERSIGN_URL="+base, "COUNTERSIGN_BACKEND_URL="+ts.URL)
 	backend.mu.Lock()
 	defer backend.mu.Unlock()
 	if fmt.Sprint(backend.execs) != fmt.Sprint(wantExecutions) {
 		t.Fatalf("executions by customer %v, want %v", backend.execs, wantExecutions)
 	}
-}
-
-// sqliteStore is a store setting for a new SQLite file of t's own.
-func sqliteStore(t *testing.T) string {
-	return "sqlite:" + filepath.Join(t.TempDir(), "countersign.db")
-}
-
-// postgresStore is a store setting for the test server (pgtest) on a
-// schema of t's own, dropped when t ends, after the server stopped (that
-// cleanup is registered later, so it runs first). pgtest's DSN sets
-// search_path to the schema, but the store names its schema in every
-// statement, so the URL's schema parameter, which serve takes out and
-// gives the store, is what puts the tables there. The pool is sized for a
-// test (pgtest.PoolDSN). Without a reachable PostgreSQL t skips, except in
-// CI, where it fails (pgtest.NewSchema).
-func postgresStore(t *testing.T) string {
-	dsn, schema := pgtest.NewSchema(t)
-	u, err := url.Parse(pgtest.PoolDSN(dsn))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Fatalf("%s must be a postgres:// URL, the form a configuration's store takes", pgtest.EnvDSN)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // writeConfig writes the server's configuration on store: alice's and
@@ -251,79 +186,4 @@ func (b *refundBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func needNode(t *testing.T) string {
 	t.Helper()
 	return nodetest.Need(t, ".", "this test runs the AG-UI HttpAgent node tests")
-}
-
-// buildServer builds cmd/countersign once for every subtest.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "countersign")
-	build := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/countersign")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/countersign: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startServer serves bin with the configuration at config, and returns
-// its URL once it listens. The test's cleanup stops it with SIGTERM.
-func startServer(t *testing.T, bin, config string) string {
-	t.Helper()
-	tmp := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", config)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), webhookSecretEnv)
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
-	found := make(chan string, 1)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	// done is closed once the process exited, with its error in waitErr:
-	// both the wait for it to listen and the cleanup read it.
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		<-read
-		if t.Failed() {
-			t.Logf("countersign serve:\n%s", logs.String())
-		}
-	})
-	select {
-	case base := <-found:
-		return base
-	case <-done:
-		<-read
-		t.Fatalf("countersign serve exited before listening: %v\n%s", waitErr, logs.String())
-	case <-time.After(time.Minute):
-		t.Fatal("countersign serve did not say where it listens")
-	}
-	return ""
 }

@@ -1,0 +1,159 @@
+// Package servetest runs the real countersign binary for end-to-end tests:
+// it builds cmd/countersign, serves it on a store of the test's own
+// (SQLite, or a PostgreSQL schema), and runs a folder's node tests against
+// it, checking node --test's summary rather than its exit status alone.
+package servetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/nodetest"
+	"github.com/countersign/countersign/internal/pgtest"
+)
+
+var listening = regexp.MustCompile(`countersign listening on (http://127\.0\.0\.1:[0-9]+)`)
+
+// Build builds cmd/countersign into t's temporary folder and returns the
+// binary's path.
+func Build(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "countersign")
+	build := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/countersign")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/countersign: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// SQLiteStore is a store setting for a new SQLite file of t's own.
+func SQLiteStore(t testing.TB) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "countersign.db")
+}
+
+// PostgresStore is a store setting for the test server (pgtest) on a
+// schema of t's own, dropped when t ends, after a server started later has
+// stopped (cleanups run last first). pgtest's DSN sets search_path to the
+// schema, but the store names its schema in every statement, so the URL's
+// schema parameter, which serve takes out and gives the store, is what
+// puts the tables there. The pool is sized for a test (pgtest.PoolDSN).
+// Without a reachable PostgreSQL t skips, except in CI, where it fails.
+func PostgresStore(t testing.TB) string {
+	dsn, schema := pgtest.NewSchema(t)
+	u, err := url.Parse(pgtest.PoolDSN(dsn))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("%s must be a postgres:// URL, the form a configuration's store takes", pgtest.EnvDSN)
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Start serves bin with the configuration at config (with env added to
+// the process's environment) and returns its URL once it listens. t's
+// cleanup stops it with SIGTERM, and logs what it printed when t failed.
+func Start(t testing.TB, bin, config string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", config)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), env...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	found := make(chan string, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	// done is closed once the process exited, with its error in waitErr:
+	// both the wait for it to listen and the cleanup read it.
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		<-read
+		if t.Failed() {
+			t.Logf("countersign serve:\n%s", logs.String())
+		}
+	})
+	select {
+	case base := <-found:
+		return base
+	case <-done:
+		<-read
+		t.Fatalf("countersign serve exited before listening: %v\n%s", waitErr, logs.String())
+	case <-time.After(time.Minute):
+		t.Fatal("countersign serve did not say where it listens")
+	}
+	return ""
+}
+
+// nodeSummary finds the counts node --test's TAP reporter ends with.
+var nodeSummary = regexp.MustCompile(`(?m)^# (pass|fail|skipped|todo|cancelled) ([0-9]+)$`)
+
+// NPMTest runs npm test (node --test) in dir with env, within timeout, and
+// fails t unless every node test passed and there was at least one: no
+// failures, skips, todos or cancellations. It returns the number passed.
+func NPMTest(t testing.TB, dir string, timeout time.Duration, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "test")
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), nodetest.QuietEnv...), env...)
+	// npm starts node as its child: on the deadline the whole group is
+	// killed, so that a hung node test cannot keep the output open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("npm test: %v\n%s", err, out)
+	}
+	counts := map[string]string{}
+	for _, m := range nodeSummary.FindAllStringSubmatch(string(out), -1) {
+		counts[m[1]] = m[2]
+	}
+	if counts["fail"] != "0" || counts["skipped"] != "0" || counts["todo"] != "0" || counts["cancelled"] != "0" ||
+		counts["pass"] == "" || counts["pass"] == "0" {
+		t.Fatalf("npm test passed with failures, skips or no tests (%v):\n%s", counts, out)
+	}
+	t.Logf("npm test: %s node tests pass\n%s", counts["pass"], out)
+	return counts["pass"]
+}
