@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -499,5 +500,40 @@ func TestOptionsValidate(t *testing.T) {
 				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A stdio upstream that dies during a call leaves that call unknown (it is
+// no idempotent tool), and is started again: the next call reaches a new
+// process.
+func TestCommandUpstreamRestarts(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{upstreams: []Upstream{
+		CommandUpstream("proc", []string{exe}, map[string]string{upstreamEnv: "1"}),
+	}})
+	c := h.connect(alice, accept(true))
+	res := h.call(c, "proc__pid", `{}`)
+	if res.IsError {
+		t.Fatalf("pid: %q", text(res))
+	}
+	first := text(res)
+	res = h.call(c, "proc__die", `{}`)
+	if sc := structured(t, res); !res.IsError || sc["status"] != "unknown" {
+		t.Fatalf("a call during which the upstream died: %q %v, want unknown", text(res), sc)
+	}
+	if p := h.proposals(alice)[0]; p.Status != store.StatusUnknown || len(p.Decisions) != 1 {
+		t.Fatalf("proposal %s: want unknown after an approval", p.Status)
+	}
+	var second string
+	h.until("a call to reach the restarted upstream", func() bool {
+		res := h.call(c, "proc__pid", `{}`)
+		second = text(res)
+		return !res.IsError
+	})
+	if second == first {
+		t.Fatalf("pid %s before and after the restart", first)
 	}
 }

@@ -189,6 +189,8 @@ type harnessOptions struct {
 	// protocol, when set, is the only MCP protocol version the gateway
 	// speaks to its clients.
 	protocol string
+	// upstreams, when set, replace the in-memory upstream "up".
+	upstreams []Upstream
 }
 
 // protocols are the two ways a gateway asks its clients: through the
@@ -211,9 +213,12 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	up := newUpstreamServer()
+	ups := o.upstreams
+	if ups == nil {
+		ups = []Upstream{{Name: "up", Transport: up.transport}}
+	}
 	gw, err := New(Options{Engine: engine, Hold: cmpOrDuration(o.hold, time.Minute), Logger: quiet(),
-		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
-		Upstreams: []Upstream{{Name: "up", Transport: up.transport}}})
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups})
 	if err != nil {
 		t.Fatal(err)
 	}
