@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/mcpgateway"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
@@ -33,7 +34,7 @@ import (
 const shutdownTimeout = 30 * time.Second
 
 func serverCommands() []*cobra.Command {
-	return []*cobra.Command{serveCmd(), workerCmd(), migrateCmd(), configCmd()}
+	return []*cobra.Command{serveCmd(), workerCmd(), migrateCmd(), configCmd(), mcpCmd()}
 }
 
 // setupFlags are the flags of the commands that run the server side.
@@ -313,6 +314,9 @@ type app struct {
 	api     *server.Server
 	handler http.Handler
 	worker  *countersign.Worker
+	// gateway is the MCP gateway, mounted at mcp.path; nil when the
+	// configuration names no MCP server.
+	gateway *mcpgateway.Gateway
 }
 
 // compose builds the surfaces on rt's engine and mounts them on one mux.
@@ -337,7 +341,20 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
-	return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+	gw, err := rt.gateway(authn)
+	if err != nil {
+		return nil, err
+	}
+	if gw == nil {
+		return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+	}
+	mcpHandler, err := gw.Handler()
+	if err != nil {
+		return nil, err
+	}
+	mux := routes(readyWithUpstreams(api.Handler(), gw), inbox.Handler())
+	mux.Handle(rt.cfg.MCP.Path, mcpHandler)
+	return &app{rt: rt, api: api, handler: mux, worker: w, gateway: gw}, nil
 }
 
 // run does the background work until ctx ends: executions, and the
@@ -355,6 +372,9 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 			log.Error("agent runtime stopped", "err", err)
 		}
 	})
+	if a.gateway != nil {
+		wg.Go(func() { _ = a.gateway.Run(ctx) })
+	}
 	wg.Wait()
 }
 
