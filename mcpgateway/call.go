@@ -163,7 +163,7 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 	c := &countersign.Call{Identity: id, ThreadID: s.thread, ToolCallID: r.toolCallID, Action: name,
 		Input: input, Mode: countersign.ModeWait, WaitTimeout: g.hold}
 	answer := approvalAnswer(req.Params)
-	if answer != nil || canElicit(req.Session) {
+	if answer != nil || canElicit(req) {
 		c.WaitTimeout = probe
 	}
 	res, err := g.engine.Call(life, c)
@@ -228,15 +228,16 @@ func answered(res *countersign.Result, err error) bool {
 	return res.Status != countersign.ResultPending
 }
 
-// canElicit reports whether the client of ss answers form elicitations.
-// A client that declares elicitation without naming a mode supports forms.
-func canElicit(ss *mcp.ServerSession) bool {
-	p := ss.InitializeParams()
-	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+// canElicit reports whether the client answers form elicitations, by the
+// capabilities the request carries (protocol 2026-07-28) or the session
+// declared at initialization. A client that declares elicitation without
+// naming a mode supports forms.
+func canElicit(req *mcp.CallToolRequest) bool {
+	c := req.ClientCapabilities()
+	if c == nil || c.Elicitation == nil {
 		return false
 	}
-	e := p.Capabilities.Elicitation
-	return e.Form != nil || e.URL == nil
+	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
 }
 
 // elicit asks the client's user to decide p with an elicitation request,
