@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
@@ -215,16 +214,4 @@ func (g *Gateway) Down() []UpstreamDown {
 type UpstreamDown struct {
 	Name   string
 	Reason string
-}
-
-// Tools lists the names of the exported tools, sorted.
-func (g *Gateway) Tools() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	names := make([]string, 0, len(g.tools))
-	for n := range g.tools {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }

@@ -227,7 +227,7 @@ func TestHoldThenApproveElsewhere(t *testing.T) {
 	}
 }
 
-func TestExpiredAndRejectedElsewhere(t *testing.T) {
+func TestRejectedElsewhere(t *testing.T) {
 	h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond})
 	c := h.connect(alice, nil)
 	res := h.call(c, "up__send_email", email)
@@ -535,5 +535,69 @@ func TestCommandUpstreamRestarts(t *testing.T) {
 	})
 	if second == first {
 		t.Fatalf("pid %s before and after the restart", first)
+	}
+}
+
+// The client is asked only when its caller may decide the proposal through
+// mcp: not under a rule whose channels leave mcp out, nor when the rule's
+// approvers are others. Those calls hold, and a decision elsewhere lets the
+// repeat run.
+func TestNotAskedWhenCallerMayNotDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rule    countersign.Rule
+		decider countersign.Identity
+	}{
+		{"channels without mcp", countersign.Rule{Match: "up__send_email", Effect: countersign.EffectAsk, Channels: []string{"web", "api"}}, alice},
+		{"another approver", countersign.Rule{Match: "up__send_email", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}, bob},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond, rules: []countersign.Rule{tc.rule}})
+			c := h.connect(alice, accept(true))
+			res := h.call(c, "up__send_email", email)
+			if sc := structured(t, res); sc["status"] != "pending" || len(c.elicitations()) != 0 {
+				t.Fatalf("result %v after %d elicitations: want pending, not asked", sc, len(c.elicitations()))
+			}
+			pid := structured(t, res)["proposal_id"].(string)
+			if _, err := h.engine.Decide(h.ctx, &countersign.Decision{Identity: tc.decider, ProposalID: pid, Verdict: countersign.Approve, Via: "api"}); err != nil {
+				t.Fatal(err)
+			}
+			res = h.call(c, "up__send_email", email)
+			if res.IsError || len(h.up.callsOf("send_email")) != 1 || len(c.elicitations()) != 0 {
+				t.Fatalf("after %s approved: %q, %d upstream calls", tc.decider.Actor, text(res), len(h.up.callsOf("send_email")))
+			}
+		})
+	}
+}
+
+// A proposal nobody decides in its rule's time ends the held call expired.
+func TestExpired(t *testing.T) {
+	h := newHarness(t, harnessOptions{hold: time.Minute, rules: []countersign.Rule{
+		{Match: "up__send_email", Effect: countersign.EffectAsk, TTL: 10 * time.Millisecond},
+	}})
+	c := h.connect(alice, nil)
+	res := h.call(c, "up__send_email", email)
+	if sc := structured(t, res); !res.IsError || sc["status"] != "expired" || !strings.Contains(text(res), "expired") {
+		t.Fatalf("result %q %v: want expired", text(res), sc)
+	}
+	if len(h.up.callsOf("send_email")) != 0 {
+		t.Fatal("an expired call ran")
+	}
+}
+
+// A tool the upstream withdraws is withdrawn from the gateway's clients.
+func TestToolRemoved(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c := h.connect(alice, nil)
+	h.up.server.RemoveTools("fails")
+	h.until("up__fails to leave the list", func() bool {
+		lr, err := c.cs.ListTools(h.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !slices.ContainsFunc(lr.Tools, func(tl *mcp.Tool) bool { return tl.Name == "up__fails" })
+	})
+	if _, err := c.cs.CallTool(h.ctx, &mcp.CallToolParams{Name: "up__fails", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a withdrawn tool can still be called")
 	}
 }

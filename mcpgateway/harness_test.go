@@ -191,6 +191,8 @@ type harnessOptions struct {
 	protocol string
 	// upstreams, when set, replace the in-memory upstream "up".
 	upstreams []Upstream
+	// rules, when set, come before testPolicy's.
+	rules []countersign.Rule
 }
 
 // protocols are the two ways a gateway asks its clients: through the
@@ -207,7 +209,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if st == nil {
 		st = memstore.New(nil)
 	}
-	engine, err := countersign.New(countersign.Options{Store: st, Policy: testPolicy(),
+	policy := testPolicy()
+	policy.Rules = append(o.rules, policy.Rules...)
+	engine, err := countersign.New(countersign.Options{Store: st, Policy: policy,
 		Logger: quiet(), RetryBackoff: time.Millisecond, WaitPoll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
