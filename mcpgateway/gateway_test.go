@@ -330,7 +330,13 @@ func TestUpstreamToolErrorFails(t *testing.T) {
 // Sixteen identical calls at once are one call: one proposal, one upstream
 // call, sixteen identical results.
 func TestConcurrentIdenticalCalls(t *testing.T) {
-	h := newHarness(t, harnessOptions{hold: time.Minute})
+	for _, kind := range []string{"mem", "sqlite", "pg"} {
+		t.Run(kind, func(t *testing.T) { testConcurrentIdenticalCalls(t, kind) })
+	}
+}
+
+func testConcurrentIdenticalCalls(t *testing.T, kind string) {
+	h := newHarness(t, harnessOptions{hold: time.Minute, store: newStore(t, kind)})
 	c := h.connect(alice, nil)
 	const n = 16
 	results := make([]*mcp.CallToolResult, n)
@@ -382,8 +388,14 @@ func (g *Gateway) inflight() int {
 }
 
 func TestBrokenConnection(t *testing.T) {
+	for _, kind := range []string{"mem", "sqlite", "pg"} {
+		t.Run(kind, func(t *testing.T) { testBrokenConnection(t, kind) })
+	}
+}
+
+func testBrokenConnection(t *testing.T, kind string) {
 	t.Run("unknown", func(t *testing.T) {
-		h := newHarness(t, harnessOptions{})
+		h := newHarness(t, harnessOptions{store: newStore(t, kind)})
 		c := h.connect(alice, nil)
 		h.up.breakOn("flaky")
 		res := h.call(c, "up__flaky", `{"n":1}`)
@@ -404,7 +416,7 @@ func TestBrokenConnection(t *testing.T) {
 		}
 	})
 	t.Run("idempotent", func(t *testing.T) {
-		h := newHarness(t, harnessOptions{})
+		h := newHarness(t, harnessOptions{store: newStore(t, kind)})
 		c := h.connect(alice, nil)
 		h.up.breakOn("put_record")
 		res := h.call(c, "up__put_record", `{"key":"k1"}`)

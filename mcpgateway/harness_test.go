@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/pgstore"
+	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -246,6 +250,31 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatalf("upstream down after the first connection: %v", down)
 	}
 	return &harness{t: t, ctx: ctx, engine: engine, up: up, gw: gw}
+}
+
+// newStore opens an empty store of kind: mem, sqlite (a file of the
+// test's) or pg (a schema of the test's; skipped without PostgreSQL, failed
+// in CI).
+func newStore(t *testing.T, kind string) store.Store {
+	t.Helper()
+	var s store.Store
+	var err error
+	switch kind {
+	case "mem":
+		return memstore.New(nil)
+	case "sqlite":
+		s, err = sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "cs.db"), nil)
+	case "pg":
+		dsn, schema := pgtest.NewSchema(t)
+		s, err = pgstore.Open(context.Background(), pgtest.PoolDSN(dsn), &pgstore.Options{Schema: schema})
+	default:
+		t.Fatalf("unknown store %q", kind)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func cmpOrDuration(d, fallback time.Duration) time.Duration {
