@@ -215,3 +215,22 @@ type UpstreamDown struct {
 	Name   string
 	Reason string
 }
+
+// CloseSessions ends every MCP session the gateway serves: an HTTP
+// server's shutdown calls it, so that sessions' open streams do not hold
+// the shutdown until its deadline. Calls already approved still execute and
+// settle under the gateway's life (see Run); their clients, gone, learn the
+// outcome from the proposal.
+func (g *Gateway) CloseSessions() {
+	g.mu.Lock()
+	var sessions []*mcp.ServerSession
+	for _, f := range g.fronts {
+		for ss := range f.server.Sessions() {
+			sessions = append(sessions, ss)
+		}
+	}
+	g.mu.Unlock()
+	for _, ss := range sessions {
+		_ = ss.Close()
+	}
+}

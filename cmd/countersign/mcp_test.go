@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -201,4 +203,52 @@ func writeFile(t *testing.T, yaml string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestShutdownClosesMCPSessions: the server's shutdown ends the gateway's
+// sessions, whose open streams would otherwise keep it waiting.
+func TestShutdownClosesMCPSessions(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	rt, err := build(context.Background(), &setupFlags{config: mcpConfig(t, "")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.store.Close() })
+	a, err := compose(rt, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.run(ctx, log) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := a.httpServer(ln.Addr().String())
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	// The client opens the session's standing stream (GET) as well.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/tools/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport("k_alice")}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The bound is the test's safety net, not what it measures: without
+	// the sessions closed, Shutdown would wait for it and fail.
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
 }

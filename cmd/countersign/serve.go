@@ -357,6 +357,18 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	return &app{rt: rt, api: api, handler: mux, worker: w, gateway: gw}, nil
 }
 
+// httpServer is the process's HTTP server on addr. Its shutdown closes the
+// MCP gateway's sessions, whose streams would otherwise hold it open until
+// its deadline.
+func (a *app) httpServer(addr string) *http.Server {
+	hs := a.api.HTTPServer(addr)
+	hs.Handler = a.handler
+	if a.gateway != nil {
+		hs.RegisterOnShutdown(a.gateway.CloseSessions)
+	}
+	return hs
+}
+
 // run does the background work until ctx ends: executions, and the
 // proposal counts /metrics reports.
 func (a *app) run(ctx context.Context, log *slog.Logger) {
@@ -399,8 +411,7 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	if rt.demo {
 		printDemo(out, base)
 	}
-	hs := a.api.HTTPServer(rt.cfg.Listen)
-	hs.Handler = a.handler
+	hs := a.httpServer(rt.cfg.Listen)
 
 	// The background work runs until the server has drained, so that
 	// executions the last requests approved still settle.
