@@ -140,6 +140,8 @@ const approvalInput = "countersign.approval"
 // leave its outcome unknown. A hold therefore lasts its full length even
 // when the client went away.
 func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	g.callStarted()
+	defer g.callEnded()
 	id, err := f.identify(req)
 	if err != nil {
 		return nil, err

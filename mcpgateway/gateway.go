@@ -32,6 +32,9 @@ const (
 	// DefaultSessionTimeout closes a streamable HTTP session nobody used
 	// for this long, and with it the session's state.
 	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultDrainTimeout bounds the wait for the calls in flight at
+	// shutdown, as the worker's DefaultShutdownTimeout does for executions.
+	DefaultDrainTimeout = countersign.DefaultShutdownTimeout
 )
 
 // MetaOperationID is the _meta key under which an upstream tools/call
@@ -70,6 +73,10 @@ type Options struct {
 	// SessionTimeout closes idle streamable HTTP sessions. Default
 	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// DrainTimeout bounds how long Run, once its context ends, lets the
+	// calls in flight finish before it ends them. Default
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -86,8 +93,8 @@ func (o *Options) validate() error {
 	switch {
 	case o.Engine == nil:
 		return errors.New("mcpgateway: Options.Engine is required")
-	case o.Hold < 0, o.UpstreamWait < 0, o.MinBackoff < 0, o.MaxBackoff < 0, o.SessionTimeout < 0:
-		return errors.New("mcpgateway: Options.Hold, UpstreamWait, MinBackoff, MaxBackoff and SessionTimeout must be positive")
+	case o.Hold < 0, o.UpstreamWait < 0, o.MinBackoff < 0, o.MaxBackoff < 0, o.SessionTimeout < 0, o.DrainTimeout < 0:
+		return errors.New("mcpgateway: Options.Hold, UpstreamWait, MinBackoff, MaxBackoff, SessionTimeout and DrainTimeout must be positive")
 	case o.MinBackoff > 0 && o.MaxBackoff > 0 && o.MinBackoff > o.MaxBackoff:
 		return fmt.Errorf("mcpgateway: Options.MinBackoff %v is more than MaxBackoff %v", o.MinBackoff, o.MaxBackoff)
 	}
@@ -134,6 +141,11 @@ type Gateway struct {
 	registered map[string]*countersign.Action
 	// sessions hold each MCP session's thread and repeated calls.
 	sessions map[*mcp.ServerSession]*session
+	// inflightCalls counts the tools/calls running; drained, when set, is
+	// closed when it drops to zero.
+	inflightCalls int
+	drained       chan struct{}
+	drainTimeout  time.Duration
 
 	// protocolVersions, when set, narrows the protocol versions the
 	// gateway's MCP servers speak: tests use it to be older servers.
@@ -153,6 +165,7 @@ func New(opts Options) (*Gateway, error) {
 		minBackoff:     cmp.Or(opts.MinBackoff, DefaultMinBackoff),
 		maxBackoff:     cmp.Or(opts.MaxBackoff, DefaultMaxBackoff),
 		sessionTimeout: cmp.Or(opts.SessionTimeout, DefaultSessionTimeout),
+		drainTimeout:   cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		auth:           opts.Auth,
 		log:            opts.Logger,
 		tools:          map[string]*tool{},
@@ -172,16 +185,61 @@ func New(opts Options) (*Gateway, error) {
 }
 
 // Run connects every upstream and keeps it connected, reconnecting with
-// backoff, until ctx ends. Then it closes the upstream connections, ends
-// the calls still held, and returns ctx's error.
+// backoff, until ctx ends. Then it lets the calls in flight finish, for up
+// to Options.DrainTimeout, with their upstreams still connected: an upstream
+// call cut short would be an uncertain outcome. Then it ends the calls
+// still running (holds, mostly), closes the upstream connections and
+// returns ctx's error.
 func (g *Gateway) Run(ctx context.Context) error {
-	defer g.stopLife()
+	uctx, closeUpstreams := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	for _, u := range g.upstreams {
-		wg.Go(func() { u.run(ctx) })
+		wg.Go(func() { u.run(uctx) })
 	}
+	<-ctx.Done()
+	g.drain(g.drainTimeout)
+	g.stopLife()
+	closeUpstreams()
 	wg.Wait()
 	return ctx.Err()
+}
+
+// callStarted and callEnded count the tools/calls in flight, for drain.
+func (g *Gateway) callStarted() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflightCalls++
+}
+
+func (g *Gateway) callEnded() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflightCalls--
+	if g.inflightCalls == 0 && g.drained != nil {
+		close(g.drained)
+		g.drained = nil
+	}
+}
+
+// drain waits until no call is in flight, or for d.
+func (g *Gateway) drain(d time.Duration) {
+	g.mu.Lock()
+	if g.inflightCalls == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if g.drained == nil {
+		g.drained = make(chan struct{})
+	}
+	drained := g.drained
+	g.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		g.log.Warn("mcp gateway: calls still running at shutdown are ended", "after", d)
+	}
 }
 
 // WaitConnected blocks until every upstream has been tried once (connected

@@ -613,3 +613,48 @@ func TestToolRemoved(t *testing.T) {
 		t.Fatal("a withdrawn tool can still be called")
 	}
 }
+
+// The gateway's stop lets a call whose upstream call is running finish,
+// its upstream still connected: the outcome is known, not unknown.
+func TestStopDrainsCalls(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c := h.connect(alice, nil)
+	release := h.up.holdOn("flaky")
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := c.cs.CallTool(h.ctx, &mcp.CallToolParams{Name: "up__flaky", Arguments: map[string]any{}})
+		answered <- answer{res, err}
+	}()
+	h.until("the upstream call to begin", func() bool { return len(h.up.callsOf("flaky")) == 1 })
+	stopped := make(chan struct{})
+	go func() {
+		h.stop()
+		close(stopped)
+	}()
+	h.until("Run to wait for the call", h.gw.draining)
+	select {
+	case <-stopped:
+		t.Fatal("Run returned with a call in flight")
+	default:
+	}
+	release()
+	a := <-answered
+	<-stopped
+	if a.err != nil || a.res.IsError || text(a.res) != "done" {
+		t.Fatalf("the call running at stop: %v %q, want its result", a.err, text(a.res))
+	}
+	if p := h.proposals(alice)[0]; p.Status != store.StatusSucceeded {
+		t.Fatalf("proposal %s, want succeeded", p.Status)
+	}
+}
+
+// draining reports whether Run is waiting for the calls in flight.
+func (g *Gateway) draining() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.drained != nil
+}

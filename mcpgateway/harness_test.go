@@ -61,6 +61,9 @@ type upstreamServer struct {
 	// breakNext makes the next call of a tool close its connection while
 	// the call runs, without answering it.
 	breakNext map[string]bool
+	// hold makes the calls of a tool wait, once they are recorded, until
+	// the channel is closed.
+	hold map[string]chan struct{}
 }
 
 const (
@@ -74,7 +77,7 @@ const (
 )
 
 func newUpstreamServer() *upstreamServer {
-	u := &upstreamServer{breakNext: map[string]bool{}}
+	u := &upstreamServer{breakNext: map[string]bool{}, hold: map[string]chan struct{}{}}
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	u.addSendEmail(sendEmailSchema)
 	u.server.AddTool(&mcp.Tool{
@@ -127,7 +130,11 @@ func (u *upstreamServer) handler(name string, answer func(map[string]any) *mcp.C
 		u.calls = append(u.calls, upstreamCall{tool: name, input: string(req.Params.Arguments), operationID: op})
 		broken := u.breakNext[name]
 		delete(u.breakNext, name)
+		wait := u.hold[name]
 		u.mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
 		if broken {
 			// Closing waits for the handlers; this one ends with the
 			// connection, unanswered.
@@ -149,6 +156,15 @@ func (u *upstreamServer) callsOf(tool string) []upstreamCall {
 		}
 	}
 	return out
+}
+
+// holdOn makes the calls of tool wait until release is called.
+func (u *upstreamServer) holdOn(tool string) (release func()) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ch := make(chan struct{})
+	u.hold[tool] = ch
+	return func() { close(ch) }
 }
 
 func (u *upstreamServer) breakOn(tool string) {
@@ -185,6 +201,8 @@ type harness struct {
 	engine *countersign.Engine
 	up     *upstreamServer
 	gw     *Gateway
+	// stop ends the gateway's Run and waits for it to return.
+	stop func()
 }
 
 type harnessOptions struct {
@@ -234,14 +252,19 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		gw.protocolVersions = []string{o.protocol}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	gwCtx, stopGateway := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = gw.Run(ctx)
+		_ = gw.Run(gwCtx)
 	}()
-	t.Cleanup(func() {
-		cancel()
+	stop := func() {
+		stopGateway()
 		<-done
+	}
+	t.Cleanup(func() {
+		stop()
+		cancel()
 	})
 	if err := gw.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
@@ -249,7 +272,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if down := gw.Down(); len(down) > 0 {
 		t.Fatalf("upstream down after the first connection: %v", down)
 	}
-	return &harness{t: t, ctx: ctx, engine: engine, up: up, gw: gw}
+	return &harness{t: t, ctx: ctx, engine: engine, up: up, gw: gw, stop: stop}
 }
 
 // newStore opens an empty store of kind: mem, sqlite (a file of the
