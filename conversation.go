@@ -213,6 +213,10 @@ const ViaText = "text"
 // ViaAGUI is the channel of a decision made by resuming an AG-UI interrupt.
 const ViaAGUI = "agui"
 
+// ViaMCP is the channel of a decision made by answering an MCP client's
+// elicitation (the MCP gateway's approval request).
+const ViaMCP = "mcp"
+
 // decisionReply picks the reply to a text decision from its result.
 func decisionReply(dr *DecideResult) textdecision.ReplyKey {
 	switch dr.Status {

@@ -86,6 +86,9 @@ type Config struct {
 	DefaultAgent string
 	// Agents are the configured agents, in file order. See BuildAgents.
 	Agents []AgentSpec
+	// MCP configures the MCP gateway: its upstream servers, where serve
+	// mounts it, and how long a call holds for a decision.
+	MCP MCP
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.
@@ -289,6 +292,7 @@ func Default() *Config {
 		Events:     Events{MaxStreamsPerActor: DefaultMaxStreamsPerActor},
 		Web:        Web{SecureCookies: DefaultSecureCookies},
 		Log:        Log{Level: DefaultLogLevel, Format: DefaultLogFormat, Requests: DefaultLogRequests},
+		MCP:        MCP{Path: DefaultMCPPath, Hold: DefaultMCPHold},
 	}
 }
 

@@ -75,6 +75,7 @@ func exampleConfig() *Config {
 		Events:  Events{MaxStreamsPerActor: 8},
 		Web:     Web{SecureCookies: "auto"},
 		Log:     Log{Level: "info", Format: "text", Requests: true},
+		MCP:     MCP{Path: "/mcp", Hold: 50 * time.Second},
 	}
 	return c
 }
@@ -130,6 +131,7 @@ func TestDefault(t *testing.T) {
 		Events:           Events{MaxStreamsPerActor: 8},
 		Web:              Web{SecureCookies: "auto"},
 		Log:              Log{Level: "info", Format: "text", Requests: true},
+		MCP:              MCP{Path: "/mcp", Hold: 50 * time.Second},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)

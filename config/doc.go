@@ -118,6 +118,17 @@
 // must also name an action the agent's globs take, or the model could
 // never make it. default_agent, when set, must name an agent.
 //
+// # MCP gateway
+//
+// The mcp section names the upstream MCP servers whose tools the gateway
+// re-exports as the actions <name>__<tool> ([MCP], [MCPServer]): each is a
+// command (stdio, with env added to a few basic variables) or a streamable
+// HTTP url (with headers_env naming the variables that hold its headers'
+// values, read by [MCPServer.Headers]; a url holds no credentials). Names
+// are letters and digits with single - or _ between them, so that a
+// policy rule's match (fs__*, fs__read_*) splits one way. path must not
+// shadow the API's or the inbox's routes; hold is at most [MaxMCPHold].
+//
 // # Environment
 //
 // The environment overrides the deployment settings: COUNTERSIGN_LISTEN

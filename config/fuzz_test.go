@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/mcpgateway"
 	"github.com/countersign/countersign/store/memstore"
 )
 
@@ -37,6 +38,8 @@ func FuzzParse(f *testing.F) {
 		"auth:\n  api_keys:\n    - {key: k, tenant: t, actor: a}\n  jwt: {issuer: i, audience: a, jwks_file: k}\n",
 		"a: &a [*a]\n",
 		"x: 1\n---\ny: 2\n",
+		"mcp:\n  path: /tools/mcp\n  hold: 5s\n  servers:\n    - {name: fs, command: [npx, -y, x], env: {A: b}}\n    - {name: crm-1, url: \"https://h/mcp\", headers_env: {Authorization: T}}\n",
+		"mcp: {servers: [{name: a_b, url: \"http://h\"}, &s {name: c, command: [c]}, {<<: *s, name: d}]}\n",
 		bomb(),
 	} {
 		f.Add([]byte(seed))
@@ -66,6 +69,17 @@ func FuzzParse(f *testing.F) {
 		built, err := c.BuildAgents(func(string) string { return "k" })
 		if err != nil || len(built) != len(c.Agents) {
 			t.Fatalf("BuildAgents rejects what Parse accepted: %d agents, %v", len(built), err)
+		}
+		var ups []mcpgateway.Upstream
+		for _, s := range c.MCP.Servers {
+			if s.URL != "" {
+				ups = append(ups, mcpgateway.HTTPUpstream(s.Name, s.URL, nil))
+			} else {
+				ups = append(ups, mcpgateway.CommandUpstream(s.Name, s.Command, s.Env))
+			}
+		}
+		if _, err := mcpgateway.New(mcpgateway.Options{Engine: e, Upstreams: ups, Hold: c.MCP.Hold}); err != nil {
+			t.Fatalf("mcpgateway.New rejects the mcp section: %v", err)
 		}
 		if c.DefaultAgentName() != "" && !slices.ContainsFunc(built, func(a *agent.Agent) bool { return a.Name == c.DefaultAgentName() }) {
 			t.Fatalf("default_agent %q is none of the agents built", c.DefaultAgentName())

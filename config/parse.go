@@ -563,6 +563,7 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 				c.Agents = append(c.Agents, d.agent(p, v))
 			})
 		}},
+		{"mcp", func(p string, v *yaml.Node) { d.mcp(&c.MCP, p, v) }},
 	})
 }
 

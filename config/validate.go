@@ -114,6 +114,7 @@ func (v *validator) config(c *Config) {
 	v.log(&c.Log)
 	v.textDecisions(c.TextDecisions)
 	v.agents(c)
+	v.mcp(&c.MCP)
 }
 
 func (v *validator) web(w *Web) {

@@ -23,6 +23,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(stdioUpstreamEnv) == "1" {
+		// The test binary is the MCP tests' stdio upstream (mcp_test.go).
+		os.Exit(stdioUpstream())
+	}
 	dir, err := os.MkdirTemp("", "countersign-e2e-")
 	if err != nil {
 		panic(err)

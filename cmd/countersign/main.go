@@ -3,6 +3,7 @@
 //	countersign serve [--config F] [--listen A] [--store URL]   run the HTTP API, the inbox and the workers
 //	countersign worker [--config F] [--store URL]               run workers only (scale out on PostgreSQL)
 //	countersign migrate [--store URL]                           apply pending migrations
+//	countersign mcp --config F --token KEY                      serve the MCP gateway over stdio as KEY's identity
 //	countersign proposals list [--status S] [--thread T] [--json]
 //	countersign proposals show ID
 //	countersign approve ID [--reason R] [--remember run|thread]

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/mcpgateway"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
@@ -33,7 +34,7 @@ import (
 const shutdownTimeout = 30 * time.Second
 
 func serverCommands() []*cobra.Command {
-	return []*cobra.Command{serveCmd(), workerCmd(), migrateCmd(), configCmd()}
+	return []*cobra.Command{serveCmd(), workerCmd(), migrateCmd(), configCmd(), mcpCmd()}
 }
 
 // setupFlags are the flags of the commands that run the server side.
@@ -313,6 +314,9 @@ type app struct {
 	api     *server.Server
 	handler http.Handler
 	worker  *countersign.Worker
+	// gateway is the MCP gateway, mounted at mcp.path; nil when the
+	// configuration names no MCP server.
+	gateway *mcpgateway.Gateway
 }
 
 // compose builds the surfaces on rt's engine and mounts them on one mux.
@@ -337,7 +341,32 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
-	return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+	gw, err := rt.gateway(authn)
+	if err != nil {
+		return nil, err
+	}
+	if gw == nil {
+		return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+	}
+	mcpHandler, err := gw.Handler()
+	if err != nil {
+		return nil, err
+	}
+	mux := routes(readyWithUpstreams(api.Handler(), gw), inbox.Handler())
+	mux.Handle(rt.cfg.MCP.Path, mcpHandler)
+	return &app{rt: rt, api: api, handler: mux, worker: w, gateway: gw}, nil
+}
+
+// httpServer is the process's HTTP server on addr. Its shutdown closes the
+// MCP gateway's sessions, whose streams would otherwise hold it open until
+// its deadline.
+func (a *app) httpServer(addr string) *http.Server {
+	hs := a.api.HTTPServer(addr)
+	hs.Handler = a.handler
+	if a.gateway != nil {
+		hs.RegisterOnShutdown(a.gateway.CloseSessions)
+	}
+	return hs
 }
 
 // run does the background work until ctx ends: executions, and the
@@ -355,6 +384,9 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 			log.Error("agent runtime stopped", "err", err)
 		}
 	})
+	if a.gateway != nil {
+		wg.Go(func() { _ = a.gateway.Run(ctx) })
+	}
 	wg.Wait()
 }
 
@@ -379,8 +411,7 @@ func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
 	if rt.demo {
 		printDemo(out, base)
 	}
-	hs := a.api.HTTPServer(rt.cfg.Listen)
-	hs.Handler = a.handler
+	hs := a.httpServer(rt.cfg.Listen)
 
 	// The background work runs until the server has drained, so that
 	// executions the last requests approved still settle.

@@ -1,0 +1,36 @@
+// Package mcpgateway re-exports the tools of upstream MCP servers, each call
+// gated by Countersign's policy.
+//
+// A Gateway connects to its upstream servers (a command over stdio, or a
+// streamable HTTP endpoint), and turns each upstream tool into a raw action
+// of the engine named <server>__<tool>: the tool's inputSchema validates the
+// input, its version is the tool's name and a hash of that schema (so a
+// changed schema is a new version, and a proposal approved for the old one
+// fails its re-check before execution), and it is a read action when the
+// tool is annotated readOnlyHint and a write action otherwise. Tools the
+// policy denies are not listed. An upstream's tools/list_changed
+// notification refreshes its actions.
+//
+// The gateway serves those tools over MCP itself: over streamable HTTP
+// (Handler, with bearer authentication, the server's API keys and JWTs) and
+// over any other transport for one identity (Serve, used by `countersign
+// mcp` over stdio and by tests over in-memory transports).
+//
+// The engine is the only authority: the gateway translates MCP into engine
+// calls and renders the answers. A tools/call is one Engine.Call in the
+// session's thread (mcp_<session id>, owned by the caller), whose Execute
+// hook calls the upstream tool, so the claim and the lease make it run at
+// most once per proposal. A repeated identical call (same tool, same input)
+// while its proposal is pending or approved continues it rather than
+// proposing again. Approval comes through the client's elicitation when the
+// client supports it and the caller may decide under a rule whose channels
+// include mcp (recorded via "mcp"); otherwise the call is held up to Hold
+// for a decision from any channel, then answered as pending.
+//
+// An upstream connection that breaks while a call runs leaves the outcome
+// uncertain: unknown, unless the tool is annotated idempotentHint, in which
+// case the engine calls it again with the same operation id (passed to the
+// upstream in _meta as countersign.dev/operation_id) once the upstream is
+// back. A stdio upstream that dies is restarted with backoff; Down names the
+// upstreams that are not connected, for /readyz.
+package mcpgateway

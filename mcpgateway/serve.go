@@ -1,0 +1,174 @@
+package mcpgateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/server/auth"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// front is one MCP server serving the exported tools, and how it learns
+// who calls.
+type front struct {
+	g        *Gateway
+	server   *mcp.Server
+	identify func(*mcp.CallToolRequest) (countersign.Identity, error)
+}
+
+// newFront makes an MCP server with every exported tool, kept up to date
+// by export until drop.
+func (g *Gateway) newFront(identify func(*mcp.CallToolRequest) (countersign.Identity, error)) *front {
+	f := &front{g: g, identify: identify}
+	f.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "Countersign MCP gateway", Version: "1"}, &mcp.ServerOptions{
+		// Tools only, announced as changing: the upstreams' lists change.
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger:                    g.log,
+		SupportedProtocolVersions: g.protocolVersions,
+	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range g.tools {
+		f.add(t)
+	}
+	g.fronts[f.server] = f
+	return f
+}
+
+func (g *Gateway) dropFront(f *front) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.fronts, f.server)
+}
+
+// add serves t. The SDK panics on a tool it cannot serve; an upstream's
+// tool that it refuses is left out, not a reason to stop.
+func (f *front) add(t *tool) {
+	name := t.listed.Name
+	defer func() {
+		if r := recover(); r != nil {
+			f.g.log.Warn("mcp upstream tool not exported", "upstream", t.up.name, "tool", t.upstreamName, "err", fmt.Sprint(r))
+		}
+	}()
+	f.server.AddTool(t.listed, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return f.g.callTool(ctx, f, name, req)
+	})
+}
+
+// Serve serves the gateway over t to one caller, id, until the client
+// closes the connection or ctx ends: `countersign mcp` over stdio, or a
+// test over an in-memory transport.
+func (g *Gateway) Serve(ctx context.Context, t mcp.Transport, id countersign.Identity) error {
+	if id.Tenant == "" || id.Actor == "" {
+		return errors.New("mcpgateway: Serve: the identity needs a tenant and an actor")
+	}
+	f := g.newFront(func(*mcp.CallToolRequest) (countersign.Identity, error) { return id, nil })
+	defer g.dropFront(f)
+	ss, err := f.server.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcpgateway: serve: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The client closing its end is how a session ends.
+	if err == nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+		return nil
+	}
+	return fmt.Errorf("mcpgateway: serve: %w", err)
+}
+
+// identityKey is where Handler's bearer check leaves the caller's identity
+// in the SDK's token information, which every request of a session carries.
+const identityKey = "countersign.identity"
+
+// Handler serves the gateway over streamable HTTP. Every request needs a
+// bearer token that Options.Auth resolves; the token's identity is the
+// caller, and a session is bound to the identity that opened it (another
+// identity presenting its session id is refused).
+func (g *Gateway) Handler() (http.Handler, error) {
+	if g.auth == nil {
+		return nil, errors.New("mcpgateway: Handler needs Options.Auth")
+	}
+	f := g.newFront(func(req *mcp.CallToolRequest) (countersign.Identity, error) {
+		if req.Extra != nil && req.Extra.TokenInfo != nil {
+			if id, ok := req.Extra.TokenInfo.Extra[identityKey].(countersign.Identity); ok {
+				return id, nil
+			}
+		}
+		return countersign.Identity{}, errors.New("mcpgateway: the request carries no identity")
+	})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: g.sessionTimeout, Logger: g.log})
+	// The SDK binds a session to its first request's TokenInfo.UserID; the
+	// token was checked by authenticate, which left the identity in the
+	// request's context for this verifier to hand over.
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		id, ok := ctx.Value(identityCtxKey{}).(countersign.Identity)
+		if !ok {
+			return nil, sdkauth.ErrInvalidToken
+		}
+		return &sdkauth.TokenInfo{UserID: userID(id), Extra: map[string]any{identityKey: id}}, nil
+	}
+	bound := sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+	return g.authenticate(bound), nil
+}
+
+type identityCtxKey struct{}
+
+// userID names an identity for the SDK's session binding. Tenants and
+// actors hold no control characters, so the NUL cannot be forged.
+func userID(id countersign.Identity) string { return id.Tenant + "\x00" + id.Actor }
+
+// authenticate resolves the bearer token as the server does, answering
+// 401 UNAUTHENTICATED (and 503 UNAVAILABLE when the check could not be
+// made) in the server's error shape.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, err := auth.BearerToken(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", err.Error())
+			return
+		}
+		id, err := g.auth.Authenticate(r.Context(), token)
+		switch {
+		case errors.Is(err, auth.ErrUnauthenticated):
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "the bearer token is not valid")
+			return
+		case err != nil:
+			g.log.Warn("mcp gateway: authentication failed", "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "authentication is unavailable; retry")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityCtxKey{}, id)))
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": message}})
+}
+
+// randomID is a session id for transports that have none (stdio,
+// in-memory): 128 random bits.
+func randomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
