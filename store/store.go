@@ -22,6 +22,9 @@ type Store interface {
 	// Conversations stores a thread's messages and runs.
 	Conversations
 
+	// Audit chains every tenant's events after they commit (audit.go).
+	Audit
+
 	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
 	// tool call id): a replay returns the existing proposal with Created false
 	// and supersedes nothing. A new proposal with a replacement key supersedes

@@ -39,6 +39,9 @@ type Store struct {
 	messageIDs map[string]bool
 	grants     []*store.Grant
 	events     []*store.Event
+	sealed     int                            // events[:sealed] are chained; see audit.go
+	chains     map[string][]*store.AuditEvent // tenant → its chain, in seq order
+	seal       store.SealLease
 	nextGrant  int
 	sessions   map[string]*store.Session // by id; see sessions.go
 	runs       map[string]*store.Run     // by id; see runs.go
@@ -70,6 +73,7 @@ func New(opts *Options) *Store {
 		threads:    map[string]*store.Thread{},
 		messages:   map[string][]*store.Message{},
 		messageIDs: map[string]bool{},
+		chains:     map[string][]*store.AuditEvent{},
 	}
 }
 

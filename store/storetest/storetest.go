@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Allowed", testAllowed},
 		{"ListProposals", testListProposals},
 		{"Events", testEvents},
+		{"Audit", testAudit},
 		{"Aliasing", testAliasing},
 		{"Races", testRaces},
 		{"Sessions", testSessions},

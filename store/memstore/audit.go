@@ -1,0 +1,97 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/countersign/countersign/store"
+)
+
+// The audit chain. Every write holds the mutex, so events are appended in
+// commit order and the unsealed ones are exactly s.events[s.sealed:]. The
+// sealing lease is s.seal; a zero Token means nobody holds it.
+
+// AcquireSealLease implements store.Store.
+func (s *Store) AcquireSealLease(ctx context.Context, params *store.AcquireSealLeaseParams) (*store.SealLease, error) {
+	if err := store.ValidateSealParams(params.Owner, "", params.LeaseDuration, 0); err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.clock()
+	if l := s.seal; l.Token != "" && now.Before(l.ExpiresAt) {
+		return nil, &store.SealLeaseHeldError{Owner: l.Owner, ExpiresAt: l.ExpiresAt}
+	}
+	s.seal = store.SealLease{Owner: params.Owner, Token: store.NewToken(), ExpiresAt: now.Add(params.LeaseDuration)}
+	l := s.seal
+	return &l, nil
+}
+
+// SealEvents implements store.Store.
+func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) (*store.SealResult, error) {
+	if err := store.ValidateSealParams("", params.Token, params.LeaseDuration, params.Limit); err != nil {
+		return nil, err
+	}
+	limit := params.Limit
+	if limit == 0 {
+		limit = store.DefaultSealBatch
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if s.seal.Token != params.Token {
+		return nil, store.SealLeaseLost()
+	}
+	s.seal.ExpiresAt = s.clock().Add(params.LeaseDuration)
+	evs := s.events[s.sealed:min(len(s.events), s.sealed+limit)]
+	heads := map[string]store.ChainHead{}
+	for _, e := range evs {
+		if _, ok := heads[e.Tenant]; !ok {
+			c := s.chains[e.Tenant]
+			if n := len(c); n > 0 {
+				heads[e.Tenant] = store.ChainHead{Seq: c[n-1].Seq, Hash: c[n-1].Hash}
+			}
+		}
+	}
+	for _, ae := range store.ChainEvents(heads, evs) {
+		s.chains[ae.Tenant] = append(s.chains[ae.Tenant], ae)
+	}
+	s.sealed += len(evs)
+	l := s.seal
+	return &store.SealResult{Sealed: len(evs), Lease: &l}, nil
+}
+
+// ReleaseSealLease implements store.Store.
+func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealLeaseParams) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.seal.Token == params.Token {
+		s.seal = store.SealLease{}
+	}
+	return nil
+}
+
+// ListAudit implements store.Store.
+func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	c := s.chains[params.Tenant]
+	// Seqs run 1, 2, 3, … so seq After+1 is at index After.
+	from := int(min(max(params.After, 0), int64(len(c))))
+	var out []*store.AuditEvent
+	for _, ae := range c[from:min(len(c), from+limit)] {
+		cp := *ae
+		out = append(out, &cp)
+	}
+	return out, nil
+}
