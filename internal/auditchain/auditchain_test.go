@@ -91,7 +91,11 @@ func TestVerifier(t *testing.T) {
 		{"edited and rehashed", mutate(func(evs []*Event) []*Event { evs[2].Detail = "other"; evs[2].Hash = Hash(evs[2]); return evs }), nil, 4, "prev_hash does not link to the hash of seq 3"},
 		{"deleted", mutate(func(evs []*Event) []*Event { return append(evs[:2], evs[3:]...) }), nil, 3, "missing: seq 4 follows seq 2"},
 		{"swapped", mutate(func(evs []*Event) []*Event { evs[1], evs[2] = evs[2], evs[1]; return evs }), nil, 2, "missing: seq 3 follows seq 1"},
-		{"seq swapped", mutate(func(evs []*Event) []*Event { evs[1].Seq, evs[2].Seq = 3, 2; evs[1], evs[2] = evs[2], evs[1]; return evs }), nil, 2, "prev_hash does not link"},
+		{"seq swapped", mutate(func(evs []*Event) []*Event {
+			evs[1].Seq, evs[2].Seq = 3, 2
+			evs[1], evs[2] = evs[2], evs[1]
+			return evs
+		}), nil, 2, "prev_hash does not link"},
 		{"repeated", mutate(func(evs []*Event) []*Event { return append(evs[:3], evs[2:]...) }), nil, 3, "out of order or repeated"},
 		{"first removed", mutate(func(evs []*Event) []*Event { return evs[1:] }), nil, 1, "missing: the events start at seq 2"},
 		{"first prev_hash", mutate(func(evs []*Event) []*Event { evs[0].PrevHash = "x"; return evs }), nil, 1, `prev_hash is not ""`},

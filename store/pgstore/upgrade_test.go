@@ -134,6 +134,13 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 		if err != nil || len(gs) != 1 {
 			t.Fatalf("the old grants after the upgrade = %v, %v", gs, err)
 		}
+		// Events written before the chain existed are sealed like new ones.
+		if err := storetest.SealAll(ctx, s, "sealer-upgrade"); err != nil {
+			t.Fatal(err)
+		}
+		if head, err := storetest.VerifyChain(ctx, s, "legacy"); err != nil || head.Seq != 1 {
+			t.Fatalf("the old events' chain after the upgrade: head %+v, %v; want seq 1", head, err)
+		}
 		return s
 	})
 }

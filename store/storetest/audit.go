@@ -104,7 +104,9 @@ func SealAll(ctx context.Context, s store.Store, owner string) error {
 		if err != nil {
 			return err
 		}
-		defer func() { _ = s.ReleaseSealLease(context.WithoutCancel(ctx), &store.ReleaseSealLeaseParams{Token: l.Token}) }()
+		defer func() {
+			_ = s.ReleaseSealLease(context.WithoutCancel(ctx), &store.ReleaseSealLeaseParams{Token: l.Token})
+		}()
 		for {
 			res, err := s.SealEvents(ctx, &store.SealEventsParams{Token: l.Token, LeaseDuration: time.Minute, Limit: 500})
 			if err != nil {
@@ -151,10 +153,21 @@ func requireChainOf(t *testing.T, ctx context.Context, s store.Store, tn string)
 	return chain
 }
 
+// setupAudit is setup for the tests that count what a seal seals: whatever
+// the factory's store held (an upgraded store's old events) is sealed first.
+func setupAudit(t *testing.T, newStore Factory) *fixture {
+	t.Helper()
+	fx := setup(t, newStore)
+	if err := SealAll(fx.ctx, fx.store, "sealer-0"); err != nil {
+		t.Fatalf("seal what the store held: %v", err)
+	}
+	return fx
+}
+
 func testAudit(t *testing.T, newStore Factory) {
 	t.Run("SealsInIDOrderPerTenant", func(t *testing.T) {
 		t.Parallel()
-		fx := setup(t, newStore)
+		fx := setupAudit(t, newStore)
 		fx.clock.Advance(time.Second)
 		p := fx.approved()
 		fx.decide(fx.createNew(), approver, store.VerdictRejected)
@@ -202,7 +215,7 @@ func testAudit(t *testing.T, newStore Factory) {
 
 	t.Run("BatchesContinueTheChain", func(t *testing.T) {
 		t.Parallel()
-		fx := setup(t, newStore)
+		fx := setupAudit(t, newStore)
 		for range 3 {
 			fx.approved()
 		}
@@ -239,7 +252,7 @@ func testAudit(t *testing.T, newStore Factory) {
 
 	t.Run("Lease", func(t *testing.T) {
 		t.Parallel()
-		fx := setup(t, newStore)
+		fx := setupAudit(t, newStore)
 		fx.approved()
 		a := fx.acquireSeal(sealer, shortLease)
 		_, err := fx.store.AcquireSealLease(fx.ctx, &store.AcquireSealLeaseParams{Owner: sealer2, LeaseDuration: longLease})
@@ -306,10 +319,9 @@ func testAudit(t *testing.T, newStore Factory) {
 // AuditAcrossStores checks, on stores that share one database (as processes
 // do), that events written at once through all of them, while a sealer on
 // each of them competes for the sealing lease and seals, end up in one
-// chain per tenant with no gap and no fork, each event once. One sealer
-// holds its lease only briefly and lets it lapse between seals, so leases
-// change hands during the run; one more keeps calling SealEvents with a
-// token that was taken over, and must be refused every time.
+// chain per tenant with no gap and no fork, each event once. The sealers
+// lose their leases now and then, so the lease changes hands during the
+// run, and a sealer's seal with its stale token is refused.
 func AuditAcrossStores(t *testing.T, stores ...store.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -321,14 +333,19 @@ func AuditAcrossStores(t *testing.T, stores ...store.Store) {
 	var sealed, refused atomic.Int64
 	for i, s := range stores {
 		owner := fmt.Sprintf("sealer-%d", i)
-		// The first store's sealer lets its lease lapse (a process that
-		// stalls); the others hold theirs for long.
-		lease := time.Minute
+		// Every sealer loses its lease now and then (the first one after
+		// every seal), as a process does that stalls past its lease, and
+		// seals on with the stale token: another sealer may take the lease
+		// over meanwhile, and the stale seal must be refused. (A lease
+		// lost by expiry is the Lease test's; here the loss is a release,
+		// which does not wait for a clock.)
+		lease, stallEvery := time.Minute, 5
 		if i == 0 {
-			lease = shortLease
+			stallEvery = 1
 		}
 		sealers.Go(func() {
 			var token string
+			seals := 0
 			for {
 				select {
 				case <-stop:
@@ -361,9 +378,11 @@ func AuditAcrossStores(t *testing.T, stores ...store.Store) {
 					return
 				}
 				sealed.Add(int64(res.Sealed))
-				if i == 0 && res.Sealed > 0 {
-					// Stall past the lease: someone else may take it.
-					time.Sleep(shortLease + leaseSlack)
+				if seals++; seals%stallEvery == 0 {
+					if err := s.ReleaseSealLease(ctx, &store.ReleaseSealLeaseParams{Token: token}); err != nil {
+						t.Errorf("%s: ReleaseSealLease: %v", owner, err)
+						return
+					}
 				}
 			}
 		})
@@ -394,6 +413,10 @@ func AuditAcrossStores(t *testing.T, stores ...store.Store) {
 		}
 	}
 	writers.Wait()
+	// Let the lease change hands at least once before the sealers stop.
+	for refused.Load() == 0 && ctx.Err() == nil && !t.Failed() {
+		time.Sleep(time.Millisecond)
+	}
 	close(stop)
 	sealers.Wait()
 	if t.Failed() {
