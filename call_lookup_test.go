@@ -310,6 +310,26 @@ func (s *callCounter) LastEventID(ctx context.Context, params *store.LastEventID
 	return s.Store.LastEventID(ctx, params)
 }
 
+func (s *callCounter) AcquireSealLease(ctx context.Context, params *store.AcquireSealLeaseParams) (*store.SealLease, error) {
+	s.count("AcquireSealLease")
+	return s.Store.AcquireSealLease(ctx, params)
+}
+
+func (s *callCounter) SealEvents(ctx context.Context, params *store.SealEventsParams) (*store.SealResult, error) {
+	s.count("SealEvents")
+	return s.Store.SealEvents(ctx, params)
+}
+
+func (s *callCounter) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealLeaseParams) error {
+	s.count("ReleaseSealLease")
+	return s.Store.ReleaseSealLease(ctx, params)
+}
+
+func (s *callCounter) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+	s.count("ListAudit")
+	return s.Store.ListAudit(ctx, params)
+}
+
 func (s *callCounter) Close() error {
 	s.count("Close")
 	return s.Store.Close()

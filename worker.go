@@ -43,6 +43,12 @@ type WorkerOptions struct {
 	// ShutdownTimeout is how long Run waits, once its context ends, for the
 	// executions in flight; then it cancels them. Default 30s.
 	ShutdownTimeout time.Duration
+	// Sealer configures the audit chain's sealer the worker runs beside its
+	// executions (see RunSealer); zero fields take its defaults.
+	Sealer SealerOptions
+	// NoSealer leaves the audit chain to sealers in other processes (or to
+	// none: then no event is ever chained).
+	NoSealer bool
 }
 
 // Worker executes approved independent proposals, recovers executions whose
@@ -95,6 +101,11 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 	case opts.PollInterval >= opts.LeaseDuration/3:
 		return nil, fmt.Errorf("countersign: WorkerOptions.PollInterval %v: must be less than a third of LeaseDuration %v", opts.PollInterval, opts.LeaseDuration)
 	}
+	sealer, err := opts.Sealer.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("WorkerOptions.Sealer: %w", err)
+	}
+	opts.Sealer = sealer
 	return &Worker{e: e, opts: opts}, nil
 }
 
@@ -109,8 +120,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	poll := time.NewTicker(w.opts.PollInterval)
 	defer poll.Stop()
 
-	// Background helpers: the sweeper, the store's notifications, and the
-	// settlement group writer. They stop after the executions.
+	// Background helpers: the sweeper, the sealer, the store's
+	// notifications, and the settlement group writer. They stop after the
+	// executions.
 	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
 	var helperWG sync.WaitGroup
 	defer func() {
@@ -124,6 +136,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.e.log.Error("sweeper stopped", "err", err)
 		}
 	}()
+	if !w.opts.NoSealer {
+		helperWG.Add(1)
+		go func() {
+			defer helperWG.Done()
+			if err := w.e.RunSealer(ctx, w.opts.Sealer); err != nil && ctx.Err() == nil {
+				w.e.log.Error("sealer stopped", "err", err)
+			}
+		}()
+	}
 	if n, ok := w.e.store.(store.Notifier); ok {
 		helperWG.Add(1)
 		go func() {

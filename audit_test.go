@@ -1,0 +1,155 @@
+package countersign_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/auditchain"
+	"github.com/countersign/countersign/store"
+)
+
+// auditAll reads the tenant's whole chain through the engine, a page of
+// two at a time, and verifies it.
+func auditAll(t *testing.T, e *countersign.Engine, id countersign.Identity) []*store.AuditEvent {
+	t.Helper()
+	var all []*store.AuditEvent
+	var v auditchain.Verifier
+	for after := int64(0); ; {
+		page, err := e.Audit(t.Context(), id, after, 2)
+		if err != nil {
+			t.Fatalf("Audit(after %d): %v", after, err)
+		}
+		if len(page.Events) > 2 {
+			t.Fatalf("Audit(limit 2) = %d events", len(page.Events))
+		}
+		for _, ae := range page.Events {
+			if err := v.Event(ae.Chained()); err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+		}
+		all = append(all, page.Events...)
+		if page.Next == 0 {
+			return all
+		}
+		after = page.Next
+	}
+}
+
+// waitSealed waits until the tenant's chain holds n events.
+func waitSealed(t *testing.T, e *countersign.Engine, id countersign.Identity, n int) []*store.AuditEvent {
+	t.Helper()
+	for {
+		all := auditAll(t, e, id)
+		if len(all) >= n {
+			return all
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("the chain holds %d events, want %d", len(all), n)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func eventCount(t *testing.T, s store.Store, tenant string) int {
+	t.Helper()
+	evs, err := s.ListEvents(t.Context(), &store.ListEventsParams{Tenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
+}
+
+func TestAuditNeedsTheOperatorRole(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	for _, id := range []countersign.Identity{tAlice, tCarol, tDave} {
+		_, err := h.engine.Audit(t.Context(), id, 0, 0)
+		var fe *countersign.ForbiddenError
+		if !errors.As(err, &fe) || !errors.Is(err, countersign.ErrForbidden) {
+			t.Errorf("Audit as %s: %v, want *ForbiddenError", id.Actor, err)
+		}
+	}
+	if _, err := h.engine.Audit(t.Context(), tBob, 0, 0); err != nil {
+		t.Errorf("Audit as an operator: %v", err)
+	}
+	for _, bad := range [][2]int64{{-1, 0}, {0, -1}, {0, countersign.MaxAuditPage + 1}} {
+		if _, err := h.engine.Audit(t.Context(), tBob, bad[0], int(bad[1])); !errors.Is(err, countersign.ErrInvalidCall) {
+			t.Errorf("Audit(after %d, limit %d): %v, want ErrInvalidCall", bad[0], bad[1], err)
+		}
+	}
+}
+
+// TestSealerChainsEveryEvent: two engines on one store, as two processes,
+// each with a sealer. One holds the lease and seals; when it stops, it
+// gives the lease up and the other goes on with the same chain.
+func TestSealerChainsEveryEvent(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		h := newHarness(t, harnessOpts{open: open})
+		other, err := countersign.New(countersign.Options{Store: h.store, Actions: h.engine.Actions(), Now: h.clock.Now,
+			Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute}
+		ctx1, stop1 := context.WithCancel(t.Context())
+		done1 := make(chan error, 1)
+		go func() { done1 <- h.engine.RunSealer(ctx1, opts) }()
+		done2 := make(chan error, 1)
+		ctx2, stop2 := context.WithCancel(t.Context())
+		defer func() { stop2(); <-done2 }()
+		go func() { done2 <- other.RunSealer(ctx2, opts) }()
+
+		calls := func(from, n int) {
+			for i := from; i < from+n; i++ {
+				res := h.call(refundCall(fmt.Sprint("call_", i), countersign.ModeIndependent, fmt.Sprintf(`{"amount":%d,"customer":"c_%d"}`, i+1, i)))
+				h.decide(tBob, res.ProposalID, countersign.Reject)
+			}
+		}
+		calls(0, 3)
+		first := waitSealed(t, h.engine, tBob, eventCount(t, h.store, "acme"))
+		stop1()
+		if err := <-done1; !errors.Is(err, context.Canceled) {
+			t.Fatalf("RunSealer returned %v, want context.Canceled", err)
+		}
+		calls(3, 3)
+		all := waitSealed(t, h.engine, tBob, eventCount(t, h.store, "acme"))
+		if len(all) != eventCount(t, h.store, "acme") || all[len(first)-1].Hash != first[len(first)-1].Hash {
+			t.Errorf("the chain after the handover = %d events, want %d continuing the first %d", len(all), eventCount(t, h.store, "acme"), len(first))
+		}
+		for i, ae := range all {
+			if ae.Seq != int64(i+1) {
+				t.Fatalf("seq %d at %d", ae.Seq, i)
+			}
+		}
+		// Another tenant's operator reads its own chain, which is empty.
+		if page, err := h.engine.Audit(t.Context(), countersign.Identity{Tenant: "other", Actor: "op", Roles: []string{"operator"}}, 0, 0); err != nil || len(page.Events) != 0 {
+			t.Errorf("another tenant's chain = %v, %v; want none", page, err)
+		}
+	})
+}
+
+func TestSealerOptionsValidated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	for name, o := range map[string]countersign.SealerOptions{
+		"Interval":      {Interval: -1},
+		"LeaseDuration": {LeaseDuration: -time.Second},
+		"Batch":         {Batch: -1},
+		"a third":       {Interval: 10 * time.Second, LeaseDuration: 30 * time.Second},
+	} {
+		err := h.engine.RunSealer(t.Context(), o)
+		if err == nil || !strings.Contains(err.Error(), strings.Fields(name)[0]) && name != "a third" || name == "a third" && !strings.Contains(err.Error(), "a third") {
+			t.Errorf("%s: RunSealer = %v", name, err)
+		}
+		if _, err := h.engine.NewWorker(countersign.WorkerOptions{Sealer: o}); err == nil || !strings.Contains(err.Error(), "WorkerOptions.Sealer") {
+			t.Errorf("%s: NewWorker = %v", name, err)
+		}
+	}
+}
