@@ -9,6 +9,8 @@
 //	countersign approve ID [--reason R] [--remember run|thread]
 //	countersign reject ID [--reason R]
 //	countersign resolve ID --outcome succeeded|failed --note N
+//	countersign audit export [--after SEQ] > F
+//	countersign audit verify [F] [--expect SEQ:HASH]
 //	countersign config validate F
 //	countersign version
 //
@@ -16,7 +18,7 @@
 // --token or COUNTERSIGN_TOKEN. Exit codes: 0 ok, 1 error, 2 usage,
 // 3 server unreachable, 4 unauthenticated (401), 5 forbidden (403),
 // 6 not found (404), 7 refused (the decision did not apply: conflict,
-// expired, invalid state).
+// expired, invalid state), 8 the audit chain does not hold (audit verify).
 package main
 
 import (
@@ -51,13 +53,15 @@ people approve or reject it, and executes the approved call at most once.
 
 Client commands talk to a server (--server or COUNTERSIGN_URL, --token or
 COUNTERSIGN_TOKEN). Exit codes: 0 ok, 1 error, 2 usage, 3 server unreachable,
-4 unauthenticated, 5 forbidden, 6 not found, 7 refused (did not apply).`,
+4 unauthenticated, 5 forbidden, 6 not found, 7 refused (did not apply),
+8 the audit chain does not hold (audit verify).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{exitUsage, err.Error()} })
 	root.AddCommand(proposalsCmd(), decisionCmd("approve"), decisionCmd("reject"), resolveCmd(), versionCmd())
 	root.AddCommand(chatCmd())
+	root.AddCommand(auditCmd())
 	root.AddCommand(serverCommands()...)
 	return root
 }
