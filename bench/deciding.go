@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -30,6 +31,14 @@ func deciding(e *env) ([]Figure, error) {
 	eng, err := newLifecycleEngine(st, metrics, func(int) {})
 	if err != nil {
 		return nil, err
+	}
+	if e.sealer == sealerOn {
+		// As a worker beside the server would, from the start: the seeded
+		// creations are sealed as they are written, as they would be.
+		sctx, stopSealer := context.WithCancel(ctx)
+		sealed := make(chan error, 1)
+		go func() { sealed <- eng.RunSealer(sctx, countersign.SealerOptions{}) }()
+		defer func() { stopSealer(); <-sealed }()
 	}
 	n, clients := e.cfg.Decisions, e.cfg.Clients
 	ids := make([]string, n)

@@ -46,7 +46,8 @@ func lifecycle(e *env) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := eng.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: time.Minute, MaxConcurrency: slots})
+	w, err := eng.NewWorker(countersign.WorkerOptions{PollInterval: 50 * time.Millisecond, LeaseDuration: time.Minute, MaxConcurrency: slots,
+		NoSealer: e.sealer == sealerOff})
 	if err != nil {
 		return nil, err
 	}

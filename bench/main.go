@@ -17,6 +17,8 @@
 //	       100k and 1M stored proposals
 //	B5     waiting: 10,000 concurrent wait-mode calls in one process
 //	B6     deciding: the decide endpoint over loopback HTTP
+//	audit  B3 and B6 with and without the audit chain's sealer, side by
+//	       side in alternating rounds: medians and their ratio
 //	river  the peer: River burning down N no-op jobs and its insert → work
 //	       latency, with its defaults and tuned, run from its own module in
 //	       bench/river (go run there), so this module never depends on River
@@ -76,6 +78,8 @@ type config struct {
 	// PGMaxConns is the pool size of every PostgreSQL store the bench
 	// opens, its worker processes' included.
 	PGMaxConns int
+	// audit: rounds of B3 and B6, each with and without the sealer
+	AuditRounds int
 	// river
 	RiverSamples int
 	RiverDir     string
@@ -89,7 +93,21 @@ type env struct {
 	self   string // this executable, for worker processes
 	// limit is the store's single-row commit rate (commits/s), if measured.
 	limit float64
+	// sealer says whether the audit chain's sealer runs beside B3 and B6;
+	// the audit scenario runs them both ways.
+	sealer sealerMode
 }
+
+// sealerMode is whether a scenario runs the audit sealer.
+type sealerMode int
+
+const (
+	// sealerDefault: as each scenario describes (B3's worker seals, as a
+	// served worker does; B6 runs no worker).
+	sealerDefault sealerMode = iota
+	sealerOn
+	sealerOff
+)
 
 // scenario is one entry of the suite. run measures one store; a scenario
 // with perStore false runs once (then env.target is the zero value).
@@ -140,6 +158,7 @@ func realMain() int {
 	flag.IntVar(&cfg.Decisions, "decisions", 20000, "B6: decisions per run")
 	flag.IntVar(&cfg.Clients, "clients", 32, "B6: concurrent HTTP clients")
 	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
+	flag.IntVar(&cfg.AuditRounds, "audit-rounds", 3, "audit: rounds of B3 and B6 with and without the sealer")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
 	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
