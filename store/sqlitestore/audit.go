@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -91,10 +92,31 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 				heads[e.Tenant] = h
 			}
 		}
-		for _, ae := range store.ChainEvents(heads, evs) {
-			if _, err := tx.ExecContext(ctx, `UPDATE events SET seq = ?, prev_hash = ?, hash = ? WHERE id = ? AND seq IS NULL`,
-				ae.Seq, ae.PrevHash, ae.Hash, ae.ID); err != nil {
-				return fmt.Errorf("seal event %d: %w", ae.ID, err)
+		if len(evs) > 0 {
+			// One statement for the batch: the writer is shared, and a
+			// statement per event held it several times longer.
+			type sealed struct {
+				ID   int64  `json:"i"`
+				Seq  int64  `json:"s"`
+				Prev string `json:"p"`
+				Hash string `json:"h"`
+			}
+			chained := store.ChainEvents(heads, evs)
+			rows := make([]sealed, len(chained))
+			for i, ae := range chained {
+				rows[i] = sealed{ae.ID, ae.Seq, ae.PrevHash, ae.Hash}
+			}
+			batch, err := json.Marshal(rows)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, sealBatchSQL, string(batch))
+			if err != nil {
+				return fmt.Errorf("seal events: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil || int(n) != len(chained) {
+				// Only a writer outside the lease could have sealed them.
+				return fmt.Errorf("sealed %d of %d events (%v): another sealer wrote meanwhile", n, len(chained), err)
 			}
 		}
 		res = &store.SealResult{Sealed: len(evs), Lease: l}
@@ -105,6 +127,11 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	}
 	return res, nil
 }
+
+// sealBatchSQL writes a batch's seqs and hashes, given as a JSON array of
+// {"i": id, "s": seq, "p": prev_hash, "h": hash}, to events still unsealed.
+const sealBatchSQL = `UPDATE events SET seq = j.value ->> 's', prev_hash = j.value ->> 'p', hash = j.value ->> 'h'
+	FROM json_each(?) AS j WHERE events.id = j.value ->> 'i' AND events.seq IS NULL`
 
 // unsealedEvents reads up to limit unsealed events from events_unsealed,
 // in id order.
