@@ -74,10 +74,12 @@ func (s *Store) AcquireSealLease(ctx context.Context, params *store.AcquireSealL
 
 // sealBatchSQL reads up to $1 unsealed events in id order, each with the
 // head of its tenant's chain as it stands (NULL for a tenant without one).
-const sealBatchSQL = `WITH batch AS (
+// heads is materialised so that each tenant's head is looked up once, not
+// once per event (the planner otherwise runs the lateral after the join).
+const sealBatchSQL = `WITH batch AS MATERIALIZED (
 		SELECT id, tenant, proposal_id, type, actor, via, status, detail, at
 		FROM _S_.events WHERE seq IS NULL ORDER BY id LIMIT $1
-	), heads AS (
+	), heads AS MATERIALIZED (
 		SELECT t.tenant, h.seq, h.hash FROM (SELECT DISTINCT tenant FROM batch) t
 		LEFT JOIN LATERAL (
 			SELECT x.seq, x.hash FROM _S_.events x
