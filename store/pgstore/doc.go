@@ -171,6 +171,16 @@
 // which needs a session of its own, does not work: connect such processes
 // directly.
 //
+// # The audit chain
+//
+// Events are written unsealed and chained after they commit by the holder
+// of the schema's sealing lease (audit.go): one transaction renews the
+// lease, fenced by its token and locking its row, reads the unsealed events
+// (events_unsealed) in id order with their tenants' heads, and writes their
+// seqs and hashes; events_chain, unique on (tenant, seq), refuses a fork.
+// An event that commits after higher ids were sealed is still unsealed, and
+// the next seal appends it.
+//
 // Event ids come from a sequence: they grow in the order events are
 // inserted, which across concurrent transactions is not quite the order in
 // which they commit. A reader that follows ListEvents with AfterID may

@@ -37,6 +37,13 @@
 // processes. The file must live on a local disk: SQLite's locks do not work
 // reliably over network file systems, and WAL needs shared memory.
 //
+// # The audit chain
+//
+// Events are written unsealed and chained after they commit by the holder
+// of the file's sealing lease (audit.go), in one write transaction that
+// renews the lease, fenced by its token, and seals the unsealed events in
+// id order, which on SQLite is commit order.
+//
 // # Migrations
 //
 // The schema is a sequence of embedded SQL files, migrations/NNNN_name.sql,
