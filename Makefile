@@ -35,6 +35,7 @@ clients-deps:
 	$(call npm-ci,test/clients)
 	$(call npm-ci,clients/typescript)
 	$(call npm-ci,test/agui)
+	$(call npm-ci,test/mcp)
 
 ## web-deps: axe-core, which the inbox's accessibility test injects into
 ## Chromium.
