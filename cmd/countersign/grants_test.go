@@ -10,6 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/server"
 )
 
 // TestCLIGrants runs `countersign grants list|revoke` against a real serve
@@ -184,5 +187,35 @@ func TestGrantsEscapeServerText(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrintGrantsStates: the table's STATE column for each standing a
+// grant's fields give it, expiry included (the demo's policy sets none),
+// and "(any)" for a grant widened to any input.
+func TestPrintGrantsStates(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	gs := []*server.Grant{
+		{ID: "grt_live", ActivatedAt: at(-time.Hour), InputDigest: "sha256:00"},
+		{ID: "grt_until", ActivatedAt: at(-time.Hour), ExpiresAt: at(time.Hour), InputDigest: "sha256:00"},
+		{ID: "grt_inactive", InputDigest: "sha256:00"},
+		{ID: "grt_expired", ActivatedAt: at(-time.Hour), ExpiresAt: at(0), InputDigest: "sha256:00"},
+		{ID: "grt_revoked", ActivatedAt: at(-time.Hour), ExpiresAt: at(-time.Minute), RevokedAt: at(-2 * time.Minute), InputDigest: "sha256:00"},
+		{ID: "grt_any", ActivatedAt: at(-time.Hour)},
+	}
+	var out bytes.Buffer
+	if err := printGrants(&out, gs, now); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"grt_live": "live", "grt_until": "live", "grt_inactive": "inactive",
+		"grt_expired": "expired", "grt_revoked": "revoked", "grt_any": "live"} {
+		if !regexp.MustCompile(`(?m)^` + id + `\s+` + want + `\s`).MatchString(out.String()) {
+			t.Errorf("%s: want state %s:\n%s", id, want, out.String())
+		}
+	}
+	if !regexp.MustCompile(`(?m)^grt_any\s.*\(any\)`).MatchString(out.String()) {
+		t.Errorf("a grant for any input:\n%s", out.String())
 	}
 }
