@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -114,7 +113,7 @@ func inboxPage(t *testing.T, base, key, path string) string {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Fatal(fmt.Sprintf("sign in: %d", resp.StatusCode))
+		t.Fatalf("sign in: %d", resp.StatusCode)
 	}
 	return get(path)
 }
