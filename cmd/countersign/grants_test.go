@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -156,34 +155,14 @@ func TestGrantsEscapeServerText(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var out bytes.Buffer
-			root := rootCmd()
-			root.SetOut(&out)
-			root.SetErr(&out)
-			root.SetArgs(append(c.args, "--server", srv.URL, "--token", "tok"))
-			err := root.ExecuteContext(context.Background())
-			if (err != nil) != c.wantErr {
-				t.Fatalf("error %v, want error %v; output:\n%s", err, c.wantErr, out.String())
-			}
-			printed := out.String()
-			if err != nil {
-				printed += "countersign: " + err.Error() + "\n" // as main prints it
-			}
-			if !strings.Contains(printed, "x") {
-				t.Fatalf("nothing of the server's text printed:\n%s", printed)
-			}
-			for _, bad := range unsafeInOutput {
-				if strings.Contains(printed, bad) {
-					t.Errorf("output carries %q unescaped:\n%s", bad, printed)
-				}
-			}
+			out, _ := runEscaped(t, srv.URL, c.args, c.wantErr)
 			if c.json {
 				var v any
-				if jerr := json.Unmarshal(out.Bytes(), &v); jerr != nil {
-					t.Fatalf("--json printed no JSON: %v\n%s", jerr, out.String())
+				if jerr := json.Unmarshal(out, &v); jerr != nil {
+					t.Fatalf("--json printed no JSON: %v\n%s", jerr, out)
 				}
 				if !containsString(v, "grt_"+hostile) {
-					t.Errorf("the JSON printed lost the server's text: %s", out.String())
+					t.Errorf("the JSON printed lost the server's text: %s", out)
 				}
 			}
 		})
