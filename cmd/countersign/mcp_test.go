@@ -74,8 +74,14 @@ mcp:
 // the test ends, under the context it returns.
 func composeRunning(t *testing.T, path string) (*app, context.Context) {
 	t.Helper()
+	return composeRunningWith(t, &setupFlags{config: path})
+}
+
+// composeRunningWith is composeRunning for any of serve's setup flags.
+func composeRunningWith(t *testing.T, flags *setupFlags) (*app, context.Context) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	rt, err := build(context.Background(), &setupFlags{config: path}, log)
+	rt, err := build(context.Background(), flags, log)
 	if err != nil {
 		t.Fatal(err)
 	}
