@@ -103,7 +103,7 @@ func (v *validator) notifications(c *Config) {
 				first[n.URL] = p
 			}
 		}
-		if n.Events == nil || len(n.Events) == 0 {
+		if len(n.Events) == 0 {
 			v.fail(p+".events", "name at least one of %s", strings.Join(NotificationEvents, ", "))
 		}
 		for j, e := range n.Events {

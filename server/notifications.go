@@ -87,9 +87,9 @@ func notificationError(err error) error {
 		return errForbidden("%s", fe.Reason)
 	}
 	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
-		e := newError(http.StatusConflict, CodeInvalidState, "the notification is %s; only a failed one is retried", ce.Got)
-		e.details = map[string]string{"status": string(ce.Got)}
-		return e
+		// No details: the documented details of INVALID_STATE are a
+		// proposal's status, which clients type as such.
+		return newError(http.StatusConflict, CodeInvalidState, "the notification is %s; only a failed one is retried", ce.Got)
 	}
 	if errors.Is(err, countersign.ErrNotFound) {
 		return errNotFound("no such notification")
