@@ -282,7 +282,7 @@ func (d *Deliverer) deliver(ctx context.Context, e *store.OutboxEntry) {
 	switch {
 	case e.Attempts > t.MaxAttempts:
 		// A worker died during the last allowed attempt: that one counted.
-		attemptErr = fmt.Errorf("%d attempts made", e.Attempts-1)
+		attemptErr = fmt.Errorf("attempts spent: the worker making attempt %d of %d stopped before recording it", e.Attempts-1, t.MaxAttempts)
 		rec.Result = store.DeliveryFailed
 	default:
 		body := e.Payload

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -328,5 +329,33 @@ func TestBackoffDoubles(t *testing.T) {
 		if got := b.Delay(n); got != want {
 			t.Errorf("Delay(%d) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// A worker that dies during the last allowed attempt leaves its lease to
+// run out; the next claim finds the attempts spent and fails the
+// notification without another request.
+func TestDeadWorkersLastAttemptCounts(t *testing.T) {
+	st := newStore(t, "mem")
+	e := newEngine(t, st)
+	rc := &receiver{t: t}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	target := notifications.Target{URL: srv.URL, Events: []store.EventType{store.EventCreated}, MaxAttempts: 1}
+	d := newDeliverer(t, st, target)
+	propose(t, e, "call_1")
+	// The dead worker: it claimed, under a short lease, and never recorded.
+	claimed, err := st.ClaimNotifications(t.Context(), &store.ClaimNotificationsParams{
+		Owner: "dead", LeaseDuration: time.Millisecond, Limit: 1, Targets: []string{notifications.TargetName(srv.URL)},
+	})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	n := settle(t, st, d)
+	if n.Status != store.NotificationFailed || n.Attempts != 2 || !strings.Contains(n.LastError, "attempts spent") {
+		t.Fatalf("notification %+v; want failed, its one attempt spent", n)
+	}
+	if reqs, _ := rc.got(); len(reqs) != 0 {
+		t.Fatalf("receiver got %d requests, want none", len(reqs))
 	}
 }
