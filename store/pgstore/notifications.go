@@ -100,7 +100,11 @@ func (s *Store) notificationStatus(ctx context.Context, tenant, id string) (stor
 	return store.NotificationStatus(status), err
 }
 
-// SetNotificationTargets implements store.Store, in one transaction.
+// SetNotificationTargets implements store.Store, in one transaction. The
+// events_notify trigger is enabled while there are targets and disabled
+// while there are none (it costs a statement trigger's firing on every
+// event otherwise); the state is changed only when it differs, so that a
+// process starting with the same targets takes no lock on events.
 func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNotificationTargetsParams) error {
 	if err := store.ValidateNotificationTargets(params); err != nil {
 		return fmt.Errorf("pgstore: set notification targets: %w", err)
@@ -111,12 +115,35 @@ func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNot
 			names, types = append(names, t.Name), append(types, string(e))
 		}
 	}
-	err := s.batch(ctx, func(b *pgx.Batch) {
-		b.Queue(qualify(s.q.schema, `DELETE FROM _S_.notification_targets`))
-		b.Queue(qualify(s.q.schema, `INSERT INTO _S_.notification_targets (target, event_type)
-			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`), names, types)
-	})
-	return wrap("set notification targets", err)
+	want := "DISABLE"
+	if len(names) > 0 {
+		want = "ENABLE"
+	}
+	for range maxAttempts {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, qualify(s.q.schema, `DELETE FROM _S_.notification_targets`)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, qualify(s.q.schema, `INSERT INTO _S_.notification_targets (target, event_type)
+				SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`), names, types); err != nil {
+				return err
+			}
+			var enabled bool
+			if err := tx.QueryRow(ctx, `SELECT tgenabled <> 'D' FROM pg_trigger
+				WHERE tgrelid = $1::regclass AND tgname = 'events_notify'`, s.q.schema+".events").Scan(&enabled); err != nil {
+				return err
+			}
+			if enabled == (want == "ENABLE") {
+				return nil
+			}
+			_, err := tx.Exec(ctx, qualify(s.q.schema, `ALTER TABLE _S_.events `+want+` TRIGGER events_notify`))
+			return err
+		})
+		if !retryable(err) {
+			return wrap("set notification targets", err)
+		}
+	}
+	return wrap("set notification targets", fmt.Errorf("gave up after %d serialization failures", maxAttempts))
 }
 
 // ClaimNotifications implements store.Store.

@@ -58,3 +58,11 @@ $$;
 CREATE TRIGGER events_notify AFTER INSERT ON events
     REFERENCING NEW TABLE AS new_events
     FOR EACH STATEMENT EXECUTE FUNCTION notifications_enqueue();
+
+-- Disabled while there are no targets, so that a store that sends no
+-- notifications pays nothing for them: firing the statement trigger, with
+-- its transition table, costs about 12 microseconds a statement even when it
+-- inserts nothing (measured on the development machine; a creation takes
+-- about 450). SetNotificationTargets enables it with the first target, in
+-- the transaction that writes the targets.
+ALTER TABLE events DISABLE TRIGGER events_notify;
