@@ -298,6 +298,9 @@ func question(p *store.Proposal) string {
 	if p.Preview != "" && p.Preview != p.Confirmation.Title {
 		fmt.Fprintf(&b, "\n\n%s", p.Preview)
 	}
+	if len(p.Input) > 0 {
+		fmt.Fprintf(&b, "\n\nArguments: %s", p.Input)
+	}
 	fmt.Fprintf(&b, "\n\nProposal %s, open until %s.", p.ID, p.ExpiresAt.UTC().Format(time.RFC3339))
 	return b.String()
 }

@@ -145,7 +145,8 @@ func (g *Gateway) exportable(u *upstream, t *mcp.Tool) (*tool, error) {
 	a, err := countersign.NewRawAction(countersign.RawActionSpec{
 		Name: name, Version: version, Description: t.Description, Kind: kind,
 		InputSchema: schema, Idempotent: ann != nil && ann.IdempotentHint,
-		Hooks: countersign.Hooks{Execute: g.execute},
+		Confirmation: confirmation(u.name, t.Name),
+		Hooks:        countersign.Hooks{Execute: g.execute},
 	})
 	if err != nil {
 		return nil, err
@@ -197,4 +198,13 @@ func textOf(res *mcp.CallToolResult) string {
 		return "the tool reported an error"
 	}
 	return strings.Join(parts, "\n")
+}
+
+// confirmation is what an approver reads of a call wherever it is shown
+// (the inbox's heading and preview, the CLI's preview, the elicitation's
+// message): which server's tool it calls. The arguments are the proposal's
+// input, which every surface shows beside it. Tool names hold no braces
+// (mcpToolName), so the title has no placeholders.
+func confirmation(server, tool string) countersign.Confirmation {
+	return countersign.Confirmation{Title: fmt.Sprintf("Call %s on the MCP server %s", tool, server), Verb: "Call"}
 }

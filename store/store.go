@@ -22,6 +22,9 @@ type Store interface {
 	// Conversations stores a thread's messages and runs.
 	Conversations
 
+	// Outbox stores the notifications that announce events.
+	Outbox
+
 	// Audit chains every tenant's events after they commit (audit.go).
 	Audit
 

@@ -79,7 +79,8 @@ func checkAxe(t *testing.T, ctx context.Context, page, src string) {
 // TestAccessibilityInChromium runs axe-core on every page of the inbox, in
 // light and dark colours: the sign-in page, the list, a proposal pending,
 // approved and waiting for its agent, settled, lapsed and unknown (with the
-// operator's form), and the error pages. None has a serious or critical
+// operator's form), the grants page (none; live and not yet live; one
+// revoked through its button), and the error pages. None has a serious or critical
 // violation, and each links the favicon, which loads as an image.
 func TestAccessibilityInChromium(t *testing.T) {
 	clock := &testClock{now: time.Now().UTC().Truncate(time.Minute)}
@@ -95,7 +96,11 @@ func TestAccessibilityInChromium(t *testing.T) {
 	carol.signIn("key_carol")
 	for _, id := range []string{approved, settled, lapsed} {
 		tok := carol.csrf("/proposals/" + id)
-		if resp, _ := carol.post("/proposals/"+id+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}}, nil); resp.StatusCode != http.StatusSeeOther {
+		form := url.Values{"csrf": {tok}, "verdict": {"approved"}}
+		if id == settled {
+			form.Set("remember", "thread") // a grant, live once the refund succeeds
+		}
+		if resp, _ := carol.post("/proposals/"+id+"/decide", form, nil); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("approve %s: %d", id, resp.StatusCode)
 		}
 	}
@@ -110,7 +115,8 @@ func TestAccessibilityInChromium(t *testing.T) {
 	fresh := h.agentCall("payments.refund", "t_ax5", "c_fresh", 44, `,"mode":"wait"`).ProposalID
 	waiting := h.agentCall("payments.refund", "t_ax6", "c_waiting", 45, `,"mode":"two_phase"`).ProposalID
 	tok := carol.csrf("/proposals/" + waiting)
-	if resp, _ := carol.post("/proposals/"+waiting+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}}, nil); resp.StatusCode != http.StatusSeeOther {
+	// A grant that is not live yet: its approved call has not run.
+	if resp, _ := carol.post("/proposals/"+waiting+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}, "remember": {"thread"}}, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve %s: %d", waiting, resp.StatusCode)
 	}
 	unknown := h.call("flaky.write", "t_ax7", "c_flaky", 1)
@@ -137,9 +143,11 @@ func TestAccessibilityInChromium(t *testing.T) {
 		{"proposal expired undecided", "/proposals/" + pending, `document.querySelector("#status").textContent === "expired"`},
 		{"error: not found", "/nothing/here", `/no such page/.test(document.body.innerText)`},
 		{"error: bad filter", "/?status=nonsense", `/Unknown status/.test(document.body.innerText)`},
+		{"grants, none", "/grants", `!!document.querySelector("#grants .empty")`},
 	}
 	olga := []page{
 		{"proposal unknown, for an operator", "/proposals/" + unknown, `!!document.querySelector("form[action$='/resolve']")`},
+		{"grants, live and not yet live", "/grants", `!!document.querySelector("li.grant[data-state=live] form button") && !!document.querySelector("li.grant[data-state=inactive]")`},
 	}
 	eve := []page{
 		{"error: another tenant's proposal", "/proposals/" + fresh, `/You may not see this proposal/.test(document.body.innerText)`},
@@ -174,6 +182,11 @@ func TestAccessibilityInChromium(t *testing.T) {
 	signOut()
 	signInBrowser(t, b, h.url, "key_olga")
 	visit(olga)
+	// olga revokes the live grant with its button; the page says so and
+	// shows it revoked.
+	step(t, b, "revoke the live grant", chromedp.Click(chromedp.CSS("li.grant[data-state=live] form button")))
+	waitFor(t, b, "the revocation", `location.search === "?result=revoked" && !!document.querySelector("li.grant[data-state=revoked]") && !document.querySelector("li.grant[data-state=live]")`)
+	visit([]page{{"grants, one revoked", "/grants?result=revoked", `!!document.querySelector("li.grant[data-state=revoked]") && !!document.querySelector(".result")`}})
 	signOut()
 	signInBrowser(t, b, h.url, "key_eve")
 	visit(eve)

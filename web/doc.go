@@ -1,7 +1,11 @@
 // Package web is the approver's inbox: server-rendered HTML pages, served by
 // `countersign serve` at /, where a person signs in with an API key or a JWT,
 // sees the proposals they may decide or own, and approves, rejects or (as an
-// operator) resolves them. Decisions are recorded with via "web".
+// operator) resolves them. Decisions are recorded with via "web". The grants
+// page (/grants) lists the remembered approvals the engine lets the actor
+// manage (those it asked for, those it granted, and for operators the
+// tenant's), each with its scope, action, input digest, origin proposal and
+// whether it is live, and revokes them.
 //
 // [Inbox.Handler] serves the inbox's own paths only (any other is its 404
 // page); the process mounts it at / beside the HTTP API ([server.Server]),
@@ -33,7 +37,8 @@
 //
 // # Cross-site requests
 //
-// Every request that changes state (sign in, sign out, decide, resolve) is a
+// Every request that changes state (sign in, sign out, decide, resolve,
+// revoke a grant) is a
 // POST carrying a per-session token in a hidden field, compared in constant
 // time; signing in uses a per-form token in a cookie instead. Origin and
 // Sec-Fetch-Site, where the browser sends them, must name this origin.

@@ -196,6 +196,8 @@ func (in *Inbox) routes() http.Handler {
 	m.Handle("GET /proposals/{id}", in.page(in.signedIn(in.handleProposal)))
 	m.Handle("POST /proposals/{id}/decide", in.page(in.signedIn(in.handleDecide)))
 	m.Handle("POST /proposals/{id}/resolve", in.page(in.signedIn(in.handleResolve)))
+	m.Handle("GET /grants", in.page(in.signedIn(in.handleGrants)))
+	m.Handle("POST /grants/{id}/revoke", in.page(in.signedIn(in.handleRevokeGrant)))
 	m.Handle("GET /events", secured(http.HandlerFunc(in.handleEvents)))
 	m.Handle("/", in.page(func(http.ResponseWriter, *http.Request) error {
 		return errPage(http.StatusNotFound, "Not found", "There is no such page.")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -250,7 +251,7 @@ func printProposal(w io.Writer, p *server.Proposal) error {
 	row("Action", p.Action+" (version "+p.ActionVersion+")")
 	row("Requester", p.Requester+" in thread "+p.ThreadID)
 	row("Preview", p.Preview)
-	row("Input", string(p.Input))
+	row("Input", readableJSON(p.Input))
 	row("Approvers", strings.Join(p.Approvers, ", ")+fmt.Sprintf(" (quorum %d)", p.Quorum))
 	row("Expires", p.ExpiresAt.Local().Format(time.RFC3339))
 	for _, d := range p.Decisions {
@@ -267,4 +268,24 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// readableJSON is raw compacted, with <, > and & as themselves rather than
+// the \u003c escapes the server's JSON encoder writes: an approver reads
+// the arguments as the caller sent them. Anything that is not JSON is shown
+// as it came.
+func readableJSON(raw json.RawMessage) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -38,20 +38,7 @@ func TestRoutes(t *testing.T) {
 // checks that the API and the inbox answer on the one handler.
 func TestComposedProcess(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.DiscardHandler)
-	rt, err := build(context.Background(), &setupFlags{store: "sqlite:" + filepath.Join(t.TempDir(), "c.db")}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.store.Close() })
-	a, err := compose(rt, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); a.run(ctx, log) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a, _ := composeRunningWith(t, &setupFlags{store: "sqlite:" + filepath.Join(t.TempDir(), "c.db")})
 	ts := httptest.NewServer(a.handler)
 	t.Cleanup(ts.Close)
 	for _, c := range []struct {

@@ -125,38 +125,47 @@ func TestClientEscapesServerText(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var out bytes.Buffer
-			root := rootCmd()
-			root.SetOut(&out)
-			root.SetErr(&out)
-			root.SetArgs(append(c.args, "--server", srv.URL, "--token", "tok"))
-			err := root.ExecuteContext(context.Background())
-			if (err != nil) != c.wantErr {
-				t.Fatalf("error %v, want error %v; output:\n%s", err, c.wantErr, out.String())
-			}
-			printed := out.String()
-			if err != nil {
-				printed += "countersign: " + err.Error() + "\n" // as main prints it
-			}
-			if !strings.Contains(printed, "x") {
-				t.Fatalf("nothing of the server's text printed:\n%s", printed)
-			}
-			for _, bad := range unsafeInOutput {
-				if strings.Contains(printed, bad) {
-					t.Errorf("output carries %q unescaped:\n%s", bad, printed)
-				}
-			}
+			out, err := runEscaped(t, srv.URL, c.args, c.wantErr)
 			if c.json && err == nil || c.json && c.name == "reject odd answer json" {
 				var v any
-				if jerr := json.Unmarshal(out.Bytes(), &v); jerr != nil {
-					t.Fatalf("--json printed no JSON: %v\n%s", jerr, out.String())
+				if jerr := json.Unmarshal(out, &v); jerr != nil {
+					t.Fatalf("--json printed no JSON: %v\n%s", jerr, out)
 				}
 				if !containsString(v, "pending"+hostile) && !containsString(v, "weird"+hostile) {
-					t.Errorf("the JSON printed lost the server's text: %s", out.String())
+					t.Errorf("the JSON printed lost the server's text: %s", out)
 				}
 			}
 		})
 	}
+}
+
+// runEscaped runs the CLI with args against the hostile server at srvURL,
+// checks that it fails exactly when wantErr, that it printed some of the
+// server's text and none of unsafeInOutput, and returns what it printed.
+func runEscaped(t *testing.T, srvURL string, args []string, wantErr bool) ([]byte, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := rootCmd()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append(args, "--server", srvURL, "--token", "tok"))
+	err := root.ExecuteContext(context.Background())
+	if (err != nil) != wantErr {
+		t.Fatalf("error %v, want error %v; output:\n%s", err, wantErr, out.String())
+	}
+	printed := out.String()
+	if err != nil {
+		printed += "countersign: " + err.Error() + "\n" // as main prints it
+	}
+	if !strings.Contains(printed, "x") {
+		t.Fatalf("nothing of the server's text printed:\n%s", printed)
+	}
+	for _, bad := range unsafeInOutput {
+		if strings.Contains(printed, bad) {
+			t.Errorf("output carries %q unescaped:\n%s", bad, printed)
+		}
+	}
+	return out.Bytes(), err
 }
 
 // containsString reports whether the decoded JSON value v holds s.

@@ -9,6 +9,10 @@
 //	countersign approve ID [--reason R] [--remember run|thread]
 //	countersign reject ID [--reason R]
 //	countersign resolve ID --outcome succeeded|failed --note N
+//	countersign grants list [--thread T] [--json]
+//	countersign grants revoke ID
+//	countersign notifications list [--status S] [--json]
+//	countersign notifications retry ID
 //	countersign audit export [--after SEQ] > F
 //	countersign audit verify [F] [--expect SEQ:HASH]
 //	countersign config validate F
@@ -60,6 +64,8 @@ COUNTERSIGN_TOKEN). Exit codes: 0 ok, 1 error, 2 usage, 3 server unreachable,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{exitUsage, err.Error()} })
 	root.AddCommand(proposalsCmd(), decisionCmd("approve"), decisionCmd("reject"), resolveCmd(), versionCmd())
+	root.AddCommand(grantsCmd())
+	root.AddCommand(notificationsCmd())
 	root.AddCommand(chatCmd())
 	root.AddCommand(auditCmd())
 	root.AddCommand(serverCommands()...)

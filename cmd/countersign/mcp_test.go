@@ -69,6 +69,34 @@ mcp:
 	return path
 }
 
+// composeRunning composes serve's process from the configuration at path
+// and does its background work (workers, the gateway's upstreams) until
+// the test ends, under the context it returns.
+func composeRunning(t *testing.T, path string) (*app, context.Context) {
+	t.Helper()
+	return composeRunningWith(t, &setupFlags{config: path})
+}
+
+// composeRunningWith is composeRunning for any of serve's setup flags.
+func composeRunningWith(t *testing.T, flags *setupFlags) (*app, context.Context) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	rt, err := build(context.Background(), flags, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.store.Close() })
+	a, err := compose(rt, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.run(ctx, log) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a, ctx
+}
+
 type bearerTransport string
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -82,21 +110,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // that are down.
 func TestComposedMCP(t *testing.T) {
 	t.Parallel()
-	path := mcpConfig(t, "    - {name: broken, command: [\"/nonexistent/countersign-test-upstream\"]}\n")
-	log := slog.New(slog.DiscardHandler)
-	rt, err := build(context.Background(), &setupFlags{config: path}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.store.Close() })
-	a, err := compose(rt, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); a.run(ctx, log) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a, ctx := composeRunning(t, mcpConfig(t, "    - {name: broken, command: [\"/nonexistent/countersign-test-upstream\"]}\n"))
 	ts := httptest.NewServer(a.handler)
 	t.Cleanup(ts.Close)
 	if err := a.gateway.WaitConnected(ctx); err != nil {
@@ -209,20 +223,7 @@ func writeFile(t *testing.T, yaml string) string {
 // sessions, whose open streams would otherwise keep it waiting.
 func TestShutdownClosesMCPSessions(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.DiscardHandler)
-	rt, err := build(context.Background(), &setupFlags{config: mcpConfig(t, "")}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.store.Close() })
-	a, err := compose(rt, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); a.run(ctx, log) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a, ctx := composeRunning(t, mcpConfig(t, ""))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,14 @@ func PostgresStore(t testing.TB) string {
 // cleanup stops it with SIGTERM, and logs what it printed when t failed.
 func Start(t testing.TB, bin, config string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", config)
+	return Serve(t, bin, []string{"--config", config}, env...)
+}
+
+// Serve is Start with serve's arguments (after --listen) as given: a
+// --store without a configuration serves the demo.
+func Serve(t testing.TB, bin string, args []string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw, err := os.Pipe()

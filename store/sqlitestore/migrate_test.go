@@ -17,7 +17,8 @@ var applied = map[string]string{
 	"0005_rule_fingerprint.sql": "376f7b6de8101451cd3fd04c477c32b3c551a55c90f9d981f88abd4547018d55",
 	"0006_runs.sql":             "947c46ae09eabefa13e91486f7c8d2f803eafe43c1f5d8bc8df4b6c093a6a281",
 	"0007_client_tools.sql":     "597b62df7abc48e5598898e5011c127d530a76feecd828531654189d45e8fa3a",
-	"0008_audit_chain.sql":      "82fa070ec5c10ee3f9acb5e33829388ff9ca24ee9c2ee157bb0681fcbd31286b",
+	"0008_notifications.sql":    "a80ff8ac047c0d3d2091221189123990706c270288e324be528017fb04acfc41",
+	"0009_audit_chain.sql":      "b33ecad05c6b8e96a6be46f9c914df070e5abc527a45416ea0de38bcfcb7369c",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Sessions", testSessions},
 		{"Runs", testRuns},
 		{"ClientTools", testClientTools},
+		{"Notifications", testNotifications},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

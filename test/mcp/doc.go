@@ -7,13 +7,15 @@
 // rejection (the graph and the file unchanged), a client without
 // elicitation whose call holds, ends pending, is approved over the API and
 // runs once when called again, another tenant who sees and decides nothing,
-// and a read that a glob allows running at once.
+// a read that a glob allows running at once, and `countersign mcp` serving
+// the same tools over stdio as a desktop client starts it.
 //
 // The Go test builds cmd/countersign and, for each store (SQLite, and a
 // PostgreSQL schema of its own), serves it with the two servers as stdio
 // upstreams (node, from this folder's node_modules), runs npm test with the
-// server's URL in COUNTERSIGN_URL and the filesystem server's folder in
-// COUNTERSIGN_FS_DIR, and checks the memory server's file afterwards.
+// server's URL in COUNTERSIGN_URL, the filesystem server's folder in
+// COUNTERSIGN_FS_DIR and the binary and its configuration in COUNTERSIGN_BIN
+// and COUNTERSIGN_CONFIG, and checks the memory server's file afterwards.
 //
 // The npm packages are installed with npm ci (the Makefile's clients-deps
 // does it; the test does it too when node_modules does not hold what

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const server = process.env.COUNTERSIGN_URL;
@@ -226,4 +227,22 @@ test("the MCP inspector's CLI lists the tools, runs an allowed read at once, and
   assert.equal((await api("POST", `/v1/proposals/${id}/cancel`, { body: {} })).status, 200);
   const { body } = await api("GET", `/v1/proposals/${id}`);
   assert.equal(body.status, "cancelled", JSON.stringify(body));
+});
+
+test("countersign mcp serves the same tools over stdio, as the token's identity", async () => {
+  const client = new Client({ name: "desktop", version: "1.0.0" });
+  await client.connect(new StdioClientTransport({
+    command: process.env.COUNTERSIGN_BIN,
+    args: ["mcp", "--config", process.env.COUNTERSIGN_CONFIG, "--token", "key_alice"],
+    stderr: "ignore",
+  }));
+  try {
+    const { tools } = await client.listTools();
+    assert.ok(tools.some((t) => t.name === "fs__read_text_file") && tools.some((t) => t.name === "memory__create_entities"));
+    const res = await client.callTool({ name: "fs__read_text_file", arguments: { path: join(fsDir, "keep.txt") } });
+    assert.ok(!res.isError, JSON.stringify(res));
+    assert.match(res.content[0].text, /original/);
+  } finally {
+    await client.close();
+  }
 });

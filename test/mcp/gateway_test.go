@@ -2,6 +2,7 @@ package mcptest
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,8 +38,11 @@ func TestGatewayWithReferenceServers(t *testing.T) {
 				t.Fatal(err)
 			}
 			memory := filepath.Join(tmp, "memory.jsonl")
-			base := servetest.Start(t, bin, writeConfig(t, dir, tc.store(t), memory, data))
-			servetest.NPMTest(t, dir, 4*time.Minute, "COUNTERSIGN_URL="+base, "COUNTERSIGN_FS_DIR="+data)
+			config := writeConfig(t, dir, tc.store(t), memory, data)
+			base := servetest.Start(t, bin, config)
+			waitReady(t, base)
+			servetest.NPMTest(t, dir, 4*time.Minute, "COUNTERSIGN_URL="+base, "COUNTERSIGN_FS_DIR="+data,
+				"COUNTERSIGN_BIN="+bin, "COUNTERSIGN_CONFIG="+config)
 			checkMemory(t, memory)
 		})
 	}
@@ -79,7 +83,9 @@ func checkMemory(t *testing.T, path string) {
 // deletions denied, every other call asking its requester, held for 2 s.
 func writeConfig(t *testing.T, dir, store, memory, data string) string {
 	t.Helper()
-	mod := func(pkg string) string { return filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js") }
+	mod := func(pkg string) string {
+		return filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+	}
 	cfg := fmt.Sprintf(`store: %q
 auth:
   api_keys:
@@ -109,4 +115,25 @@ policy:
 		t.Fatal(err)
 	}
 	return path
+}
+
+// waitReady waits until the server's upstreams are connected (/readyz
+// answers 200), so that the first tools/list holds their tools. It sets no
+// deadline of its own: the test's bounds it.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("gave up waiting for /readyz")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
