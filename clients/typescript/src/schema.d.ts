@@ -364,6 +364,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's audit log as a hash chain
+         * @description Every event of the caller's tenant in seq order (1, 2, 3, …), each hashed into the chain: hash is the lowercase hex SHA-256 of prev_hash (UTF-8) followed by the RFC 8785 JSON of the event without hash; the first event's prev_hash is "". Events are chained a moment after they commit, so the newest seconds may not be in it yet. Needs the operator role.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List notifications (operators)
+         * @description The notifications of the caller's tenant, newest event first, optionally of one status: failed lists those whose attempts are spent. Only the tenant's operators may list them.
+         */
+        get: operations["listNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notifications/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a failed notification again (operators)
+         * @description Puts a failed notification back in the outbox, due at once, its attempts counted afresh, with the same id (its Idempotency-Key). A notification that is not failed answers 409 INVALID_STATE, its message naming the notification's status (no details).
+         */
+        post: operations["retryNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -665,6 +725,31 @@ export interface components {
             /** Format: date-time */
             at: string;
         };
+        /** @description One chained event. hash covers this object without hash, as RFC 8785 JSON, after prev_hash. */
+        AuditEvent: {
+            seq: number;
+            /** @description The event's id, as in /v1/events and a proposal's trail. */
+            id: number;
+            type: string;
+            proposal_id: string;
+            actor: string;
+            via: string;
+            status: string;
+            detail: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 in UTC, with the fractional digits the store keeps: hash it as written.
+             */
+            at: string;
+            /** @description The hash of the event before; "" for seq 1. */
+            prev_hash: string;
+            hash: string;
+        };
+        AuditPage: {
+            events: components["schemas"]["AuditEvent"][];
+            /** @description The after of the next page; null when this page ends the chain as sealed so far. */
+            next: number | null;
+        };
         EventList: {
             events: components["schemas"]["Event"][];
         };
@@ -814,6 +899,35 @@ export interface components {
                     [key: string]: unknown;
                 };
             }[];
+        };
+        /** @description One event announced to one receiver. A receiver gets POST {id, type, proposal, at} with Idempotency-Key: id. */
+        Notification: {
+            /** @description ntf_<event id>_<target>: the Idempotency-Key of every attempt. */
+            id: string;
+            /** @description The event type, e.g. proposal.created. */
+            type: string;
+            proposal_id: string;
+            /** @description The receiver, by a name derived from its URL. */
+            target: string;
+            /** @enum {string} */
+            status: "pending" | "delivered" | "failed";
+            attempts: number;
+            /** Format: date-time */
+            next_attempt_at: string;
+            last_error: string;
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        NotificationList: {
+            notifications: components["schemas"]["Notification"][];
+        };
+        NotificationResponse: {
+            notification: components["schemas"]["Notification"];
         };
     };
     responses: {
@@ -1557,6 +1671,98 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Return events with seq above this; default 0, the start of the chain. */
+                after?: number;
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page, ascending seq. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listNotifications: {
+        parameters: {
+            query?: {
+                status?: "pending" | "delivered" | "failed";
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The notifications, newest event first, at most limit (default 1000). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The notification, pending again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["InvalidState"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
