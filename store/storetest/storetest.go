@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Races", testRaces},
 		{"Sessions", testSessions},
 		{"Runs", testRuns},
+		{"Escalation", testEscalation},
 		{"ClientTools", testClientTools},
 	}
 	for _, g := range groups {
