@@ -182,9 +182,9 @@ type Proposal struct {
 	// (ApplyRemind), RemindEvery the time between reminders (0: none).
 	RemindAt    *time.Time
 	RemindEvery time.Duration
-	OperationID     string
-	Attempt         int
-	Lease           *Lease
+	OperationID string
+	Attempt     int
+	Lease       *Lease
 	// ConsumedBy is the tool call that claimed the approval for execution: the
 	// original one, or a later one that spent the two-phase evidence.
 	ConsumedBy    string

@@ -1,8 +1,8 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"

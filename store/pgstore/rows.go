@@ -328,4 +328,3 @@ func dbTimePtr(t *time.Time) *time.Time {
 	u := dbTime(*t)
 	return &u
 }
-
