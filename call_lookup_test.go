@@ -374,3 +374,28 @@ func (s *callCounter) CancelRun(ctx context.Context, params *store.CancelRunPara
 	s.count("CancelRun")
 	return s.Store.CancelRun(ctx, params)
 }
+
+func (s *callCounter) SetNotificationTargets(ctx context.Context, params *store.SetNotificationTargetsParams) error {
+	s.count("SetNotificationTargets")
+	return s.Store.SetNotificationTargets(ctx, params)
+}
+
+func (s *callCounter) ClaimNotifications(ctx context.Context, params *store.ClaimNotificationsParams) ([]*store.OutboxEntry, error) {
+	s.count("ClaimNotifications")
+	return s.Store.ClaimNotifications(ctx, params)
+}
+
+func (s *callCounter) RecordDelivery(ctx context.Context, params *store.RecordDeliveryParams) (*store.OutboxEntry, error) {
+	s.count("RecordDelivery")
+	return s.Store.RecordDelivery(ctx, params)
+}
+
+func (s *callCounter) ListNotifications(ctx context.Context, params *store.ListNotificationsParams) ([]*store.OutboxEntry, error) {
+	s.count("ListNotifications")
+	return s.Store.ListNotifications(ctx, params)
+}
+
+func (s *callCounter) RetryNotification(ctx context.Context, params *store.RetryNotificationParams) (*store.OutboxEntry, error) {
+	s.count("RetryNotification")
+	return s.Store.RetryNotification(ctx, params)
+}

@@ -89,6 +89,9 @@ type Config struct {
 	// MCP configures the MCP gateway: its upstream servers, where serve
 	// mounts it, and how long a call holds for a decision.
 	MCP MCP
+	// Notifications are the receivers of the notification outbox, in file
+	// order; without any, no notification is written.
+	Notifications []Notification
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.

@@ -564,6 +564,7 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 			})
 		}},
 		{"mcp", func(p string, v *yaml.Node) { d.mcp(&c.MCP, p, v) }},
+		{"notifications", func(p string, v *yaml.Node) { d.notifications(c, p, v) }},
 	})
 }
 

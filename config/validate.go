@@ -116,6 +116,7 @@ func (v *validator) config(c *Config) {
 	v.textDecisions(c.TextDecisions)
 	v.agents(c)
 	v.mcp(&c.MCP)
+	v.notifications(c)
 }
 
 func (v *validator) web(w *Web) {

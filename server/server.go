@@ -217,6 +217,8 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/grants", s.authed(s.handleListGrants))
 	m.Handle("DELETE /v1/grants/{id}", s.authed(s.handleRevokeGrant))
 	m.Handle("GET /v1/events", s.authed(s.handleEvents))
+	m.Handle("GET /v1/notifications", s.authed(s.handleListNotifications))
+	m.Handle("POST /v1/notifications/{id}/retry", s.authed(s.handleRetryNotification))
 	m.Handle("GET /healthz", s.open(s.handleHealth))
 	m.Handle("GET /readyz", s.open(s.handleReady))
 	m.Handle("GET /metrics", http.HandlerFunc(s.handleMetrics))

@@ -22,6 +22,9 @@ type Store interface {
 	// Conversations stores a thread's messages and runs.
 	Conversations
 
+	// Outbox stores the notifications that announce events.
+	Outbox
+
 	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
 	// tool call id): a replay returns the existing proposal with Created false
 	// and supersedes nothing. A new proposal with a replacement key supersedes

@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/mcpgateway"
+	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
@@ -129,6 +130,9 @@ type runtime struct {
 	// one without a file); defaultAgent answers messages that name none.
 	agents       *agent.Runtime
 	defaultAgent string
+	// notify delivers the notification outbox; its targets are synced
+	// to the store by build.
+	notify *notifications.Deliverer
 }
 
 // build loads the configuration and builds the engine on its store. A nil
@@ -172,6 +176,14 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	}
 	rt.metrics.InitActions(rt.engine.Actions())
 	if err := rt.buildAgents(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if rt.notify, err = rt.deliverer(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := rt.notify.Sync(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -369,8 +381,8 @@ func (a *app) httpServer(addr string) *http.Server {
 	return hs
 }
 
-// run does the background work until ctx ends: executions, and the
-// proposal counts /metrics reports.
+// run does the background work until ctx ends: executions, agent runs,
+// notifications, and the proposal counts /metrics reports.
 func (a *app) run(ctx context.Context, log *slog.Logger) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -387,6 +399,7 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 	if a.gateway != nil {
 		wg.Go(func() { _ = a.gateway.Run(ctx) })
 	}
+	wg.Go(func() { _ = a.rt.notify.Run(ctx) })
 	wg.Wait()
 }
 
@@ -446,7 +459,7 @@ func workerCmd() *cobra.Command {
 	var f setupFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run workers (executions and agent runs) without the HTTP API (scale out on PostgreSQL)",
+		Short: "Run workers (executions, agent runs and notifications) without the HTTP API (scale out on PostgreSQL)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := build(cmd.Context(), &f, nil)
@@ -467,6 +480,7 @@ func workerCmd() *cobra.Command {
 					rt.log.Error("agent runtime stopped", "err", err)
 				}
 			})
+			wg.Go(func() { _ = rt.notify.Run(cmd.Context()) })
 			err = w.Run(cmd.Context())
 			wg.Wait()
 			return err

@@ -43,6 +43,7 @@ type Store struct {
 	sessions   map[string]*store.Session // by id; see sessions.go
 	runs       map[string]*store.Run     // by id; see runs.go
 	threadRuns map[string][]string       // tenant\x00thread → run ids, oldest first
+	outbox     outbox                    // see notifications.go
 	closed     bool
 }
 
@@ -125,6 +126,7 @@ func (s *Store) apply(p *store.Proposal, c *store.Change, now time.Time) {
 		e.Status = p.Status
 		e.At = now
 		s.events = append(s.events, &e)
+		s.announce(&e)
 	}
 	if m := c.Admit; m != nil {
 		tk := key(m.Tenant, m.ThreadID)

@@ -18,6 +18,7 @@ var applied = map[string]string{
 	"0006_runs.sql":             "947c46ae09eabefa13e91486f7c8d2f803eafe43c1f5d8bc8df4b6c093a6a281",
 	"0008_escalation.sql":       "5adf26a563a72771d8312f3d4a8f1eff2953e57e59482005346bd1acc76020b3",
 	"0007_client_tools.sql":     "597b62df7abc48e5598898e5011c127d530a76feecd828531654189d45e8fa3a",
+	"0008_notifications.sql":    "a80ff8ac047c0d3d2091221189123990706c270288e324be528017fb04acfc41",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Runs", testRuns},
 		{"Escalation", testEscalation},
 		{"ClientTools", testClientTools},
+		{"Notifications", testNotifications},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/countersign/countersign/notifications"
+	"github.com/countersign/countersign/server"
+	"github.com/countersign/countersign/store"
+)
+
+// deliverer builds the notification outbox's worker from the configuration
+// and writes its targets to the store, so that from now on every event of a
+// configured type gets its notification in its own transaction. Without
+// notifications configured it clears the targets: no rows are written.
+func (rt *runtime) deliverer() (*notifications.Deliverer, error) {
+	cfg := rt.cfg
+	targets := make([]notifications.Target, len(cfg.Notifications))
+	for i, n := range cfg.Notifications {
+		secret, err := cfg.NotificationSecret(i)
+		if err != nil {
+			return nil, &exitErr{exitUsage, err.Error()}
+		}
+		events := make([]store.EventType, len(n.Events))
+		for j, e := range n.Events {
+			events[j] = store.EventType(e)
+		}
+		targets[i] = notifications.Target{
+			URL: n.URL, Events: events, Secret: secret, Timeout: n.Timeout, MaxAttempts: n.MaxAttempts,
+			Backoff: notifications.Backoff{Initial: n.BackoffInitial, Max: n.BackoffMax},
+		}
+	}
+	host, _ := os.Hostname()
+	d, err := notifications.New(notifications.Options{
+		Store: rt.store, Targets: targets, Render: server.RenderProposal,
+		Owner:        "notifications@" + host + ":" + strconv.Itoa(os.Getpid()),
+		PollInterval: cfg.Worker.PollInterval, MaxConcurrency: cfg.Worker.MaxConcurrency, Logger: rt.log,
+	})
+	if err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
+	return d, nil
+}
+
+func notificationsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "notifications", Short: "List notifications and send failed ones again (operators)"}
+	var lf clientFlags
+	var status string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the tenant's notifications, newest first (operators)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !store.NotificationStatus(status).Valid() {
+				return &exitErr{exitUsage, fmt.Sprintf("--status %q: want pending, delivered or failed", status)}
+			}
+			c, err := lf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if status != "" {
+				q.Set("status", status)
+			}
+			var page struct {
+				Notifications []*server.Notification `json:"notifications"`
+			}
+			if _, err := c.do(cmd.Context(), "GET", "/v1/notifications", q, nil, &page); err != nil {
+				return err
+			}
+			if lf.json {
+				return printJSON(cmd.OutOrStdout(), page)
+			}
+			return printNotifications(cmd.OutOrStdout(), page.Notifications)
+		},
+	}
+	lf.register(list)
+	list.Flags().StringVar(&status, "status", "", "only this status: pending, delivered or failed")
+
+	var rf clientFlags
+	retry := &cobra.Command{
+		Use:   "retry ID",
+		Short: "Send a failed notification again, with the same id (operators)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := rf.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			// A dot segment would be cleaned out of the path and name
+			// another resource; no notification has such an id.
+			if id == "." || id == ".." {
+				return &exitErr{exitNotFound, fmt.Sprintf("not found: no notification %q", id)}
+			}
+			var ans struct {
+				Notification *server.Notification `json:"notification"`
+			}
+			if _, err := c.do(cmd.Context(), "POST", "/v1/notifications/"+url.PathEscape(id)+"/retry", nil, nil, &ans); err != nil {
+				return err
+			}
+			if rf.json {
+				return printJSON(cmd.OutOrStdout(), ans)
+			}
+			if ans.Notification == nil {
+				return fmt.Errorf("the server's answer has no notification")
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), escapeText("notification "+ans.Notification.ID+" is "+ans.Notification.Status+" again: it will be sent with the same id"))
+			return nil
+		},
+	}
+	rf.register(retry)
+	cmd.AddCommand(list, retry)
+	return cmd
+}
+
+func printNotifications(w io.Writer, ns []*server.Notification) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tTYPE\tPROPOSAL\tTARGET\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR")
+	for _, n := range ns {
+		next := "-"
+		if n.Status == string(store.NotificationPending) {
+			next = n.NextAttemptAt.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", escapeText(n.ID), escapeText(n.Status), escapeText(n.Type),
+			escapeText(n.ProposalID), escapeText(n.Target), n.Attempts, next, escapeText(truncate(n.LastError, 60)))
+	}
+	if len(ns) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,54 @@
+package countersign
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Notifications and RetryNotification are the operators' view of the
+// notification outbox (see package notifications for delivery). A
+// notification can carry any proposal of the tenant, whoever may see it, so
+// only the tenant's operators list or retry them; every surface asks here
+// rather than checking the role itself.
+
+// mayManageNotifications reports whether id may list and retry its tenant's
+// notifications.
+func mayManageNotifications(id Identity) bool {
+	return slices.Contains(id.Roles, RoleOperator)
+}
+
+// Notifications lists the notifications of id's tenant, newest event first,
+// at most limit (0: store.MaxPageSize), optionally of one status. Anyone but
+// an operator gets a *ForbiddenError; an unknown status wraps
+// store.ErrInvalidParams.
+func (e *Engine) Notifications(ctx context.Context, id Identity, status store.NotificationStatus, limit int) ([]*store.OutboxEntry, error) {
+	if !mayManageNotifications(id) {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only an operator may list notifications"}
+	}
+	out, err := e.store.ListNotifications(ctx, &store.ListNotificationsParams{Tenant: id.Tenant, Status: status, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	return out, nil
+}
+
+// RetryNotification puts a failed notification of id's tenant back in the
+// outbox, due at once with its attempts counted afresh. Anyone but an
+// operator gets a *ForbiddenError; an unknown id, or another tenant's, wraps
+// ErrNotFound; a notification that is not failed is a *ConflictError.
+func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*store.OutboxEntry, error) {
+	if !mayManageNotifications(id) {
+		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only an operator may retry notifications"}
+	}
+	if !validID(notificationID) {
+		return nil, fmt.Errorf("retry notification %q: %w", notificationID, ErrNotFound)
+	}
+	n, err := e.store.RetryNotification(ctx, &store.RetryNotificationParams{Tenant: id.Tenant, ID: notificationID})
+	if err != nil {
+		return nil, fmt.Errorf("retry notification: %w", err)
+	}
+	return n, nil
+}
