@@ -1,4 +1,4 @@
--- 0007_escalation: due times on pending proposals, swept like expiry
+-- 0008_escalation: due times on pending proposals, swept like expiry
 -- (DESIGN.md §14). escalate_at is when escalate_to joins the approvers,
 -- once, NULL after or when the rule has none; remind_at is when the next
 -- reminder is due, remind_every (nanoseconds) the time between them, 0 for
