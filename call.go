@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/countersign/countersign/internal/canonjson"
@@ -460,6 +461,14 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		ExpiresAt:          now.Add(rule.TTL),
 		OperationID:        "op_" + newID(),
 		RuleFingerprint:    r.fingerprint,
+	}
+	if rule.EscalateAfter > 0 {
+		at := now.Add(rule.EscalateAfter)
+		p.EscalateAt, p.EscalateTo = &at, slices.Clone(rule.EscalateTo)
+	}
+	if rule.RemindEvery > 0 {
+		at := now.Add(rule.RemindEvery)
+		p.RemindAt, p.RemindEvery = &at, rule.RemindEvery
 	}
 	params := &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy, GrantID: r.grantID, Allowed: allowed}
 	r.leaseAsked = time.Now()

@@ -225,6 +225,16 @@ func (s *callCounter) ExpireDue(ctx context.Context, params *store.ExpireDuePara
 	return s.Store.ExpireDue(ctx, params)
 }
 
+func (s *callCounter) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	s.count("EscalateDue")
+	return s.Store.EscalateDue(ctx, params)
+}
+
+func (s *callCounter) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	s.count("RemindDue")
+	return s.Store.RemindDue(ctx, params)
+}
+
 func (s *callCounter) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
 	s.count("Claim")
 	return s.Store.Claim(ctx, params)

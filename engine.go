@@ -294,6 +294,32 @@ func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
 	return len(ps), nil
 }
 
+// SweepEscalations escalates up to batch pending proposals whose
+// escalation is due (store.ApplyEscalate: the rule's escalate_to join the
+// approvers, once) and records the due reminders of up to batch others
+// (store.ApplyRemind), waking their waiters, so that the new approvers'
+// inboxes show them. It returns how many of each it handled.
+func (e *Engine) SweepEscalations(ctx context.Context, batch int) (escalated, reminded int, err error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	ps, err := e.store.EscalateDue(ctx, &store.ExpireDueParams{Limit: batch})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sweep escalations: %w", err)
+	}
+	for _, p := range ps {
+		e.changed(ctx, p, store.StatusPending)
+	}
+	rs, err := e.store.RemindDue(ctx, &store.ExpireDueParams{Limit: batch})
+	if err != nil {
+		return len(ps), 0, fmt.Errorf("sweep reminders: %w", err)
+	}
+	for _, p := range rs {
+		e.changed(ctx, p, store.StatusPending)
+	}
+	return len(ps), len(rs), nil
+}
+
 // RunSweeper sweeps every interval until ctx ends, draining each backlog in
 // bounded batches, and removes a batch of expired inbox sessions. It returns ctx's error.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch int) error {
@@ -316,6 +342,19 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch i
 				break
 			}
 			if n < batch {
+				break
+			}
+		}
+		for {
+			escalated, reminded, err := e.SweepEscalations(ctx, batch)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				e.log.Warn("escalation sweep failed", "err", err)
+				break
+			}
+			if escalated < batch && reminded < batch {
 				break
 			}
 		}

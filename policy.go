@@ -91,6 +91,15 @@ type Rule struct {
 	GrantAnyInput bool
 	// GrantTTL bounds a remembered approval's life. Zero: until revoked.
 	GrantTTL time.Duration
+	// EscalateAfter, when set, adds EscalateTo to the approvers of a
+	// proposal still pending that long after it was made, once (a
+	// proposal.escalated event). EscalateTo takes what Approvers takes.
+	EscalateAfter time.Duration
+	EscalateTo    []string
+	// RemindEvery, when set, records a proposal.reminder event (and so a
+	// notification) at created + RemindEvery, + 2×RemindEvery, … while
+	// the proposal is pending.
+	RemindEvery time.Duration
 }
 
 // Policy is an ordered set of rules.
@@ -129,8 +138,16 @@ func (r *Rule) validate() error {
 	if r.Quorum < 0 {
 		return fmt.Errorf("field Quorum %d: must not be negative", r.Quorum)
 	}
-	if r.TTL < 0 || r.GrantTTL < 0 {
-		return fmt.Errorf("fields TTL and GrantTTL must not be negative")
+	if r.TTL < 0 || r.GrantTTL < 0 || r.EscalateAfter < 0 || r.RemindEvery < 0 {
+		return fmt.Errorf("fields TTL, GrantTTL, EscalateAfter and RemindEvery must not be negative")
+	}
+	if (r.EscalateAfter > 0) != (len(r.EscalateTo) > 0) {
+		return fmt.Errorf("fields EscalateAfter and EscalateTo go together: whom to add, and when")
+	}
+	for _, a := range r.EscalateTo {
+		if err := validateApprover(a); err != nil {
+			return fmt.Errorf("field EscalateTo: %w", err)
+		}
 	}
 	if r.Mode != "" && !r.Mode.Valid() {
 		return fmt.Errorf("field Mode %q: want wait, two_phase or independent", r.Mode)

@@ -209,6 +209,12 @@ type Rule struct {
 	Channels []string
 	// Remember lists the remember scopes an approver may ask for.
 	Remember []countersign.Scope
+	// EscalateAfter and EscalateTo: still pending that long, the proposal
+	// adds these approvers, once. RemindEvery: a reminder that often while
+	// pending.
+	EscalateAfter time.Duration
+	EscalateTo    []string
+	RemindEvery   time.Duration
 }
 
 // Action is a webhook action: an action whose hooks are HTTP endpoints of
@@ -313,6 +319,9 @@ func (c *Config) Policy() *countersign.Policy {
 			Mode:               r.Mode,
 			Channels:           slices.Clone(r.Channels),
 			Remember:           slices.Clone(r.Remember),
+			EscalateAfter:      r.EscalateAfter,
+			EscalateTo:         slices.Clone(r.EscalateTo),
+			RemindEvery:        r.RemindEvery,
 		})
 	}
 	return p

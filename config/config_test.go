@@ -230,6 +230,17 @@ func TestErrors(t *testing.T) {
 		{"duration syntax", "worker:\n  lease: 30 seconds\n", 2, `"30 seconds" is not a duration`},
 		{"duration sign", "policy:\n  default_ttl: -1m\n", 2, "policy.default_ttl: -1m: must be positive"},
 		{"zero duration", rule("{match: a, ttl: 0s}"), 3, "policy.rules[0].ttl: 0s: must be positive"},
+		{"escalate_after alone", rule("{match: a, escalate_after: 5m}"), 3, "policy.rules[0].escalate_after: needs escalate_to: whom to add as approvers"},
+		{"escalate_to alone", rule("{match: a, escalate_to: [\"role:manager\"]}"), 3, "policy.rules[0].escalate_to: needs escalate_after: when to add them"},
+		{"escalate_after past ttl", rule("{match: a, ttl: 10m, escalate_after: 10m, escalate_to: [\"role:manager\"]}"), 3,
+			"policy.rules[0].escalate_after: 10m0s is not before the proposal expires (ttl 10m0s): it would never escalate"},
+		{"escalate_to not an approver", rule("{match: a, escalate_after: 1m, escalate_to: [manager]}"), 3,
+			`policy.rules[0].escalate_to[0]: "manager": want requester, role:NAME or actor:ID`},
+		{"escalate_to twice", rule("{match: a, escalate_after: 1m, escalate_to: [\"role:m\", \"role:m\"]}"), 3,
+			`policy.rules[0].escalate_to[1]: "role:m" is listed twice`},
+		{"remind_every past the default ttl", rule("{match: a, remind_every: 1h}"), 3,
+			"policy.rules[0].remind_every: 1h0m0s is not before the proposal expires (ttl 10m0s): no reminder would be sent"},
+		{"remind_every zero", rule("{match: a, remind_every: 0s}"), 3, "policy.rules[0].remind_every: 0s: must be positive"},
 		{"list wanted", "cors:\n  allowed_origins: https://a.example\n", 2, "cors.allowed_origins: want a list"},
 		{"mapping wanted", "auth: [a]\n", 1, "auth: want a mapping"},
 		{"list item type", "cors:\n  allowed_origins:\n    - [x]\n", 3, "cors.allowed_origins[0]: want a string"},
@@ -929,5 +940,18 @@ func TestPostgresSection(t *testing.T) {
 		if err := c.Validate(); (err == nil) != ok {
 			t.Errorf("Validate with max_conns %d: %v", n, err)
 		}
+	}
+}
+
+// TestEscalationReachesThePolicy: a rule's escalate_after, escalate_to and
+// remind_every become the engine rule's.
+func TestEscalationReachesThePolicy(t *testing.T) {
+	c, err := Parse("countersign.yaml", []byte("policy:\n  rules:\n    - {match: \"payments.*\", ttl: 2h, escalate_after: 30m, escalate_to: [\"role:manager\"], remind_every: 10m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Policy().Rules[0]
+	if r.EscalateAfter != 30*time.Minute || len(r.EscalateTo) != 1 || r.EscalateTo[0] != "role:manager" || r.RemindEvery != 10*time.Minute {
+		t.Fatalf("rule %+v", r)
 	}
 }

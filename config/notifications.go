@@ -28,8 +28,8 @@ const (
 )
 
 // NotificationEvents are the event types a receiver may be sent.
-// proposal.escalated and proposal.reminder are announced once escalation
-// and reminders (policy.rules[].escalate_after, remind_every) append them.
+// proposal.escalated and proposal.reminder are the events of escalation
+// and reminders (policy.rules[].escalate_after, remind_every).
 var NotificationEvents = []string{
 	"proposal.created", "proposal.decided", "proposal.settled", "proposal.expired",
 	"proposal.superseded", "proposal.escalated", "proposal.reminder",

@@ -621,6 +621,9 @@ func (d *decoder) rule(path string, n *yaml.Node) Rule {
 		{"mode", text(d, &r.Mode)},
 		{"channels", texts(d, &r.Channels)},
 		{"remember", texts(d, &r.Remember)},
+		{"escalate_after", d.duration(&r.EscalateAfter)},
+		{"escalate_to", texts(d, &r.EscalateTo)},
+		{"remind_every", d.duration(&r.RemindEvery)},
 	})
 	return r
 }

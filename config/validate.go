@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/countersign/countersign"
@@ -348,6 +349,7 @@ func (v *validator) policy(c *Config) {
 			v.fail(p+".effect", "%q: want allow, ask or deny", r.Effect)
 		}
 		v.rule(p, r)
+		v.escalation(p, r, ps.DefaultTTL)
 	}
 	if len(v.errs) > ok || v.skipped("policy") {
 		return
@@ -553,5 +555,45 @@ func (v *validator) endpoint(path string, e *Endpoint) {
 	}
 	if e.Timeout <= 0 {
 		v.fail(path+".timeout", "%v: must be positive", e.Timeout)
+	}
+}
+
+// escalation checks a rule's escalate_after, escalate_to and remind_every:
+// positive durations, escalate_to as approvers are written, the two
+// escalation fields together, and both due before the proposal expires
+// (its ttl, or the policy's default_ttl), or they would never happen.
+func (v *validator) escalation(p string, r *Rule, defaultTTL time.Duration) {
+	ttl := r.TTL
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	switch {
+	case r.EscalateAfter < 0:
+		v.fail(p+".escalate_after", "%v: must be positive", r.EscalateAfter)
+	case r.EscalateAfter > 0 && len(r.EscalateTo) == 0:
+		v.fail(p+".escalate_after", "needs escalate_to: whom to add as approvers")
+	case r.EscalateAfter == 0 && r.EscalateTo != nil:
+		v.fail(p+".escalate_to", "needs escalate_after: when to add them")
+	case r.EscalateAfter > 0 && ttl > 0 && r.EscalateAfter >= ttl:
+		v.fail(p+".escalate_after", "%v is not before the proposal expires (ttl %v): it would never escalate", r.EscalateAfter, ttl)
+	}
+	for j, a := range r.EscalateTo {
+		switch {
+		case a == countersign.ApproverRequester:
+		case strings.HasPrefix(a, "role:") && isToken(a[len("role:"):]):
+		case strings.HasPrefix(a, "actor:") && isToken(a[len("actor:"):]):
+		default:
+			v.fail(item(p+".escalate_to", j), "%q: want requester, role:NAME or actor:ID", a)
+			continue
+		}
+		if slices.Index(r.EscalateTo, a) < j {
+			v.fail(item(p+".escalate_to", j), "%q is listed twice", a)
+		}
+	}
+	switch {
+	case r.RemindEvery < 0:
+		v.fail(p+".remind_every", "%v: must be positive", r.RemindEvery)
+	case r.RemindEvery > 0 && ttl > 0 && r.RemindEvery >= ttl:
+		v.fail(p+".remind_every", "%v is not before the proposal expires (ttl %v): no reminder would be sent", r.RemindEvery, ttl)
 	}
 }

@@ -91,6 +91,14 @@ type Store interface {
 	// ExpireDue expires up to Limit due proposals and returns them.
 	ExpireDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
 
+	// EscalateDue escalates up to Limit pending proposals whose EscalateAt
+	// has come (ApplyEscalate), most overdue first, and returns them.
+	// RemindDue records the due reminder of up to Limit pending proposals
+	// (ApplyRemind), most overdue first. Concurrent sweepers, in any
+	// process, never apply the same due time twice.
+	EscalateDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
+	RemindDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
+
 	// Claim moves one approved proposal to executing under a new lease. A
 	// claim that finds the approval lapsed (wait, two_phase past the deadline)
 	// expires it and returns the expired proposal together with a
@@ -352,7 +360,7 @@ type ExpireParams struct {
 	ID     string
 }
 
-// ExpireDueParams bounds a sweep.
+// ExpireDueParams bounds a sweep (of expiries, escalations or reminders).
 type ExpireDueParams struct {
 	Limit int
 }

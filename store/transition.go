@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -586,4 +587,59 @@ func CanSee(p *Proposal, v *Visibility) bool {
 		}
 	}
 	return false
+}
+
+// Escalatable reports whether p is a pending proposal whose escalation has
+// come by now.
+func Escalatable(p *Proposal, now time.Time) bool {
+	return p.Status == StatusPending && p.EscalateAt != nil && !now.Before(*p.EscalateAt)
+}
+
+// ApplyEscalate adds a pending proposal's EscalateTo to its approvers once
+// its EscalateAt has come (DESIGN.md §14: a due time swept like expiry),
+// and records a proposal.escalated event naming who was added. It happens
+// once: EscalateAt is cleared. nil: nothing is due.
+func ApplyEscalate(p *Proposal, now time.Time) (*Change, error) {
+	if !Escalatable(p, now) {
+		return nil, nil
+	}
+	var added []string
+	for _, a := range p.EscalateTo {
+		if !slices.Contains(p.Approvers, a) {
+			p.Approvers = append(p.Approvers, a)
+			added = append(added, a)
+		}
+	}
+	p.EscalateAt = nil
+	c := &Change{}
+	detail := "no approver added: they were approvers already"
+	if len(added) > 0 {
+		detail = "approvers added: " + strings.Join(added, ", ")
+	}
+	c.event(EventEscalated, "", "", detail)
+	return c, nil
+}
+
+// Remindable reports whether p is a pending proposal whose next reminder
+// is due by now.
+func Remindable(p *Proposal, now time.Time) bool {
+	return p.Status == StatusPending && p.RemindAt != nil && p.RemindEvery > 0 && !now.Before(*p.RemindAt)
+}
+
+// ApplyRemind records a proposal.reminder event for a pending proposal
+// whose reminder is due, and schedules the next one RemindEvery after the
+// one due, skipping those a stopped sweeper missed: one reminder for the
+// backlog, never a burst. nil: nothing is due.
+func ApplyRemind(p *Proposal, now time.Time) (*Change, error) {
+	if !Remindable(p, now) {
+		return nil, nil
+	}
+	next := *p.RemindAt
+	for !next.After(now) {
+		next = next.Add(p.RemindEvery)
+	}
+	p.RemindAt = &next
+	c := &Change{}
+	c.event(EventReminder, "", "", "still pending since "+p.CreatedAt.UTC().Format(time.RFC3339))
+	return c, nil
 }

@@ -173,9 +173,18 @@ type Proposal struct {
 	ReplacementKey  string
 	Decisions       []Decision
 	ExpiresAt       time.Time
-	OperationID     string
-	Attempt         int
-	Lease           *Lease
+	// EscalateAt is when a pending proposal adds EscalateTo to its
+	// approvers (ApplyEscalate), once: nil when the rule has no
+	// escalate_after, and after it escalated.
+	EscalateAt *time.Time
+	EscalateTo []string
+	// RemindAt is when the next reminder of a pending proposal is due
+	// (ApplyRemind), RemindEvery the time between reminders (0: none).
+	RemindAt    *time.Time
+	RemindEvery time.Duration
+	OperationID string
+	Attempt     int
+	Lease       *Lease
 	// ConsumedBy is the tool call that claimed the approval for execution: the
 	// original one, or a later one that spent the two-phase evidence.
 	ConsumedBy    string
@@ -197,6 +206,9 @@ func (p *Proposal) Clone() *Proposal {
 	c.Input = slices.Clone(p.Input)
 	c.RawInput = slices.Clone(p.RawInput)
 	c.Approvers = slices.Clone(p.Approvers)
+	c.EscalateTo = slices.Clone(p.EscalateTo)
+	c.EscalateAt = clonePtr(p.EscalateAt)
+	c.RemindAt = clonePtr(p.RemindAt)
 	c.Channels = slices.Clone(p.Channels)
 	c.RememberScopes = slices.Clone(p.RememberScopes)
 	c.Decisions = slices.Clone(p.Decisions)
@@ -357,6 +369,8 @@ const (
 	EventClaimed    EventType = "proposal.claimed"
 	EventRetried    EventType = "proposal.retried"
 	EventResolved   EventType = "proposal.resolved"
+	EventEscalated  EventType = "proposal.escalated"
+	EventReminder   EventType = "proposal.reminder"
 )
 
 // Event is one entry of a proposal's audit trail. IDs grow monotonically per

@@ -389,24 +389,45 @@ func (s *Store) Expire(ctx context.Context, params *store.ExpireParams) (*store.
 
 // ExpireDue implements store.Store.
 func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "expire due", params, store.Due, func(p *store.Proposal) time.Time { return p.ExpiresAt },
+		func(p *store.Proposal, now time.Time) (*store.Change, error) { return store.ApplyExpire(p, now) })
+}
+
+// EscalateDue implements store.Store.
+func (s *Store) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "escalate due", params, store.Escalatable, func(p *store.Proposal) time.Time { return *p.EscalateAt },
+		store.ApplyEscalate)
+}
+
+// RemindDue implements store.Store.
+func (s *Store) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "remind due", params, store.Remindable, func(p *store.Proposal) time.Time { return *p.RemindAt },
+		store.ApplyRemind)
+}
+
+// sweepDue applies apply to up to params.Limit proposals that are due by
+// now, the one due longest first.
+func (s *Store) sweepDue(ctx context.Context, op string, params *store.ExpireDueParams, due func(*store.Proposal, time.Time) bool,
+	dueAt func(*store.Proposal) time.Time, apply func(*store.Proposal, time.Time) (*store.Change, error)) ([]*store.Proposal, error) {
 	if params.Limit <= 0 {
-		return nil, fmt.Errorf("memstore: expire due: %w: limit %d", store.ErrInvalidParams, params.Limit)
+		return nil, fmt.Errorf("memstore: %s: %w: limit %d", op, store.ErrInvalidParams, params.Limit)
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	now := s.clock()
-	var out []*store.Proposal
+	var ready []*store.Proposal
 	for _, p := range s.order {
-		if len(out) == params.Limit {
-			break
+		if due(p, now) {
+			ready = append(ready, p)
 		}
-		if !store.Due(p, now) {
-			continue
-		}
+	}
+	slices.SortStableFunc(ready, func(a, b *store.Proposal) int { return dueAt(a).Compare(dueAt(b)) })
+	var out []*store.Proposal
+	for _, p := range ready[:min(len(ready), params.Limit)] {
 		w := p.Clone()
-		c, err := store.ApplyExpire(w, now)
+		c, err := apply(w, now)
 		if err != nil || c == nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,8 +42,11 @@ const (
 	colConsumedBy
 	colNextAttemptAt
 	colOutcome
+	colApprovers
+	colEscalateAt
+	colRemindAt
 
-	allMutable = colOutcome<<1 - 1
+	allMutable = colRemindAt<<1 - 1
 )
 
 // mutableColumns are the mutable columns in bit order: the column, the type
@@ -66,6 +70,11 @@ var mutableColumns = []struct {
 	{colConsumedBy, "consumed_by", "text[]", "v.consumed_by"},
 	{colNextAttemptAt, "next_attempt_at", "timestamptz[]", "v.next_attempt_at"},
 	{colOutcome, "outcome", "text[]", "v.outcome::jsonb"},
+	// An escalation adds approvers: a row's list travels as JSON text,
+	// since unnest would flatten an array of arrays.
+	{colApprovers, "approvers", "text[]", "ARRAY(SELECT jsonb_array_elements_text(v.approvers::jsonb))"},
+	{colEscalateAt, "escalate_at", "timestamptz[]", "v.escalate_at"},
+	{colRemindAt, "remind_at", "timestamptz[]", "v.remind_at"},
 }
 
 // mutableValues are a row's mutable columns as they are stored.
@@ -78,6 +87,8 @@ type mutableValues struct {
 	leaseExp             *time.Time
 	consumedBy           string
 	next                 *time.Time
+	approvers            string // JSON
+	escalateAt, remindAt *time.Time
 }
 
 func valuesOf(p *store.Proposal) (mutableValues, error) {
@@ -97,7 +108,20 @@ func valuesOf(p *store.Proposal) (mutableValues, error) {
 		v.leaseOwner, v.leaseTok, v.leaseGen, v.leaseExp = &owner, &tok, &gen, &exp
 	}
 	v.next = dbTimePtr(p.NextAttemptAt)
+	approvers, err := json.Marshal(nonNilStrings(p.Approvers))
+	if err != nil {
+		return v, fmt.Errorf("encode proposal %s: approvers: %w", p.ID, err)
+	}
+	v.approvers = string(approvers)
+	v.escalateAt, v.remindAt = dbTimePtr(p.EscalateAt), dbTimePtr(p.RemindAt)
 	return v, nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func textPtr(b []byte) *string {
@@ -133,6 +157,9 @@ func (a *mutableValues) changed(b *mutableValues) mutable {
 	set(colConsumedBy, a.consumedBy != b.consumedBy)
 	set(colNextAttemptAt, !eqTime(a.next, b.next))
 	set(colOutcome, !eqPtr(a.outcome, b.outcome))
+	set(colApprovers, a.approvers != b.approvers)
+	set(colEscalateAt, !eqTime(a.escalateAt, b.escalateAt))
+	set(colRemindAt, !eqTime(a.remindAt, b.remindAt))
 	return m
 }
 
@@ -272,6 +299,12 @@ func (s *Store) casStatement(given []*rowWrite, work []string) (string, []any) {
 			a = column(ws, func(w *rowWrite) *time.Time { return w.vals.next })
 		case colOutcome:
 			a = column(ws, func(w *rowWrite) *string { return w.vals.outcome })
+		case colApprovers:
+			a = column(ws, func(w *rowWrite) string { return w.vals.approvers })
+		case colEscalateAt:
+			a = column(ws, func(w *rowWrite) *time.Time { return w.vals.escalateAt })
+		case colRemindAt:
+			a = column(ws, func(w *rowWrite) *time.Time { return w.vals.remindAt })
 		}
 		q.w(`, `, q.arg(a, mc.array))
 		names = append(names, mc.name)

@@ -23,6 +23,7 @@ var applied = map[string]string{
 	"0003_sessions.sql":         "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
 	"0004_rule_fingerprint.sql": "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
 	"0005_runs.sql":             "3df5cefb15c2bc91b0bdc8b5439d1fcedfba557b74816000da08d6f1f64c67ce",
+	"0008_escalation.sql":       "c1915e7738d7f889d0474a77e29a41b1fcbfd20030de57008b4f6c6e9a6119e6",
 	"0006_client_tools.sql":     "5e06ce525ef6dd1f60790d1611213674b8b5a695b308fcd1a69f866b8777c7c2",
 	"0007_notifications.sql":    "671c6ea87fd21da9ce794e74647f6269935b0dc286b3a0d471a0a643ddc7d0a9",
 	"0008_audit_chain.sql":      "de32fc6dc6b4159a41003d1f2c719f019873a0f5d736b4bc9fdbad2ba400fa1b",

@@ -39,7 +39,9 @@ func TestQueryPlans(t *testing.T) {
 			CASE WHEN i % 100 = 0 THEN 'approved' WHEN i % 100 = 1 THEN 'executing' WHEN i % 50 = 2 THEN 'pending' ELSE 'succeeded' END,
 			NULL, 1, false, NULL, NULL, false, 0, CASE WHEN i % 4 = 0 THEN 'k' || (i % 9) ELSE '' END, NULL,
 			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
-			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', ''
+			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', '',
+			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 600) * interval '1 second' END, NULL,
+			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 300) * interval '1 second' END, 0
 		FROM generate_series(1, 20000) AS i`, now); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +74,8 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim", s.q.claimBatch, []any{now, "w", int64(1), 10}, "proposals_claim", false},
 		{"expiry", s.q.expireDue, []any{now, 10}, "proposals_expiry", false},
+		{"escalation", s.q.escalateDue, []any{now.Add(time.Minute), 10}, "proposals_escalation", false},
+		{"reminder", s.q.remindDue, []any{now.Add(time.Minute), 10}, "proposals_reminder", false},
 		{"replacement", s.q.supersede, []any{"t0", "th4", "r4", "a4", "k4", "prp_new", `{}`, now, "t", "s", "d", "x"}, "proposals_replacement", true},
 		{"confirmation", s.q.getByConfirmation, []any{"t1", "cnf_1"}, "proposals_confirmation", false},
 		// One probe at the end of the tenant's events.

@@ -256,22 +256,46 @@ func (s *Store) Expire(ctx context.Context, params *store.ExpireParams) (*store.
 // that moved meanwhile (decided, or expired by a concurrent sweeper) is
 // left to whoever moved it.
 func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "expire due", params, s.q.expireDue, store.Due,
+		func(p *store.Proposal, now time.Time) (*store.Change, error) { return store.ApplyExpire(p, now) })
+}
+
+// EscalateDue implements store.Store as ExpireDue does, with
+// store.ApplyEscalate.
+func (s *Store) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "escalate due", params, s.q.escalateDue, store.Escalatable, store.ApplyEscalate)
+}
+
+// RemindDue implements store.Store as ExpireDue does, with
+// store.ApplyRemind.
+func (s *Store) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "remind due", params, s.q.remindDue, store.Remindable, store.ApplyRemind)
+}
+
+// sweepDue reads up to params.Limit proposals with query (parameters: now,
+// limit), applies apply to each that due confirms, and writes them all in
+// one statement, each guarded by its version; it returns those written.
+func (s *Store) sweepDue(ctx context.Context, op string, params *store.ExpireDueParams, query string,
+	due func(*store.Proposal, time.Time) bool, apply func(*store.Proposal, time.Time) (*store.Change, error)) ([]*store.Proposal, error) {
 	if params.Limit <= 0 {
-		return nil, wrap("expire due", fmt.Errorf("%w: limit %d", store.ErrInvalidParams, params.Limit))
+		return nil, wrap(op, fmt.Errorf("%w: limit %d", store.ErrInvalidParams, params.Limit))
 	}
 	now := s.clock()
-	rows, err := s.pool.Query(ctx, s.q.expireDue, now, params.Limit)
+	rows, err := s.pool.Query(ctx, query, now, params.Limit)
 	if err != nil {
-		return nil, wrap("expire due", err)
+		return nil, wrap(op, err)
 	}
-	due, err := collectProposals(rows)
+	candidates, err := collectProposals(rows)
 	if err != nil {
-		return nil, wrap("expire due", err)
+		return nil, wrap(op, err)
 	}
 	var ws []*rowWrite
-	for _, p := range due {
+	for _, p := range candidates {
+		if !due(p, now) {
+			continue
+		}
 		w := p.Clone()
-		c, err := store.ApplyExpire(w, now)
+		c, err := apply(w, now)
 		if err != nil || c == nil {
 			continue
 		}
@@ -279,13 +303,13 @@ func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([
 		normalize(w)
 		rw, err := newRowWrite(p, w, c, 0)
 		if err != nil {
-			return nil, wrap("expire due", err)
+			return nil, wrap(op, err)
 		}
 		ws = append(ws, rw)
 	}
 	written, err := s.writeRows(ctx, ws)
 	if err != nil {
-		return nil, wrap("expire due", err)
+		return nil, wrap(op, err)
 	}
 	var out []*store.Proposal
 	for i, w := range ws {

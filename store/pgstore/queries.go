@@ -14,7 +14,7 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every`
 
 // columnList returns proposalColumns as a slice of names.
 func columnList() []string {
@@ -40,6 +40,7 @@ type queries struct {
 
 	getProposal, getByToolCall, getByConfirmation, proposalTenant, countByStatus string
 	getMany, getReplayed, supersede, expireDue, claimBatch                       string
+	escalateDue, remindDue                                                       string
 	ensureThread, getThread, deleteThread, listMessages                          string
 	findGrant, getGrant, lockGrant, revokeGrant                                  string
 	loadCursorKey                                                                string
@@ -78,6 +79,16 @@ func newQueries(schema string) *queries {
 			WHERE (status = 'pending' OR (status = 'approved' AND mode IN ('wait', 'two_phase')))
 			AND expires_at <= $1
 			ORDER BY expires_at, id LIMIT $2`,
+		// escalateDue and remindDue are store.Escalatable and
+		// store.Remindable in SQL, most overdue first, on the partial
+		// indexes proposals_escalation and proposals_reminder. Parameters:
+		// now, limit.
+		escalateDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
+			WHERE status = 'pending' AND escalate_at IS NOT NULL AND escalate_at <= $1
+			ORDER BY escalate_at, id LIMIT $2`,
+		remindDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
+			WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= $1
+			ORDER BY remind_at, id LIMIT $2`,
 
 		claimBatch: strings.Replace(claimBatchSQL, "PCOLS", prefixed("p"), 1),
 
@@ -124,7 +135,7 @@ func newQueries(schema string) *queries {
 	}
 	for _, p := range []*string{
 		&q.getProposal, &q.getByToolCall, &q.getByConfirmation, &q.proposalTenant, &q.countByStatus,
-		&q.getMany, &q.getReplayed, &q.supersede, &q.expireDue, &q.claimBatch,
+		&q.getMany, &q.getReplayed, &q.supersede, &q.expireDue, &q.claimBatch, &q.escalateDue, &q.remindDue,
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,
 		&q.findGrant, &q.getGrant, &q.lockGrant, &q.revokeGrant, &q.loadCursorKey,
 		&q.listProposals, &q.listGrants, &q.listEvents, &q.lastEventID,

@@ -20,10 +20,9 @@ func normalize(p *store.Proposal) {
 	p.ExpiresAt = dbTime(p.ExpiresAt)
 	p.CreatedAt = dbTime(p.CreatedAt)
 	p.UpdatedAt = dbTime(p.UpdatedAt)
-	if p.NextAttemptAt != nil {
-		t := dbTime(*p.NextAttemptAt)
-		p.NextAttemptAt = &t
-	}
+	p.NextAttemptAt = dbTimePtr(p.NextAttemptAt)
+	p.EscalateAt = dbTimePtr(p.EscalateAt)
+	p.RemindAt = dbTimePtr(p.RemindAt)
 	if p.Lease != nil {
 		p.Lease.ExpiresAt = dbTime(p.Lease.ExpiresAt)
 	}
@@ -209,7 +208,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		p.Channels, toStrings(p.RememberScopes), p.GrantAnyInput, int64(p.GrantTTL), p.ReplacementKey, decisions,
 		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
-		p.RuleFingerprint,
+		p.RuleFingerprint, dbTimePtr(p.EscalateAt), p.EscalateTo, dbTimePtr(p.RemindAt), int64(p.RemindEvery),
 	}, nil
 }
 
@@ -223,6 +222,8 @@ type proposalRow struct {
 	leaseOwner, leaseToken       *string
 	leaseGen                     *int64
 	leaseExp, next               *time.Time
+	escalateAt, remindAt         *time.Time
+	remindEvery                  int64
 }
 
 // dest returns the scan destinations, in proposalColumns order.
@@ -235,7 +236,7 @@ func (r *proposalRow) dest() []any {
 		&p.Channels, &r.scopes, &p.GrantAnyInput, &r.grantTTL, &p.ReplacementKey, &r.decisions,
 		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
-		&p.RuleFingerprint,
+		&p.RuleFingerprint, &r.escalateAt, &p.EscalateTo, &r.remindAt, &r.remindEvery,
 	}
 }
 
@@ -244,8 +245,9 @@ func (r *proposalRow) proposal() (*store.Proposal, error) {
 	p := &r.p
 	p.Mode, p.Status = store.Mode(r.mode), store.Status(r.status)
 	p.RememberScopes = fromStrings[store.Scope](r.scopes)
-	p.GrantTTL = time.Duration(r.grantTTL)
+	p.GrantTTL, p.RemindEvery = time.Duration(r.grantTTL), time.Duration(r.remindEvery)
 	p.ExpiresAt, p.CreatedAt, p.UpdatedAt = p.ExpiresAt.UTC(), p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	p.EscalateAt, p.RemindAt = utcPtr(r.escalateAt), utcPtr(r.remindAt)
 	if r.next != nil {
 		t := r.next.UTC()
 		p.NextAttemptAt = &t

@@ -16,6 +16,7 @@ var applied = map[string]string{
 	"0004_sessions.sql":         "ae35b94c1f0aa77722e993ef5b43c31f19b37d6582b7176da0a1ca6f992c0652",
 	"0005_rule_fingerprint.sql": "376f7b6de8101451cd3fd04c477c32b3c551a55c90f9d981f88abd4547018d55",
 	"0006_runs.sql":             "947c46ae09eabefa13e91486f7c8d2f803eafe43c1f5d8bc8df4b6c093a6a281",
+	"0009_escalation.sql":       "af390b02fd843661cfcd1eb6a7439f72863471400c29c5cbddd7151f5515c66d",
 	"0007_client_tools.sql":     "597b62df7abc48e5598898e5011c127d530a76feecd828531654189d45e8fa3a",
 	"0008_notifications.sql":    "a80ff8ac047c0d3d2091221189123990706c270288e324be528017fb04acfc41",
 	"0009_audit_chain.sql":      "b33ecad05c6b8e96a6be46f9c914df070e5abc527a45416ea0de38bcfcb7369c",

@@ -68,6 +68,16 @@ var (
 		AND expires_at <= ?
 		ORDER BY expires_at, rowid LIMIT ?`
 
+	// escalateDueSQL and remindDueSQL are store.Escalatable and
+	// store.Remindable in SQL, most overdue first, on the partial indexes
+	// proposals_escalation and proposals_reminder. Parameters: now, limit.
+	escalateDueSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE status = 'pending' AND escalate_at IS NOT NULL AND escalate_at <= ?
+		ORDER BY escalate_at, rowid LIMIT ?`
+	remindDueSQL = `SELECT ` + proposalColumns + ` FROM proposals
+		WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= ?
+		ORDER BY remind_at, rowid LIMIT ?`
+
 	// replacementSQL finds the pending proposals a new one may supersede
 	// (store.Supersedes), oldest first. Parameters: tenant, thread,
 	// requester, action, replacement key.
@@ -468,34 +478,52 @@ func (s *Store) Expire(ctx context.Context, params *store.ExpireParams) (*store.
 
 // ExpireDue implements store.Store.
 func (s *Store) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "expire due", params, expireDueSQL, store.Due,
+		func(p *store.Proposal, now time.Time) (*store.Change, error) { return store.ApplyExpire(p, now) })
+}
+
+// EscalateDue implements store.Store.
+func (s *Store) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "escalate due", params, escalateDueSQL, store.Escalatable, store.ApplyEscalate)
+}
+
+// RemindDue implements store.Store.
+func (s *Store) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+	return s.sweepDue(ctx, "remind due", params, remindDueSQL, store.Remindable, store.ApplyRemind)
+}
+
+// sweepDue applies apply, in one write transaction, to up to params.Limit
+// proposals that query (parameters: now, limit) reads and due confirms.
+func (s *Store) sweepDue(ctx context.Context, op string, params *store.ExpireDueParams, query string,
+	due func(*store.Proposal, time.Time) bool, apply func(*store.Proposal, time.Time) (*store.Change, error)) ([]*store.Proposal, error) {
 	if params.Limit <= 0 {
-		return nil, fmt.Errorf("sqlitestore: expire due: %w: limit %d", store.ErrInvalidParams, params.Limit)
+		return nil, fmt.Errorf("sqlitestore: %s: %w: limit %d", op, store.ErrInvalidParams, params.Limit)
 	}
 	var out []*store.Proposal
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
-		due, err := queryProposals(ctx, tx, expireDueSQL, now.UnixNano(), params.Limit)
+		rows, err := queryProposals(ctx, tx, query, now.UnixNano(), params.Limit)
 		if err != nil {
 			return err
 		}
-		for _, p := range due {
-			if !store.Due(p, now) {
+		for _, p := range rows {
+			if !due(p, now) {
 				continue
 			}
 			old := p.Version
-			c, err := store.ApplyExpire(p, now)
+			c, err := apply(p, now)
 			if err != nil || c == nil {
 				continue
 			}
 			if err := applyRow(ctx, tx, p, old, c, now); err != nil {
-				return fmt.Errorf("expire %s: %w", p.ID, err)
+				return fmt.Errorf("%s %s: %w", op, p.ID, err)
 			}
 			out = append(out, p)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: expire due: %w", err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
 	return out, nil
 }

@@ -273,7 +273,7 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -323,6 +323,12 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 	fail("created_at", e)
 	updated, e := nanos("updated_at", p.UpdatedAt)
 	fail("updated_at", e)
+	escalateAt, e := nullNanos("escalate_at", p.EscalateAt)
+	fail("escalate_at", e)
+	escalateTo, e := jsonList(p.EscalateTo)
+	fail("escalate_to", e)
+	remindAt, e := nullNanos("remind_at", p.RemindAt)
+	fail("remind_at", e)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +339,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, decisions,
 		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
-		p.RuleFingerprint,
+		p.RuleFingerprint, escalateAt, escalateTo, remindAt, int64(p.RemindEvery),
 	}, nil
 }
 
@@ -361,6 +367,9 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		expires, created, updated                   int64
 		leaseOwner, leaseToken                      sql.NullString
 		leaseGen, leaseExp, next                    sql.NullInt64
+		escalateAt, remindAt                        sql.NullInt64
+		escalateTo                                  sql.NullString
+		remindEvery                                 int64
 	)
 	err := row.Scan(
 		&p.ID, &p.Tenant, &p.Requester, &roles, &p.ThreadID, &p.RunID, &p.ToolCallID,
@@ -369,7 +378,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&channels, &scopes, &anyInput, &grantTTL, &p.ReplacementKey, &decisions,
 		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
-		&p.RuleFingerprint,
+		&p.RuleFingerprint, &escalateAt, &escalateTo, &remindAt, &remindEvery,
 	)
 	if err != nil {
 		return nil, err
@@ -380,6 +389,10 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 	p.GrantTTL = time.Duration(grantTTL)
 	p.ExpiresAt, p.CreatedAt, p.UpdatedAt = fromNanos(expires), fromNanos(created), fromNanos(updated)
 	p.NextAttemptAt = fromNullNanos(next)
+	p.EscalateAt, p.RemindAt, p.RemindEvery = fromNullNanos(escalateAt), fromNullNanos(remindAt), time.Duration(remindEvery)
+	if p.EscalateTo, err = fromJSONStrings[string](escalateTo); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: escalate_to: %w", p.ID, err)
+	}
 	if leaseToken.Valid {
 		p.Lease = &store.Lease{Owner: leaseOwner.String, Token: leaseToken.String, Generation: leaseGen.Int64, ExpiresAt: fromNanos(leaseExp.Int64)}
 	}

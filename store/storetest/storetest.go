@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Races", testRaces},
 		{"Sessions", testSessions},
 		{"Runs", testRuns},
+		{"Escalation", testEscalation},
 		{"ClientTools", testClientTools},
 		{"Notifications", testNotifications},
 	}
