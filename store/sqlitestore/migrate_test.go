@@ -19,7 +19,7 @@ var applied = map[string]string{
 	"0009_escalation.sql":       "af390b02fd843661cfcd1eb6a7439f72863471400c29c5cbddd7151f5515c66d",
 	"0007_client_tools.sql":     "597b62df7abc48e5598898e5011c127d530a76feecd828531654189d45e8fa3a",
 	"0008_notifications.sql":    "a80ff8ac047c0d3d2091221189123990706c270288e324be528017fb04acfc41",
-	"0009_audit_chain.sql":      "b33ecad05c6b8e96a6be46f9c914df070e5abc527a45416ea0de38bcfcb7369c",
+	"0010_audit_chain.sql":      "19ee777b31d6fe0c6322079e1cab57378e960e0e84b012c2a814f0bfd644cd47",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -1,4 +1,4 @@
--- 0008_audit_chain: every tenant's events form a hash chain (store/audit.go).
+-- 0009_audit_chain: every tenant's events form a hash chain (store/audit.go).
 -- An event is written unsealed (seq, prev_hash and hash NULL) and sealed
 -- after it commits by the one sealer holding seal_lease, so that writers
 -- never wait for the chain. events_unsealed holds just the unsealed rows,
