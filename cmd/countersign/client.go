@@ -133,3 +133,13 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	return resp.Header, nil
 }
+
+// idSegment is id as one segment of a URL's path, or a not-found error for
+// the ids no resource has that a path would not keep as a segment of its
+// own: "." and "..", which path cleaning removes, naming another resource.
+func idSegment(kind, id string) (string, error) {
+	if id == "" || id == "." || id == ".." {
+		return "", &exitErr{exitNotFound, fmt.Sprintf("not found: no %s %q", kind, id)}
+	}
+	return url.PathEscape(id), nil
+}

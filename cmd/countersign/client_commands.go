@@ -89,7 +89,11 @@ func proposalsCmd() *cobra.Command {
 				return err
 			}
 			var p server.Proposal
-			if _, err := c.do(cmd.Context(), "GET", "/v1/proposals/"+url.PathEscape(args[0]), nil, nil, &p); err != nil {
+			id, err := idSegment("proposal", args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := c.do(cmd.Context(), "GET", "/v1/proposals/"+id, nil, nil, &p); err != nil {
 				return err
 			}
 			if sf.json {
@@ -132,7 +136,11 @@ func decisionCmd(verb string) *cobra.Command {
 				body["remember"] = remember
 			}
 			var ans decisionAnswer
-			if _, err := c.do(cmd.Context(), "POST", "/v1/proposals/"+url.PathEscape(args[0])+"/"+verb, nil, body, &ans); err != nil {
+			id, err := idSegment("proposal", args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := c.do(cmd.Context(), "POST", "/v1/proposals/"+id+"/"+verb, nil, body, &ans); err != nil {
 				return err
 			}
 			return reportDecision(cmd, f.json, ans)
@@ -169,7 +177,11 @@ func resolveCmd() *cobra.Command {
 				body["receipt"] = receipt
 			}
 			var ans decisionAnswer
-			if _, err := c.do(cmd.Context(), "POST", "/v1/proposals/"+url.PathEscape(args[0])+"/resolve", nil, body, &ans); err != nil {
+			id, err := idSegment("proposal", args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := c.do(cmd.Context(), "POST", "/v1/proposals/"+id+"/resolve", nil, body, &ans); err != nil {
 				return err
 			}
 			return reportDecision(cmd, f.json, ans)

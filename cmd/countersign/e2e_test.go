@@ -222,6 +222,10 @@ func TestCLIDecisionsAndExitCodes(t *testing.T) {
 		{"not an approver", append([]string{"approve", id[1], "--token", "ck_dev_alice"}, srv...), exitForbidden, "403"},
 		{"another tenant", append([]string{"approve", id[1], "--token", "ck_dev_eve"}, srv...), exitForbidden, "403"},
 		{"not found", append([]string{"proposals", "show", "prp_nope", "--token", "ck_dev_bob"}, srv...), exitNotFound, "404"},
+		// A dot segment would be cleaned out of the path, naming another
+		// resource (GET /v1/proposals, the list): refused before any request.
+		{"dot segment", append([]string{"proposals", "show", "..", "--token", "ck_dev_bob"}, srv...), exitNotFound, `no proposal ".."`},
+		{"dot segment approve", append([]string{"approve", ".", "--token", "ck_dev_bob"}, srv...), exitNotFound, `no proposal "."`},
 		{"approve", append([]string{"approve", id[1], "--token", "ck_dev_bob", "--reason", "ok"}, srv...), 0, "applied"},
 		{"approve again", append([]string{"approve", id[1], "--token", "ck_dev_carol"}, srv...), 0, "unchanged"},
 		{"reject after approval", append([]string{"reject", id[1], "--token", "ck_dev_carol"}, srv...), exitRefused, "conflict"},

@@ -53,16 +53,14 @@ func grantsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			id := args[0]
-			// A dot segment would be cleaned out of the path and name
-			// another resource; no grant has such an id.
-			if id == "." || id == ".." {
-				return &exitErr{exitNotFound, fmt.Sprintf("not found: no grant %q", id)}
+			id, err := idSegment("grant", args[0])
+			if err != nil {
+				return err
 			}
 			var ans struct {
 				Grant *server.Grant `json:"grant"`
 			}
-			if _, err := c.do(cmd.Context(), "DELETE", "/v1/grants/"+url.PathEscape(id), nil, nil, &ans); err != nil {
+			if _, err := c.do(cmd.Context(), "DELETE", "/v1/grants/"+id, nil, nil, &ans); err != nil {
 				return err
 			}
 			if rf.json {

@@ -94,16 +94,14 @@ func notificationsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			id := args[0]
-			// A dot segment would be cleaned out of the path and name
-			// another resource; no notification has such an id.
-			if id == "." || id == ".." {
-				return &exitErr{exitNotFound, fmt.Sprintf("not found: no notification %q", id)}
+			id, err := idSegment("notification", args[0])
+			if err != nil {
+				return err
 			}
 			var ans struct {
 				Notification *server.Notification `json:"notification"`
 			}
-			if _, err := c.do(cmd.Context(), "POST", "/v1/notifications/"+url.PathEscape(id)+"/retry", nil, nil, &ans); err != nil {
+			if _, err := c.do(cmd.Context(), "POST", "/v1/notifications/"+id+"/retry", nil, nil, &ans); err != nil {
 				return err
 			}
 			if rf.json {
