@@ -46,20 +46,7 @@ func getGrant(ctx context.Context, q querier, tenant, id string) (*store.Grant, 
 
 // queryGrants reads every grant a query selects.
 func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]*store.Grant, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanGrant, query, args...)
 }
 
 // FindGrant implements store.Store. Of several live matches, the newest wins.

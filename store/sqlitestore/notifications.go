@@ -19,7 +19,7 @@ import (
 const notificationColumns = `id, tenant, target, event_id, event_type, proposal_id, at, status, attempts,
 	next_attempt_at, last_error, payload, lease_token, updated_at`
 
-func scanNotification(sc interface{ Scan(...any) error }) (*store.OutboxEntry, error) {
+func scanNotification(sc scanner) (*store.OutboxEntry, error) {
 	var (
 		e                 store.OutboxEntry
 		at, next, updated int64
@@ -36,20 +36,7 @@ func scanNotification(sc interface{ Scan(...any) error }) (*store.OutboxEntry, e
 }
 
 func queryNotifications(ctx context.Context, q querier, query string, args ...any) ([]*store.OutboxEntry, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.OutboxEntry
-	for rows.Next() {
-		e, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanNotification, query, args...)
 }
 
 func getNotification(ctx context.Context, q querier, tenant, id string) (*store.OutboxEntry, error) {

@@ -115,18 +115,23 @@ func getProposalByToolCall(ctx context.Context, q querier, tenant, thread, toolC
 
 // queryProposals reads every proposal a query selects.
 func queryProposals(ctx context.Context, q querier, query string, args ...any) ([]*store.Proposal, error) {
+	return queryAll(ctx, q, scanProposal, query, args...)
+}
+
+// queryAll reads every row a query selects, each with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(scanner) (*T, error), query string, args ...any) ([]*T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*store.Proposal
+	var out []*T
 	for rows.Next() {
-		p, err := scanProposal(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
