@@ -32,7 +32,7 @@ func TestAuditAcrossStores(t *testing.T) {
 
 // rawConn opens a connection of the test's own on the store's database,
 // with the store's schema first on its search path.
-func rawConn(t *testing.T, dsn, schema string) *pgx.Conn {
+func rawConn(t testing.TB, dsn, schema string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
