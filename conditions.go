@@ -1,0 +1,140 @@
+package countersign
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/countersign/countersign/internal/condition"
+)
+
+// actionRules is the policy as it applies to one registered action: the
+// rules whose Match fits its name, in the order they are tried, each When
+// compiled against the action's input schema. Register builds it once, so
+// that a call neither matches globs nor compiles anything.
+type actionRules struct {
+	rules []actionRule
+}
+
+type actionRule struct {
+	index int // in Policy.Rules, for logs and errors
+	rule  *Rule
+	prg   *condition.Program // nil without a When
+}
+
+// conditional reports whether the rule has a condition.
+func (r *actionRule) conditional() bool { return r.prg != nil || r.rule.Condition != nil }
+
+// compileFor returns the rules of p that govern a, their conditions
+// compiled against a's input schema.
+func (p *Policy) compileFor(a *Action) (*actionRules, error) {
+	ar := &actionRules{}
+	for _, i := range p.candidates(a.name) {
+		r := &p.Rules[i]
+		cr := actionRule{index: i, rule: r}
+		if r.When != "" {
+			prg, err := condition.Compile(r.When, a.schemaJSON)
+			if err != nil {
+				return nil, fmt.Errorf("countersign: policy: rule %d (%q): field When %q, for action %s: %w", i, r.Match, r.When, a.name, err)
+			}
+			cr.prg = prg
+		}
+		ar.rules = append(ar.rules, cr)
+	}
+	return ar, nil
+}
+
+// PolicyError is why a rule's condition could not decide a call: the call
+// is denied (DeniedByPolicyError), since a condition fails closed.
+type PolicyError struct {
+	// Rule is the rule's index in the policy, Match and When its terms.
+	Rule        int
+	Match, When string
+	Err         error
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("rule %d (%s when %s): %v", e.Rule, e.Match, e.When, e.Err)
+}
+
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// choose returns the rule that applies to a call (nil: none does, defaults
+// decide): the first, in order, whose condition holds or which has none.
+// With in nil (the input is invalid, so no condition can be evaluated over
+// it), the rules with a condition are passed over. A condition that cannot
+// decide is a *PolicyError.
+func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*Rule, error) {
+	var vars *condition.Vars
+	for i := range ar.rules {
+		cr := &ar.rules[i]
+		if !cr.conditional() {
+			return cr.rule, nil
+		}
+		if in == nil {
+			continue
+		}
+		var holds bool
+		var err error
+		if cr.prg != nil {
+			if vars == nil {
+				if vars, err = conditionVars(in); err != nil {
+					return nil, &PolicyError{Rule: cr.index, Match: cr.rule.Match, When: cr.rule.When, Err: err}
+				}
+			}
+			holds, err = cr.prg.Eval(vars)
+		} else {
+			holds, err = cr.rule.Condition.Holds(ctx, in)
+		}
+		if err != nil {
+			return nil, &PolicyError{Rule: cr.index, Match: cr.rule.Match, When: cr.rule.whenText(), Err: err}
+		}
+		if holds {
+			return cr.rule, nil
+		}
+	}
+	return nil, nil
+}
+
+// conditionVars are the variables of the When expressions of one call.
+func conditionVars(in *ConditionInput) (*condition.Vars, error) {
+	v := &condition.Vars{
+		ActorID: in.Identity.Actor, Roles: in.Identity.Roles, Tenant: in.Identity.Tenant, ThreadID: in.ThreadID,
+		ActionName: in.Action.name, ActionVersion: in.Action.version, ActionKind: string(in.Action.kind),
+	}
+	if err := json.Unmarshal(in.Input, &v.Input); err != nil {
+		return nil, fmt.Errorf("decode input: %w", err)
+	}
+	return v, nil
+}
+
+// applyPolicy finds the rule that applies to the call r resolved, now that
+// its input is validated (or refused), and applies it: a deny rule refuses
+// the call, and so does a condition that cannot decide, which is logged
+// with its rule. Both happen before anything is read or stored.
+func (e *Engine) applyPolicy(ctx context.Context, c *Call, r *callRun) error {
+	var in *ConditionInput
+	if r.inputErr == nil {
+		in = &ConditionInput{Identity: c.Identity, ThreadID: c.ThreadID, Action: r.a, Input: r.input}
+	}
+	rule, err := r.rules.choose(ctx, in)
+	if err != nil {
+		pe := err.(*PolicyError)
+		e.log.LogAttrs(ctx, slog.LevelWarn, "policy condition failed: call denied",
+			slog.String("action", r.a.name), slog.String("tenant", c.Identity.Tenant),
+			slog.String("actor", c.Identity.Actor), slog.String("thread_id", c.ThreadID),
+			slog.Int("rule", pe.Rule), slog.String("match", pe.Match), slog.String("when", pe.When),
+			slog.String("error", pe.Err.Error()))
+		return &DeniedError{Code: DeniedByPolicyError, Action: r.a.name, Reason: "the policy could not decide: " + pe.Error()}
+	}
+	r.m = e.policy.resolved(r.a, rule)
+	if r.m.effect == EffectDeny {
+		return &DeniedError{Code: DeniedByPolicy, Action: r.a.name, Reason: "the policy denies " + r.a.name}
+	}
+	r.mode = askedMode(c, r)
+	if r.asked() {
+		r.fingerprint = r.m.rule.fingerprint()
+	}
+	return nil
+}

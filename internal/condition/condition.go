@@ -1,0 +1,353 @@
+package condition
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Limits of an expression. They are fixed, not options: a configuration
+// file must not be able to raise the budget that keeps a hostile expression
+// from holding a call.
+const (
+	// CostLimit is the most an evaluation may cost, in CEL's cost units
+	// (about one per variable read, comparison or list element visited).
+	// A rule over a few fields costs under 10; 10,000 lets a rule scan a
+	// list of some thousand items and stops a quadratic one in well under
+	// a millisecond.
+	CostLimit = 10_000
+	// MaxLength is the longest expression accepted, in code points.
+	MaxLength = 4096
+	// maxDepth bounds how deep into a schema input is typed; below it, dyn.
+	maxDepth = 32
+)
+
+// The names of the struct types of actor and action.
+const (
+	actorType  = "countersign.Actor"
+	actionType = "countersign.Action"
+	inputType  = "countersign.Input"
+)
+
+// Vars are the variables of one evaluation. A *Vars is the activation CEL
+// reads them from, so an evaluation builds no map of them.
+type Vars struct {
+	// Input is the validated input, decoded by encoding/json (objects are
+	// map[string]any, numbers float64).
+	Input    any
+	ActorID  string
+	Roles    []string
+	Tenant   string
+	ThreadID string
+	// Action is the action's name, version and kind.
+	ActionName, ActionVersion, ActionKind string
+}
+
+// ResolveName implements interpreter.Activation. actor and action resolve
+// to v itself: their fields' getters know where to look.
+func (v *Vars) ResolveName(name string) (any, bool) {
+	switch name {
+	case "input":
+		return v.Input, true
+	case "actor", "action":
+		return v, true
+	case "tenant":
+		return v.Tenant, true
+	case "thread_id":
+		return v.ThreadID, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation: there is none.
+func (v *Vars) Parent() interpreter.Activation { return nil }
+
+// Program is one compiled expression.
+type Program struct {
+	prg cel.Program
+}
+
+// Compile parses and type-checks expr. With a schema (a JSON Schema
+// document), input is typed from it, and a field the schema cannot have is
+// an error; without one (nil), input is dyn. The result must be a boolean,
+// or dyn (checked at evaluation).
+func Compile(expr string, schema json.RawMessage) (*Program, error) {
+	if expr == "" {
+		return nil, errors.New("the expression is empty")
+	}
+	p := newProvider()
+	in := types.DynType
+	if len(schema) > 0 {
+		var doc any
+		if err := json.Unmarshal(schema, &doc); err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		in = p.typeOf(doc, inputType, 0)
+	}
+	env, err := cel.NewEnv(
+		cel.CustomTypeProvider(p),
+		cel.Variable("input", in),
+		cel.Variable("actor", types.NewObjectType(actorType)),
+		cel.Variable("tenant", types.StringType),
+		cel.Variable("thread_id", types.StringType),
+		cel.Variable("action", types.NewObjectType(actionType)),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(MaxLength),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	switch out := ast.OutputType(); {
+	case out.IsExactType(types.BoolType), out.IsExactType(types.DynType):
+	default:
+		return nil, fmt.Errorf("the expression is %s, not a boolean", out)
+	}
+	prg, err := env.Program(ast, cel.CostLimit(CostLimit))
+	if err != nil {
+		return nil, err
+	}
+	return &Program{prg: prg}, nil
+}
+
+// Eval evaluates the expression over v. Anything but true or false is an
+// error: the caller fails closed.
+func (p *Program) Eval(v *Vars) (bool, error) {
+	out, _, err := p.prg.Eval(v)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("the result is %s, not a boolean", out.Type().(ref.Type).TypeName())
+	}
+	return bool(b), nil
+}
+
+// provider gives CEL the struct types of one environment: actor, action,
+// and the objects of the input schema.
+type provider struct {
+	*types.Registry
+	structs map[string]*object
+}
+
+type object struct {
+	fields map[string]*types.FieldType
+	names  []string
+	// open objects (additionalProperties allowed) accept any other field,
+	// as dyn.
+	open bool
+}
+
+func newProvider() *provider {
+	p := &provider{Registry: types.NewEmptyRegistry(), structs: map[string]*object{}}
+	p.structs[actorType] = &object{fields: map[string]*types.FieldType{
+		"id":    varsField(types.StringType, func(v *Vars) any { return v.ActorID }),
+		"roles": varsField(types.NewListType(types.StringType), func(v *Vars) any { return v.Roles }),
+	}, names: []string{"id", "roles"}}
+	p.structs[actionType] = &object{fields: map[string]*types.FieldType{
+		"name":    varsField(types.StringType, func(v *Vars) any { return v.ActionName }),
+		"version": varsField(types.StringType, func(v *Vars) any { return v.ActionVersion }),
+		"kind":    varsField(types.StringType, func(v *Vars) any { return v.ActionKind }),
+	}, names: []string{"name", "version", "kind"}}
+	return p
+}
+
+func varsField(t *types.Type, get func(*Vars) any) *types.FieldType {
+	return &types.FieldType{
+		Type:  t,
+		IsSet: func(target any) bool { _, ok := target.(*Vars); return ok },
+		GetFrom: func(target any) (any, error) {
+			v, ok := target.(*Vars)
+			if !ok {
+				return nil, errors.New("not a call's variables")
+			}
+			return get(v), nil
+		},
+	}
+}
+
+// FindStructType implements types.Provider.
+func (p *provider) FindStructType(name string) (*types.Type, bool) {
+	if _, ok := p.structs[name]; ok {
+		return types.NewTypeTypeWithParam(types.NewObjectType(name)), true
+	}
+	return p.Registry.FindStructType(name)
+}
+
+// FindStructFieldNames implements types.Provider.
+func (p *provider) FindStructFieldNames(name string) ([]string, bool) {
+	if o, ok := p.structs[name]; ok {
+		return o.names, true
+	}
+	return p.Registry.FindStructFieldNames(name)
+}
+
+// FindStructFieldType implements types.Provider.
+func (p *provider) FindStructFieldType(name, field string) (*types.FieldType, bool) {
+	o, ok := p.structs[name]
+	if !ok {
+		return p.Registry.FindStructFieldType(name, field)
+	}
+	if ft, ok := o.fields[field]; ok {
+		return ft, true
+	}
+	if o.open {
+		return inputField(field, types.DynType), true
+	}
+	return nil, false
+}
+
+// NewValue implements types.Provider: these types cannot be constructed.
+func (p *provider) NewValue(name string, fields map[string]ref.Val) ref.Val {
+	if _, ok := p.structs[name]; ok {
+		return types.NewErr("%s cannot be constructed", name)
+	}
+	return p.Registry.NewValue(name, fields)
+}
+
+// typeOf is the CEL type of values of the JSON Schema s. name is the struct
+// type name for s when it is an object that names its properties.
+func (p *provider) typeOf(s any, name string, depth int) *types.Type {
+	m, ok := s.(map[string]any)
+	if !ok || depth > maxDepth {
+		return types.DynType
+	}
+	kind, _ := m["type"].(string)
+	if kind == "" {
+		if _, ok := m["properties"]; ok {
+			kind = "object"
+		}
+	}
+	switch kind {
+	case "string":
+		return types.StringType
+	case "integer":
+		return types.IntType
+	case "number":
+		return types.DoubleType
+	case "boolean":
+		return types.BoolType
+	case "null":
+		return types.NullType
+	case "array":
+		if items, ok := m["items"].(map[string]any); ok {
+			return types.NewListType(p.typeOf(items, name+".items", depth+1))
+		}
+		return types.NewListType(types.DynType)
+	case "object":
+		props, _ := m["properties"].(map[string]any)
+		_, patterned := m["patternProperties"]
+		extra, hasExtra := m["additionalProperties"]
+		if len(props) == 0 {
+			if es, ok := extra.(map[string]any); ok {
+				return types.NewMapType(types.StringType, p.typeOf(es, name+".values", depth+1))
+			}
+			return types.NewMapType(types.StringType, types.DynType)
+		}
+		// An object that names its properties is closed unless the schema
+		// says otherwise: a rule's field that no property names is far
+		// more likely a typo than a field the schema leaves open.
+		o := &object{fields: map[string]*types.FieldType{}, open: patterned}
+		if hasExtra && extra != false {
+			o.open = true
+		}
+		i := 0
+		for k, ps := range props {
+			i++
+			o.fields[k] = inputField(k, p.typeOf(ps, name+".f"+strconv.Itoa(i), depth+1))
+			o.names = append(o.names, k)
+		}
+		p.structs[name] = o
+		return types.NewObjectType(name)
+	}
+	return types.DynType
+}
+
+// inputField reads the property key of a decoded JSON object, converted to
+// t: JSON numbers decode as float64, and an integer field is an int.
+func inputField(key string, t *types.Type) *types.FieldType {
+	return &types.FieldType{
+		Type: t,
+		IsSet: func(target any) bool {
+			m, ok := target.(map[string]any)
+			if !ok {
+				return false
+			}
+			v, ok := m[key]
+			return ok && v != nil
+		},
+		GetFrom: func(target any) (any, error) {
+			m, ok := target.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("no such key: %s", key)
+			}
+			v, ok := m[key]
+			if !ok {
+				return nil, fmt.Errorf("no such key: %s", key)
+			}
+			return conform(v, t), nil
+		},
+	}
+}
+
+// conform converts v, decoded JSON, to the representation of t: integral
+// numbers of an int type become int64, in lists and maps too. Everything
+// else is left as it is.
+func conform(v any, t *types.Type) any {
+	switch t.Kind() {
+	case types.IntKind:
+		if f, ok := v.(float64); ok && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+			return int64(f)
+		}
+	case types.ListKind:
+		elem := t.Parameters()[0]
+		if !needsConform(elem) {
+			return v
+		}
+		if l, ok := v.([]any); ok {
+			out := make([]any, len(l))
+			for i, e := range l {
+				out[i] = conform(e, elem)
+			}
+			return out
+		}
+	case types.MapKind:
+		val := t.Parameters()[1]
+		if !needsConform(val) {
+			return v
+		}
+		if m, ok := v.(map[string]any); ok {
+			out := make(map[string]any, len(m))
+			for k, e := range m {
+				out[k] = conform(e, val)
+			}
+			return out
+		}
+	}
+	return v
+}
+
+// needsConform reports whether values of t may need conform: ints, and
+// lists and maps that hold them. Struct fields convert as they are read.
+func needsConform(t *types.Type) bool {
+	switch t.Kind() {
+	case types.IntKind:
+		return true
+	case types.ListKind:
+		return needsConform(t.Parameters()[0])
+	case types.MapKind:
+		return needsConform(t.Parameters()[1])
+	}
+	return false
+}
