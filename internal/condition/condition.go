@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -106,7 +107,13 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		// One line per problem, by column: the caller names the file and
+		// line of the expression.
+		var msgs []string
+		for _, e := range iss.Errors() {
+			msgs = append(msgs, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
+		}
+		return nil, errors.New(strings.Join(msgs, "; "))
 	}
 	switch out := ast.OutputType(); {
 	case out.IsExactType(types.BoolType), out.IsExactType(types.DynType):
@@ -224,6 +231,9 @@ func (p *provider) typeOf(s any, name string, depth int) *types.Type {
 		return types.DynType
 	}
 	kind, _ := m["type"].(string)
+	if kind != "object" && composed(m) {
+		return types.DynType
+	}
 	if kind == "" {
 		if _, ok := m["properties"]; ok {
 			kind = "object"
@@ -247,7 +257,6 @@ func (p *provider) typeOf(s any, name string, depth int) *types.Type {
 		return types.NewListType(types.DynType)
 	case "object":
 		props, _ := m["properties"].(map[string]any)
-		_, patterned := m["patternProperties"]
 		extra, hasExtra := m["additionalProperties"]
 		if len(props) == 0 {
 			if es, ok := extra.(map[string]any); ok {
@@ -255,13 +264,10 @@ func (p *provider) typeOf(s any, name string, depth int) *types.Type {
 			}
 			return types.NewMapType(types.StringType, types.DynType)
 		}
-		// An object that names its properties is closed unless the schema
-		// says otherwise: a rule's field that no property names is far
-		// more likely a typo than a field the schema leaves open.
-		o := &object{fields: map[string]*types.FieldType{}, open: patterned}
-		if hasExtra && extra != false {
-			o.open = true
-		}
+		// The named properties are typed; any other field is one the
+		// schema cannot have (an error) only when it allows no others
+		// and says so plainly, as config checks placeholders.
+		o := &object{fields: map[string]*types.FieldType{}, open: !hasExtra || extra != false || composed(m)}
 		i := 0
 		for k, ps := range props {
 			i++
@@ -272,6 +278,18 @@ func (p *provider) typeOf(s any, name string, depth int) *types.Type {
 		return types.NewObjectType(name)
 	}
 	return types.DynType
+}
+
+// composed reports whether schema s composes others or refers elsewhere,
+// or lets patterns name its properties: then which fields it can have is
+// not judged.
+func composed(s map[string]any) bool {
+	for _, k := range []string{"$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "if", "patternProperties", "dependentSchemas", "unevaluatedProperties"} {
+		if _, has := s[k]; has {
+			return true
+		}
+	}
+	return false
 }
 
 // inputField reads the property key of a decoded JSON object, converted to

@@ -9,7 +9,8 @@ import (
 const refundSchema = `{"type":"object","required":["amount","customer"],"additionalProperties":false,
  "properties":{"amount":{"type":"number"},"count":{"type":"integer"},"customer":{"type":"string"},
  "tags":{"type":"array","items":{"type":"string"}},"ids":{"type":"array","items":{"type":"integer"}},
- "address":{"type":"object","properties":{"country":{"type":"string"}}},
+ "address":{"type":"object","additionalProperties":false,"properties":{"country":{"type":"string"}}},
+ "open":{"type":"object","properties":{"n":{"type":"integer"}}},
  "meta":{"type":"object"}}}`
 
 func vars(t *testing.T, input string) *Vars {
@@ -43,6 +44,7 @@ func TestEval(t *testing.T) {
 		{"has(input.count) && input.count > 1", `{"amount":1,"customer":"c"}`, false, ""},
 		{"input.address.country == 'DE'", `{"amount":1,"customer":"c","address":{"country":"DE"}}`, true, ""},
 		{"input.meta.anything == 1", `{"amount":1,"customer":"c","meta":{"anything":1}}`, true, ""},
+		{"input.open.n + 1 == 3 && input.open.other == 'x'", `{"amount":1,"customer":"c","open":{"n":2,"other":"x"}}`, true, ""},
 		{"'x' in input.tags", `{"amount":1,"customer":"c","tags":["x"]}`, true, ""},
 		// Fails closed: a missing field, a division by zero.
 		{"input.count > 1", `{"amount":1,"customer":"c"}`, false, "no such key"},
@@ -80,6 +82,7 @@ func TestCompileErrors(t *testing.T) {
 		{"input.amount", "not a boolean"},
 		{"input.amount + 1.0", "not a boolean"},
 		{"actor.rol == 'x'", "undefined field 'rol'"},
+		{"input.open.n == 'x'", "no matching overload"},
 		{"user == 'x'", "undeclared reference"},
 		{strings.Repeat("a", MaxLength+1), "size"},
 	}

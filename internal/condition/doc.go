@@ -3,10 +3,11 @@
 // thread_id and action.
 //
 // An expression is compiled once per action it may govern, against that
-// action's input schema: where the schema gives types, input is typed (an
-// object that names its properties is a closed type, so a misspelt field is
-// a compile error; integer is int, number is double, and numbers compare
-// across the two); elsewhere it is dyn. Compiling without a schema checks
+// action's input schema: where the schema gives types, input is typed
+// (integer is int, number is double, and numbers compare across the two;
+// an object's named properties have their types, and when the object
+// allows no others, additionalProperties: false, a field it does not name
+// is a compile error); elsewhere it is dyn. Compiling without a schema checks
 // everything but the fields of input.
 //
 // Evaluation fails closed. An error (a missing field, a division by zero),
