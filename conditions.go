@@ -2,7 +2,6 @@ package countersign
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -15,13 +14,25 @@ import (
 // that a call neither matches globs nor compiles anything.
 type actionRules struct {
 	rules []actionRule
+	// defaults is what applies when no rule does.
+	defaults ruleOutcome
 }
 
 type actionRule struct {
 	index int // in Policy.Rules, for logs and errors
 	rule  *Rule
 	prg   *condition.Program // nil without a When
+	ruleOutcome
 }
+
+// ruleOutcome is a rule as it applies to the action, resolved once: its
+// effect and terms with defaults filled in, and its fingerprint.
+type ruleOutcome struct {
+	m           ruleMatch
+	fingerprint string
+}
+
+func outcome(m ruleMatch) ruleOutcome { return ruleOutcome{m: m, fingerprint: m.rule.fingerprint()} }
 
 // conditional reports whether the rule has a condition.
 func (r *actionRule) conditional() bool { return r.prg != nil || r.rule.Condition != nil }
@@ -29,10 +40,10 @@ func (r *actionRule) conditional() bool { return r.prg != nil || r.rule.Conditio
 // compileFor returns the rules of p that govern a, their conditions
 // compiled against a's input schema.
 func (p *Policy) compileFor(a *Action) (*actionRules, error) {
-	ar := &actionRules{}
+	ar := &actionRules{defaults: outcome(p.resolved(a, nil))}
 	for _, i := range p.candidates(a.name) {
 		r := &p.Rules[i]
-		cr := actionRule{index: i, rule: r}
+		cr := actionRule{index: i, rule: r, ruleOutcome: outcome(p.resolved(a, r))}
 		if r.When != "" {
 			prg, err := condition.Compile(r.When, a.schemaJSON)
 			if err != nil {
@@ -60,17 +71,17 @@ func (e *PolicyError) Error() string {
 
 func (e *PolicyError) Unwrap() error { return e.Err }
 
-// choose returns the rule that applies to a call (nil: none does, defaults
-// decide): the first, in order, whose condition holds or which has none.
+// choose returns the rule that applies to a call (nil: none does, the
+// defaults decide): the first, in order, whose condition holds or which has none.
 // With in nil (the input is invalid, so no condition can be evaluated over
 // it), the rules with a condition are passed over. A condition that cannot
 // decide is a *PolicyError.
-func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*Rule, error) {
+func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*actionRule, error) {
 	var vars *condition.Vars
 	for i := range ar.rules {
 		cr := &ar.rules[i]
 		if !cr.conditional() {
-			return cr.rule, nil
+			return cr, nil
 		}
 		if in == nil {
 			continue
@@ -79,9 +90,7 @@ func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*Rule, e
 		var err error
 		if cr.prg != nil {
 			if vars == nil {
-				if vars, err = conditionVars(in); err != nil {
-					return nil, &PolicyError{Rule: cr.index, Match: cr.rule.Match, When: cr.rule.When, Err: err}
-				}
+				vars = conditionVars(in)
 			}
 			holds, err = cr.prg.Eval(vars)
 		} else {
@@ -91,22 +100,18 @@ func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*Rule, e
 			return nil, &PolicyError{Rule: cr.index, Match: cr.rule.Match, When: cr.rule.whenText(), Err: err}
 		}
 		if holds {
-			return cr.rule, nil
+			return cr, nil
 		}
 	}
 	return nil, nil
 }
 
 // conditionVars are the variables of the When expressions of one call.
-func conditionVars(in *ConditionInput) (*condition.Vars, error) {
-	v := &condition.Vars{
-		ActorID: in.Identity.Actor, Roles: in.Identity.Roles, Tenant: in.Identity.Tenant, ThreadID: in.ThreadID,
+func conditionVars(in *ConditionInput) *condition.Vars {
+	return &condition.Vars{
+		InputJSON: in.Input, ActorID: in.Identity.Actor, Roles: in.Identity.Roles, Tenant: in.Identity.Tenant, ThreadID: in.ThreadID,
 		ActionName: in.Action.name, ActionVersion: in.Action.version, ActionKind: string(in.Action.kind),
 	}
-	if err := json.Unmarshal(in.Input, &v.Input); err != nil {
-		return nil, fmt.Errorf("decode input: %w", err)
-	}
-	return v, nil
 }
 
 // applyPolicy finds the rule that applies to the call r resolved, now that
@@ -118,7 +123,7 @@ func (e *Engine) applyPolicy(ctx context.Context, c *Call, r *callRun) error {
 	if r.inputErr == nil {
 		in = &ConditionInput{Identity: c.Identity, ThreadID: c.ThreadID, Action: r.a, Input: r.input}
 	}
-	rule, err := r.rules.choose(ctx, in)
+	cr, err := r.rules.choose(ctx, in)
 	if err != nil {
 		pe := err.(*PolicyError)
 		e.log.LogAttrs(ctx, slog.LevelWarn, "policy condition failed: call denied",
@@ -128,13 +133,17 @@ func (e *Engine) applyPolicy(ctx context.Context, c *Call, r *callRun) error {
 			slog.String("error", pe.Err.Error()))
 		return &DeniedError{Code: DeniedByPolicyError, Action: r.a.name, Reason: "the policy could not decide: " + pe.Error()}
 	}
-	r.m = e.policy.resolved(r.a, rule)
+	o := &r.rules.defaults
+	if cr != nil {
+		o = &cr.ruleOutcome
+	}
+	r.m = o.m
 	if r.m.effect == EffectDeny {
 		return &DeniedError{Code: DeniedByPolicy, Action: r.a.name, Reason: "the policy denies " + r.a.name}
 	}
 	r.mode = askedMode(c, r)
 	if r.asked() {
-		r.fingerprint = r.m.rule.fingerprint()
+		r.fingerprint = o.fingerprint
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
@@ -26,6 +27,13 @@ const (
 	CostLimit = 10_000
 	// MaxLength is the longest expression accepted, in code points.
 	MaxLength = 4096
+	// InputBound and NameBound are the sizes (bytes, elements or entries)
+	// up to which a call's variables are assumed bounded when an
+	// expression's cost is estimated at compile time: no string, list or
+	// map of the input larger than InputBound, no other variable (an id,
+	// the list of roles, a role) larger than NameBound. See Vars.Bounded.
+	InputBound = 64 << 10
+	NameBound  = 1 << 10
 	// maxDepth bounds how deep into a schema input is typed; below it, dyn.
 	maxDepth = 32
 )
@@ -38,17 +46,59 @@ const (
 )
 
 // Vars are the variables of one evaluation. A *Vars is the activation CEL
-// reads them from, so an evaluation builds no map of them.
+// reads them from, so an evaluation builds no map of them. A Vars is for
+// one call (the programs of its conditions may share it), not for
+// concurrent use.
 type Vars struct {
-	// Input is the validated input, decoded by encoding/json (objects are
-	// map[string]any, numbers float64).
-	Input    any
-	ActorID  string
-	Roles    []string
-	Tenant   string
-	ThreadID string
+	// InputJSON is the validated input. An object's fields are decoded as
+	// an expression reads them: most conditions read one or two fields of
+	// a small object, and decoding all of it would cost more than
+	// evaluating them.
+	InputJSON []byte
+	ActorID   string
+	Roles     []string
+	Tenant    string
+	ThreadID  string
 	// Action is the action's name, version and kind.
 	ActionName, ActionVersion, ActionKind string
+
+	roles     ref.Val     // Roles as a CEL list, made on first use
+	root      *rootObject // InputJSON read as an object, made on first use
+	decoded   any         // InputJSON decoded whole, on first use
+	asRaw     bool        // input is read as a rawObject (its type is a struct)
+	bounds    int8        // 0: not checked yet; 1: bounded; -1: not
+	decodeOK  bool
+	decodeErr error
+}
+
+// bounded reports whether v is within the bounds cost estimates assume
+// (InputBound, NameBound): a decoded input holds no string, list or map
+// larger than its JSON text.
+func (v *Vars) bounded() bool {
+	if v.bounds == 0 {
+		v.bounds = -1
+		if v.withinBounds() {
+			v.bounds = 1
+		}
+	}
+	return v.bounds == 1
+}
+
+func (v *Vars) withinBounds() bool {
+	if len(v.InputJSON) > InputBound || len(v.Roles) > NameBound {
+		return false
+	}
+	for _, s := range [...]string{v.ActorID, v.Tenant, v.ThreadID, v.ActionName, v.ActionVersion, v.ActionKind} {
+		if len(s) > NameBound {
+			return false
+		}
+	}
+	for _, r := range v.Roles {
+		if len(r) > NameBound {
+			return false
+		}
+	}
+	return true
 }
 
 // ResolveName implements interpreter.Activation. actor and action resolve
@@ -56,7 +106,20 @@ type Vars struct {
 func (v *Vars) ResolveName(name string) (any, bool) {
 	switch name {
 	case "input":
-		return v.Input, true
+		if v.asRaw {
+			if v.root == nil {
+				v.root = &rootObject{raw: rawObject(v.InputJSON)}
+			}
+			return v.root, true
+		}
+		if !v.decodeOK {
+			v.decoded, v.decodeErr = DecodeJSON(v.InputJSON)
+			v.decodeOK = true
+		}
+		if v.decodeErr != nil {
+			return types.WrapErr(v.decodeErr), true
+		}
+		return v.decoded, true
 	case "actor", "action":
 		return v, true
 	case "tenant":
@@ -72,7 +135,17 @@ func (v *Vars) Parent() interpreter.Activation { return nil }
 
 // Program is one compiled expression.
 type Program struct {
-	prg cel.Program
+	// inputStruct is whether input is a struct type (an object schema
+	// that names its properties), whose fields are read from the JSON
+	// text as the expression reads them.
+	inputStruct bool
+	// tracked counts the cost of each evaluation and stops it at
+	// CostLimit. fast, when set, does not: the expression's estimated
+	// worst case over bounded variables is within CostLimit, so for
+	// those calls counting would only slow them down.
+	tracked, fast cel.Program
+	// Cost is the estimated worst case over bounded variables.
+	Cost uint64
 }
 
 // Compile parses and type-checks expr. With a schema (a JSON Schema
@@ -120,17 +193,51 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 	default:
 		return nil, fmt.Errorf("the expression is %s, not a boolean", out)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit))
-	if err != nil {
+	prog := &Program{inputStruct: in.Kind() == types.StructKind}
+	if prog.tracked, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit)); err != nil {
 		return nil, err
 	}
-	return &Program{prg: prg}, nil
+	est, err := env.EstimateCost(ast, boundedSizes{})
+	if err != nil {
+		return nil, fmt.Errorf("estimate cost: %w", err)
+	}
+	prog.Cost = est.Max
+	if est.Max <= CostLimit {
+		if prog.fast, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
+			return nil, err
+		}
+	}
+	return prog, nil
+}
+
+// boundedSizes estimates the values reachable from input at most
+// InputBound in size, and those of the other variables at most NameBound.
+type boundedSizes struct{}
+
+func (boundedSizes) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
+}
+
+func (boundedSizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
+	switch path := n.Path(); {
+	case len(path) == 0:
+		return nil
+	case path[0] == "input":
+		return &cost.SizeEstimate{Min: 0, Max: InputBound}
+	default:
+		return &cost.SizeEstimate{Min: 0, Max: NameBound}
+	}
 }
 
 // Eval evaluates the expression over v. Anything but true or false is an
 // error: the caller fails closed.
 func (p *Program) Eval(v *Vars) (bool, error) {
-	out, _, err := p.prg.Eval(v)
+	prg := p.tracked
+	v.asRaw = p.inputStruct
+	if p.fast != nil && v.bounded() {
+		prg = p.fast
+	}
+	out, _, err := prg.Eval(v)
 	if err != nil {
 		return false, err
 	}
@@ -159,8 +266,15 @@ type object struct {
 func newProvider() *provider {
 	p := &provider{Registry: types.NewEmptyRegistry(), structs: map[string]*object{}}
 	p.structs[actorType] = &object{fields: map[string]*types.FieldType{
-		"id":    varsField(types.StringType, func(v *Vars) any { return v.ActorID }),
-		"roles": varsField(types.NewListType(types.StringType), func(v *Vars) any { return v.Roles }),
+		"id": varsField(types.StringType, func(v *Vars) any { return v.ActorID }),
+		"roles": varsField(types.NewListType(types.StringType), func(v *Vars) any {
+			// A list of strings, not []string: the adapter would go
+			// through reflection for every element on every read.
+			if v.roles == nil {
+				v.roles = types.NewStringList(types.DefaultTypeAdapter, v.Roles)
+			}
+			return v.roles
+		}),
 	}, names: []string{"id", "roles"}}
 	p.structs[actionType] = &object{fields: map[string]*types.FieldType{
 		"name":    varsField(types.StringType, func(v *Vars) any { return v.ActionName }),
@@ -292,31 +406,76 @@ func composed(s map[string]any) bool {
 	return false
 }
 
-// inputField reads the property key of a decoded JSON object, converted to
-// t: JSON numbers decode as float64, and an integer field is an int.
+// inputField reads the property key of an input object, a rawObject or a
+// decoded map[string]any, converted to t: JSON numbers decode as float64,
+// and an integer field is an int.
 func inputField(key string, t *types.Type) *types.FieldType {
 	return &types.FieldType{
 		Type: t,
 		IsSet: func(target any) bool {
-			m, ok := target.(map[string]any)
-			if !ok {
-				return false
-			}
-			v, ok := m[key]
-			return ok && v != nil
+			v, ok, err := fieldOf(target, key, t)
+			return err == nil && ok && v != nil
 		},
 		GetFrom: func(target any) (any, error) {
-			m, ok := target.(map[string]any)
-			if !ok {
+			v, ok, err := fieldOf(target, key, t)
+			switch {
+			case err != nil:
+				return nil, err
+			case !ok:
 				return nil, fmt.Errorf("no such key: %s", key)
 			}
-			v, ok := m[key]
-			if !ok {
-				return nil, fmt.Errorf("no such key: %s", key)
-			}
-			return conform(v, t), nil
+			return v, nil
 		},
 	}
+}
+
+// rootObject is the input object: its fields are read from its JSON text
+// once each, however many conditions read them.
+type rootObject struct {
+	raw    rawObject
+	fields []rootField
+}
+
+type rootField struct {
+	key string
+	v   any
+	ok  bool
+	err error
+}
+
+// fieldOf is the field key of the object target, as a value of type t.
+func fieldOf(target any, key string, t *types.Type) (any, bool, error) {
+	switch o := target.(type) {
+	case *rootObject:
+		for i := range o.fields {
+			if f := &o.fields[i]; f.key == key {
+				return f.v, f.ok, f.err
+			}
+		}
+		v, ok, err := fieldOf(o.raw, key, t)
+		o.fields = append(o.fields, rootField{key, v, ok, err})
+		return v, ok, err
+	case rawObject:
+		raw, ok, err := o.field(key)
+		if err != nil || !ok {
+			return nil, ok, err
+		}
+		if t.Kind() == types.StructKind && len(raw) > 0 && raw[0] == '{' {
+			return rawObject(raw), true, nil
+		}
+		v, err := DecodeJSON(raw)
+		if err != nil {
+			return nil, false, err
+		}
+		return conform(v, t), true, nil
+	case map[string]any:
+		v, ok := o[key]
+		if !ok {
+			return nil, false, nil
+		}
+		return conform(v, t), true, nil
+	}
+	return nil, false, nil
 }
 
 // conform converts v, decoded JSON, to the representation of t: integral
