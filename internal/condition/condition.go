@@ -210,6 +210,26 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 	return prog, nil
 }
 
+// evalTracked evaluates with the cost counted, whichever program Eval
+// would use, and returns the cost counted: for tests, which check that the
+// estimate bounds it.
+func (p *Program) evalTracked(v *Vars) (bool, uint64, error) {
+	v.asRaw = p.inputStruct
+	out, det, err := p.tracked.Eval(v)
+	var spent uint64
+	if det != nil && det.ActualCost() != nil {
+		spent = *det.ActualCost()
+	}
+	if err != nil {
+		return false, spent, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, spent, fmt.Errorf("the result is %s, not a boolean", out.Type().(ref.Type).TypeName())
+	}
+	return bool(b), spent, nil
+}
+
 // boundedSizes estimates the values reachable from input at most
 // InputBound in size, and those of the other variables at most NameBound.
 type boundedSizes struct{}
