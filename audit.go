@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
 )
 
@@ -173,4 +174,129 @@ func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int)
 		page.Next = evs[len(evs)-1].Seq
 	}
 	return page, nil
+}
+
+// MaxTrailCheck bounds the chain events one ProposalTrail reads to check
+// the chain, so that a proposal page costs the same on a tenant of ten
+// events and of ten million.
+const MaxTrailCheck = 10000
+
+// ProposalTrail is a proposal's events, each with its place in the audit
+// chain, and how far the chain holds up to them.
+type ProposalTrail struct {
+	// Events are the proposal's, oldest first. Seq is 0 for an event not
+	// sealed yet (younger than about a second).
+	Events []*TrailEvent
+	// Check is what the chain's check covered and found.
+	Check ChainCheck
+}
+
+// TrailEvent is one event of a ProposalTrail.
+type TrailEvent struct {
+	*store.AuditEvent
+	// Verified: the chain holds from Check.From through this event.
+	Verified bool
+}
+
+// ChainCheck reports a check of the part of a tenant's chain that ends with
+// a proposal's last sealed event.
+type ChainCheck struct {
+	// From is the first seq checked: 1 when the chain was checked from its
+	// start, which it is when that means reading at most MaxTrailCheck
+	// events. Otherwise it is the seq just before the proposal's first
+	// sealed event, whose own link backwards is taken as given: the whole
+	// chain is checked by `countersign audit verify`. 0 when no event of
+	// the proposal is sealed yet.
+	From int64
+	// Through is the last seq found to hold (From-1 when none did).
+	Through int64
+	// To is the last seq the check was to reach: the proposal's last sealed
+	// event, or less when the proposal's events span more than
+	// MaxTrailCheck events of the chain.
+	To int64
+	// Break names the first event that does not hold, at or before To.
+	Break *auditchain.BreakError
+}
+
+// ProposalTrail returns the events of a proposal id may see, with their
+// places in the audit chain and whether the chain verifies up to each. The
+// chain's check reads other proposals' events too, but reveals of them no
+// more than where a break is.
+func (e *Engine) ProposalTrail(ctx context.Context, id Identity, proposalID string) (*ProposalTrail, error) {
+	p, err := e.Proposal(ctx, id, proposalID)
+	if err != nil {
+		return nil, err
+	}
+	trail := &ProposalTrail{}
+	var first, last int64
+	for after := int64(0); ; {
+		evs, err := e.store.ListProposalAudit(ctx, &store.ListProposalAuditParams{Tenant: id.Tenant, ProposalID: p.ID, AfterID: after})
+		if err != nil {
+			return nil, fmt.Errorf("list a proposal's audit events: %w", err)
+		}
+		for _, ae := range evs {
+			trail.Events = append(trail.Events, &TrailEvent{AuditEvent: ae})
+			if ae.Seq > 0 {
+				if first == 0 || ae.Seq < first {
+					first = ae.Seq
+				}
+				last = max(last, ae.Seq)
+			}
+		}
+		if len(evs) < store.MaxPageSize {
+			break
+		}
+		after = evs[len(evs)-1].ID
+	}
+	if last == 0 {
+		return trail, nil
+	}
+	c := &trail.Check
+	c.From = 1
+	if last > e.trailCheck {
+		c.From = max(1, first-1)
+	}
+	c.To = min(last, c.From+e.trailCheck-1)
+	if err := e.checkChain(ctx, id.Tenant, c); err != nil {
+		return nil, err
+	}
+	for _, te := range trail.Events {
+		te.Verified = te.Seq >= c.From && te.Seq <= c.Through
+	}
+	return trail, nil
+}
+
+// checkChain verifies id's tenant's chain from c.From through c.To and
+// records in c how far it holds.
+func (e *Engine) checkChain(ctx context.Context, tenant string, c *ChainCheck) error {
+	v := auditchain.Verifier{After: c.From - 1}
+	c.Through = c.From - 1
+	for after := c.From - 1; after < c.To; {
+		page, err := e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: tenant, After: after, Limit: int(min(c.To-after, store.MaxPageSize))})
+		if err != nil {
+			return fmt.Errorf("check the audit chain: %w", err)
+		}
+		if len(page) == 0 {
+			c.Break = &auditchain.BreakError{Seq: after + 1, Reason: fmt.Sprintf("missing: the chain ends at seq %d", after)}
+			return nil
+		}
+		for _, ae := range page {
+			// Checked before its seq is compared with To: a seq past To
+			// where To was expected is a hole, which the verifier names.
+			if err := v.Event(ae.Chained()); err != nil {
+				var brk *auditchain.BreakError
+				if !errors.As(err, &brk) {
+					return fmt.Errorf("check the audit chain: %w", err)
+				}
+				c.Break = brk
+				return nil
+			}
+			if ae.Seq > c.To {
+				return nil
+			}
+			c.Through = ae.Seq
+		}
+		after = page[len(page)-1].Seq
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/storetest"
 )
 
 // auditAll reads the tenant's whole chain through the engine, a page of
@@ -152,4 +153,113 @@ func TestSealerOptionsValidated(t *testing.T) {
 			t.Errorf("%s: NewWorker = %v", name, err)
 		}
 	}
+}
+
+// tamperedChain reads the chain of a store whose event at seq edit (of
+// tenant acme) was rewritten behind the sealer's back.
+type tamperedChain struct {
+	store.Store
+	edit int64
+}
+
+func (s tamperedChain) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+	evs, err := s.Store.ListAudit(ctx, params)
+	for i, ae := range evs {
+		if ae.Seq == s.edit {
+			cp := *ae
+			cp.Detail = "rewritten"
+			evs[i] = &cp
+		}
+	}
+	return evs, err
+}
+
+// TestProposalTrail: a proposal's events carry their places in the chain,
+// and the chain is checked up to them; whoever may see the proposal reads
+// it, nobody else does, and a rewritten event is named.
+func TestProposalTrail(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		h := newHarness(t, harnessOpts{open: open})
+		var ids []string
+		for i := range 3 {
+			res := h.call(refundCall(fmt.Sprint("call_trail_", i), countersign.ModeIndependent, fmt.Sprintf(`{"amount":%d,"customer":"c_%d"}`, i+1, i)))
+			h.decide(tBob, res.ProposalID, countersign.Reject)
+			ids = append(ids, res.ProposalID)
+		}
+		// Not sealed yet: the events are there, with no place in the chain.
+		trail, err := h.engine.ProposalTrail(t.Context(), tAlice, ids[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(trail.Events) < 2 || trail.Check != (countersign.ChainCheck{}) {
+			t.Fatalf("trail before sealing = %d events, check %+v; want the events and no check", len(trail.Events), trail.Check)
+		}
+		for _, te := range trail.Events {
+			if te.Seq != 0 || te.Verified {
+				t.Errorf("event %d before sealing: seq %d, verified %v", te.ID, te.Seq, te.Verified)
+			}
+		}
+		if err := storetest.SealAll(t.Context(), h.store, "sealer-trail"); err != nil {
+			t.Fatal(err)
+		}
+		chain := auditAll(t, h.engine, tBob)
+		trail, err = h.engine.ProposalTrail(t.Context(), tAlice, ids[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := trail.Events[len(trail.Events)-1].Seq
+		if c := trail.Check; c.From != 1 || c.To != last || c.Through != last || c.Break != nil {
+			t.Errorf("check = %+v, want seq 1 through %d, holding", c, last)
+		}
+		for _, te := range trail.Events {
+			if te.Seq == 0 || !te.Verified || te.ProposalID != ids[1] || *chain[te.Seq-1] != *te.AuditEvent {
+				t.Errorf("event %d: %+v verified %v, want its place in the chain, verified", te.ID, te.AuditEvent, te.Verified)
+			}
+		}
+
+		// The proposal's readers only.
+		for _, who := range []countersign.Identity{tEve, tDave} {
+			_, err := h.engine.ProposalTrail(t.Context(), who, ids[1])
+			if !errors.Is(err, countersign.ErrForbidden) && !errors.Is(err, countersign.ErrNotFound) {
+				t.Errorf("ProposalTrail by %s/%s, who may not see the proposal: %v", who.Tenant, who.Actor, err)
+			}
+		}
+
+		// An event of another proposal before it is rewritten: the chain
+		// holds up to it, and from there on nothing is verified.
+		edit := trail.Events[0].Seq - 1
+		tampered, err := countersign.New(countersign.Options{Store: tamperedChain{h.store, edit}, Actions: h.engine.Actions(), Now: h.clock.Now,
+			Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trail, err = tampered.ProposalTrail(t.Context(), tAlice, ids[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := trail.Check; c.Break == nil || c.Break.Seq != edit || c.Through != edit-1 || !strings.Contains(c.Break.Reason, "hash does not match") {
+			t.Errorf("check with seq %d rewritten = %+v, want broken there", edit, c)
+		}
+		for _, te := range trail.Events {
+			if te.Verified {
+				t.Errorf("event at seq %d verified past a break at %d", te.Seq, edit)
+			}
+		}
+
+		// Bounded: with room for 2 events, the check starts just before the
+		// proposal's first event and says so.
+		tampered.SetTrailCheck(2)
+		trail, err = tampered.ProposalTrail(t.Context(), tAlice, ids[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := trail.Events[0].Seq
+		if c := trail.Check; c.From != first-1 || c.To != first || c.Through != first || c.Break != nil {
+			t.Errorf("bounded check = %+v, want seq %d through %d, holding (the rewritten seq %d lies before)", c, first-1, first, edit)
+		}
+		if !trail.Events[0].Verified || trail.Events[len(trail.Events)-1].Verified {
+			t.Errorf("bounded: the first event verified %v, the last %v; want true, false (beyond the bound)", trail.Events[0].Verified, trail.Events[len(trail.Events)-1].Verified)
+		}
+	})
 }

@@ -148,6 +148,7 @@ type Engine struct {
 	hub           notify.Hub
 	waits         waitWatch
 	vocab         *textdecision.Vocabulary
+	trailCheck    int64 // MaxTrailCheck, less in tests
 
 	mu      sync.RWMutex
 	actions map[string]*Action
@@ -162,6 +163,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
+		trailCheck:    MaxTrailCheck,
 		store:         opts.Store,
 		resolver:      opts.ActorResolver,
 		observer:      opts.Observer,

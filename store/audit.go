@@ -15,15 +15,13 @@ import (
 // Writers never wait for the chain: an event is written as before, unsealed,
 // and sealed a moment later.
 //
-// Order. SealEvents seals, in one transaction, the events that had
-// committed when it began and were not sealed yet, in id order. An event
-// that commits later is sealed by a later call, after them. So the chain's
-// order agrees with commit order for any two events one of which committed
-// before a seal began and the other after it, and with causal order always:
-// an event written after another committed has a higher id (ids are drawn
-// when an event is written) and cannot be sealed before it. No event is
-// ever passed over: unsealed is a state of the row, not a position of a
-// reader, so a late commit is sealed next time whatever its id.
+// Order. A tenant's chain is in event id order. Ids are drawn when an event
+// is written, so an event written after another committed has a higher id:
+// the chain agrees with causal order always, and with commit order for any
+// two events one of which committed before the other was written. A driver
+// whose writers run at once may meet an id not yet committed below ids that
+// are: it seals up to it and waits (SealResult.Blocked), so that no event
+// is ever passed over and none is chained out of id order.
 //
 // Concurrency: a sealing lease is held by one owner at a time; SealEvents
 // is fenced by the lease's token and, on a database, serialised with every
@@ -40,7 +38,8 @@ type Audit interface {
 	// Limit committed events not yet sealed, across every tenant, in one
 	// transaction. A token that is no longer the lease's (another sealer
 	// took it over) is ErrLeaseLost, and nothing is sealed. Sealed reports
-	// how many events it sealed: fewer than Limit means it caught up.
+	// how many events it sealed: fewer than Limit means it caught up, as
+	// far as it can while Blocked.
 	SealEvents(ctx context.Context, params *SealEventsParams) (*SealResult, error)
 
 	// ReleaseSealLease gives the lease up, so that another process's sealer
@@ -51,6 +50,12 @@ type Audit interface {
 	// ListAudit returns a tenant's sealed events with seq > After, in seq
 	// order, at most Limit (1..MaxPageSize; 0 means MaxPageSize).
 	ListAudit(ctx context.Context, params *ListAuditParams) ([]*AuditEvent, error)
+
+	// ListProposalAudit returns a proposal's events with id > AfterID, in
+	// id order, at most Limit (1..MaxPageSize; 0 means MaxPageSize), each
+	// with its place in its tenant's chain; an event not sealed yet has
+	// Seq 0 and no hashes.
+	ListProposalAudit(ctx context.Context, params *ListProposalAuditParams) ([]*AuditEvent, error)
 }
 
 // AuditEvent is an event sealed into its tenant's chain.
@@ -120,6 +125,12 @@ const DefaultSealBatch = 1000
 // SealResult reports a sealing.
 type SealResult struct {
 	Sealed int
+	// Blocked reports that sealing stopped at a hole: an event id it cannot
+	// see, below ids it can, drawn by a transaction still open (the events
+	// after it wait for it to commit) or one rolled back (passed by a later
+	// seal once the transactions as old as it have ended). Only a store
+	// whose writers run at once meets one (PostgreSQL's).
+	Blocked bool
 	// Lease is the lease as renewed.
 	Lease *SealLease
 }
@@ -134,6 +145,14 @@ type ListAuditParams struct {
 	Tenant string
 	After  int64
 	Limit  int
+}
+
+// ListProposalAuditParams selects a page of a proposal's events.
+type ListProposalAuditParams struct {
+	Tenant     string
+	ProposalID string
+	AfterID    int64
+	Limit      int
 }
 
 // ErrSealLeaseHeld matches a *SealLeaseHeldError.

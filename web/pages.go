@@ -252,6 +252,7 @@ type proposalData struct {
 	RememberNote string
 	Result       string // the last action's result, in words
 	Problem      string // why the last action was refused
+	Trail        *trailView
 }
 
 // proposal loads a proposal the signed-in actor may see, as the engine
@@ -297,6 +298,11 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	d.CanResolve = may.Resolve
 	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
 	d.Remember, d.RememberNote = rememberChoices(p), rememberNote(p)
+	trail, err := in.engine.ProposalTrail(r.Context(), sess.Identity, p.ID)
+	if err != nil {
+		return err
+	}
+	d.Trail = newTrailView(trail)
 	title := p.Confirmation.Title
 	if title == "" {
 		title = p.Action

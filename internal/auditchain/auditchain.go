@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/countersign/countersign/internal/canonjson"
@@ -46,8 +47,47 @@ type unhashed struct {
 // this string and every export writes it, so they must never differ.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// Hash returns e's hash given its PrevHash (e.Hash is ignored).
+// Hash returns e's hash given its PrevHash (e.Hash is ignored): SHA-256 of
+// PrevHash followed by the RFC 8785 form of the event without its hash.
+// The sealer hashes every event through it, so it writes that form
+// directly, members in their canonical order, rather than through
+// encoding/json and a canonicaliser (canonicalHash, which it equals).
 func Hash(e *Event) string {
+	if !exact(e.Seq) || !exact(e.ID) {
+		return canonicalHash(e)
+	}
+	b := make([]byte, 0, 160+len(e.Actor)+len(e.Detail)+len(e.PrevHash)+len(e.ProposalID))
+	b = append(b, `{"actor":`...)
+	b = canonjson.AppendString(b, e.Actor)
+	b = append(b, `,"at":`...)
+	b = canonjson.AppendString(b, e.At)
+	b = append(b, `,"detail":`...)
+	b = canonjson.AppendString(b, e.Detail)
+	b = append(b, `,"id":`...)
+	b = strconv.AppendInt(b, e.ID, 10)
+	b = append(b, `,"prev_hash":`...)
+	b = canonjson.AppendString(b, e.PrevHash)
+	b = append(b, `,"proposal_id":`...)
+	b = canonjson.AppendString(b, e.ProposalID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"status":`...)
+	b = canonjson.AppendString(b, e.Status)
+	b = append(b, `,"type":`...)
+	b = canonjson.AppendString(b, e.Type)
+	b = append(b, `,"via":`...)
+	b = canonjson.AppendString(b, e.Via)
+	b = append(b, '}')
+	return hashOf(e.PrevHash, b)
+}
+
+// exact reports whether n is an integer RFC 8785 writes as its decimal
+// digits: one a double holds exactly.
+func exact(n int64) bool { return n >= -1<<53 && n <= 1<<53 }
+
+// canonicalHash is Hash by definition: the event marshalled, then
+// canonicalised.
+func canonicalHash(e *Event) string {
 	raw, err := json.Marshal(unhashed{e.Seq, e.ID, e.Type, e.ProposalID, e.Actor, e.Via, e.Status, e.Detail, e.At, e.PrevHash})
 	if err != nil {
 		panic(fmt.Sprintf("auditchain: marshal an event: %v", err)) // strings and integers always marshal

@@ -680,3 +680,30 @@ func appendNumber(dst []byte, f float64) []byte {
 	}
 	return dst
 }
+
+// AppendString appends the canonical (RFC 8785) JSON form of s to dst:
+// what Canonicalize makes of json.Marshal(s). As json.Marshal does, it
+// writes each byte of s that is not valid UTF-8 as U+FFFD.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		start := i
+		for i < len(s) {
+			c := s[i]
+			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+				break
+			}
+			i++
+		}
+		dst = append(dst, s[start:i]...)
+		if i >= len(s) {
+			break
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		// An invalid byte decodes as RuneError of width 1, and is written
+		// as RuneError: U+FFFD.
+		dst = appendRune(dst, r)
+		i += size
+	}
+	return append(dst, '"')
+}

@@ -57,6 +57,7 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	}
 	for _, ae := range store.ChainEvents(heads, evs) {
 		s.chains[ae.Tenant] = append(s.chains[ae.Tenant], ae)
+		s.chained[ae.ID] = ae
 	}
 	s.sealed += len(evs)
 	l := s.seal
@@ -92,6 +93,33 @@ func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([
 	for _, ae := range c[from:min(len(c), from+limit)] {
 		cp := *ae
 		out = append(out, &cp)
+	}
+	return out, nil
+}
+
+// ListProposalAudit implements store.Store.
+func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []*store.AuditEvent
+	for _, e := range s.events {
+		if len(out) == limit {
+			break
+		}
+		if e.Tenant != params.Tenant || e.ProposalID != params.ProposalID || e.ID <= params.AfterID {
+			continue
+		}
+		ae := &store.AuditEvent{Event: *e}
+		if c, ok := s.chained[e.ID]; ok {
+			ae = new(*c)
+		}
+		out = append(out, ae)
 	}
 	return out, nil
 }

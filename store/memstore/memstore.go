@@ -41,6 +41,7 @@ type Store struct {
 	events     []*store.Event
 	sealed     int                            // events[:sealed] are chained; see audit.go
 	chains     map[string][]*store.AuditEvent // tenant → its chain, in seq order
+	chained    map[int64]*store.AuditEvent    // event id → its place in its chain
 	seal       store.SealLease
 	nextGrant  int
 	sessions   map[string]*store.Session // by id; see sessions.go
@@ -75,6 +76,7 @@ func New(opts *Options) *Store {
 		messages:   map[string][]*store.Message{},
 		messageIDs: map[string]bool{},
 		chains:     map[string][]*store.AuditEvent{},
+		chained:    map[int64]*store.AuditEvent{},
 	}
 }
 

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,27 +10,34 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The audit chain. Events are written unsealed by their transitions, and
-// nothing in a transition's statement touches the chain: writers never wait
-// for it, nor for each other because of it.
+// The audit chain. Events are insert-only: a transition writes its events
+// and nothing in its statement touches the chain, so writers never wait for
+// it, nor for each other because of it. The sealer appends them to
+// audit_chain after they commit, in id order.
 //
 // SealEvents is one transaction of the lease holder. Its first statement
 // renews the lease row, fenced by the token, and so locks it: sealing
 // transactions of two processes (a stale holder among them) run one after
 // the other, and an AcquireSealLease that would take the lease over waits
-// for the seal in progress and then finds the lease renewed. Its second
-// reads, in id order from events_unsealed, the events committed when it
-// began and not sealed yet, with the head of each of their tenants' chains
-// (read after the lock, so the previous sealer's writes are seen); the
-// chain is computed in Go (store.ChainEvents) and written by a third.
+// for the seal in progress and then finds the lease renewed. The same
+// statement reads where sealing stands (audit_sealed) and the oldest
+// transaction still running. The second reads the events above `through`
+// in id order, with the head of each of their tenants' chains; the chain is
+// computed in Go (store.ChainEvents) and written by a third, with the new
+// standing.
 //
-// Ids are drawn when an event is inserted, not when it commits, so an event
-// may commit after events with higher ids were sealed. It is still unsealed,
-// so the next seal finds it and gives it the next seq: no event is passed
-// over, and none waits for a window of time to close. The chain is thus in
-// the order events became visible to the sealer, which is commit order for
-// any two events a seal separates, and id order (consistent with causality:
-// a write that follows another's commit draws a higher id) within one seal.
+// Ids are drawn when an event is inserted, not when it commits, so the
+// sealer can meet a hole: an id it cannot see, below ids it can. The hole
+// is a transaction still running (it will commit, or roll back) or one that
+// rolled back (the id will never exist). The sealer stops at the hole, so
+// that the chain is always in id order and no event is passed over. It
+// notes the hole with the first transaction id not yet assigned
+// (pg_snapshot_xmax) once it has read past it; every id in the hole was
+// drawn by a transaction that had its id by then (next_event_id in
+// migration 0009 sees to it), so once the oldest running transaction is no
+// older than that mark, a hole still unseen is final and the sealer goes on
+// past it. A rolled-back writer thus holds the chain back until the
+// transactions running beside it end, usually the next seal.
 
 // sealLeaseName names the schema's one sealing lease.
 const sealLeaseName = "audit"
@@ -72,22 +78,75 @@ func (s *Store) AcquireSealLease(ctx context.Context, params *store.AcquireSealL
 	return l, nil
 }
 
-// sealBatchSQL reads up to $1 unsealed events in id order, each with the
-// head of its tenant's chain as it stands (NULL for a tenant without one).
-// heads is materialised so that each tenant's head is looked up once, not
-// once per event (the planner otherwise runs the lateral after the join).
+// sealStartSQL renews the lease ($1, $2 for $3 µs) and reads where
+// sealing stands and the oldest running transaction (every transaction
+// older than it has ended).
+const sealStartSQL = `WITH l AS (
+		UPDATE _S_.seal_lease SET expires_at = statement_timestamp() + $3 * interval '1 microsecond'
+		WHERE name = $1 AND token = $2 RETURNING owner, expires_at
+	)
+	SELECT l.owner, l.expires_at, s.through, s.gap_upto, s.gap_xmax,
+		pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+	FROM l, _S_.audit_sealed s WHERE s.name = $1`
+
+// sealBatchSQL reads up to $2 events with id > $1 in id order, each with
+// the head of its tenant's chain as it stands (NULL for a tenant without
+// one). heads is materialised so that each tenant's head is looked up
+// once, not once per event.
 const sealBatchSQL = `WITH batch AS MATERIALIZED (
 		SELECT id, tenant, proposal_id, type, actor, via, status, detail, at
-		FROM _S_.events WHERE seq IS NULL ORDER BY id LIMIT $1
+		FROM _S_.events WHERE id > $1 ORDER BY id LIMIT $2
 	), heads AS MATERIALIZED (
 		SELECT t.tenant, h.seq, h.hash FROM (SELECT DISTINCT tenant FROM batch) t
 		LEFT JOIN LATERAL (
-			SELECT x.seq, x.hash FROM _S_.events x
-			WHERE x.tenant = t.tenant AND x.seq IS NOT NULL ORDER BY x.seq DESC LIMIT 1
+			SELECT c.seq, c.hash FROM _S_.audit_chain c
+			WHERE c.tenant = t.tenant ORDER BY c.seq DESC LIMIT 1
 		) h ON true
 	)
 	SELECT b.id, b.tenant, b.proposal_id, b.type, b.actor, b.via, b.status, b.detail, b.at, h.seq, h.hash
 	FROM batch b JOIN heads h ON h.tenant = b.tenant ORDER BY b.id`
+
+// sealWriteSQL appends the chained events and records the new standing:
+// through $6, and, when $7, a hole seen below $8, marked with this
+// statement's first unassigned transaction id (taken after the events
+// were read, as the mark must be).
+const sealWriteSQL = `WITH c AS (
+		INSERT INTO _S_.audit_chain (tenant, seq, event_id, prev_hash, hash)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])
+	)
+	UPDATE _S_.audit_sealed SET through = $6,
+		gap_upto = CASE WHEN $7 THEN $8 ELSE gap_upto END,
+		gap_xmax = CASE WHEN $7 THEN pg_snapshot_xmax(pg_current_snapshot())::text::bigint ELSE gap_xmax END
+	WHERE name = $9`
+
+// sealStanding is where sealing stands: audit_sealed's row, and the oldest
+// transaction running when the seal began.
+type sealStanding struct {
+	through, gapUpto, gapXmax, xmin int64
+}
+
+// sealable returns the prefix of evs (the events above through, in id
+// order) that may be chained now, and the standing after it: through
+// advances over the events chained and over holes known to be final; at a
+// hole not known to be, it stops, and noteGap says that the hole is new
+// and is to be marked, below noteUpto (the highest id read: drawn before
+// this seal read it).
+func sealable(st sealStanding, evs []*store.Event) (chain []*store.Event, through int64, noteGap bool, noteUpto int64) {
+	next := st.through + 1
+	for i, e := range evs {
+		if e.ID > next && st.gapUpto >= next && st.xmin >= st.gapXmax {
+			// A hole the sealer marked, whose transactions have all ended:
+			// what is still unseen in it will never be.
+			next = min(st.gapUpto, e.ID-1) + 1
+		}
+		if e.ID > next {
+			// A hole: marked and not yet final, or met for the first time.
+			return evs[:i], next - 1, st.gapUpto < next, evs[len(evs)-1].ID
+		}
+		next = e.ID + 1
+	}
+	return evs, next - 1, false, 0
+}
 
 // SealEvents implements store.Store.
 func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) (*store.SealResult, error) {
@@ -101,9 +160,9 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	var res *store.SealResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		l := &store.SealLease{Token: params.Token}
-		err := tx.QueryRow(ctx, s.sql(`UPDATE _S_.seal_lease SET expires_at = statement_timestamp() + $3 * interval '1 microsecond'
-			WHERE name = $1 AND token = $2 RETURNING owner, expires_at`), sealLeaseName, params.Token, micros(params.LeaseDuration)).
-			Scan(&l.Owner, &l.ExpiresAt)
+		var st sealStanding
+		err := tx.QueryRow(ctx, s.sql(sealStartSQL), sealLeaseName, params.Token, micros(params.LeaseDuration)).
+			Scan(&l.Owner, &l.ExpiresAt, &st.through, &st.gapUpto, &st.gapXmax, &st.xmin)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.SealLeaseLost()
 		}
@@ -111,7 +170,7 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 			return err
 		}
 		l.ExpiresAt = l.ExpiresAt.UTC()
-		rows, err := tx.Query(ctx, s.sql(sealBatchSQL), limit)
+		rows, err := tx.Query(ctx, s.sql(sealBatchSQL), st.through, limit)
 		if err != nil {
 			return err
 		}
@@ -136,26 +195,19 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if len(evs) > 0 {
-			chained := store.ChainEvents(heads, evs)
-			ids, seqs := make([]int64, len(chained)), make([]int64, len(chained))
-			prevs, hashes := make([]string, len(chained)), make([]string, len(chained))
-			for i, ae := range chained {
-				ids[i], seqs[i], prevs[i], hashes[i] = ae.ID, ae.Seq, ae.PrevHash, ae.Hash
-			}
-			tag, err := tx.Exec(ctx, s.sql(`UPDATE _S_.events e SET seq = u.seq, prev_hash = u.prev_hash, hash = u.hash
-				FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(id, seq, prev_hash, hash)
-				WHERE e.id = u.id AND e.seq IS NULL`), ids, seqs, prevs, hashes)
-			if err != nil {
-				return err
-			}
-			if int(tag.RowsAffected()) != len(chained) {
-				// Only a writer outside the lease could have sealed them.
-				return fmt.Errorf("sealed %d of %d events: another sealer wrote meanwhile", tag.RowsAffected(), len(chained))
-			}
+		ready, through, noteGap, noteUpto := sealable(st, evs)
+		res = &store.SealResult{Sealed: len(ready), Blocked: len(ready) < len(evs), Lease: l}
+		if through == st.through && !noteGap {
+			return nil
 		}
-		res = &store.SealResult{Sealed: len(evs), Lease: l}
-		return nil
+		chained := store.ChainEvents(heads, ready)
+		tenants, seqs, ids := make([]string, len(chained)), make([]int64, len(chained)), make([]int64, len(chained))
+		prevs, hashes := make([]string, len(chained)), make([]string, len(chained))
+		for i, ae := range chained {
+			tenants[i], seqs[i], ids[i], prevs[i], hashes[i] = ae.Tenant, ae.Seq, ae.ID, ae.PrevHash, ae.Hash
+		}
+		_, err = tx.Exec(ctx, s.sql(sealWriteSQL), tenants, seqs, ids, prevs, hashes, through, noteGap, noteUpto, sealLeaseName)
+		return err
 	})
 	if err != nil {
 		return nil, wrap("seal events", err)
@@ -169,30 +221,51 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 	return wrap("release the sealing lease", err)
 }
 
-// ListAudit implements store.Store: a range of events_chain.
+// ListAudit implements store.Store: a range of audit_chain, with the
+// events it chains. An event deleted from events leaves a hole in the seqs
+// read, which verification names.
 func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
 	limit := params.Limit
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT id, proposal_id, type, actor, via, status, detail, at, seq, prev_hash, hash
-		FROM _S_.events WHERE tenant = $1 AND seq IS NOT NULL AND seq > $2 ORDER BY seq LIMIT $3`), params.Tenant, params.After, limit)
+	return s.listAudit(ctx, "list audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
+		FROM _S_.audit_chain c JOIN _S_.events e ON e.id = c.event_id
+		WHERE c.tenant = $1 AND c.seq > $2 ORDER BY c.seq LIMIT $3`, params.Tenant, params.Tenant, params.After, limit)
+}
+
+// ListProposalAudit implements store.Store: the proposal's events, each
+// with its place in the chain where it has one.
+func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	return s.listAudit(ctx, "list a proposal's audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at,
+			COALESCE(c.seq, 0), COALESCE(c.prev_hash, ''), COALESCE(c.hash, '')
+		FROM _S_.events e LEFT JOIN _S_.audit_chain c ON c.event_id = e.id
+		WHERE e.tenant = $1 AND e.proposal_id = $2 AND e.id > $3 ORDER BY e.id LIMIT $4`, params.Tenant, params.Tenant, params.ProposalID, params.AfterID, limit)
+}
+
+// listAudit reads chained events of tenant with query and args.
+func (s *Store) listAudit(ctx context.Context, what, query, tenant string, args ...any) ([]*store.AuditEvent, error) {
+	rows, err := s.pool.Query(ctx, s.sql(query), args...)
 	if err != nil {
-		return nil, wrap("list audit events", err)
+		return nil, wrap(what, err)
 	}
 	defer rows.Close()
 	var out []*store.AuditEvent
 	for rows.Next() {
-		e := &store.AuditEvent{Event: store.Event{Tenant: params.Tenant}}
+		e := &store.AuditEvent{Event: store.Event{Tenant: tenant}}
 		var typ, status string
 		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &e.At, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
-			return nil, wrap("list audit events", err)
+			return nil, wrap(what, err)
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), e.At.UTC()
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("list audit events", err)
+		return nil, wrap(what, err)
 	}
 	return out, nil
 }

@@ -141,6 +141,17 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 		if head, err := storetest.VerifyChain(ctx, s, "legacy"); err != nil || head.Seq != 1 {
 			t.Fatalf("the old events' chain after the upgrade: head %+v, %v; want seq 1", head, err)
 		}
+		// New events draw ids above the old ones (migration 0009 moved the
+		// ids to a sequence of its own) and go on with the chain.
+		if _, err := s.CreateProposal(ctx, &store.CreateProposalParams{Proposal: storetest.NewProposal("legacy", "t_old", "call_after_upgrade")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := storetest.SealAll(ctx, s, "sealer-upgrade"); err != nil {
+			t.Fatal(err)
+		}
+		if head, err := storetest.VerifyChain(ctx, s, "legacy"); err != nil || head.Seq != 2 {
+			t.Fatalf("the chain after a new event: head %+v, %v; want seq 2", head, err)
+		}
 		return s
 	})
 }

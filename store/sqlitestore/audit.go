@@ -174,25 +174,41 @@ func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	rows, err := s.rq.QueryContext(ctx, `SELECT id, proposal_id, type, actor, via, status, detail, at, seq, prev_hash, hash FROM events
+	return s.listAudit(ctx, "list audit events", params.Tenant, `SELECT id, proposal_id, type, actor, via, status, detail, at, seq, prev_hash, hash FROM events
 		WHERE tenant = ? AND seq IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`, params.Tenant, params.After, limit)
+}
+
+// ListProposalAudit implements store.Store.
+func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	return s.listAudit(ctx, "list a proposal's audit events", params.Tenant, `SELECT id, proposal_id, type, actor, via, status, detail, at,
+			COALESCE(seq, 0), COALESCE(prev_hash, ''), COALESCE(hash, '') FROM events
+		WHERE tenant = ? AND proposal_id = ? AND id > ? ORDER BY id LIMIT ?`, params.Tenant, params.ProposalID, params.AfterID, limit)
+}
+
+// listAudit reads chained events of tenant with query and args.
+func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args ...any) ([]*store.AuditEvent, error) {
+	rows, err := s.rq.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list audit events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []*store.AuditEvent
 	for rows.Next() {
-		e := &store.AuditEvent{Event: store.Event{Tenant: params.Tenant}}
+		e := &store.AuditEvent{Event: store.Event{Tenant: tenant}}
 		var typ, status string
 		var at int64
 		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list audit events: %w", err)
+			return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: list audit events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
 	}
 	return out, nil
 }
