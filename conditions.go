@@ -22,6 +22,10 @@ type actionRule struct {
 	index int // in Policy.Rules, for logs and errors
 	rule  *Rule
 	prg   *condition.Program // nil without a When
+	// chain, on the first of two or more consecutive rules with a When,
+	// evaluates chainLen of them at once (see condition.Chain).
+	chain    *condition.Chain
+	chainLen int
 	ruleOutcome
 }
 
@@ -53,6 +57,24 @@ func (p *Policy) compileFor(a *Action) (*actionRules, error) {
 		}
 		ar.rules = append(ar.rules, cr)
 	}
+	for i := 0; i < len(ar.rules); {
+		j := i
+		for j < len(ar.rules) && ar.rules[j].prg != nil {
+			j++
+		}
+		if j-i >= 2 {
+			exprs := make([]string, 0, j-i)
+			for _, cr := range ar.rules[i:j] {
+				exprs = append(exprs, cr.rule.When)
+			}
+			chain, err := condition.NewChain(exprs, a.schemaJSON)
+			if err != nil {
+				return nil, fmt.Errorf("countersign: policy: action %s: %w", a.name, err)
+			}
+			ar.rules[i].chain, ar.rules[i].chainLen = chain, j-i
+		}
+		i = max(j, i+1)
+	}
 	return ar, nil
 }
 
@@ -78,13 +100,27 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // decide is a *PolicyError.
 func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*actionRule, error) {
 	var vars *condition.Vars
-	for i := range ar.rules {
+	for i := 0; i < len(ar.rules); i++ {
 		cr := &ar.rules[i]
 		if !cr.conditional() {
 			return cr, nil
 		}
 		if in == nil {
 			continue
+		}
+		if cr.chain != nil {
+			if vars == nil {
+				vars = conditionVars(in)
+			}
+			// The chain's answer is the one of evaluating its rules in
+			// turn; without one (an error, say), they are, below.
+			if k, ok := cr.chain.Eval(vars); ok && k < cr.chainLen {
+				if k >= 0 {
+					return &ar.rules[i+k], nil
+				}
+				i += cr.chainLen - 1
+				continue
+			}
 		}
 		var holds bool
 		var err error

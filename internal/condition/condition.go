@@ -156,27 +156,9 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 	if expr == "" {
 		return nil, errors.New("the expression is empty")
 	}
-	p := newProvider()
-	in := types.DynType
-	if len(schema) > 0 {
-		var doc any
-		if err := json.Unmarshal(schema, &doc); err != nil {
-			return nil, fmt.Errorf("input schema: %w", err)
-		}
-		in = p.typeOf(doc, inputType, 0)
-	}
-	env, err := cel.NewEnv(
-		cel.CustomTypeProvider(p),
-		cel.Variable("input", in),
-		cel.Variable("actor", types.NewObjectType(actorType)),
-		cel.Variable("tenant", types.StringType),
-		cel.Variable("thread_id", types.StringType),
-		cel.Variable("action", types.NewObjectType(actionType)),
-		cel.CrossTypeNumericComparisons(true),
-		cel.ParserExpressionSizeLimit(MaxLength),
-	)
+	env, in, err := newEnv(schema, MaxLength)
 	if err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
+		return nil, err
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
@@ -208,6 +190,95 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 		}
 	}
 	return prog, nil
+}
+
+// newEnv is the environment of expressions over input of schema (nil:
+// dyn), up to limit code points long, and the type of input.
+func newEnv(schema json.RawMessage, limit int) (*cel.Env, *types.Type, error) {
+	p := newProvider()
+	in := types.DynType
+	if len(schema) > 0 {
+		var doc any
+		if err := json.Unmarshal(schema, &doc); err != nil {
+			return nil, nil, fmt.Errorf("input schema: %w", err)
+		}
+		in = p.typeOf(doc, inputType, 0)
+	}
+	env, err := cel.NewEnv(
+		cel.CustomTypeProvider(p),
+		cel.Variable("input", in),
+		cel.Variable("actor", types.NewObjectType(actorType)),
+		cel.Variable("tenant", types.StringType),
+		cel.Variable("thread_id", types.StringType),
+		cel.Variable("action", types.NewObjectType(actionType)),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(limit),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("environment: %w", err)
+	}
+	return env, in, nil
+}
+
+// Chain is consecutive conditions, each compiled by Compile, evaluated as
+// one program that answers the position of the first that holds: one
+// evaluation's set-up instead of one each. It is only a faster way to the
+// answer evaluating them in turn gives, and gives none (ok false) whenever
+// that answer might differ: when a condition errors or is not a boolean,
+// or the variables are not bounded. The caller then evaluates them in turn.
+type Chain struct {
+	prg         cel.Program
+	inputStruct bool
+}
+
+// NewChain compiles exprs, which Compile accepted against schema, into a
+// Chain. It returns nil when their estimated worst case together exceeds
+// CostLimit: evaluated in turn, each is within it, so counting would be
+// needed to stop the chain where they would not stop.
+func NewChain(exprs []string, schema json.RawMessage) (*Chain, error) {
+	// "(c0) ? 0 : ((c1) ? 1 : -1)"; each on its own lines, so that a //
+	// comment in one ends with it.
+	var b strings.Builder
+	for i, e := range exprs {
+		fmt.Fprintf(&b, "(\n%s\n) ? %d : (", e, i)
+	}
+	b.WriteString("-1")
+	b.WriteString(strings.Repeat(")", len(exprs)))
+	env, in, err := newEnv(schema, len(exprs)*(MaxLength+32)+8)
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := env.Compile(b.String())
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("chain: %w", iss.Err())
+	}
+	est, err := env.EstimateCost(ast, boundedSizes{})
+	if err != nil {
+		return nil, fmt.Errorf("chain: estimate cost: %w", err)
+	}
+	if est.Max > CostLimit {
+		return nil, nil
+	}
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, fmt.Errorf("chain: %w", err)
+	}
+	return &Chain{prg: prg, inputStruct: in.Kind() == types.StructKind}, nil
+}
+
+// Eval returns the position of the first condition that holds over v, or
+// -1 when none does; ok is false when Chain cannot answer (see Chain).
+func (c *Chain) Eval(v *Vars) (first int, ok bool) {
+	v.asRaw = c.inputStruct
+	if !v.bounded() {
+		return 0, false
+	}
+	out, _, err := c.prg.Eval(v)
+	if err != nil {
+		return 0, false
+	}
+	i, isInt := out.(types.Int)
+	return int(i), isInt
 }
 
 // evalTracked evaluates with the cost counted, whichever program Eval
