@@ -296,7 +296,7 @@ func (p *Program) evalTracked(v *Vars) (bool, uint64, error) {
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, spent, fmt.Errorf("the result is %s, not a boolean", out.Type().(ref.Type).TypeName())
+		return false, spent, fmt.Errorf("the result is %s, not a boolean", out.Type().TypeName())
 	}
 	return bool(b), spent, nil
 }
@@ -334,7 +334,7 @@ func (p *Program) Eval(v *Vars) (bool, error) {
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("the result is %s, not a boolean", out.Type().(ref.Type).TypeName())
+		return false, fmt.Errorf("the result is %s, not a boolean", out.Type().TypeName())
 	}
 	return bool(b), nil
 }
