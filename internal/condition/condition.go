@@ -62,11 +62,11 @@ type Vars struct {
 	// Action is the action's name, version and kind.
 	ActionName, ActionVersion, ActionKind string
 
-	roles     ref.Val     // Roles as a CEL list, made on first use
-	root      *rootObject // InputJSON read as an object, made on first use
-	decoded   any         // InputJSON decoded whole, on first use
-	asRaw     bool        // input is read as a rawObject (its type is a struct)
-	bounds    int8        // 0: not checked yet; 1: bounded; -1: not
+	roles     ref.Val    // Roles as a CEL list, made on first use
+	root      rootObject // InputJSON read as an object (raw nil until first use)
+	decoded   any        // InputJSON decoded whole, on first use
+	asRaw     bool       // input is read as a rawObject (its type is a struct)
+	bounds    int8       // 0: not checked yet; 1: bounded; -1: not
 	decodeOK  bool
 	decodeErr error
 }
@@ -107,10 +107,11 @@ func (v *Vars) ResolveName(name string) (any, bool) {
 	switch name {
 	case "input":
 		if v.asRaw {
-			if v.root == nil {
-				v.root = &rootObject{raw: rawObject(v.InputJSON)}
+			if v.root.raw == nil {
+				v.root.raw = rawObject(v.InputJSON)
+				v.root.fields = v.root.buf[:0]
 			}
-			return v.root, true
+			return &v.root, true
 		}
 		if !v.decodeOK {
 			v.decoded, v.decodeErr = DecodeJSON(v.InputJSON)
@@ -525,6 +526,7 @@ func inputField(key string, t *types.Type) *types.FieldType {
 type rootObject struct {
 	raw    rawObject
 	fields []rootField
+	buf    [4]rootField // fields' first array: most conditions read few
 }
 
 type rootField struct {
