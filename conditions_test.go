@@ -73,7 +73,8 @@ func checkConditionCase(t *testing.T, e *countersign.Engine, i int, c conditionC
 		return
 	}
 	if err != nil || res.Status != c.status || res.Proposal == nil {
-		t.Fatalf("%s: %+v, %v; want %s with a record", c.name, res, err, c.status)
+		t.Errorf("%s: %+v, %v; want %s with a record", c.name, res, err, c.status)
+		return // not Fatal: TestConditionsConcurrent calls this from goroutines
 	}
 	p := res.Proposal
 	if p.RuleMatch != c.match || p.RuleWhen != c.when {
@@ -341,4 +342,23 @@ func TestGrantRemembersTheCondition(t *testing.T) {
 			t.Errorf("a small refund under the other rule = %+v; want pending, no grant", r)
 		}
 	})
+}
+
+// TestConditionsConcurrent makes calls under conditions from many
+// goroutines at once: the compiled programs are shared, each call's
+// variables are its own (go test -race).
+func TestConditionsConcurrent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{rules: conditionRules()})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				c := conditionCases[(g+i)%len(conditionCases)]
+				c.thread = fmt.Sprintf("%s-g%d", c.thread, g)
+				checkConditionCase(t, h.engine, i, c)
+			}
+		})
+	}
+	wg.Wait()
 }
