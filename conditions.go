@@ -177,6 +177,9 @@ func (e *Engine) applyPolicy(ctx context.Context, c *Call, r *callRun) error {
 	if r.m.effect == EffectDeny {
 		return &DeniedError{Code: DeniedByPolicy, Action: r.a.name, Reason: "the policy denies " + r.a.name}
 	}
+	if r.a.callerExecuted && c.Mode == ModeIndependent {
+		return fmt.Errorf("%w: mode independent: %s is executed by its caller, not by a worker", ErrInvalidCall, r.a.name)
+	}
 	r.mode = askedMode(c, r)
 	if r.asked() {
 		r.fingerprint = o.fingerprint
