@@ -637,10 +637,18 @@ export interface components {
             expires_at: string;
             operation_id: string;
             outcome: components["schemas"]["Outcome"] | null;
+            /** @description The policy rule that applied to the call; null when none did and the defaults decided. */
+            rule: components["schemas"]["RuleApplied"] | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        RuleApplied: {
+            /** @description The rule's match: an action name or a glob. */
+            match: string;
+            /** @description The rule's condition (a CEL expression); empty when it has none. */
+            when: string;
         };
         ProposalList: {
             proposals: components["schemas"]["Proposal"][];
@@ -711,7 +719,7 @@ export interface components {
         CallDenied: {
             /** @constant */
             status: "denied";
-            /** @description POLICY_DENIED, UNAUTHORIZED_ACTION or PREFLIGHT_DENIED */
+            /** @description POLICY_DENIED, POLICY_ERROR (a rule's condition could not decide: the call fails closed), UNAUTHORIZED_ACTION or PREFLIGHT_DENIED */
             code: string;
             reason: string;
         };
