@@ -182,8 +182,13 @@ type RawActionSpec struct {
 	InputSchema json.RawMessage
 	// Idempotent declares that executing twice with the same operation id is
 	// safe, so an uncertain outcome may be retried with that id.
-	Idempotent   bool
-	Confirmation Confirmation
+	Idempotent bool
+	// CallerExecuted declares an action the calling agent runs itself: an
+	// approved call answers ResultExecute, the claim of a lease under which
+	// the caller runs the change and then settles it (Engine.Settle).
+	// Hooks.Execute must be nil, and the kind write.
+	CallerExecuted bool
+	Confirmation   Confirmation
 	// ReplacementKey is a template ("{customer}") or, if ReplacementKeyFunc is
 	// set, ignored. A new proposal with the same requester, thread, action and
 	// key supersedes the pending ones.
@@ -200,6 +205,7 @@ type ActionSpec[In any] struct {
 	Description        string
 	Kind               Kind // default KindWrite
 	Idempotent         bool
+	CallerExecuted     bool // see RawActionSpec.CallerExecuted; Execute must be nil
 	Confirmation       Confirmation
 	ReplacementKey     string
 	ReplacementKeyFunc func(in In) string
@@ -216,6 +222,7 @@ type Action struct {
 	name, version, description string
 	kind                       Kind
 	idempotent                 bool
+	callerExecuted             bool // the calling agent executes it
 	confirmOnly                bool // made by ConfirmTool: always asks
 	confirmation               Confirmation
 	replacementKey             string
@@ -245,6 +252,10 @@ func (a *Action) Kind() Kind { return a.kind }
 // Idempotent reports whether uncertain outcomes may be retried.
 func (a *Action) Idempotent() bool { return a.idempotent }
 
+// CallerExecuted reports whether the calling agent runs the action itself,
+// under the lease its call's answer gives it.
+func (a *Action) CallerExecuted() bool { return a.callerExecuted }
+
 // InputSchema is the JSON Schema of the action's input.
 func (a *Action) InputSchema() json.RawMessage { return bytes.Clone(a.schemaJSON) }
 
@@ -255,7 +266,10 @@ func NewRawAction(spec RawActionSpec) (*Action, error) {
 	if !namePattern.MatchString(spec.Name) {
 		return nil, fmt.Errorf("countersign: action name %q: want 1-128 of [A-Za-z0-9_.:/-]", spec.Name)
 	}
-	if spec.Hooks.Execute == nil {
+	switch {
+	case spec.CallerExecuted && spec.Hooks.Execute != nil:
+		return nil, fmt.Errorf("countersign: action %s: a caller-executed action has no Hooks.Execute", spec.Name)
+	case !spec.CallerExecuted && spec.Hooks.Execute == nil:
 		return nil, fmt.Errorf("countersign: action %s: Hooks.Execute is required", spec.Name)
 	}
 	kind := spec.Kind
@@ -264,6 +278,10 @@ func NewRawAction(spec RawActionSpec) (*Action, error) {
 	}
 	if kind != KindRead && kind != KindWrite {
 		return nil, fmt.Errorf("countersign: action %s: kind %q: want read or write", spec.Name, kind)
+	}
+	if spec.CallerExecuted && kind != KindWrite {
+		// A read leaves no record, so there is nothing to lease or settle.
+		return nil, fmt.Errorf("countersign: action %s: a caller-executed action is a write", spec.Name)
 	}
 	schemaJSON := spec.InputSchema
 	if len(schemaJSON) == 0 {
@@ -279,6 +297,7 @@ func NewRawAction(spec RawActionSpec) (*Action, error) {
 		description:        spec.Description,
 		kind:               kind,
 		idempotent:         spec.Idempotent,
+		callerExecuted:     spec.CallerExecuted,
 		confirmation:       spec.Confirmation,
 		replacementKey:     spec.ReplacementKey,
 		replacementKeyFunc: spec.ReplacementKeyFunc,
@@ -325,8 +344,8 @@ func NewAction[In any](spec ActionSpec[In]) (*Action, error) {
 	}
 	raw := RawActionSpec{
 		Name: spec.Name, Version: spec.Version, Description: spec.Description, Kind: spec.Kind,
-		InputSchema: schemaJSON, Idempotent: spec.Idempotent, Confirmation: spec.Confirmation,
-		ReplacementKey: spec.ReplacementKey,
+		InputSchema: schemaJSON, Idempotent: spec.Idempotent, CallerExecuted: spec.CallerExecuted,
+		Confirmation: spec.Confirmation, ReplacementKey: spec.ReplacementKey,
 	}
 	if spec.ReplacementKeyFunc != nil {
 		raw.ReplacementKeyFunc = func(r json.RawMessage) (key string, err error) {

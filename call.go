@@ -169,6 +169,9 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	case !created:
 		// A concurrent identical call created it first: resume that one.
 		return e.resumeOrWait(ctx, c, p)
+	case !r.asked() && r.a.callerExecuted:
+		// The record holds the caller's lease: the answer is the claim.
+		return withoutWait(e.handOver(ctx, p))
 	case !r.asked():
 		return withoutWait(e.executeAllowed(ctx, p, r.leaseAsked))
 	case r.approvedBy != nil:
@@ -190,6 +193,9 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 	r.a, r.m = a, e.policy.evaluate(a)
 	if r.m.effect == EffectDeny {
 		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
+	}
+	if a.callerExecuted && c.Mode == ModeIndependent {
+		return fmt.Errorf("%w: mode independent: %s is executed by its caller, not by a worker", ErrInvalidCall, a.name)
 	}
 	r.mode = askedMode(c, r)
 	if r.asked() {
@@ -330,12 +336,18 @@ func (e *Engine) findGrant(r *callRun, g *store.Grant) {
 	}
 }
 
-// askedMode is the call's mode without a grant: its own, or its rule's.
+// askedMode is the call's mode without a grant: its own, or its rule's. A
+// caller-executed action is never independent (nobody but its caller can
+// execute it): under an independent rule it waits.
 func askedMode(c *Call, r *callRun) Mode {
-	if c.Mode != "" {
-		return c.Mode
+	m := c.Mode
+	if m == "" {
+		m = r.m.rule.Mode
 	}
-	return r.m.rule.Mode
+	if m == ModeIndependent && r.a.callerExecuted {
+		return ModeWait
+	}
+	return m
 }
 
 // A decision taken by a remembered approval names the grant as its actor and
@@ -431,6 +443,9 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		rule, confirmationID = &Rule{TTL: r.m.rule.TTL, Approvers: []string{}}, ""
 		r.mode = ModeWait
 		allowed = &store.AllowedExecution{Owner: e.owner, LeaseDuration: e.lease}
+		if a.callerExecuted {
+			allowed.Owner = callerOwner(c.Identity.Actor)
+		}
 	}
 	p = &store.Proposal{
 		ID:                 "prp_" + newID(),
@@ -512,6 +527,17 @@ func (e *Engine) executeGranted(ctx context.Context, c *Call, p *store.Proposal)
 	res, err := e.claimAndExecute(ctx, c, p)
 	if !errors.Is(err, store.ErrConflict) {
 		return res, err
+	}
+	if e.callerExecutes(p) {
+		// An identical call claimed it first: it holds the lease.
+		now, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
+		if err != nil {
+			return nil, fmt.Errorf("call %s: %w", p.Action, err)
+		}
+		if now.Status == store.StatusExecuting {
+			return e.callerExecuting(ctx, c, now)
+		}
+		return resultOf(now), nil
 	}
 	// A worker claimed it first (independent mode): its outcome is ours.
 	settled, err := e.Wait(ctx, c.Identity, p.ID)

@@ -37,10 +37,17 @@ func (e *Engine) authorize(ctx context.Context, a *Action, id Identity, phase Ph
 }
 
 // claimAndExecute claims an approved proposal for this caller and executes it.
+// A caller-executed action is claimed for the caller, which runs it: the
+// answer is the claim (see handOver).
 func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
 	asked := time.Now()
+	byCaller := e.callerExecutes(p)
+	owner := e.owner
+	if byCaller {
+		owner = callerOwner(p.Requester)
+	}
 	claimed, err := e.store.Claim(ctx, &store.ClaimParams{
-		Tenant: p.Tenant, ID: p.ID, Owner: e.owner, LeaseDuration: e.lease, ConsumedBy: c.ToolCallID,
+		Tenant: p.Tenant, ID: p.ID, Owner: owner, LeaseDuration: e.lease, ConsumedBy: c.ToolCallID,
 	})
 	if err != nil {
 		// A claim that finds the approval lapsed expires it and hands back
@@ -52,7 +59,10 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		}
 		return nil, err
 	}
-	e.changed(ctx, claimed, store.StatusApproved)
+	e.changed(ctx, claimed, p.Status)
+	if byCaller {
+		return e.handOver(ctx, claimed)
+	}
 	return e.executeHeld(ctx, claimed, asked)
 }
 
@@ -102,6 +112,9 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 		if !registered {
 			return x.settle(ctx, store.StatusUnknown, nil, "", nil, "the action is no longer registered; the previous attempt's outcome is unknown")
 		}
+		if a.callerExecuted {
+			return x.callerLapsed(lctx, ctx, a)
+		}
 		return x.uncertain(lctx, ctx, a, errors.New("the previous execution was interrupted"))
 	case store.StatusReconciling:
 		if !registered || a.hooks.Reconcile == nil {
@@ -109,30 +122,63 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 		}
 		return x.reconcile(lctx, ctx, a)
 	}
+	if registered && a.callerExecuted {
+		// Only its caller runs it; the engine never claims such an approval
+		// for a worker (its proposals are never independent).
+		return x.fail(ctx, false, "a caller-executed action is run by its caller, not by a worker")
+	}
+	ck, err := e.checkBeforeExecute(ctx, lctx, p, a, registered)
+	switch {
+	case err != nil:
+		return nil, err
+	case ck.fail != "":
+		return x.fail(ctx, false, ck.fail)
+	case ck.completed != nil:
+		return x.settle(ctx, store.StatusSucceeded, ptr(false), ck.completed.Receipt, ck.completed.Result, "")
+	}
+	x.id = ck.id
+	return x.run(lctx, ctx, a)
+}
 
+// checked is what the checks before an execution found: the identity the
+// action runs as; or why it fails without executing; or, from a preflight
+// that found the change made already, that change.
+type checked struct {
+	id        Identity
+	fail      string
+	completed *Preflight
+}
+
+// checkBeforeExecute re-checks an approved proposal p of action a (nil when
+// not registered) before it executes, whoever executes it (DESIGN.md §6):
+// the requester still resolves, the action is registered at the approved
+// version, authorization, the stored input still parses to the approved
+// snapshot, and preflight. ctx bounds the resolver, lctx the hooks. An
+// error is no verdict (a resolver outage): nothing may execute, and the
+// lease is left to lapse.
+func (e *Engine) checkBeforeExecute(ctx, lctx context.Context, p *store.Proposal, a *Action, registered bool) (*checked, error) {
 	id := Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles}
 	if e.resolver != nil {
 		got, err := e.resolver.ResolveActor(ctx, p.Tenant, p.Requester)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return x.fail(ctx, false, "the requester no longer exists")
+			return &checked{fail: "the requester no longer exists"}, nil
 		case err != nil:
 			// A resolver outage is not a verdict: leave the lease to lapse
 			// and the proposal to be retried.
 			return nil, fmt.Errorf("resolve requester of %s: %w", p.ID, err)
 		case got.Tenant != p.Tenant:
-			return x.fail(ctx, false, "the requester no longer belongs to the tenant")
+			return &checked{fail: "the requester no longer belongs to the tenant"}, nil
 		}
 		id = *got
 	}
-	x.id = id
 	if !registered || a.version != p.ActionVersion {
-		return x.fail(ctx, false, fmt.Sprintf("action %s version %s is no longer registered; a new version needs a new proposal", p.Action, p.ActionVersion))
+		return &checked{id: id, fail: fmt.Sprintf("action %s version %s is no longer registered; a new version needs a new proposal", p.Action, p.ActionVersion)}, nil
 	}
 	if err := e.authorize(lctx, a, id, PhaseExecute, p.Input, p.ID); err != nil {
 		var d *DeniedError
 		errors.As(err, &d)
-		return x.fail(ctx, false, "authorization refused: "+d.Reason)
+		return &checked{id: id, fail: "authorization refused: " + d.Reason}, nil
 	}
 	// Drift: the original input, re-parsed by today's schema, must still be
 	// exactly what was approved.
@@ -141,20 +187,20 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 		if err != nil {
 			reason += ": " + err.Error()
 		}
-		return x.fail(ctx, false, reason)
+		return &checked{id: id, fail: reason}, nil
 	}
 	if a.hooks.Preflight != nil {
 		pf, err := a.hooks.Preflight(lctx, &PreflightRequest{Identity: id, Phase: PhaseExecute, Action: a.name, Input: p.Input, ProposalID: p.ID, StateVersion: p.StateVersion})
 		switch {
 		case err != nil:
-			return x.fail(ctx, false, "preflight failed: "+err.Error())
+			return &checked{id: id, fail: "preflight failed: " + err.Error()}, nil
 		case pf.Verdict == PreflightDenied:
-			return x.fail(ctx, false, "preflight denied: "+pf.Reason)
+			return &checked{id: id, fail: "preflight denied: " + pf.Reason}, nil
 		case pf.Verdict == PreflightCompleted:
-			return x.settle(ctx, store.StatusSucceeded, ptr(false), pf.Receipt, pf.Result, "")
+			return &checked{id: id, completed: pf}, nil
 		}
 	}
-	return x.run(lctx, ctx, a)
+	return &checked{id: id}, nil
 }
 
 // settleFunc writes one settlement. held says whether the lease is still

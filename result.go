@@ -24,6 +24,14 @@ const (
 	ResultCancelled            ResultStatus = "cancelled"
 	ResultUnknown              ResultStatus = "unknown"
 	ResultReconciling          ResultStatus = "reconciling"
+	// ResultExecute answers a call of a caller-executed action that may run
+	// now: the call claimed it, and the caller holds Lease. It runs the
+	// change with OperationID as its idempotency key, then settles
+	// (Engine.Settle).
+	ResultExecute ResultStatus = "execute"
+	// ResultExecuting answers a repeated call of a caller-executed action
+	// that someone holds under a live lease: no second lease is given.
+	ResultExecuting ResultStatus = "executing"
 )
 
 // Result is what the calling agent gets back.
@@ -45,6 +53,13 @@ type Result struct {
 	ExpiresAt      time.Time
 	// GrantID names the remembered approval that approved the call, if any.
 	GrantID string
+	// OperationID, Input and Lease describe a caller's execution
+	// (ResultExecute; ResultExecuting has no Lease): the idempotency key, the
+	// approved input, and the lease (its Token fences Engine.Settle and
+	// Engine.Renew; the attempt is Proposal.Attempt).
+	OperationID string
+	Input       json.RawMessage
+	Lease       *store.Lease
 }
 
 func confirmationRequired(p *store.Proposal) *Result {

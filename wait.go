@@ -107,6 +107,11 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 			}
 			wake, unwatch = e.watch(p)
 			continue
+		case p.Status == store.StatusExecuting && c != nil && e.callerExecutes(p):
+			// A caller's execution is its caller's to finish: a repeat
+			// answers at once, and never gets a second lease.
+			res, err := e.callerExecuting(ctx, c, p)
+			return nil, res, err
 		case e.expireWaited(ctx, p):
 			continue
 		}

@@ -96,6 +96,8 @@ type env struct {
 	// sealer says whether the audit chain's sealer runs beside B3 and B6;
 	// the audit scenario runs them both ways.
 	sealer sealerMode
+	// seals, when set, times every seal of the runs' stores (audit).
+	seals *sealClock
 }
 
 // sealerMode is whether a scenario runs the audit sealer.

@@ -62,6 +62,9 @@ func (e *env) openTraced() (st store.Store, spec string, rt *roundTrips, done fu
 		rt = newRoundTrips()
 	}
 	st, spec, done, err = e.openWith(rt)
+	if err == nil && e.seals != nil {
+		st = timedSeals{Store: st, c: e.seals}
+	}
 	return st, spec, rt, done, err
 }
 

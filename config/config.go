@@ -243,9 +243,18 @@ type Action struct {
 	// same requester, thread, action and key supersedes the pending ones.
 	ReplacementKey string
 	Idempotent     bool
-	// Execute is required; Prepare and Reconcile are nil when absent.
+	// Execute is required: an endpoint, or {by: caller} for an action the
+	// calling agent runs itself (ExecutedByCaller). Prepare and Reconcile
+	// are nil when absent.
 	Prepare, Execute, Reconcile *Endpoint
 }
+
+// ExecutedByCaller reports whether the calling agent runs the action
+// itself (`execute: {by: caller}`, API.md: Caller-executed actions).
+func (a *Action) ExecutedByCaller() bool { return a.Execute != nil && a.Execute.By == ExecuteByCaller }
+
+// ExecuteByCaller is the value of `execute.by` for a caller-executed action.
+const ExecuteByCaller = "caller"
 
 // Endpoint is one webhook hook.
 type Endpoint struct {
@@ -253,6 +262,9 @@ type Endpoint struct {
 	URL string
 	// Timeout bounds one request. Default 10s.
 	Timeout time.Duration
+	// By is set only on execute, to "caller": the calling agent runs the
+	// action, and there is no URL.
+	By string
 }
 
 // Metrics configures /metrics.

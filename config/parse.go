@@ -669,7 +669,7 @@ func (d *decoder) action(path string, n *yaml.Node) Action {
 		{"replacement_key", text(d, &a.ReplacementKey)},
 		{"idempotent", d.boolean(&a.Idempotent)},
 		{"prepare", d.endpoint(&a.Prepare)},
-		{"execute", d.endpoint(&a.Execute)},
+		{"execute", d.executeEndpoint(&a.Execute)},
 		{"reconcile", d.endpoint(&a.Reconcile)},
 	})
 	return a
@@ -681,6 +681,19 @@ func (d *decoder) endpoint(out **Endpoint) func(string, *yaml.Node) {
 		d.mapping(path, n, []key{
 			{"url", text(d, &e.URL)},
 			{"timeout", d.duration(&e.Timeout)},
+		})
+		*out = e
+	}
+}
+
+// executeEndpoint is endpoint, or `{by: caller}`.
+func (d *decoder) executeEndpoint(out **Endpoint) func(string, *yaml.Node) {
+	return func(path string, n *yaml.Node) {
+		e := &Endpoint{Timeout: DefaultHookTimeout}
+		d.mapping(path, n, []key{
+			{"url", text(d, &e.URL)},
+			{"timeout", d.duration(&e.Timeout)},
+			{"by", text(d, &e.By)},
 		})
 		*out = e
 	}

@@ -475,14 +475,25 @@ func (v *validator) actions(actions []Action) {
 		}
 		v.template(p+".confirmation.title", a.Confirmation.Title, doc)
 		v.template(p+".replacement_key", a.ReplacementKey, doc)
-		if a.Execute == nil {
-			v.fail(p+".execute", "is required: {url: …, timeout: …}")
+		execute := a.Execute
+		switch {
+		case execute == nil:
+			v.fail(p+".execute", "is required: {url: …, timeout: …}, or {by: caller}")
+		case execute.By != "" && execute.By != ExecuteByCaller:
+			v.fail(p+".execute.by", "%q: want caller (or no by, and a url)", execute.By)
+		case execute.By == ExecuteByCaller && execute.URL != "":
+			v.fail(p+".execute.url", "an action executed by its caller has no execute url")
+		case execute.By == ExecuteByCaller:
+			execute = nil // nothing to call
 		}
 		for _, e := range []struct {
 			name string
 			ep   *Endpoint
-		}{{"prepare", a.Prepare}, {"execute", a.Execute}, {"reconcile", a.Reconcile}} {
+		}{{"prepare", a.Prepare}, {"execute", execute}, {"reconcile", a.Reconcile}} {
 			if e.ep != nil {
+				if e.ep.By != "" && e.name != "execute" {
+					v.fail(p+"."+e.name+".by", "only execute takes by")
+				}
 				v.endpoint(p+"."+e.name, e.ep)
 			}
 		}
@@ -491,15 +502,20 @@ func (v *validator) actions(actions []Action) {
 		}
 		// The webhook package builds the action with NewRawAction: what
 		// passed here must pass there.
-		_, err := countersign.NewRawAction(countersign.RawActionSpec{
+		spec := countersign.RawActionSpec{
 			Name: a.Name, Version: a.Version, Kind: countersign.Kind(a.Kind), Description: a.Description,
 			InputSchema: a.InputSchema, Idempotent: a.Idempotent,
 			Confirmation:   countersign.Confirmation{Title: a.Confirmation.Title, Verb: a.Confirmation.Verb},
 			ReplacementKey: a.ReplacementKey,
-			Hooks: countersign.Hooks{Execute: func(context.Context, *countersign.ExecuteRequest) (*countersign.Receipt, error) {
+		}
+		if a.ExecutedByCaller() {
+			spec.CallerExecuted = true
+		} else {
+			spec.Hooks.Execute = func(context.Context, *countersign.ExecuteRequest) (*countersign.Receipt, error) {
 				return nil, countersign.ErrNotApplied
-			}},
-		})
+			}
+		}
+		_, err := countersign.NewRawAction(spec)
 		if err != nil {
 			v.fail(p, "%v", err)
 		}

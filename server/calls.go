@@ -175,6 +175,18 @@ func callResponse(res *countersign.Result) map[string]any {
 		body["confirmation_id"] = res.ConfirmationID
 		body["summary"] = res.Summary
 		body["expires_at"] = res.ExpiresAt.UTC()
+	case countersign.ResultExecute:
+		body["proposal_id"] = res.ProposalID
+		body["operation_id"] = res.OperationID
+		body["input"] = rawOrNull(res.Input)
+		body["lease"] = wireLease(res.Lease, res.Proposal.Attempt)
+		body["proposal"] = proposal
+	case countersign.ResultExecuting:
+		body["executed"] = nil
+		body["proposal_id"] = res.ProposalID
+		body["operation_id"] = res.OperationID
+		body["input"] = rawOrNull(res.Input)
+		body["proposal"] = proposal
 	case countersign.ResultUnknown, countersign.ResultReconciling:
 		body["executed"] = nil
 		body["error"] = res.Error

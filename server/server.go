@@ -207,6 +207,8 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/proposals/{id}/reject", s.authed(s.handleDecide(countersign.Reject)))
 	m.Handle("POST /v1/proposals/{id}/cancel", s.authed(s.handleCancel))
 	m.Handle("POST /v1/proposals/{id}/resolve", s.authed(s.handleResolve))
+	m.Handle("POST /v1/proposals/{id}/settle", s.authed(s.handleSettle))
+	m.Handle("POST /v1/proposals/{id}/renew", s.authed(s.handleRenew))
 	m.Handle("GET /v1/threads/{thread_id}", s.authed(s.handleGetThread))
 	m.Handle("GET /v1/threads/{thread_id}/proposals", s.authed(s.handleThreadProposals))
 	m.Handle("POST /v1/threads/{thread_id}/messages", s.authed(s.handlePostMessage))

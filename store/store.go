@@ -99,7 +99,9 @@ type Store interface {
 	EscalateDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
 	RemindDue(ctx context.Context, params *ExpireDueParams) ([]*Proposal, error)
 
-	// Claim moves one approved proposal to executing under a new lease. A
+	// Claim moves one approved proposal to executing under a new lease, or
+	// takes an execution released to its caller (ReleasedToCaller) for its
+	// next attempt, one more, clearing NextAttemptAt. A
 	// claim that finds the approval lapsed (wait, two_phase past the deadline)
 	// expires it and returns the expired proposal together with a
 	// *ConflictError{Got: expired}, so the caller can settle it once; any
@@ -107,8 +109,9 @@ type Store interface {
 	Claim(ctx context.Context, params *ClaimParams) (*Proposal, error)
 
 	// ClaimBatch claims up to Limit proposals for a worker: approved
-	// independent ones, executing ones whose lease expired (recovery), and
-	// reconciling ones whose next attempt is due.
+	// independent ones, executing ones whose lease expired (recovery) unless
+	// released to their caller until a NextAttemptAt still to come, and
+	// reconciling ones whose next attempt is due (see Claimable).
 	ClaimBatch(ctx context.Context, params *ClaimBatchParams) ([]*Claimed, error)
 
 	// RenewLease extends a held lease and returns it, its ExpiresAt the
@@ -420,7 +423,11 @@ type SettleParams struct {
 	Tenant string
 	ID     string
 	Fence  Fence
-	// Status is succeeded, failed, unknown or reconciling.
+	// Status is succeeded, failed, unknown or reconciling; or executing,
+	// which records no outcome but releases the lapsed execution of a
+	// caller-executed action for its caller to claim again (the next
+	// attempt, same operation id): it needs ReleaseLease and NextAttemptAt,
+	// until when the caller may (see ReleasedToCaller).
 	Status   Status
 	Executed *bool
 	Receipt  string

@@ -325,16 +325,29 @@ func ApplyClaim(p *Proposal, params *ClaimParams, now time.Time) (*Change, error
 		expire(p, c, now)
 		return c, &ConflictError{ID: p.ID, Op: "claim", Want: []Status{StatusApproved}, Got: StatusExpired}
 	}
-	if p.Status != StatusApproved {
+	if p.Status != StatusApproved && !ReleasedToCaller(p) {
 		return nil, &ConflictError{ID: p.ID, Op: "claim", Want: []Status{StatusApproved}, Got: p.Status}
 	}
 	c := &Change{}
 	p.Status = StatusExecuting
 	p.Attempt++
 	p.ConsumedBy = params.ConsumedBy
+	// A released execution is claimed for its next attempt: it is no longer
+	// waiting for its caller.
+	p.NextAttemptAt = nil
 	newLease(p, params.Owner, params.LeaseDuration, now)
 	c.event(EventClaimed, params.Owner, "", fmt.Sprintf("attempt %d", p.Attempt))
 	return c, nil
+}
+
+// ReleasedToCaller reports whether p is an execution whose caller's lease
+// lapsed and which was released for the caller to claim again (see
+// SettleParams, Status executing): executing, with no lease, and a
+// NextAttemptAt saying until when the caller may come back. Claim takes it
+// (the next attempt, same operation id); ClaimBatch leaves it alone until
+// NextAttemptAt, after which a worker settles it as unknown.
+func ReleasedToCaller(p *Proposal) bool {
+	return p.Status == StatusExecuting && p.Lease == nil && p.NextAttemptAt != nil
 }
 
 // Claimable reports whether a worker may claim p at now, and from which status.
@@ -343,7 +356,9 @@ func Claimable(p *Proposal, now time.Time) bool {
 	case StatusApproved:
 		return p.Mode == ModeIndependent
 	case StatusExecuting:
-		return p.Lease == nil || !now.Before(p.Lease.ExpiresAt)
+		leaseFree := p.Lease == nil || !now.Before(p.Lease.ExpiresAt)
+		// A released execution waits for its caller until NextAttemptAt.
+		return leaseFree && (p.NextAttemptAt == nil || !now.Before(*p.NextAttemptAt))
 	case StatusReconciling:
 		leaseFree := p.Lease == nil || !now.Before(p.Lease.ExpiresAt)
 		return leaseFree && (p.NextAttemptAt == nil || !now.Before(*p.NextAttemptAt))
@@ -398,10 +413,14 @@ func ApplyBeginRetry(p *Proposal, params *BeginRetryParams, now time.Time) (*Cha
 	return c, nil
 }
 
-// ApplySettle records an execution's result under the held lease.
+// ApplySettle records an execution's result under the held lease, or (Status
+// executing) releases a caller's lapsed execution for the caller to claim
+// again.
 func ApplySettle(p *Proposal, params *SettleParams, now time.Time) (*Change, error) {
 	switch params.Status {
 	case StatusSucceeded, StatusFailed, StatusUnknown, StatusReconciling:
+	case StatusExecuting:
+		return applyRelease(p, params)
 	default:
 		return nil, invalidParams("settle to %q", params.Status)
 	}
@@ -432,6 +451,26 @@ func ApplySettle(p *Proposal, params *SettleParams, now time.Time) (*Change, err
 	}
 	c.ActivateGrants = params.Status == StatusSucceeded
 	c.event(EventSettled, holder, "", string(params.Status))
+	return c, nil
+}
+
+// applyRelease gives up the held lease of an execution without an outcome,
+// for its caller to claim the next attempt until params.NextAttemptAt (see
+// ReleasedToCaller).
+func applyRelease(p *Proposal, params *SettleParams) (*Change, error) {
+	if !params.ReleaseLease || params.NextAttemptAt == nil {
+		return nil, invalidParams("settle to executing releases the lease until a next attempt: it needs ReleaseLease and NextAttemptAt")
+	}
+	if err := checkFence("release", p, params.Fence, StatusExecuting); err != nil {
+		return nil, err
+	}
+	c := &Change{}
+	holder := p.Lease.Owner
+	p.Lease = nil
+	t := *params.NextAttemptAt
+	p.NextAttemptAt = &t
+	detail := fmt.Sprintf("attempt %d may be claimed again by its caller until %s", p.Attempt+1, t.UTC().Format(time.RFC3339))
+	c.event(EventReleased, holder, "", detail)
 	return c, nil
 }
 

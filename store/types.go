@@ -368,9 +368,12 @@ const (
 	EventCancelled  EventType = "proposal.cancelled"
 	EventClaimed    EventType = "proposal.claimed"
 	EventRetried    EventType = "proposal.retried"
-	EventResolved   EventType = "proposal.resolved"
-	EventEscalated  EventType = "proposal.escalated"
-	EventReminder   EventType = "proposal.reminder"
+	// EventReleased: a caller's lapsed execution was released for the
+	// caller to claim its next attempt (see ReleasedToCaller).
+	EventReleased  EventType = "proposal.released"
+	EventResolved  EventType = "proposal.resolved"
+	EventEscalated EventType = "proposal.escalated"
+	EventReminder  EventType = "proposal.reminder"
 )
 
 // Event is one entry of a proposal's audit trail. IDs grow monotonically per

@@ -47,8 +47,12 @@ type Spec struct {
 	Idempotent bool
 	// Prepare, if set, previews the change and names the state it depends on.
 	Prepare *Endpoint
-	// Execute applies the change. Required.
+	// Execute applies the change. Required, unless ExecuteByCaller.
 	Execute *Endpoint
+	// ExecuteByCaller declares an action the calling agent runs itself
+	// (countersign.RawActionSpec.CallerExecuted): Execute must be nil, and
+	// only Prepare and Reconcile, if set, call the backend.
+	ExecuteByCaller bool
 	// Reconcile, if set, answers whether an uncertain operation was applied;
 	// without it, an uncertain outcome is retried (Idempotent) or unknown.
 	Reconcile *Endpoint
@@ -103,6 +107,7 @@ func NewAction(spec Spec, opts Options) (*countersign.Action, error) {
 		Idempotent:     spec.Idempotent,
 		Confirmation:   spec.Confirmation,
 		ReplacementKey: spec.ReplacementKey,
+		CallerExecuted: spec.ExecuteByCaller,
 		Hooks:          hooks,
 	})
 	if err != nil {
@@ -118,7 +123,12 @@ func NewAction(spec Spec, opts Options) (*countersign.Action, error) {
 // them.
 func newCaller(spec Spec, opts Options) (*caller, countersign.Hooks, error) {
 	var hooks countersign.Hooks
-	if len(opts.Secret) == 0 {
+	switch {
+	case spec.ExecuteByCaller && spec.Execute != nil:
+		return nil, hooks, errors.New("Spec.Execute must be nil when ExecuteByCaller")
+	case !spec.ExecuteByCaller && spec.Execute == nil:
+		return nil, hooks, errors.New("Spec.Execute is required")
+	case len(opts.Secret) == 0 && (spec.Execute != nil || spec.Prepare != nil || spec.Reconcile != nil):
 		return nil, hooks, errors.New("Options.Secret is required")
 	}
 	c := &caller{secret: bytes.Clone(opts.Secret), now: opts.Now, version: spec.Version, action: spec.Name, observe: opts.Observe}
@@ -129,14 +139,13 @@ func newCaller(spec Spec, opts Options) (*caller, countersign.Hooks, error) {
 	if opts.Client != nil {
 		c.client = noRedirects(opts.Client)
 	}
-	if spec.Execute == nil {
-		return nil, hooks, errors.New("Spec.Execute is required")
-	}
 	var err error
-	if c.execute, err = parseEndpoint("Execute", spec.Execute); err != nil {
-		return nil, hooks, err
+	if spec.Execute != nil {
+		if c.execute, err = parseEndpoint("Execute", spec.Execute); err != nil {
+			return nil, hooks, err
+		}
+		hooks.Execute = c.executeHook
 	}
-	hooks.Execute = c.executeHook
 	if spec.Prepare != nil {
 		if c.prepare, err = parseEndpoint("Prepare", spec.Prepare); err != nil {
 			return nil, hooks, err

@@ -220,9 +220,18 @@ func webhookActions(cfg *config.Config, observe func(action, endpoint string, d 
 	if len(cfg.Actions) == 0 {
 		return nil, nil
 	}
-	secret, err := cfg.WebhookSecret()
-	if err != nil {
-		return nil, &exitErr{exitUsage, err.Error()}
+	// The secret signs requests to the backend: actions that call none
+	// (executed by their caller, with no prepare or reconcile) need none.
+	var secret []byte
+	for _, a := range cfg.Actions {
+		if a.ExecutedByCaller() && a.Prepare == nil && a.Reconcile == nil {
+			continue
+		}
+		var err error
+		if secret, err = cfg.WebhookSecret(); err != nil {
+			return nil, &exitErr{exitUsage, err.Error()}
+		}
+		break
 	}
 	var out []*countersign.Action
 	for _, a := range cfg.Actions {
@@ -231,6 +240,10 @@ func webhookActions(cfg *config.Config, observe func(action, endpoint string, d 
 			Confirmation:   countersign.Confirmation{Title: a.Confirmation.Title, Verb: a.Confirmation.Verb},
 			ReplacementKey: a.ReplacementKey, Idempotent: a.Idempotent,
 			Prepare: endpoint(a.Prepare), Execute: endpoint(a.Execute), Reconcile: endpoint(a.Reconcile),
+			ExecuteByCaller: a.ExecutedByCaller(),
+		}
+		if spec.ExecuteByCaller {
+			spec.Execute = nil
 		}
 		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret, Observe: observe})
 		if err != nil {

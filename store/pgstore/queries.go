@@ -153,8 +153,9 @@ func newQueries(schema string) *queries {
 //     skipping rows another transaction holds, so that concurrent workers
 //     each get different rows and nobody waits. The first WHERE term repeats
 //     the partial index proposals_claim's predicate; lease expiry is judged
-//     by the database's clock, a reconciliation's next attempt (an
-//     application deadline) by the application's ($1).
+//     by the database's clock, a reconciliation's next attempt and the end
+//     of a caller's released execution (application deadlines) by the
+//     application's ($1).
 //   - claimed: approved → executing with one more attempt; executing (an
 //     expired lease) and reconciling keep their status and attempt. A new
 //     lease: owner $2, a random token, generation = the version written,
@@ -169,7 +170,7 @@ const claimBatchSQL = `WITH pick AS (
 	SELECT id, status, updated_at FROM _S_.proposals
 	WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
 	AND (status = 'approved' OR lease_token IS NULL OR lease_expires_at <= statement_timestamp())
-	AND (status <> 'reconciling' OR next_attempt_at IS NULL OR next_attempt_at <= $1)
+	AND (status = 'approved' OR next_attempt_at IS NULL OR next_attempt_at <= $1)
 	ORDER BY updated_at, id
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED

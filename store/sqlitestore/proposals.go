@@ -40,7 +40,7 @@ var (
 // Parameters: now, now, limit.
 const claimWhere = `WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
 		AND (status = 'approved' OR lease_expires_at IS NULL OR lease_expires_at <= ?)
-		AND (status <> 'reconciling' OR next_attempt_at IS NULL OR next_attempt_at <= ?)
+		AND (status = 'approved' OR next_attempt_at IS NULL OR next_attempt_at <= ?)
 		ORDER BY updated_at, rowid LIMIT ?`
 
 // The queries whose plans matter; plan_test.go pins the index each uses.

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SettleMany", testSettleMany},
 		{"SettleManyMatchesSettle", testSettleManyMatchesSettle},
 		{"ClaimBatch", testClaimBatch},
+		{"CallerRelease", testCallerRelease},
 		{"Resolve", testResolve},
 		{"Grants", testGrants},
 		{"FindGrantMatchesRule", testFindGrantMatchesRule},

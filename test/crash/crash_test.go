@@ -37,7 +37,7 @@ import (
 
 // Environment of a worker process.
 const (
-	envRole      = "CS_CRASH_ROLE"      // "worker" in a child
+	envRole      = "CS_CRASH_ROLE"      // "worker" or "caller" (caller_test.go) in a child
 	envStore     = "CS_CRASH_STORE"     // "sqlite:<path>"
 	envLedger    = "CS_CRASH_LEDGER"    // the ledger's SQLite path
 	envAction    = "CS_CRASH_ACTION"    // noop | hang-after-effect
@@ -55,8 +55,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) == "worker" {
+	switch os.Getenv(envRole) {
+	case "worker":
 		os.Exit(workerMain())
+	case "caller":
+		os.Exit(callerMain())
 	}
 	os.Exit(m.Run())
 }
