@@ -50,6 +50,8 @@ func outageRequests(id string) []req {
 		{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "no"}},
 		{method: "POST", path: "/v1/proposals/" + id + "/cancel", token: "alice", body: map[string]any{}},
 		{method: "POST", path: "/v1/proposals/" + id + "/resolve", token: "carol", body: map[string]any{"outcome": "failed", "note": "checked"}},
+		{method: "POST", path: "/v1/proposals/" + id + "/settle", token: "alice", body: map[string]any{"lease_token": "lt_none", "outcome": "succeeded"}},
+		{method: "POST", path: "/v1/proposals/" + id + "/renew", token: "alice", body: map[string]any{"lease_token": "lt_none"}},
 		{method: "GET", path: "/v1/threads/t1", token: "alice"},
 		{method: "GET", path: "/v1/threads/t1/proposals", token: "alice"},
 		{method: "POST", path: "/v1/threads/t1/messages", token: "alice", body: map[string]any{"text": "hello"}},
