@@ -1,7 +1,6 @@
 package countersign_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,24 +145,6 @@ policy:
 			}
 		})
 	}
-}
-
-// syncBuffer is a log destination for a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestConditionsFailClosed checks that a condition that errors, is not a
