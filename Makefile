@@ -3,10 +3,10 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-pg-restart test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
+.PHONY: test test-race test-pg-restart test-python test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
 
 ## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race test-pg-restart fuzz-smoke
+test: lint test-race test-pg-restart test-python fuzz-smoke
 
 ## test-race: go test -race over every package, then the crash tests.
 ## The crash tests re-execute the test binary as worker processes and judge
@@ -48,6 +48,18 @@ web-deps:
 ## every connection to the server.
 test-pg-restart:
 	CS_CRASH_PG_RESTART=1 $(GO) test -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
+
+## test-python: the Python client's unittest suite (clients/python), which
+## builds ./cmd/countersign and serves it. Without python3 3.10+ it skips,
+## except in CI, where that is an error.
+test-python:
+	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
+	  cd clients/python && python3 -m unittest discover -s tests -v; \
+	elif [ -n "$$CI" ]; then \
+	  echo "python3 3.10+ is missing: clients/python's tests need it"; exit 1; \
+	else \
+	  echo "python3 3.10+ not found: skipping the Python client's tests (clients/python)"; \
+	fi
 
 ## test-short: a quick run without the race detector.
 test-short:

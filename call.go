@@ -76,7 +76,10 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 // Call with it.
 type callRun struct {
 	a *Action
-	m ruleMatch
+	// rules are the rules that may govern a's calls; m is the one that
+	// applies to this call (applyPolicy), with its effect.
+	rules *actionRules
+	m     ruleMatch
 	// mode is the call's mode, or its rule's; a grant turns two_phase into
 	// wait, since there is nothing left to confirm.
 	mode Mode
@@ -122,6 +125,10 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	// The input is prepared before the lookup, whose grant query needs its
 	// digest; a refused input is kept for later (see callRun.inputErr).
 	r.input, r.digest, r.inputErr = r.a.prepareInput(c.Input)
+	// Rules may depend on the input: the policy applies once it is known.
+	if err := e.applyPolicy(ctx, c, r); err != nil {
+		return nil, nil, err
+	}
 	l, err := e.lookup(ctx, c, r)
 	if err != nil {
 		return nil, nil, err
@@ -180,26 +187,17 @@ func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Pr
 	return e.resumeOrWait(ctx, c, p)
 }
 
-// resolve validates the call, finds its action and applies the policy: a
-// deny rule refuses it here, before anything is read.
+// resolve validates the call and finds its action and the rules that may
+// govern it.
 func (e *Engine) resolve(c *Call, r *callRun) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	a, ok := e.Action(c.Action)
-	if !ok {
+	e.mu.RLock()
+	r.a, r.rules = e.actions[c.Action], e.rules[c.Action]
+	e.mu.RUnlock()
+	if r.a == nil {
 		return fmt.Errorf("%w: %q", ErrActionNotFound, c.Action)
-	}
-	r.a, r.m = a, e.policy.evaluate(a)
-	if r.m.effect == EffectDeny {
-		return &DeniedError{Code: DeniedByPolicy, Action: a.name, Reason: "the policy denies " + a.name}
-	}
-	if a.callerExecuted && c.Mode == ModeIndependent {
-		return fmt.Errorf("%w: mode independent: %s is executed by its caller, not by a worker", ErrInvalidCall, a.name)
-	}
-	r.mode = askedMode(c, r)
-	if r.asked() {
-		r.fingerprint = r.m.rule.fingerprint()
 	}
 	return nil
 }
@@ -476,6 +474,9 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		ExpiresAt:          now.Add(rule.TTL),
 		OperationID:        "op_" + newID(),
 		RuleFingerprint:    r.fingerprint,
+	}
+	if r.m.matched {
+		p.RuleMatch, p.RuleWhen = r.m.rule.Match, r.m.rule.whenText()
 	}
 	if rule.EscalateAfter > 0 {
 		at := now.Add(rule.EscalateAfter)

@@ -288,8 +288,6 @@ func (e *Engine) ownThread(ctx context.Context, id Identity, threadID string) (*
 }
 
 // Offered reports whether the policy lets a model be offered the action
-// named name: it does unless the rule that matches denies it.
-func (e *Engine) Offered(name string) bool {
-	r := e.policy.match(name)
-	return r == nil || r.Effect != EffectDeny
-}
+// named name: it does unless the policy denies it whatever the input (a
+// rule that denies only under a condition leaves it offered).
+func (e *Engine) Offered(name string) bool { return !e.policy.alwaysDenied(name) }

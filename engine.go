@@ -152,6 +152,9 @@ type Engine struct {
 
 	mu      sync.RWMutex
 	actions map[string]*Action
+	// rules holds, for each registered action, the rules that may govern
+	// it (see actionRules).
+	rules map[string]*actionRules
 }
 
 // New validates the options and returns an Engine.
@@ -175,6 +178,7 @@ func New(opts Options) (*Engine, error) {
 		owner:         cmp.Or(opts.Owner, defaultOwner()),
 		vocab:         opts.TextDecisions,
 		actions:       map[string]*Action{},
+		rules:         map[string]*actionRules{},
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -210,13 +214,20 @@ func randomHex(n int) string {
 
 // Register adds an action, or replaces the registration of the same name. A
 // new version makes pending approvals of the old one fail at execution.
+// The When of every rule that matches the action is compiled against its
+// input schema here: a field the schema cannot have, or a type error, is
+// an error, and the action is not registered.
 func (e *Engine) Register(a *Action) error {
 	if a == nil || a.validator == nil {
 		return errors.New("countersign: Register: build actions with NewAction or NewRawAction")
 	}
+	ar, err := e.policy.compileFor(a)
+	if err != nil {
+		return err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.actions[a.name] = a
+	e.actions[a.name], e.rules[a.name] = a, ar
 	return nil
 }
 
@@ -229,13 +240,13 @@ func (e *Engine) Action(name string) (*Action, bool) {
 }
 
 // Actions lists the actions a model may be offered: every registered action
-// except those a deny rule removes, sorted by name.
+// except those the policy denies whatever the input, sorted by name.
 func (e *Engine) Actions() []*Action {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	var out []*Action
 	for _, a := range e.actions {
-		if e.policy.evaluate(a).effect != EffectDeny {
+		if !e.policy.alwaysDenied(a.name) {
 			out = append(out, a)
 		}
 	}

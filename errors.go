@@ -56,9 +56,12 @@ func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidI
 
 // Denial codes say who refused.
 const (
-	DeniedByPolicy    = "POLICY_DENIED"
-	DeniedByAuthorize = "UNAUTHORIZED_ACTION"
-	DeniedByPreflight = "PREFLIGHT_DENIED"
+	DeniedByPolicy = "POLICY_DENIED"
+	// DeniedByPolicyError: a rule's condition could not decide the call
+	// (it failed, was not a boolean, or cost too much), so it was denied.
+	DeniedByPolicyError = "POLICY_ERROR"
+	DeniedByAuthorize   = "UNAUTHORIZED_ACTION"
+	DeniedByPreflight   = "PREFLIGHT_DENIED"
 )
 
 // DeniedError reports a call refused before anything was stored.

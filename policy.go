@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/internal/condition"
 	"github.com/countersign/countersign/store"
 )
 
@@ -67,8 +68,21 @@ type Rule struct {
 	// Match is an action name, or a glob where * matches any run of characters
 	// ("payments.*"). An exact name beats any glob; a longer glob beats a
 	// shorter one; among equals, the first rule wins.
-	Match  string
-	Effect Effect
+	Match string
+	// When, if set, is a CEL expression over the call that must hold for
+	// the rule to apply: input (the validated input), actor ({id, roles}),
+	// tenant, thread_id and action ({name, version, kind}), e.g.
+	// "input.amount > 1000". It is compiled when the policy is validated,
+	// and again against the input schema of each action the rule matches
+	// when that action is registered; a field the schema cannot have, or a
+	// type error, fails there. At call time an expression that errors, is
+	// not a boolean, or costs more than a fixed budget denies the call
+	// (DeniedByPolicyError): a condition fails closed.
+	When string
+	// Condition is a condition written in Go, for library users who want
+	// code rather than an expression. At most one of When and Condition.
+	Condition *Condition
+	Effect    Effect
 	// Approvers are "requester", "role:NAME" or "actor:ID". Default: requester.
 	Approvers []string
 	// CanDecide, if set, narrows who may decide beyond Approvers.
@@ -102,6 +116,29 @@ type Rule struct {
 	RemindEvery time.Duration
 }
 
+// Condition is a rule's condition in Go (see Rule.When for the one in an
+// expression): the rule applies to the calls for which Holds returns true.
+type Condition struct {
+	// Name says what the condition tests ("refund over the customer's
+	// limit"). Proposals record it as their rule's when, and the
+	// fingerprint of grants covers it. Required.
+	Name string
+	// Holds decides one call. An error denies the call, as an expression's
+	// does. It runs on every call of an action the rule matches, before
+	// anything is stored, and must not block for long.
+	Holds func(ctx context.Context, in *ConditionInput) (bool, error)
+}
+
+// ConditionInput is what a Condition decides on: what a When expression
+// sees.
+type ConditionInput struct {
+	Identity Identity
+	ThreadID string
+	Action   *Action
+	// Input is the validated, canonical input.
+	Input json.RawMessage
+}
+
 // Policy is an ordered set of rules.
 type Policy struct {
 	Rules []Rule
@@ -124,6 +161,19 @@ func (p *Policy) validate() error {
 func (r *Rule) validate() error {
 	if r.Match == "" {
 		return fmt.Errorf("field Match is empty")
+	}
+	switch {
+	case r.When != "" && r.Condition != nil:
+		return fmt.Errorf("fields When and Condition: set at most one")
+	case r.Condition != nil && (r.Condition.Name == "" || r.Condition.Holds == nil):
+		return fmt.Errorf("field Condition: Name and Holds are required")
+	case r.When != "":
+		// Checked here without an action's schema: the syntax, the
+		// variables, the functions and the result's type. The fields of
+		// input are checked when an action the rule matches registers.
+		if _, err := condition.Compile(r.When, nil); err != nil {
+			return fmt.Errorf("field When %q: %w", r.When, err)
+		}
 	}
 	switch r.Effect {
 	case EffectAllow, EffectAsk, EffectDeny:
@@ -176,18 +226,17 @@ func validateApprover(a string) error {
 	return nil
 }
 
-// ruleMatch is the rule that governs one action, with its effect.
+// ruleMatch is the rule that governs one call, with its effect.
 type ruleMatch struct {
 	effect Effect
 	rule   Rule // a copy, defaults resolved
-	// matched is false when no rule matched and defaults decided.
+	// matched is false when no rule applied and defaults decided.
 	matched bool
 }
 
-// Evaluate returns the effect for an action and the rule that decided it,
-// with defaults resolved.
-func (p *Policy) evaluate(a *Action) ruleMatch {
-	r := p.match(a.name)
+// resolved returns the effect of rule r (nil: no rule applied) for a call
+// of a, with defaults resolved.
+func (p *Policy) resolved(a *Action, r *Rule) ruleMatch {
 	var m ruleMatch
 	if r == nil {
 		m.rule = Rule{Match: a.name, Effect: EffectAsk}
@@ -223,7 +272,33 @@ func cmpSlice[T any](a, b []T) []T {
 	return b
 }
 
-// match finds the most specific rule for name.
+// specificity ranks a rule's Match: exact names outrank every glob, and
+// globs rank by their literal length.
+func specificity(match string) int {
+	if !strings.Contains(match, "*") {
+		return 1 << 30
+	}
+	return len(match) - strings.Count(match, "*")
+}
+
+// candidates returns the indices of the rules whose Match fits name, in
+// the order they are tried: the most specific first, equals in the
+// policy's order.
+func (p *Policy) candidates(name string) []int {
+	var out []int
+	for i := range p.Rules {
+		if globMatch(p.Rules[i].Match, name) {
+			out = append(out, i)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int {
+		return specificity(p.Rules[b].Match) - specificity(p.Rules[a].Match)
+	})
+	return out
+}
+
+// match finds the most specific rule for name, conditions aside: the first
+// rule tried.
 func (p *Policy) match(name string) *Rule {
 	var best *Rule
 	bestScore := -1
@@ -232,16 +307,49 @@ func (p *Policy) match(name string) *Rule {
 		if !globMatch(r.Match, name) {
 			continue
 		}
-		// Exact names outrank every glob; globs rank by their literal length.
-		score := len(r.Match) - strings.Count(r.Match, "*")
-		if !strings.Contains(r.Match, "*") {
-			score = 1 << 30
-		}
-		if score > bestScore {
+		if score := specificity(r.Match); score > bestScore {
 			best, bestScore = r, score
 		}
 	}
 	return best
+}
+
+// alwaysDenied reports whether every call of the action named name is
+// denied whatever its input: the rules tried before the first one without
+// a condition all deny, and so does that one.
+func (p *Policy) alwaysDenied(name string) bool {
+	for _, i := range p.candidates(name) {
+		r := &p.Rules[i]
+		if r.Effect != EffectDeny {
+			return false
+		}
+		if r.When == "" && r.Condition == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleFor finds the rule a proposal recorded (match and when) as the
+// policy stands; failing that, the most specific one for its action.
+func (p *Policy) ruleFor(action, match, when string) *Rule {
+	if match != "" {
+		for i := range p.Rules {
+			if r := &p.Rules[i]; r.Match == match && r.whenText() == when {
+				return r
+			}
+		}
+	}
+	return p.match(action)
+}
+
+// whenText is the rule's condition as a proposal records it: the When
+// expression, or the Go Condition's name.
+func (r *Rule) whenText() string {
+	if r.Condition != nil {
+		return r.Condition.Name
+	}
+	return r.When
 }
 
 // globMatch matches name against a pattern where * matches any run of
@@ -319,7 +427,8 @@ func Principals(id Identity) []string {
 // fingerprint names the terms of a rule (defaults resolved) that a
 // remembered approval stands for: who approves (approvers, quorum,
 // self-approval, channels), what may be remembered and how widely (remember
-// scopes, any input), and the mode. A grant records the fingerprint of the
+// scopes, any input), the mode, and the condition under which the rule
+// applies (its When, or its Condition's name). A grant records the fingerprint of the
 // rule its approval was given under and approves only calls whose rule has
 // the same, so changing any of these terms retires the rule's grants.
 // The order of approvers, channels and scopes is not a term.
@@ -344,7 +453,10 @@ func (r *Rule) fingerprint() string {
 		Remember           []string `json:"remember"`
 		GrantAnyInput      bool     `json:"grant_any_input"`
 		Mode               Mode     `json:"mode"`
-	}{sorted(r.Approvers), r.Quorum, r.ForbidSelfApproval, sorted(r.Channels), sorted(scopes), r.GrantAnyInput, r.Mode}
+		// omitempty: a rule without a condition keeps the fingerprint it
+		// had before rules had conditions, and so its grants.
+		When string `json:"when,omitempty"`
+	}{sorted(r.Approvers), r.Quorum, r.ForbidSelfApproval, sorted(r.Channels), sorted(scopes), r.GrantAnyInput, r.Mode, r.whenText()}
 	b, _ := json.Marshal(terms) // strings, numbers and booleans always encode
 	sum := sha256.Sum256(b)
 	return "rule:v1:" + hex.EncodeToString(sum[:16])

@@ -1,8 +1,12 @@
 package countersign
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/countersign/countersign/store/memstore"
 )
 
 // benchPolicy returns a policy of 50 rules, as a large deployment might
@@ -49,6 +53,84 @@ func BenchmarkPolicyMatch(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p.match(bc.action)
+			}
+		})
+	}
+}
+
+// conditionsPolicy returns a policy of 100 rules with conditions, over ten
+// services: each has six rules for its refund action (five under a
+// condition, over the input, the actor, the thread and the action), a
+// conditional and a plain glob, and two exact rules for other actions.
+func conditionsPolicy() *Policy {
+	p := &Policy{}
+	for i := range 10 {
+		svc := fmt.Sprintf("svc%d", i)
+		p.Rules = append(p.Rules,
+			Rule{Match: svc + ".refund", When: "input.amount > 10000", Effect: EffectDeny},
+			Rule{Match: svc + ".refund", When: "input.amount > 1000 && !('finance' in actor.roles)", Effect: EffectAsk,
+				Approvers: []string{"role:finance"}, Quorum: 2},
+			Rule{Match: svc + ".refund", When: "thread_id.startsWith('sandbox-')", Effect: EffectAllow},
+			Rule{Match: svc + ".refund", When: "'vip' in actor.roles && input.amount < 100", Effect: EffectAllow},
+			Rule{Match: svc + ".refund", When: "input.customer == 'c_blocked'", Effect: EffectDeny},
+			Rule{Match: svc + ".refund", Effect: EffectAsk, Approvers: []string{"role:finance"}},
+			Rule{Match: svc + ".*", When: "action.kind == 'read' && tenant == 'acme'", Effect: EffectAllow},
+			Rule{Match: svc + ".*", Effect: EffectAsk},
+			Rule{Match: svc + ".export", When: "actor.id != 'root'", Effect: EffectDeny},
+			Rule{Match: svc + ".lookup", Effect: EffectAllow},
+		)
+	}
+	return p
+}
+
+// BenchmarkPolicyConditions measures the policy's step of a call under
+// 100 rules with conditions: finding the rule that applies to one call of
+// svc3.refund (decoding its input, evaluating conditions in order) and
+// resolving its terms. "first" stops at the second rule tried; "last"
+// evaluates the five conditions of the action's exact rules, all false,
+// and applies the plain rule after them.
+func BenchmarkPolicyConditions(b *testing.B) {
+	p := conditionsPolicy()
+	if len(p.Rules) != 100 {
+		b.Fatalf("policy has %d rules, want 100", len(p.Rules))
+	}
+	refund, err := NewRawAction(RawActionSpec{Name: "svc3.refund", Kind: KindWrite,
+		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["amount","customer"],
+			"properties":{"amount":{"type":"number"},"customer":{"type":"string"},"note":{"type":"string"}}}`),
+		Hooks: Hooks{Execute: func(context.Context, *ExecuteRequest) (*Receipt, error) { return &Receipt{}, nil }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(Options{Store: memstore.New(nil), Policy: p, Actions: []*Action{refund}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	alice := Identity{Tenant: "acme", Actor: "alice", Roles: []string{"agent"}}
+	for _, bc := range []struct {
+		name, input string
+		want        string // the When of the rule that applies
+	}{
+		{"first", `{"amount":1500,"customer":"c_9","note":"order 7731"}`, "input.amount > 1000 && !('finance' in actor.roles)"},
+		{"last", `{"amount":500,"customer":"c_9","note":"order 7731"}`, ""},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := &Call{Identity: alice, ThreadID: "t-1", ToolCallID: "call_1", Action: "svc3.refund", Input: json.RawMessage(bc.input)}
+			r := &callRun{}
+			if err := e.resolve(c, r); err != nil {
+				b.Fatal(err)
+			}
+			r.input, r.digest, r.inputErr = r.a.prepareInput(c.Input)
+			if err := e.applyPolicy(context.Background(), c, r); err != nil {
+				b.Fatal(err)
+			}
+			if r.m.rule.Match != "svc3.refund" || r.m.rule.When != bc.want {
+				b.Fatalf("rule %q when %q applies, want svc3.refund when %q", r.m.rule.Match, r.m.rule.When, bc.want)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := e.applyPolicy(context.Background(), c, r); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -259,10 +259,11 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal
 	return out
 }
 
-// canDecideHook is the CanDecide hook of the rule that matches p's action
-// today, if it has one.
+// canDecideHook is the CanDecide hook of the rule p was made under (its
+// match and when) as the policy stands today, or else of the most specific
+// rule for its action, if it has one.
 func (e *Engine) canDecideHook(p *store.Proposal) func(context.Context, Identity, *store.Proposal) bool {
-	if r := e.policy.match(p.Action); r != nil {
+	if r := e.policy.ruleFor(p.Action, p.RuleMatch, p.RuleWhen); r != nil {
 		return r.CanDecide
 	}
 	return nil

@@ -203,6 +203,10 @@ type PolicySpec struct {
 type Rule struct {
 	// Match is an action name or a glob ("payments.*").
 	Match string
+	// When, if set, is a CEL expression over the call (input, actor,
+	// tenant, thread_id, action) that must hold for the rule to apply
+	// (see countersign.Rule.When).
+	When string
 	// Effect is allow, ask or deny. Default ask.
 	Effect countersign.Effect
 	// Approvers are "requester", "role:NAME" or "actor:ID". Default requester.
@@ -334,6 +338,7 @@ func (c *Config) Policy() *countersign.Policy {
 	for _, r := range c.PolicySpec.Rules {
 		p.Rules = append(p.Rules, countersign.Rule{
 			Match:              r.Match,
+			When:               r.When,
 			Effect:             r.Effect,
 			Approvers:          slices.Clone(r.Approvers),
 			Quorum:             r.Quorum,

@@ -328,6 +328,20 @@ func TestErrors(t *testing.T) {
 		{"match required", rule("{effect: ask}"), 3, "policy.rules[0].match: is required"},
 		{"match chars", rule("{match: \"pay ments\"}"), 3, "policy.rules[0].match: \"pay ments\": want an action name or a glob"},
 		{"match repeated", "policy:\n  rules:\n    - {match: a}\n    - {match: b}\n    - {match: a}\n", 5, "policy.rules[2].match: \"a\" repeats policy.rules[0] (line 3)"},
+		{"match repeated after a when", "policy:\n  rules:\n    - {match: a, when: \"tenant == 'x'\"}\n    - {match: a}\n    - {match: a, when: \"true\"}\n", 5,
+			"policy.rules[2].match: \"a\" repeats policy.rules[1] (line 4), which has no when"},
+		// conditions: line of the when, and the reason
+		{"when syntax", rule("{match: a, when: \"input.amount >\"}"), 3, `policy.rules[0].when: "input.amount >": column 15: Syntax error`},
+		{"when not boolean", rule("{match: a, when: \"tenant\"}"), 3, `policy.rules[0].when: "tenant": the expression is string, not a boolean`},
+		{"when unknown variable", rule("{match: a, when: \"user == 'x'\"}"), 3, `undeclared reference to 'user'`},
+		{"when unknown field",
+			"actions:\n  - name: pay.refund\n" + execute + "    input_schema: {type: object, additionalProperties: false, properties: {amount: {type: number}}}\n" +
+				"policy:\n  rules:\n    - match: \"pay.*\"\n      when: input.amout > 1000\n", 8,
+			`policy.rules[0].when: "input.amout > 1000", for action pay.refund (actions[0], line 2): column 6: undefined field 'amout'`},
+		{"when type error",
+			"actions:\n  - name: pay.refund\n" + execute + "    input_schema: {type: object, properties: {customer: {type: string}}}\n" +
+				"policy:\n  rules:\n    - match: pay.refund\n      when: input.customer > 1000\n", 8,
+			`for action pay.refund (actions[0], line 2): column 16: found no matching overload for '_>_' applied to '(string, int)'`},
 		{"effect", rule("{match: a, effect: maybe}"), 3, "policy.rules[0].effect: \"maybe\": want allow, ask or deny"},
 		{"effect empty", rule("{match: a, effect: \"\"}"), 3, "policy.rules[0].effect: \"\""},
 		{"approver form", "policy:\n  rules:\n    - match: a\n      approvers:\n        - requester\n        - finance\n", 6, "policy.rules[0].approvers[1]: \"finance\": want requester, role:NAME or actor:ID"},

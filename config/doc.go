@@ -22,6 +22,7 @@
 //	  default_ttl: 10m
 //	  rules:
 //	    - match: "payments.*"             # an action name, or a glob
+//	      when: "input.amount > 1000"     # optional: a CEL condition (see docs/configuration.md)
 //	      effect: ask                     # allow | ask (default) | deny
 //	      approvers: ["role:finance"]     # requester (default) | role:NAME | actor:ID
 //	      quorum: 1
@@ -95,8 +96,10 @@
 // them). The checks on rules and actions are the engine's own (a policy that
 // passes is accepted by countersign.New, an action by
 // countersign.NewRawAction), plus some the engine cannot make: a quorum that
-// the named approvers could never meet, a rule that repeats another's match,
-// a placeholder naming no property of a closed input schema. Anchors,
+// the named approvers could never meet, a rule that repeats the match of an
+// earlier one without a when, a placeholder naming no property of a closed
+// input schema, a when that does not compile against the input schema of
+// an action its match fits. Anchors,
 // aliases and merge keys (<<: *defaults) work as in any YAML.
 //
 // # Agents and text decisions

@@ -622,6 +622,7 @@ func (d *decoder) rule(path string, n *yaml.Node) Rule {
 	}
 	d.mapping(path, n, []key{
 		{"match", text(d, &r.Match)},
+		{"when", text(d, &r.When)},
 		{"effect", text(d, &r.Effect)},
 		{"approvers", texts(d, &r.Approvers)},
 		{"quorum", d.integer(&r.Quorum)},

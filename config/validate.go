@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/condition"
 	"github.com/countersign/countersign/internal/schema"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -333,7 +334,9 @@ func (v *validator) policy(c *Config) {
 	if ps.DefaultTTL <= 0 {
 		v.fail("policy.default_ttl", "%v: must be positive", ps.DefaultTTL)
 	}
-	firstMatch := map[string]string{} // match → path of the first rule with it
+	// match → path of the first rule with it and no when: the rules after
+	// it with the same match are never tried.
+	unconditional := map[string]string{}
 	ok := len(v.errs)
 	for i := range ps.Rules {
 		r := &ps.Rules[i]
@@ -344,12 +347,13 @@ func (v *validator) policy(c *Config) {
 		case !matchPattern.MatchString(r.Match):
 			v.fail(p+".match", "%q: want an action name or a glob of [A-Za-z0-9_.:/-] and *", r.Match)
 		default:
-			if f, dup := firstMatch[r.Match]; dup {
-				v.fail(p+".match", "%q repeats %s (line %d), which wins: this rule never applies", r.Match, f, v.line(f))
-			} else {
-				firstMatch[r.Match] = p
+			if f, dup := unconditional[r.Match]; dup {
+				v.fail(p+".match", "%q repeats %s (line %d), which has no when and so always applies first: this rule never applies", r.Match, f, v.line(f))
+			} else if r.When == "" {
+				unconditional[r.Match] = p
 			}
 		}
+		v.when(p, r, c.Actions)
 		switch r.Effect {
 		case countersign.EffectAllow, countersign.EffectAsk, countersign.EffectDeny:
 		default:
@@ -365,6 +369,30 @@ func (v *validator) policy(c *Config) {
 	// the file still fails at the policy rather than at start-up.
 	if _, err := countersign.New(countersign.Options{Store: memstore.New(nil), Policy: c.Policy()}); err != nil {
 		v.fail("policy", "%v", err)
+	}
+}
+
+// when compiles a rule's condition as the engine will: alone, and against
+// the input schema of every configured action its match fits, so that a
+// type error or a field the schema cannot have fails here, at the when's
+// line, rather than at start-up.
+func (v *validator) when(p string, r *Rule, actions []Action) {
+	if r.When == "" {
+		return
+	}
+	if _, err := condition.Compile(r.When, nil); err != nil {
+		v.fail(p+".when", "%q: %v", r.When, err)
+		return
+	}
+	for i := range actions {
+		a := &actions[i]
+		if a.Name == "" || !countersign.MatchGlob(r.Match, a.Name) || !json.Valid(a.InputSchema) {
+			continue
+		}
+		if _, err := condition.Compile(r.When, a.InputSchema); err != nil {
+			ap := item("actions", i)
+			v.fail(p+".when", "%q, for action %s (%s, line %d): %v", r.When, a.Name, ap, v.line(ap), err)
+		}
 	}
 }
 

@@ -506,3 +506,39 @@ func TestCallMismatch(t *testing.T) {
 		}
 	})
 }
+
+// TestCallConditions checks a rule's when over HTTP: the proposal names
+// the rule that applied, and a condition that cannot decide answers 200
+// denied with POLICY_ERROR, storing nothing.
+func TestCallConditions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "sqlite", harnessOptions{engine: func(o *countersign.Options) {
+		o.Policy = &countersign.Policy{Rules: append([]countersign.Rule{
+			{Match: "payments.refund", When: "input.amount > 1000", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}, Quorum: 2},
+			{Match: "payments.refund", When: "int(input.amount) % (int(input.amount) - 13) == 0", Effect: countersign.EffectAllow},
+		}, testPolicy.Rules...)}
+	}})
+	res := h.call("alice", refund("call_big", "c_big", 1500))
+	p, _ := res["proposal"].(map[string]any)
+	if p == nil {
+		t.Fatalf("a refund of 1500: %v, want a proposal", res)
+	}
+	want(t, "quorum", p["quorum"], float64(2))
+	if rule, _ := p["rule"].(map[string]any); rule["match"] != "payments.refund" || rule["when"] != "input.amount > 1000" {
+		t.Errorf("proposal.rule = %v, want payments.refund when input.amount > 1000", p["rule"])
+	}
+	res = h.call("alice", refund("call_small", "c_small", 40))
+	if p, _ := res["proposal"].(map[string]any); p == nil {
+		t.Fatalf("a refund of 40: %v", res)
+	} else if rule, _ := p["rule"].(map[string]any); rule["match"] != "payments.*" || rule["when"] != "" {
+		t.Errorf("proposal.rule = %v, want payments.* with no when", p["rule"])
+	}
+	// 13 % 0: the condition errors, and the call is denied.
+	res = h.call("alice", refund("call_13", "c_13", 13))
+	want(t, "status", res["status"], "denied")
+	want(t, "code", res["code"], "POLICY_ERROR")
+	list := h.must(200, req{method: "GET", path: "/v1/threads/t1/proposals", token: "alice"})
+	if strings.Contains(string(list.body), "call_13") {
+		t.Errorf("the denied call left a record: %s", list.body)
+	}
+}

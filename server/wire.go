@@ -37,8 +37,18 @@ type Proposal struct {
 	ExpiresAt     time.Time       `json:"expires_at"`
 	OperationID   string          `json:"operation_id"`
 	Outcome       *Outcome        `json:"outcome"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
+	// Rule is the policy rule that applied to the call; null when none
+	// did and the defaults decided.
+	Rule      *Rule     `json:"rule"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Rule names the policy rule that applied to a call: its match, and its
+// condition ("" when it has none).
+type Rule struct {
+	Match string `json:"match"`
+	When  string `json:"when"`
 }
 
 // Confirmation is the copy shown to an approver.
@@ -174,9 +184,17 @@ func wireProposal(p *store.Proposal) *Proposal {
 		Mode:         string(p.Mode), Status: string(p.Status),
 		Approvers: orEmpty(append([]string(nil), p.Approvers...)), Quorum: p.Quorum,
 		Decisions: ds, ExpiresAt: p.ExpiresAt.UTC(), OperationID: p.OperationID,
-		Outcome:   wireOutcome(p.Outcome),
+		Outcome: wireOutcome(p.Outcome), Rule: wireRule(p),
 		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
 	}
+}
+
+// wireRule is the rule p records; nil when it records none.
+func wireRule(p *store.Proposal) *Rule {
+	if p.RuleMatch == "" {
+		return nil
+	}
+	return &Rule{Match: p.RuleMatch, When: p.RuleWhen}
 }
 
 func wireProposals(ps []*store.Proposal) []*Proposal {

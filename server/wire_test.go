@@ -34,6 +34,7 @@ func TestWireShapes(t *testing.T) {
 		ExpiresAt: later, OperationID: "op_1", Attempt: 3,
 		Lease:      &store.Lease{Owner: "w1", Token: "lease_secret", Generation: 4, ExpiresAt: later},
 		ConsumedBy: "call_1", NextAttemptAt: &later, Outcome: outcome, Version: 9, CreatedAt: at, UpdatedAt: later,
+		RuleMatch: "payments.*", RuleWhen: "input.amount > 10 && thread_id != 'x'",
 	}
 	grant := &store.Grant{ID: "gr_1", Tenant: "acme", Requester: "alice", Scope: store.ScopeRun, ThreadID: "t1",
 		RunID: "r1", Action: "payments.refund", ActionVersion: "1", InputDigest: "sha256:ab",
@@ -52,12 +53,13 @@ func TestWireShapes(t *testing.T) {
 			`"operation_id":"op_1","outcome":{"proposal_id":"prp_1","status":"succeeded","executed":true,` +
 			`"receipt":"rf_1","result":{"ok":true},"error":"boom","summary":"done","note":"checked",` +
 			`"resolved_by":"carol","reconcile_attempts":2,"at":"2026-03-01T12:04:05Z"},` +
+			`"rule":{"match":"payments.*","when":"input.amount \u003e 10 \u0026\u0026 thread_id != 'x'"},` +
 			`"created_at":"2026-03-01T12:04:05Z","updated_at":"2026-03-01T13:04:05Z"}`},
 		{"bare proposal", wireProposal(&store.Proposal{ID: "prp_2", Confirmation: store.Confirmation{Title: "x"}, CreatedAt: at, UpdatedAt: at, ExpiresAt: at}),
 			`{"id":"prp_2","tenant":"","requester":"","thread_id":"","run_id":"","tool_call_id":"","action":"",` +
 				`"action_version":"","input":null,"input_digest":"","preview":"","state_version":"",` +
 				`"confirmation":{"title":"x"},"mode":"","status":"","approvers":[],"quorum":0,"decisions":[],` +
-				`"expires_at":"2026-03-01T12:04:05Z","operation_id":"","outcome":null,` +
+				`"expires_at":"2026-03-01T12:04:05Z","operation_id":"","outcome":null,"rule":null,` +
 				`"created_at":"2026-03-01T12:04:05Z","updated_at":"2026-03-01T12:04:05Z"}`},
 		{"outcome with a broken result", wireOutcome(&store.Outcome{ProposalID: "prp_3", Status: store.StatusUnknown,
 			Result: json.RawMessage(`{not json`), Summary: "?", At: at}),

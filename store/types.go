@@ -170,9 +170,13 @@ type Proposal struct {
 	// grant made by its approval takes it, and approves only proposals of
 	// the same fingerprint, so that changing the rule retires the grant.
 	RuleFingerprint string
-	ReplacementKey  string
-	Decisions       []Decision
-	ExpiresAt       time.Time
+	// RuleMatch and RuleWhen are the rule that applied (its match, and its
+	// condition: a When expression or a Go condition's name); both empty
+	// when no rule did and the defaults decided.
+	RuleMatch, RuleWhen string
+	ReplacementKey      string
+	Decisions           []Decision
+	ExpiresAt           time.Time
 	// EscalateAt is when a pending proposal adds EscalateTo to its
 	// approvers (ApplyEscalate), once: nil when the rule has no
 	// escalate_after, and after it escalated.

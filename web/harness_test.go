@@ -167,6 +167,10 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 		Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 		ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
 		Remember: []countersign.Scope{countersign.ScopeThread},
+	}, {
+		// Refunds over 100,000 EUR need two finance approvers.
+		Match: "payments.refund", When: "input.amount > 100000", Effect: countersign.EffectAsk,
+		Approvers: []string{"role:finance"}, Quorum: 2, ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
 	}}}
 	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Now: now,
 		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky}})

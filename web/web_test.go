@@ -190,6 +190,28 @@ func TestRememberOffered(t *testing.T) {
 	}
 }
 
+// TestRuleShown checks that a proposal's page names the rule that applied
+// to its call, with its condition.
+func TestRuleShown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := h.client()
+	c.signIn("key_bob")
+	for _, tc := range []struct {
+		amount float64
+		want   string
+	}{
+		{250, `<dd id="rule"><code>payments.*</code></dd>`},
+		{250000, `<dd id="rule"><code>payments.refund</code> when <code>input.amount &gt; 100000</code></dd>`},
+	} {
+		id := h.propose(fmt.Sprintf("t_rule_%g", tc.amount), "c_rule", tc.amount)
+		_, body := c.get("/proposals/" + id)
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("refund of %g: the page does not show %s:\n%s", tc.amount, tc.want, body)
+		}
+	}
+}
+
 func mustURL(t *testing.T, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {

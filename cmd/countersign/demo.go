@@ -178,10 +178,15 @@ func (b *demoBackend) actions() ([]*countersign.Action, error) {
 	return []*countersign.Action{refund, email, lookup}, nil
 }
 
-// demoPolicy asks finance for refunds (independent: the worker executes), the
-// requester for emails, and allows lookups.
+// demoPolicy asks finance for refunds (independent: the worker executes),
+// two finance approvers for refunds over 1,000 EUR, the requester for
+// emails, and allows lookups.
 func demoPolicy() *countersign.Policy {
 	return &countersign.Policy{Rules: []countersign.Rule{
+		// An exact name is tried before the glob below: refunds over 1,000
+		// EUR need two finance approvers; the others fall through to it.
+		{Match: "payments.refund", When: "input.amount > 1000", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+			Quorum: 2, ForbidSelfApproval: true, Mode: countersign.ModeIndependent},
 		{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 			ForbidSelfApproval: true, Mode: countersign.ModeIndependent, Remember: []countersign.Scope{countersign.ScopeThread}},
 		{Match: "email.*", Effect: countersign.EffectAsk, Approvers: []string{"requester", "role:finance"}},

@@ -111,3 +111,45 @@ func TestDemoReceiptsAreUniqueAcrossRestarts(t *testing.T) {
 		receipts[p.Outcome.Receipt] = run
 	}
 }
+
+// Refunds over 1,000 EUR need two finance approvers; the others one. The
+// proposal records which rule asked.
+func TestDemoLargeRefundsNeedTwoApprovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := demoEngine(t, memstore.New(nil))
+	carol := countersign.Identity{Tenant: "acme", Actor: "carol", Roles: []string{"finance"}}
+	for _, tc := range []struct {
+		amount      string
+		quorum      int
+		match, when string
+	}{
+		{"1000", 1, "payments.*", ""},
+		{"1000.01", 2, "payments.refund", "input.amount > 1000"},
+		{"25000", 2, "payments.refund", "input.amount > 1000"},
+	} {
+		res, err := e.Call(ctx, &countersign.Call{Identity: demoAlice, ThreadID: "t_" + tc.amount, ToolCallID: "c1",
+			Action: "payments.refund", Input: json.RawMessage(`{"amount":` + tc.amount + `,"customer":"c_9"}`)})
+		if err != nil || res.Status != countersign.ResultPending {
+			t.Fatalf("refund of %s = %+v, %v; want pending", tc.amount, res, err)
+		}
+		p := res.Proposal
+		if p.Quorum != tc.quorum || p.RuleMatch != tc.match || p.RuleWhen != tc.when {
+			t.Errorf("refund of %s: quorum %d under rule %q when %q; want %d under %q when %q",
+				tc.amount, p.Quorum, p.RuleMatch, p.RuleWhen, tc.quorum, tc.match, tc.when)
+		}
+		d, err := e.Decide(ctx, &countersign.Decision{Identity: demoBob, ProposalID: p.ID, Verdict: countersign.Approve})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int]store.Status{1: store.StatusApproved, 2: store.StatusPending}[tc.quorum]; d.Proposal.Status != want {
+			t.Errorf("refund of %s after bob approved: %s, want %s", tc.amount, d.Proposal.Status, want)
+		}
+		if tc.quorum == 2 {
+			d, err = e.Decide(ctx, &countersign.Decision{Identity: carol, ProposalID: p.ID, Verdict: countersign.Approve})
+			if err != nil || d.Proposal.Status != store.StatusApproved {
+				t.Errorf("refund of %s after carol approved too: %+v, %v; want approved", tc.amount, d, err)
+			}
+		}
+	}
+}

@@ -370,6 +370,40 @@ func readmeBlock(t *testing.T, name string) string {
 	return string(m[1])
 }
 
+// TestConditionsQuickstart runs the README's conditions block against the
+// demo: a refund over 1,000 EUR records the rule that asked, waits after
+// one approval, and runs after the second.
+func TestConditionsQuickstart(t *testing.T) {
+	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "conditions.db"))
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeBlock(t, "conditions"))
+	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("conditions block: %v\n%s\nserver:\n%s", err, out, s.output())
+	}
+	var answers []string // the four answers, one a line
+	for l := range strings.Lines(string(out)) {
+		if l = strings.TrimSpace(l); l != "" {
+			answers = append(answers, l)
+		}
+	}
+	if len(answers) != 4 {
+		t.Fatalf("conditions block: %d answers, want 4 (call, two approvals, proposal):\n%s", len(answers), out)
+	}
+	for i, wants := range [][]string{
+		{`"status":"pending"`, `"quorum":2`, `"rule":{"match":"payments.refund","when":"input.amount \u003e 1000"}`},
+		{`"status":"pending"`, `"actor":"bob"`, `"status":"applied"}`}, // one of two: still waiting
+		{`"status":"approved"`, `"actor":"carol"`, `"status":"applied"}`},
+		{`"status":"succeeded"`, `"receipt":"rf_`},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(answers[i], want) {
+				t.Errorf("answer %d lacks %s:\n%s", i+1, want, answers[i])
+			}
+		}
+	}
+}
+
 // TestChatQuickstart runs the README's chat block against the demo: the
 // scripted agent's call is a pending proposal, bob's "yes" decides
 // it by text, and the outcome message reaches the thread.

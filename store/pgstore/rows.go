@@ -209,6 +209,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
 		p.RuleFingerprint, dbTimePtr(p.EscalateAt), p.EscalateTo, dbTimePtr(p.RemindAt), int64(p.RemindEvery),
+		p.RuleMatch, p.RuleWhen,
 	}, nil
 }
 
@@ -237,6 +238,7 @@ func (r *proposalRow) dest() []any {
 		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
 		&p.RuleFingerprint, &r.escalateAt, &p.EscalateTo, &r.remindAt, &r.remindEvery,
+		&p.RuleMatch, &p.RuleWhen,
 	}
 }
 

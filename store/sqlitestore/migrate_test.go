@@ -20,6 +20,7 @@ var applied = map[string]string{
 	"0007_client_tools.sql":     "597b62df7abc48e5598898e5011c127d530a76feecd828531654189d45e8fa3a",
 	"0008_notifications.sql":    "a80ff8ac047c0d3d2091221189123990706c270288e324be528017fb04acfc41",
 	"0010_audit_chain.sql":      "19ee777b31d6fe0c6322079e1cab57378e960e0e84b012c2a814f0bfd644cd47",
+	"0011_rule_applied.sql":     "2d8cd6ada74c503558e785142fe1349480b146cf4ebe92ffcff8e3ef494880d9",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

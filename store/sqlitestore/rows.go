@@ -273,7 +273,7 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -340,6 +340,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
 		p.RuleFingerprint, escalateAt, escalateTo, remindAt, int64(p.RemindEvery),
+		p.RuleMatch, p.RuleWhen,
 	}, nil
 }
 
@@ -379,6 +380,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
 		&p.RuleFingerprint, &escalateAt, &escalateTo, &remindAt, &remindEvery,
+		&p.RuleMatch, &p.RuleWhen,
 	)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,8 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 			p.GrantTTL = 36 * time.Hour
 			p.ReplacementKey = "c_9"
 			p.RuleFingerprint = "rule_sha256:9f2c"
+			p.RuleMatch = "payments.*"
+			p.RuleWhen = `input.amount > 1000 && "finance" in actor.roles && thread_id != 'caf\u00e9'`
 			// Sub-millisecond precision must survive.
 			p.ExpiresAt = now.Add(10*time.Minute + 123456*time.Microsecond)
 		})
@@ -88,6 +90,29 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 			t.Fatalf("ListProposals: %d proposals, want 1", len(page.Proposals))
 		}
 		requireSameProposal(t, page.Proposals[0], want)
+	})
+
+	t.Run("RuleAppliedSurvivesChanges", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		// The rule that applied is written once, at creation: every later
+		// write of the row (a decision, a claim, a settlement) keeps it.
+		p := fx.createNew(func(p *store.Proposal) {
+			p.RuleMatch, p.RuleWhen = "payments.refund", "input.amount > 1000.5 || actor.id == \"o'brien\""
+		})
+		fx.decide(p, "bob", store.VerdictApproved)
+		fx.claim(p, time.Minute)
+		fx.succeed(fx.get(p))
+		got := fx.get(p)
+		requireStatus(t, got, store.StatusSucceeded)
+		if got.RuleMatch != "payments.refund" || got.RuleWhen != "input.amount > 1000.5 || actor.id == \"o'brien\"" {
+			t.Errorf("after decide, claim and settle: rule %q when %q, want payments.refund when the condition written at creation", got.RuleMatch, got.RuleWhen)
+		}
+		// A proposal no rule applied to records none.
+		q := fx.createNew()
+		if got := fx.get(q); got.RuleMatch != "" || got.RuleWhen != "" {
+			t.Errorf("proposal without a rule: rule %q when %q, want both empty", got.RuleMatch, got.RuleWhen)
+		}
 	})
 
 	t.Run("DriverStampsState", func(t *testing.T) {

@@ -1,0 +1,516 @@
+"""Client: one method per route of Countersign's HTTP API (standard library only)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from . import polling as _backoff
+from .errors import CountersignError
+
+__all__ = ["Client", "Response", "ProposalEvent", "WatchSnapshot", "NEXT_HEADER", "SETTLED"]
+
+#: The header that carries a listing's next cursor, escaped like encodeURIComponent.
+NEXT_HEADER = "X-Action-Proposals-Next"
+
+#: Statuses a long-poll returns at: terminal, or reconciling (which only an operator moves on).
+SETTLED = frozenset(
+    ["succeeded", "failed", "reconciling", "unknown", "rejected", "expired", "superseded", "cancelled"]
+)
+
+#: Statuses in which a proposal is still moving toward its outcome.
+LIVE = frozenset(["pending", "approved", "executing", "reconciling"])
+
+Query = Mapping[str, Union[str, int, float, None]]
+
+
+@dataclass
+class Response:
+    """An answer read whole."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise CountersignError(
+                self.status, "INVALID_RESPONSE", "the answer is not JSON: " + self.body[:200].decode("utf-8", "replace")
+            ) from None
+
+
+@dataclass
+class ProposalEvent:
+    """One event of GET /v1/events."""
+
+    #: The event's id: resume after it with events(after=id).
+    id: str
+    #: What happened: proposal.created, .decided, .settled, .expired, .superseded.
+    type: str
+    #: The proposal as it stands when the event is delivered.
+    proposal: Dict[str, Any]
+
+
+@dataclass
+class WatchSnapshot:
+    """One read of a thread by watch_proposals."""
+
+    proposals: List[Dict[str, Any]]
+    messages: List[Dict[str, Any]]
+    #: Whether any proposal is still unsettled (so the watcher keeps polling).
+    active: bool
+
+
+def _seg(s: str) -> str:
+    if not isinstance(s, str) or s == "":
+        raise TypeError("an id must be a non-empty string")
+    return urllib.parse.quote(s, safe="")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # noqa: D401
+        return None
+
+
+class Client:
+    """A client of one server as one token's holder.
+
+    Every method returns the answer's body (parsed JSON) and raises
+    :class:`CountersignError` for an error answer; a server that cannot be
+    reached raises the ``OSError`` urllib raised.
+    """
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 90.0) -> None:
+        if not isinstance(base_url, str) or not base_url:
+            raise TypeError("Client: base_url is required")
+        if not isinstance(token, str) or not token:
+            raise TypeError("Client: token is required")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        #: Bounds one request; a long-poll asks the server for less.
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect())
+
+    # -- calls -------------------------------------------------------------
+
+    def call(
+        self,
+        thread_id: str,
+        tool_call_id: str,
+        action: str,
+        input: Any,
+        *,
+        run_id: Optional[str] = None,
+        mode: Optional[str] = None,
+        evidence: Optional[str] = None,
+        wait_seconds: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """Asks for an action: POST /v1/calls. The answer, by ``status``."""
+        body: Dict[str, Any] = {"thread_id": thread_id, "tool_call_id": tool_call_id, "action": action, "input": input}
+        for k, v in (("run_id", run_id), ("mode", mode), ("evidence", evidence), ("wait_seconds", wait_seconds)):
+            if v is not None:
+                body[k] = v
+        return self._json("POST", "/v1/calls", body=body)
+
+    # -- proposals ---------------------------------------------------------
+
+    def get_proposal(self, proposal_id: str) -> Dict[str, Any]:
+        """Reads one proposal: GET /v1/proposals/{id}."""
+        return self._json("GET", f"/v1/proposals/{_seg(proposal_id)}")
+
+    def wait_for_proposal(self, proposal_id: str, timeout_seconds: float = 25) -> Dict[str, Any]:
+        """Long-polls a proposal (GET /v1/proposals/{id}?wait_seconds=N) until it is
+        terminal or reconciling, or ``timeout_seconds`` have passed, and returns it
+        as it then stands. Each long-poll waits at most 60 s."""
+        if not (timeout_seconds >= 0) or timeout_seconds == float("inf"):
+            raise TypeError("wait_for_proposal: timeout_seconds must be a finite number >= 0")
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            wait = min(_backoff.MAX_WAIT_SECONDS, int(-(-left // 1)))  # ceil
+            p = self._json("GET", f"/v1/proposals/{_seg(proposal_id)}", query={"wait_seconds": wait})
+            if p.get("status") in SETTLED or time.monotonic() >= deadline or wait == 0:
+                return p
+
+    def iter_proposals(
+        self,
+        *,
+        status: Union[str, Sequence[str], None] = None,
+        action: Optional[str] = None,
+        thread_id: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> Iterator[Dict[str, Any]]:
+        """The proposals the caller may see, newest first, page after page:
+        GET /v1/proposals, then each page's X-Action-Proposals-Next (decoded
+        like decodeURIComponent) as ``after``. ``limit`` is the page size."""
+        if status is not None and not isinstance(status, str):
+            status = ",".join(status)
+        return self._pages("/v1/proposals", {"status": status or None, "action": action, "thread_id": thread_id, "limit": limit})
+
+    def list_proposals(self, **params: Any) -> List[Dict[str, Any]]:
+        """Every page of iter_proposals, as one list."""
+        return list(self.iter_proposals(**params))
+
+    def list_thread_proposals(self, thread_id: str, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """One thread's proposals, every page: GET /v1/threads/{id}/proposals."""
+        return list(self._pages(f"/v1/threads/{_seg(thread_id)}/proposals", {"limit": limit}))
+
+    def proposal_events(self, proposal_id: str) -> List[Dict[str, Any]]:
+        """A proposal's audit trail: GET /v1/proposals/{id}/events."""
+        return self._json("GET", f"/v1/proposals/{_seg(proposal_id)}/events")["events"]
+
+    # -- decisions ---------------------------------------------------------
+
+    def approve(self, proposal_id: str, *, reason: Optional[str] = None, remember: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/approve: {status: applied | unchanged | conflict | expired, proposal}."""
+        return self._decide(proposal_id, "approve", reason=reason, remember=remember)
+
+    def reject(self, proposal_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/reject."""
+        return self._decide(proposal_id, "reject", reason=reason)
+
+    def cancel(self, proposal_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/cancel (the requester, pending only)."""
+        return self._decide(proposal_id, "cancel", reason=reason)
+
+    def resolve(self, proposal_id: str, outcome: str, note: str, *, receipt: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/resolve (role operator, reconciling or unknown only)."""
+        return self._decide(proposal_id, "resolve", outcome=outcome, note=note, receipt=receipt)
+
+    def _decide(self, proposal_id: str, verb: str, **fields: Any) -> Dict[str, Any]:
+        body = {k: v for k, v in fields.items() if v is not None}
+        return self._json("POST", f"/v1/proposals/{_seg(proposal_id)}/{verb}", body=body)
+
+    # -- caller-executed actions ------------------------------------------
+
+    def settle(
+        self,
+        proposal_id: str,
+        lease_token: str,
+        outcome: str,
+        *,
+        receipt: Optional[str] = None,
+        result: Any = None,
+        error: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/settle: records the outcome of a caller-executed
+        action under its lease. {status: applied | conflict, proposal}."""
+        body: Dict[str, Any] = {"lease_token": lease_token, "outcome": outcome}
+        for k, v in (("receipt", receipt), ("result", result), ("error", error)):
+            if v is not None:
+                body[k] = v
+        return self._json("POST", f"/v1/proposals/{_seg(proposal_id)}/settle", body=body)
+
+    def renew(self, proposal_id: str, lease_token: str) -> Dict[str, Any]:
+        """POST /v1/proposals/{id}/renew: {status: applied, lease, proposal} or {status: conflict, proposal}."""
+        return self._json("POST", f"/v1/proposals/{_seg(proposal_id)}/renew", body={"lease_token": lease_token})
+
+    # -- threads, messages, runs, grants -----------------------------------
+
+    def get_thread(self, thread_id: str) -> Dict[str, Any]:
+        """GET /v1/threads/{id}: {thread, messages (oldest first), runs}."""
+        return self._json("GET", f"/v1/threads/{_seg(thread_id)}")
+
+    def post_message(self, thread_id: str, text: str, *, agent: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/threads/{id}/messages (JSON): a text decision's result, a run
+        with its new messages, or the stored message (202)."""
+        body: Dict[str, Any] = {"text": text}
+        if agent is not None:
+            body["agent"] = agent
+        return self._json("POST", f"/v1/threads/{_seg(thread_id)}/messages", body=body)
+
+    def get_run(self, thread_id: str, run_id: str) -> Dict[str, Any]:
+        """GET /v1/threads/{id}/runs/{run_id}: the run."""
+        return self._json("GET", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}")["run"]
+
+    def cancel_run(self, thread_id: str, run_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/threads/{id}/runs/{run_id}/cancel (the thread's owner): the run."""
+        body = {"reason": reason} if reason is not None else {}
+        return self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body)["run"]
+
+    def list_grants(self, *, thread_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """GET /v1/grants."""
+        return self._json("GET", "/v1/grants", query={"thread_id": thread_id})["grants"]
+
+    def revoke_grant(self, grant_id: str) -> Dict[str, Any]:
+        """DELETE /v1/grants/{id}."""
+        return self._json("DELETE", f"/v1/grants/{_seg(grant_id)}")
+
+    # -- events --------------------------------------------------------------
+
+    def events(
+        self,
+        *,
+        after: Union[str, int, None] = None,
+        reconnect_delay: Optional[float] = None,
+        on_reconnect: Optional[Callable[[Optional[BaseException], Optional[str]], None]] = None,
+        stop: Optional[threading.Event] = None,
+        read_timeout: float = 60.0,
+    ) -> Iterator[ProposalEvent]:
+        """Follows GET /v1/events: the proposal events the caller may see,
+        reconnecting after a dropped connection with Last-Event-ID, each event
+        once. An answer the server gives for good (401, 403, 400 INVALID_CURSOR,
+        ...) raises CountersignError; 429, 5xx, a network failure or a stream
+        that ends are followed by a reconnect (see backoff.reconnect_delay).
+        Stop by leaving the loop, or by setting ``stop`` (seen at the next
+        event, reconnect or read timeout)."""
+        last_id = None if after is None else str(after)
+        last_num = _event_number(last_id)
+        server_retry: Optional[float] = None
+        while not (stop and stop.is_set()):
+            failure: Optional[BaseException] = None
+            retry_after: Optional[float] = None
+            headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            try:
+                resp = self._open("GET", "/v1/events", headers=headers, timeout=read_timeout)
+            except CountersignError as e:
+                if not _backoff.transient(e.status):
+                    raise
+                failure, retry_after = e, (float(e.retry_after) if e.retry_after is not None else None)
+            except OSError as e:
+                failure = e
+            else:
+                try:
+                    for frame in _sse_frames(resp):
+                        if frame.retry is not None:
+                            server_retry = frame.retry
+                        if not frame.id:
+                            continue  # the API's events all carry ids
+                        n = _event_number(frame.id)
+                        # Ids grow: one at or before the last yielded was heard already.
+                        if n is not None and last_num is not None and n <= last_num:
+                            continue
+                        try:
+                            proposal = json.loads(frame.data)
+                        except ValueError:
+                            continue
+                        last_id, last_num = frame.id, n
+                        yield ProposalEvent(id=frame.id, type=frame.event, proposal=proposal)
+                        if stop and stop.is_set():
+                            return
+                except (OSError, http.client.HTTPException) as e:
+                    failure = e
+                finally:
+                    resp.close()
+            if stop and stop.is_set():
+                return
+            if on_reconnect is not None:
+                on_reconnect(failure, last_id)
+            delay = _backoff.reconnect_delay(retry_after, reconnect_delay, server_retry)
+            if stop is not None:
+                if stop.wait(delay):
+                    return
+            else:
+                time.sleep(delay)
+
+    # -- polling -------------------------------------------------------------
+
+    def watch_proposals(
+        self,
+        thread_id: str,
+        *,
+        interval: float = 1.0,
+        on_error: Optional[Callable[[BaseException, bool], None]] = None,
+        stop: Optional[threading.Event] = None,
+    ) -> Iterator[WatchSnapshot]:
+        """Reads a thread's proposals and messages now, then every ``interval``
+        seconds while any proposal is unsettled, and yields each read that
+        differs from the one before (the first included); it ends once nothing
+        is unsettled. Failing reads (429, 5xx, the network) double the wait up
+        to 30 s, and a success returns it to ``interval``; ``on_error(err,
+        False)`` hears the first failure of each run. A 404, 405 or 501 means
+        the server lacks the routes: ``on_error(err, True)``, and it ends."""
+        if not (interval > 0) or interval == float("inf"):
+            raise TypeError("watch_proposals: interval must be a positive number")
+        failures, reported, last = 0, False, None
+        while not (stop and stop.is_set()):
+            try:
+                proposals = self.list_thread_proposals(thread_id)
+                messages = self.get_thread(thread_id).get("messages") or []
+            except CountersignError as e:
+                if _backoff.unsupported(e.status):
+                    if on_error:
+                        on_error(e, True)
+                    return
+                if not _backoff.transient(e.status):
+                    raise
+                failure: Optional[BaseException] = e
+            except OSError as e:
+                failure = e
+            else:
+                failure = None
+            if failure is not None:
+                failures += 1
+                if not reported:
+                    reported = True
+                    if on_error:
+                        on_error(failure, False)
+                if _sleep(_backoff.backoff(interval, failures), stop):
+                    return
+                continue
+            failures, reported = 0, False
+            admitted = {m["outcome"]["proposal_id"] for m in messages if (m.get("outcome") or {}).get("proposal_id")}
+            active = any(unsettled(p, admitted) for p in proposals)
+            snap = WatchSnapshot(proposals=proposals, messages=messages, active=active)
+            sig = json.dumps(
+                [[[p.get("id"), p.get("status"), p.get("updated_at")] for p in proposals], [m.get("id") for m in messages]]
+            )
+            if sig != last:
+                last = sig
+                yield snap
+            if not active:
+                return
+            if _sleep(interval, stop):
+                return
+
+    # -- the wire ------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Query] = None,
+        body: Any = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> Response:
+        """Sends one request and reads the answer whole; an error answer raises CountersignError."""
+        resp = self._open(method, path, query=query, body=body, headers=headers, timeout=timeout)
+        try:
+            return Response(resp.status, dict(resp.headers.items()), resp.read())
+        finally:
+            resp.close()
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Query] = None,
+        body: Any = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> http.client.HTTPResponse:
+        url = self.base_url + path
+        if query:
+            q = {k: str(v) for k, v in query.items() if v is not None}
+            if q:
+                url += "?" + urllib.parse.urlencode(q, quote_via=urllib.parse.quote)
+        h = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        if headers:
+            h.update(headers)
+        req = urllib.request.Request(url, data=data, headers=h, method=method)
+        try:
+            return self._opener.open(req, timeout=self.timeout if timeout is None else timeout)
+        except urllib.error.HTTPError as e:
+            try:
+                raw = e.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            finally:
+                e.close()
+            raise CountersignError.from_response(e.code, dict(e.headers.items()), raw) from None
+
+    def _json(self, method: str, path: str, *, query: Optional[Query] = None, body: Any = None) -> Any:
+        r = self.request(method, path, query=query, body=body)
+        return r.json()
+
+    def _pages(self, path: str, query: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+        after: Optional[str] = None
+        while True:
+            r = self.request("GET", path, query={**query, "after": after})
+            page = r.json()
+            if not isinstance(page, dict) or not isinstance(page.get("proposals"), list):
+                raise CountersignError(r.status, "INVALID_RESPONSE", f"GET {path}: no proposals in the answer")
+            yield from page["proposals"]
+            nxt = _header(r.headers, NEXT_HEADER)
+            if not nxt:
+                return
+            decoded = urllib.parse.unquote(nxt, errors="strict")
+            if decoded == after:
+                # A server that hands back the cursor it was given would loop forever.
+                raise CountersignError(r.status, "INVALID_RESPONSE", f"{NEXT_HEADER} repeats the cursor sent")
+            after = decoded
+
+
+def unsettled(p: Mapping[str, Any], admitted: set) -> bool:
+    """Whether p is still to be watched: pending, approved, executing or
+    reconciling, or with an outcome the thread does not hold yet as a message."""
+    return p.get("status") in LIVE or (p.get("outcome") is not None and p.get("id") not in admitted)
+
+
+def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
+    for k, v in headers.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+def _sleep(seconds: float, stop: Optional[threading.Event]) -> bool:
+    """Sleeps; True when stop was set meanwhile."""
+    if stop is not None:
+        return stop.wait(seconds)
+    time.sleep(seconds)
+    return False
+
+
+def _event_number(event_id: Optional[str]) -> Optional[int]:
+    if event_id is None or not event_id.isdigit() or len(event_id) > 15:
+        return None
+    return int(event_id)
+
+
+@dataclass
+class _Frame:
+    event: str
+    data: str
+    id: Optional[str]
+    retry: Optional[float]
+
+
+def _sse_frames(resp: http.client.HTTPResponse) -> Iterator[_Frame]:
+    """Parses a text/event-stream (the WHATWG rules the API uses)."""
+    event, data, eid, retry = "", [], None, None
+    while True:
+        try:
+            raw = resp.readline()
+        except socket.timeout:
+            raise TimeoutError("the event stream was silent too long") from None
+        if not raw:
+            return
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if line == "":
+            if data or eid is not None or retry is not None:
+                yield _Frame(event or "message", "\n".join(data), eid, retry)
+            event, data, eid, retry = "", [], None, None
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+        elif field == "id":
+            eid = value
+        elif field == "retry" and value.isdigit():
+            retry = int(value) / 1000.0

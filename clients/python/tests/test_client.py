@@ -1,0 +1,212 @@
+"""The HTTP client against `countersign serve`: calls, proposals with
+pagination, decisions, caller-executed settlements, messages, events and
+polling."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+import unittest
+from typing import List
+
+from server import LEASE, ServerTest  # noqa: F401  (sets sys.path)
+
+import countersign
+from countersign import Client, CountersignError, backoff
+from countersign import client as client_module
+from countersign.polling import reconnect_delay
+
+
+def refund(amount: float = 40, customer: str = "c_9") -> dict:
+    return {"amount": amount, "customer": customer}
+
+
+class CallsAndDecisions(ServerTest):
+    def test_call_approve_execute_settle(self) -> None:
+        thread, tool = self.unique("t"), self.unique("call")
+        first = self.alice.call(thread, tool, "payments.refund", refund(), wait_seconds=0)
+        self.assertEqual(first["status"], "pending")
+        pid = first["proposal_id"]
+        self.assertEqual(first["proposal"]["preview"], "Refund 40 EUR to c_9")
+        pending = self.bob.list_proposals(status=["pending"], thread_id=thread)
+        self.assertEqual([p["id"] for p in pending], [pid])
+        d = self.bob.approve(pid, reason="ok")
+        self.assertEqual((d["status"], d["proposal"]["status"]), ("applied", "approved"))
+        self.assertEqual(self.bob.approve(pid)["status"], "unchanged")
+
+        claim = self.alice.call(thread, tool, "payments.refund", refund(), wait_seconds=0)
+        self.assertEqual(claim["status"], "execute")
+        self.assertEqual(claim["lease"]["attempt"], 1)
+        self.assertEqual(claim["input"], refund())
+        again = self.alice.call(thread, tool, "payments.refund", refund(), wait_seconds=0)
+        self.assertEqual((again["status"], again["executed"]), ("executing", None))
+        renewed = self.alice.renew(pid, claim["lease"]["token"])
+        self.assertEqual(renewed["status"], "applied")
+        self.assertEqual(renewed["lease"]["token"], claim["lease"]["token"])
+        self.assertEqual(self.alice.settle(pid, "not-the-token", "succeeded")["status"], "conflict")
+        with self.assertRaises(CountersignError) as cm:
+            self.bob.settle(pid, claim["lease"]["token"], "succeeded")
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"))
+
+        done = self.alice.settle(pid, claim["lease"]["token"], "succeeded", receipt="rf_1", result={"refunded": 40})
+        self.assertEqual((done["status"], done["proposal"]["status"]), ("applied", "succeeded"))
+        replay = self.alice.call(thread, tool, "payments.refund", refund(), wait_seconds=0)
+        self.assertEqual((replay["status"], replay["receipt"], replay["result"]), ("succeeded", "rf_1", {"refunded": 40}))
+        self.assertEqual(self.alice.wait_for_proposal(pid, timeout_seconds=1)["status"], "succeeded")
+        types = [e["type"] for e in self.alice.proposal_events(pid)]
+        for want in ("proposal.created", "proposal.decided", "proposal.claimed", "proposal.settled"):
+            self.assertIn(want, types)
+
+    def test_reject_cancel_and_errors(self) -> None:
+        thread = self.unique("t")
+        a = self.alice.call(thread, self.unique("call"), "payments.refund", refund(1, "a"), wait_seconds=0)
+        b = self.alice.call(thread, self.unique("call"), "payments.refund", refund(2, "b"), wait_seconds=0)
+        r = self.bob.reject(a["proposal_id"], reason="no")
+        self.assertEqual((r["status"], r["proposal"]["status"]), ("applied", "rejected"))
+        self.assertEqual(self.bob.approve(a["proposal_id"])["status"], "conflict")
+        c = self.alice.cancel(b["proposal_id"], reason="changed my mind")
+        self.assertEqual(c["proposal"]["status"], "cancelled")
+
+        with self.assertRaises(CountersignError) as cm:
+            self.alice.call(thread, self.unique("call"), "payments.refund", {"amount": -1}, wait_seconds=0)
+        self.assertEqual((cm.exception.status, cm.exception.code), (400, "INVALID_INPUT"))
+        self.assertTrue({p["path"] for p in cm.exception.details} >= {"/amount", "/customer"} or cm.exception.details)
+        with self.assertRaises(CountersignError) as cm:
+            self.dave.call(thread, self.unique("call"), "payments.refund", refund(), wait_seconds=0)
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"))
+        with self.assertRaises(CountersignError) as cm:
+            self.alice.get_proposal("prp_nope")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "NOT_FOUND"))
+        with self.assertRaises(CountersignError) as cm:
+            self.alice.call(thread, self.unique("call"), "no.such", {}, wait_seconds=0)
+        self.assertEqual(cm.exception.code, "ACTION_NOT_FOUND")
+        with self.assertRaises(CountersignError) as cm:
+            Client(self.server.url, "wrong").get_proposal(a["proposal_id"])
+        self.assertEqual(cm.exception.status, 401)
+
+    def test_pagination(self) -> None:
+        thread = self.unique("t")
+        made = [self.alice.call(thread, self.unique("call"), "payments.refund", refund(i + 1, f"c{i}"), wait_seconds=0)["proposal_id"] for i in range(5)]
+        got = self.alice.list_thread_proposals(thread, limit=2)
+        self.assertEqual([p["id"] for p in got], list(reversed(made)))  # newest first, every page
+        pages = self.alice.request("GET", f"/v1/threads/{thread}/proposals", query={"limit": 2})
+        self.assertEqual(len(pages.json()["proposals"]), 2)
+        self.assertIn(countersign.NEXT_HEADER.lower(), {k.lower() for k in pages.headers})
+        listed = list(self.alice.iter_proposals(status="pending", thread_id=thread, limit=2))
+        self.assertEqual([p["id"] for p in listed], list(reversed(made)))
+        with self.assertRaises(CountersignError) as cm:
+            self.alice.request("GET", "/v1/proposals", query={"after": "forged"})
+        self.assertEqual(cm.exception.code, "INVALID_CURSOR")
+
+    def test_lapse_unknown_then_resolve(self) -> None:
+        thread, tool = self.unique("t"), self.unique("call")
+        claim = self.alice.call(thread, tool, "mail.send", {"to": "x"}, wait_seconds=0)
+        self.assertEqual(claim["status"], "execute")
+        # The caller never settles: the workers notice the lapse.
+        p = self.wait_status(self.alice, claim["proposal_id"], "unknown", within=LEASE * 5)
+        self.assertIsNone(p["outcome"]["executed"])
+        self.assertEqual(self.alice.call(thread, tool, "mail.send", {"to": "x"}, wait_seconds=0)["status"], "unknown")
+        res = self.bob.resolve(claim["proposal_id"], "succeeded", "the mail server's log shows it", receipt="m_1")
+        self.assertEqual((res["status"], res["proposal"]["status"]), ("applied", "succeeded"))
+
+
+class MessagesEventsPolling(ServerTest):
+    def test_messages(self) -> None:
+        thread = self.unique("t")
+        ans = self.alice.post_message(thread, "hello there")
+        self.assertEqual(ans["message"]["text"], "hello there")
+        t = self.alice.get_thread(thread)
+        self.assertEqual(t["thread"]["owner"], "alice")
+        self.assertEqual([m["text"] for m in t["messages"]], ["hello there"])
+
+    def test_events(self) -> None:
+        thread = self.unique("t")
+        stop = threading.Event()
+        seen: List[countersign.ProposalEvent] = []
+        got = threading.Event()
+
+        def follow() -> None:
+            for ev in self.bob.events(stop=stop, read_timeout=5):
+                if ev.proposal.get("thread_id") == thread:
+                    seen.append(ev)
+                    if ev.type == "proposal.decided":
+                        got.set()
+                        return
+
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        time.sleep(0.5)  # the stream starts from now
+        a = self.alice.call(thread, self.unique("call"), "payments.refund", refund(), wait_seconds=0)
+        self.bob.approve(a["proposal_id"])
+        self.assertTrue(got.wait(15), f"events seen: {[e.type for e in seen]}")
+        stop.set()
+        self.assertEqual([e.type for e in seen], ["proposal.created", "proposal.decided"])
+        self.assertEqual(seen[1].proposal["status"], "approved")
+        # Resuming after the first event replays the second, and only it.
+        resumed = []
+        for ev in self.bob.events(after=seen[0].id, read_timeout=5):
+            if ev.proposal.get("thread_id") == thread:
+                resumed.append(ev)
+                break
+        self.assertEqual([e.id for e in resumed], [seen[1].id])
+
+    def test_watch_until_settled(self) -> None:
+        thread = self.unique("t")
+        a = self.alice.call(thread, self.unique("call"), "payments.refund", refund(), wait_seconds=0)
+        threading.Timer(0.5, lambda: self.bob.reject(a["proposal_id"])).start()
+        snaps = list(self.alice.watch_proposals(thread, interval=0.1))
+        self.assertEqual(snaps[0].proposals[0]["status"], "pending")
+        last = snaps[-1]
+        self.assertFalse(last.active)
+        self.assertEqual(last.proposals[0]["status"], "rejected")
+        self.assertEqual(last.messages[-1]["outcome"]["proposal_id"], a["proposal_id"])
+
+
+class Backoff(unittest.TestCase):
+    """The TypeScript client's rules: double per failure from the interval, at most 30 s."""
+
+    def test_backoff(self) -> None:
+        self.assertEqual([backoff(1, n) for n in range(7)], [1, 2, 4, 8, 16, 30, 30])
+        self.assertEqual(backoff(0.5, 3), 4)
+        self.assertEqual(reconnect_delay(None, None, None), 2.0)
+        self.assertEqual(reconnect_delay(None, None, 1.5), 1.5)
+        self.assertEqual(reconnect_delay(None, 3, 1.5), 3)
+        self.assertEqual(reconnect_delay(7, 3, 1.5), 7)
+
+    def test_watch_backs_off_then_stops_when_unsupported(self) -> None:
+        # A server that fails twice (503), then lacks the route (404).
+        answers = [503, 503, 404]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                code = answers.pop(0) if answers else 404
+                body = json.dumps({"error": {"code": "UNAVAILABLE" if code == 503 else "NOT_FOUND", "message": "x"}}).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+        sleeps: List[float] = []
+        errors: List[tuple] = []
+        real = client_module._sleep
+        client_module._sleep = lambda s, stop: sleeps.append(s) or False
+        self.addCleanup(setattr, client_module, "_sleep", real)
+        c = Client(f"http://127.0.0.1:{httpd.server_address[1]}", "t")
+        snaps = list(c.watch_proposals("t1", interval=1, on_error=lambda e, unsupported: errors.append((e.status, unsupported))))
+        self.assertEqual(snaps, [])
+        self.assertEqual(sleeps, [2, 4])  # doubled per failure
+        self.assertEqual(errors, [(503, False), (404, True)])  # the failure reported once, then unsupported
+
+
+if __name__ == "__main__":
+    unittest.main()
