@@ -84,19 +84,19 @@ func (d *downStore) SealEvents(ctx context.Context, p *store.SealEventsParams) (
 	return d.Store.SealEvents(ctx, p)
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
+// outageLog is a log sink safe for concurrent writers.
+type outageLog struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *outageLog) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *outageLog) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -110,7 +110,7 @@ func (s *syncBuffer) String() string {
 func TestWorkerBacksOffDuringOutage(t *testing.T) {
 	t.Parallel()
 	ds := &downStore{Store: memstore.New(nil)}
-	var logs syncBuffer
+	var logs outageLog
 	n := &noopAction{calls: map[string]int{}}
 	e, err := countersign.New(countersign.Options{
 		Store: ds, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule(),

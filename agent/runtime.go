@@ -263,11 +263,13 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 	return nil
 }
 
-// tools are the actions the agent offers its model.
+// tools are the actions the agent offers its model. An action executed by
+// its caller is not one of them: this agent's calls run in the server,
+// where nobody would run it.
 func (rt *Runtime) tools(a *Agent) []Tool {
 	var out []Tool
 	for _, act := range rt.engine.Actions() {
-		if a.Offers(act.Name()) && rt.engine.Offered(act.Name()) {
+		if a.Offers(act.Name()) && rt.engine.Offered(act.Name()) && !act.CallerExecuted() {
 			out = append(out, Tool{Name: act.Name(), Description: act.Description(), InputSchema: act.InputSchema()})
 		}
 	}

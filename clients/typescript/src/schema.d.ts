@@ -164,6 +164,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/proposals/{id}/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle a caller-executed action under its lease (the requester)
+         * @description Records the outcome of the change the caller ran under the lease its call's execute answer gave it. conflict: the lease was lost (it lapsed and was taken over; the fence decides) and the outcome is not recorded. A settlement repeated after its answer was lost answers applied when the proposal stands settled with that very outcome.
+         */
+        post: operations["settle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/proposals/{id}/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renew a caller's lease (the requester)
+         * @description Extends the lease by the server's lease duration: same token, a later expires_at; conflict when the lease was lost.
+         */
+        post: operations["renew"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/threads/{thread_id}": {
         parameters: {
             query?: never;
@@ -700,7 +740,7 @@ export interface components {
             proposal: components["schemas"]["Proposal"] | null;
         };
         /** @description The call's answer, by status (API.md). */
-        CallResponse: components["schemas"]["CallSucceeded"] | components["schemas"]["CallFailed"] | components["schemas"]["CallPending"] | components["schemas"]["CallConfirmationRequired"] | components["schemas"]["CallConfirmationInvalid"] | components["schemas"]["CallDenied"] | components["schemas"]["CallClosed"] | components["schemas"]["CallUncertain"];
+        CallResponse: components["schemas"]["CallSucceeded"] | components["schemas"]["CallFailed"] | components["schemas"]["CallPending"] | components["schemas"]["CallConfirmationRequired"] | components["schemas"]["CallConfirmationInvalid"] | components["schemas"]["CallDenied"] | components["schemas"]["CallClosed"] | components["schemas"]["CallUncertain"] | components["schemas"]["CallExecute"] | components["schemas"]["CallExecuting"];
         ApproveRequest: {
             reason?: string;
             /** @enum {string} */
@@ -723,7 +763,7 @@ export interface components {
         Event: {
             id: number;
             proposal_id: string;
-            /** @description proposal.created, .decided, .settled, .expired, .superseded, .cancelled, .claimed, .retried or .resolved */
+            /** @description proposal.created, .decided, .settled, .expired, .superseded, .cancelled, .claimed, .retried, .released or .resolved */
             type: string;
             actor?: string;
             via?: string;
@@ -936,6 +976,58 @@ export interface components {
         };
         NotificationResponse: {
             notification: components["schemas"]["Notification"];
+        };
+        /** @description A caller's execution lease. The token fences settle and renew; renew before expires_at (the server's clock), for example every third of the time left. */
+        Lease: {
+            token: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description 1, then one more each time an idempotent action's lapsed lease is claimed again by the caller (same operation_id). */
+            attempt: number;
+        };
+        /** @description A caller-executed action (execute: {by: caller}) that may run now. This answer is the claim: the proposal is executing under lease, and no one else holds it. Run the change with operation_id as its idempotency key, renew the lease while it runs, then settle. */
+        CallExecute: {
+            /** @constant */
+            status: "execute";
+            proposal_id: string;
+            operation_id: string;
+            /** @description The approved input (the validated, canonical snapshot). */
+            input: unknown;
+            lease: components["schemas"]["Lease"];
+            proposal: components["schemas"]["Proposal"];
+        };
+        /** @description A repeated call of a caller-executed action whose proposal is executing under a live lease (someone holds it): no second lease. Wait (GET /v1/proposals/{id}?wait_seconds=) and repeat the call. */
+        CallExecuting: {
+            /** @constant */
+            status: "executing";
+            /** @description Always null here: whether the action ran is not known yet. */
+            executed: boolean | null;
+            proposal_id: string;
+            operation_id: string;
+            input: unknown;
+            proposal: components["schemas"]["Proposal"];
+        };
+        SettleRequest: {
+            lease_token: string;
+            /** @enum {string} */
+            outcome: "succeeded" | "failed";
+            receipt?: string;
+            /** @description Any JSON value: the call's result. */
+            result?: unknown;
+            error?: string;
+        };
+        RenewRequest: {
+            lease_token: string;
+        };
+        /** @description lease is present on an applied renewal. */
+        LeaseResponse: {
+            /**
+             * @description conflict: the lease was lost (the fence decides) and nothing was recorded.
+             * @enum {string}
+             */
+            status: "applied" | "conflict";
+            lease?: components["schemas"]["Lease"];
+            proposal: components["schemas"]["Proposal"];
         };
     };
     responses: {
@@ -1358,6 +1450,74 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["DecisionNotFound"];
             409: components["responses"]["InvalidState"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    settle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ProposalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SettleRequest"];
+            };
+        };
+        responses: {
+            /** @description applied or conflict: both are answers, not failures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LeaseResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DecisionNotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    renew: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ProposalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description applied or conflict: both are answers, not failures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LeaseResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DecisionNotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
