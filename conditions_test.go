@@ -1,6 +1,7 @@
 package countersign_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,6 +146,25 @@ policy:
 			}
 		})
 	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers (outage_test.go
+// uses it too).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestConditionsFailClosed checks that a condition that errors, is not a
