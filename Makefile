@@ -3,10 +3,10 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-pg-restart test-python test-short lint fmt vet staticcheck bench fuzz quickstart clients-deps web-deps
+.PHONY: test test-race test-pg-restart test-python test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
 
 ## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race test-pg-restart test-python
+test: lint test-race test-pg-restart test-python fuzz-smoke
 
 ## test-race: go test -race over every package, then the crash tests.
 ## The crash tests re-execute the test binary as worker processes and judge
@@ -92,11 +92,27 @@ bench:
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
-	@for pkg in $$($(GO) list $(PKGS)); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZTIME)
+
+## fuzz-smoke: run every fuzz target briefly (FUZZSMOKE each), from its
+## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test also
+## runs); part of make test. test/fuzzcorpus checks that every target has
+## seeds committed.
+FUZZSMOKE ?= 2s
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZSMOKE)
+
+# fuzz-run runs each fuzz target for FUZZRUN. The targets are every
+# func FuzzXxx in a _test.go file of the module (bench/river, a module of
+# its own, has none), found afresh each time, so a new one is never missed.
+fuzz-run:
+	@n=0; for file in $$( (git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go' -not -path '*/node_modules/*') | grep -v '^bench/river/' | xargs grep -l '^func Fuzz'); do \
+	  dir=./$$(dirname $$file); \
+	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	    echo "== $$dir $$f ($(FUZZRUN))"; n=$$((n+1)); \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZRUN) $$dir || exit 1; \
 	  done; \
-	done
+	done; echo "fuzzed $$n targets for $(FUZZRUN) each"
 
 ## quickstart: the in-process walk through the three modes on SQLite.
 quickstart:

@@ -89,29 +89,43 @@ func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	}()
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
+	out := outage{log: e.log, what: "sealer"}
 	for {
-		token = e.seal(ctx, token, opts)
+		var pause time.Duration
+		token, pause = e.seal(ctx, token, opts, &out)
+		next := t.C
+		if pause > 0 {
+			// The store cannot be reached: back off rather than tick.
+			next = time.After(pause)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-next:
 		}
 	}
 }
 
 // seal takes the lease if it has none and seals every backlog in batches;
-// it returns the token it holds afterwards ("" when it holds none).
-func (e *Engine) seal(ctx context.Context, token string, opts SealerOptions) string {
+// it returns the token it holds afterwards ("" when it holds none), and,
+// while the store cannot be reached, the pause before the next try (see
+// outage).
+func (e *Engine) seal(ctx context.Context, token string, opts SealerOptions, out *outage) (string, time.Duration) {
 	if token == "" {
 		l, err := e.store.AcquireSealLease(ctx, &store.AcquireSealLeaseParams{Owner: e.owner, LeaseDuration: opts.LeaseDuration})
 		switch {
 		case errors.Is(err, store.ErrSealLeaseHeld):
-			return ""
+			out.ok()
+			return "", 0
 		case err != nil:
-			if ctx.Err() == nil {
-				e.log.Warn("acquire the sealing lease", "err", err)
+			if ctx.Err() != nil {
+				return "", 0
 			}
-			return ""
+			if pause, down := out.failed(err); down {
+				return "", pause
+			}
+			e.log.Warn("acquire the sealing lease", "err", err)
+			return "", 0
 		}
 		token = l.Token
 	}
@@ -119,16 +133,22 @@ func (e *Engine) seal(ctx context.Context, token string, opts SealerOptions) str
 		res, err := e.store.SealEvents(ctx, &store.SealEventsParams{Token: token, LeaseDuration: opts.LeaseDuration, Limit: opts.Batch})
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
+			out.ok()
 			e.log.Info("sealing lease taken over by another process")
-			return ""
+			return "", 0
 		case err != nil:
 			// The lease is kept: the next seal renews it, or finds it lost.
-			if ctx.Err() == nil {
-				e.log.Warn("seal audit events", "err", err)
+			if ctx.Err() != nil {
+				return token, 0
 			}
-			return token
+			if pause, down := out.failed(err); down {
+				return token, pause
+			}
+			e.log.Warn("seal audit events", "err", err)
+			return token, 0
 		case res.Sealed < opts.Batch:
-			return token
+			out.ok()
+			return token, 0
 		}
 	}
 }

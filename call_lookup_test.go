@@ -340,6 +340,11 @@ func (s *callCounter) ListAudit(ctx context.Context, params *store.ListAuditPara
 	return s.Store.ListAudit(ctx, params)
 }
 
+func (s *callCounter) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
+	s.count("ListProposalAudit")
+	return s.Store.ListProposalAudit(ctx, params)
+}
+
 func (s *callCounter) Close() error {
 	s.count("Close")
 	return s.Store.Close()

@@ -344,37 +344,16 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch i
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	out := outage{log: e.log, what: "sweeper"}
 	for {
-		for {
-			n, err := e.Sweep(ctx, batch)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				e.log.Warn("sweep failed", "err", err)
-				break
+		if pause, down := e.sweepOnce(ctx, batch, &out); down {
+			// The store cannot be reached: back off rather than tick.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
 			}
-			if n < batch {
-				break
-			}
-		}
-		for {
-			escalated, reminded, err := e.SweepEscalations(ctx, batch)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				e.log.Warn("escalation sweep failed", "err", err)
-				break
-			}
-			if escalated < batch && reminded < batch {
-				break
-			}
-		}
-		// Expired inbox sessions are refused anyway; sweeping a batch each
-		// tick keeps their table small when nobody signs in.
-		if _, err := e.SweepSessions(ctx, batch); err != nil && ctx.Err() == nil {
-			e.log.Warn("session sweep failed", "err", err)
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -382,4 +361,52 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch i
 		case <-t.C:
 		}
 	}
+}
+
+// sweepOnce runs one round of RunSweeper: expiry, escalations and reminders,
+// sessions. down reports an outage (see outage), and pause how long to wait
+// before the next round.
+func (e *Engine) sweepOnce(ctx context.Context, batch int, out *outage) (pause time.Duration, down bool) {
+	for {
+		n, err := e.Sweep(ctx, batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			if pause, down := out.failed(err); down {
+				return pause, true
+			}
+			e.log.Warn("sweep failed", "err", err)
+			break
+		}
+		if n < batch {
+			break
+		}
+	}
+	for {
+		escalated, reminded, err := e.SweepEscalations(ctx, batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			if pause, down := out.failed(err); down {
+				return pause, true
+			}
+			e.log.Warn("escalation sweep failed", "err", err)
+			break
+		}
+		if escalated < batch && reminded < batch {
+			break
+		}
+	}
+	// Expired inbox sessions are refused anyway; sweeping a batch each
+	// tick keeps their table small when nobody signs in.
+	if _, err := e.SweepSessions(ctx, batch); err != nil && ctx.Err() == nil {
+		if pause, down := out.failed(err); down {
+			return pause, true
+		}
+		e.log.Warn("session sweep failed", "err", err)
+	}
+	out.ok()
+	return 0, false
 }

@@ -301,6 +301,11 @@ func (x *execution) fail(ctx context.Context, executed bool, reason string) (*st
 // run executes, retrying an idempotent action with the same operation id
 // while the outcome stays uncertain.
 func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+	if !x.holder.held() {
+		// Nothing was executed: the proposal stays as the claim left it,
+		// for the lease's next holder.
+		return nil, fmt.Errorf("execute proposal %s: not begun: %w", x.p.ID, store.ErrLeaseLost)
+	}
 	began := time.Now()
 	rec, err := a.hooks.Execute(lctx, &ExecuteRequest{
 		Identity: x.id, Action: a.name, Input: x.p.Input, OperationID: x.p.OperationID,
@@ -393,6 +398,9 @@ func (x *execution) beginRetry(ctx context.Context) (*store.Proposal, error) {
 // leaves the proposal reconciling, with the lease released until the next
 // attempt is due.
 func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+	if !x.holder.held() {
+		return nil, fmt.Errorf("reconcile proposal %s: not begun: %w", x.p.ID, store.ErrLeaseLost)
+	}
 	r, err := a.hooks.Reconcile(lctx, &ReconcileRequest{
 		Identity: Identity{Tenant: x.p.Tenant, Actor: x.p.Requester, Roles: x.p.RequesterRoles},
 		Action:   a.name, OperationID: x.p.OperationID, ProposalID: x.p.ID,

@@ -198,6 +198,25 @@ func (h *leaseHolder) loseLocked(why string, err error) {
 	h.cancel()
 }
 
+// held reports whether the lease is still held by this process's reckoning
+// at this moment, and gives the execution up if it is not. The lapse timer
+// alone does not tell: a process that was frozen (SIGSTOP, a paused VM, a
+// long GC or swap stall) past its lease wakes with the timer due but not yet
+// run, and must not begin a side effect under a lease another process may
+// hold by now. It is asked right before Execute and Reconcile begin.
+func (h *leaseHolder) held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost || h.stopped {
+		return false
+	}
+	if !time.Now().Before(h.until.Add(-leaseMargin(h.lease))) {
+		h.loseLocked("the lease ran out before the call to the backend began (was the process paused?)", nil)
+		return false
+	}
+	return true
+}
+
 // isLost reports whether the execution was given up.
 func (h *leaseHolder) isLost() bool {
 	h.mu.Lock()

@@ -77,7 +77,19 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 			if waitOver(ctx, deadline) {
 				return e.waitEnded(ctx, c, p)
 			}
-			return nil, nil, waitFailed(p, err)
+			if !errors.Is(err, store.ErrUnavailable) {
+				return nil, nil, waitFailed(p, err)
+			}
+			// The store cannot be reached: the wait holds on, and reads
+			// again shortly (or when woken).
+			timer.Reset(outageWake(deadline))
+			select {
+			case <-ctx.Done():
+				return e.waitEnded(ctx, c, p)
+			case <-wake:
+			case <-timer.C:
+			}
+			continue
 		}
 		p = fresh
 		switch {
@@ -149,7 +161,26 @@ func waitFailed(p *store.Proposal, err error) error {
 //go:noinline
 func (e *Engine) executeWaited(ctx context.Context, c *Call, p *store.Proposal) (res *Result, err error, done bool) {
 	res, err = e.claimAndExecute(ctx, c, p)
-	return res, err, !errors.Is(err, store.ErrConflict)
+	// A store that cannot be reached leaves the wait on too: the next read
+	// finds the proposal as the claim left it (still approved, or executing
+	// under a lease whose lapse a worker recovers), and nothing is executed
+	// twice since the claim is a compare-and-set.
+	return res, err, !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrUnavailable)
+}
+
+// waitOutageRecheck is how often a waiter reads again while the store
+// cannot be reached.
+const waitOutageRecheck = 500 * time.Millisecond
+
+// outageWake is how long a waiter pauses after a read the store could not
+// serve: waitOutageRecheck, or less if the call's deadline comes first.
+//
+//go:noinline
+func outageWake(deadline time.Time) time.Duration {
+	if deadline.IsZero() {
+		return waitOutageRecheck
+	}
+	return min(waitOutageRecheck, max(time.Until(deadline), 0))
 }
 
 // expireWaited expires a waited-on proposal that is due, and reports

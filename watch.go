@@ -46,6 +46,8 @@ type waitWatch struct {
 	waiters int
 	running bool          // a watch loop runs
 	idle    chan struct{} // told when the last waiter leaves
+	// out follows the store's outages for the loop's log (the loop's own).
+	out outage
 }
 
 // tenantWatch follows one tenant's events for its waiting proposals. Only
@@ -200,7 +202,7 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 	for {
 		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant, ProposalID: probe, AfterID: last})
 		if err != nil {
-			e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
+			e.waitScanFailed(tenant, err)
 			return
 		}
 		if len(evs) == 0 {
@@ -224,7 +226,9 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch) {
 	evs, _, err := tw.tail.next(ctx, 0)
 	if err != nil {
-		e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
+		e.waitScanFailed(tenant, err)
+	} else {
+		e.waits.out.ok()
 	}
 	for _, ev := range evs {
 		// A creation is never news to a waiter: it read its proposal after
@@ -232,5 +236,15 @@ func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch)
 		if ev.Type != store.EventCreated {
 			e.hub.Publish(ev.ProposalID)
 		}
+	}
+}
+
+// waitScanFailed logs a failed scan for the waiters: each one, but only the
+// first of an outage (the waiters hold on through it, see await).
+func (e *Engine) waitScanFailed(tenant string, err error) {
+	o := &e.waits.out
+	o.log, o.what = e.log, "waiters"
+	if _, down := o.failed(err); !down {
+		e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
 	}
 }

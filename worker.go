@@ -171,17 +171,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	// poll claims whatever is free at once.
 	anyFree := true
 	var coalesce <-chan time.Time // running after a slot was freed
+	// While the store cannot be reached the worker claims only when retry
+	// fires, backing off (see outage).
+	out := outage{log: w.e.log, what: "worker"}
+	var retry <-chan time.Time
 	for {
 		// Claim as many as there are free slots, in one batch.
 		free := cap(slots) - len(slots)
-		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) {
+		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) && retry == nil {
 			coalesce = nil
 			asked := time.Now()
 			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
 				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
 			})
-			if err != nil && ctx.Err() == nil {
-				w.e.log.Warn("claim failed", "err", err)
+			switch {
+			case err == nil:
+				out.ok()
+			case ctx.Err() != nil:
+			default:
+				if pause, down := out.failed(err); down {
+					retry = time.After(pause)
+				} else {
+					w.e.log.Warn("claim failed", "err", err)
+				}
 			}
 			for _, cl := range claimed {
 				slots <- struct{}{}
@@ -237,6 +249,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			coalesce = nil
 			anyFree = true
 		case <-poll.C:
+			anyFree = true
+		case <-retry:
+			retry = nil
 			anyFree = true
 		}
 	}

@@ -30,6 +30,10 @@ const (
 
 	DefaultPostgresMaxConns = pgstore.DefaultMaxConns // postgres.max_conns
 
+	// DefaultStoreConnectTimeout is how long serve and worker wait, at
+	// start, for a store that cannot be reached (store.connect_timeout).
+	DefaultStoreConnectTimeout = 60 * time.Second
+
 	DefaultTTL      = countersign.DefaultTTL        // policy.default_ttl
 	DefaultEffect   = countersign.EffectAsk         // a rule's effect
 	DefaultApprover = countersign.ApproverRequester // a rule's approvers
@@ -56,8 +60,14 @@ type Config struct {
 	// Listen is the server's host:port.
 	Listen string
 	// Store is "sqlite:PATH" (relative to the working directory) or a
-	// postgres:// or postgresql:// URL. See ParseStore.
+	// postgres:// or postgresql:// URL. See ParseStore. A file sets it as
+	// "store: URL" or as "store: {url: URL, connect_timeout: 60s}".
 	Store string
+	// StoreConnectTimeout is how long serve and worker wait at start for a
+	// store that cannot be reached (store.ErrUnavailable: PostgreSQL not
+	// up yet, the database file's volume not mounted), retrying with
+	// backoff, before they give up. Default DefaultStoreConnectTimeout.
+	StoreConnectTimeout time.Duration
 	// AutoMigrate makes serve apply pending migrations at boot.
 	AutoMigrate bool
 	Auth        Auth
@@ -301,10 +311,11 @@ type Web struct {
 // keys, no rules, no actions. It does not read the environment (see ApplyEnv).
 func Default() *Config {
 	return &Config{
-		Listen:           DefaultListen,
-		Store:            DefaultStore,
-		AutoMigrate:      DefaultAutoMigrate,
-		WebhookSecretEnv: DefaultWebhookSecretEnv,
+		Listen:              DefaultListen,
+		Store:               DefaultStore,
+		StoreConnectTimeout: DefaultStoreConnectTimeout,
+		AutoMigrate:         DefaultAutoMigrate,
+		WebhookSecretEnv:    DefaultWebhookSecretEnv,
 		Worker: Worker{
 			PollInterval:   DefaultPollInterval,
 			Lease:          DefaultLease,

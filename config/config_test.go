@@ -39,10 +39,11 @@ func exampleConfig() *Config {
 				Claims:         Claims{Tenant: "tid", Actor: "sub", Roles: "roles"},
 			},
 		},
-		CORS:             CORS{AllowedOrigins: []string{}},
-		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
-		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
-		Postgres:         Postgres{MaxConns: pgstore.DefaultMaxConns},
+		CORS:                CORS{AllowedOrigins: []string{}},
+		WebhookSecretEnv:    "COUNTERSIGN_WEBHOOK_SECRET",
+		Worker:              Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		Postgres:            Postgres{MaxConns: pgstore.DefaultMaxConns},
+		StoreConnectTimeout: DefaultStoreConnectTimeout,
 		PolicySpec: PolicySpec{
 			DefaultTTL: 10 * time.Minute,
 			Rules: []Rule{{
@@ -120,18 +121,19 @@ func TestExample(t *testing.T) {
 func TestDefault(t *testing.T) {
 	t.Parallel()
 	want := &Config{
-		Listen:           "127.0.0.1:8080",
-		Store:            "sqlite:countersign.db",
-		AutoMigrate:      true,
-		WebhookSecretEnv: "COUNTERSIGN_WEBHOOK_SECRET",
-		Worker:           Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
-		Postgres:         Postgres{MaxConns: pgstore.DefaultMaxConns},
-		PolicySpec:       PolicySpec{DefaultTTL: 10 * time.Minute},
-		Metrics:          Metrics{ProposalCountsEvery: 30 * time.Second},
-		Events:           Events{MaxStreamsPerActor: 8},
-		Web:              Web{SecureCookies: "auto"},
-		Log:              Log{Level: "info", Format: "text", Requests: true},
-		MCP:              MCP{Path: "/mcp", Hold: 50 * time.Second},
+		Listen:              "127.0.0.1:8080",
+		Store:               "sqlite:countersign.db",
+		AutoMigrate:         true,
+		WebhookSecretEnv:    "COUNTERSIGN_WEBHOOK_SECRET",
+		Worker:              Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
+		Postgres:            Postgres{MaxConns: pgstore.DefaultMaxConns},
+		StoreConnectTimeout: DefaultStoreConnectTimeout,
+		PolicySpec:          PolicySpec{DefaultTTL: 10 * time.Minute},
+		Metrics:             Metrics{ProposalCountsEvery: 30 * time.Second},
+		Events:              Events{MaxStreamsPerActor: 8},
+		Web:                 Web{SecureCookies: "auto"},
+		Log:                 Log{Level: "info", Format: "text", Requests: true},
+		MCP:                 MCP{Path: "/mcp", Hold: 50 * time.Second},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -252,6 +254,11 @@ func TestErrors(t *testing.T) {
 		{"store sqlite empty", "store: \"sqlite:\"\n", 1, `names no file`},
 		{"store sqlite slashes", "store: sqlite://db\n", 1, "without //"},
 		{"store postgres", "store: \"postgres://u:pw@h:5432:x/db\"\n", 1, "invalid PostgreSQL URL"},
+		{"store mapping bad url", "store:\n  url: mysql://x\n", 2, `store.url: unknown store "mysql:…"`},
+		{"store connect_timeout zero", "store:\n  connect_timeout: 0s\n", 2, "store.connect_timeout: 0s: must be positive"},
+		{"store connect_timeout negative", "store: {url: sqlite:a.db, connect_timeout: -5s}\n", 1, "store.connect_timeout: -5s: must be positive"},
+		{"store connect_timeout word", "store:\n  connect_timeout: soon\n", 2, `store.connect_timeout: "soon" is not a duration`},
+		{"store unknown key", "store:\n  url: sqlite:a.db\n  timeout: 5s\n", 3, `unknown key "timeout" in store`},
 		// auth
 		{"key and hash", "auth:\n  api_keys:\n    - {key: k, key_sha256: " + strings.Repeat("a", 64) + ", tenant: t, actor: a}\n", 3, "set key or key_sha256, not both"},
 		{"no key", "auth:\n  api_keys:\n    - tenant: t\n      actor: a\n", 3, "auth.api_keys[0]: needs key or key_sha256"},
@@ -967,5 +974,31 @@ func TestEscalationReachesThePolicy(t *testing.T) {
 	r := c.Policy().Rules[0]
 	if r.EscalateAfter != 30*time.Minute || len(r.EscalateTo) != 1 || r.EscalateTo[0] != "role:manager" || r.RemindEvery != 10*time.Minute {
 		t.Fatalf("rule %+v", r)
+	}
+}
+
+// TestStoreSection: store is a URL, or a mapping of url and
+// connect_timeout; connect_timeout defaults to 60s either way.
+func TestStoreSection(t *testing.T) {
+	t.Parallel()
+	for yaml, want := range map[string]struct {
+		store   string
+		timeout time.Duration
+	}{
+		"":                                {DefaultStore, DefaultStoreConnectTimeout},
+		"store: sqlite:x.db\n":            {"sqlite:x.db", DefaultStoreConnectTimeout},
+		"store: {url: sqlite:y.db}\n":     {"sqlite:y.db", DefaultStoreConnectTimeout},
+		"store:\n  connect_timeout: 5m\n": {DefaultStore, 5 * time.Minute},
+		"store:\n  url: \"postgres://h/db\"\n  connect_timeout: 2s\n": {"postgres://h/db", 2 * time.Second},
+	} {
+		c := parseOK(t, yaml)
+		if c.Store != want.store || c.StoreConnectTimeout != want.timeout {
+			t.Errorf("%q: store %q, connect_timeout %v; want %q, %v", yaml, c.Store, c.StoreConnectTimeout, want.store, want.timeout)
+		}
+	}
+	c := Default()
+	c.StoreConnectTimeout = 0
+	if err := c.Validate(); err == nil {
+		t.Error("Validate accepted store.connect_timeout 0")
 	}
 }

@@ -490,7 +490,16 @@ func texts[T ~string](d *decoder, out *[]T) func(string, *yaml.Node) {
 func (d *decoder) config(c *Config, n *yaml.Node) {
 	d.mapping("", n, []key{
 		{"listen", text(d, &c.Listen)},
-		{"store", text(d, &c.Store)},
+		{"store", func(p string, v *yaml.Node) {
+			if v.Kind != yaml.MappingNode {
+				text(d, &c.Store)(p, v)
+				return
+			}
+			d.mapping(p, v, []key{
+				{"url", text(d, &c.Store)},
+				{"connect_timeout", d.duration(&c.StoreConnectTimeout)},
+			})
+		}},
 		{"auto_migrate", d.boolean(&c.AutoMigrate)},
 		{"auth", func(p string, v *yaml.Node) { d.auth(&c.Auth, p, v) }},
 		{"cors", func(p string, v *yaml.Node) {

@@ -81,7 +81,14 @@ func (v *validator) config(c *Config) {
 		v.fail("listen", "%v", err)
 	}
 	if _, _, err := ParseStore(c.Store); err != nil {
-		v.fail("store", "%v", err)
+		path := "store"
+		if _, ok := v.lines["store.url"]; ok {
+			path = "store.url"
+		}
+		v.fail(path, "%v", err)
+	}
+	if t := c.StoreConnectTimeout; t <= 0 {
+		v.fail("store.connect_timeout", "%v: must be positive", t)
 	}
 	v.auth(&c.Auth)
 	for i, o := range c.CORS.AllowedOrigins {

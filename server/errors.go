@@ -23,6 +23,7 @@ const (
 	CodeTooManyRequests  = "TOO_MANY_REQUESTS"      // 429
 	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE" // 415
 	CodeNotReady         = "NOT_READY"              // 503
+	CodeUnavailable      = "UNAVAILABLE"            // 503
 	CodeInternal         = "INTERNAL"               // 500
 )
 
@@ -93,6 +94,19 @@ func errBadBody(path, message string) *apiError {
 func errBadParam(name, message string) *apiError {
 	e := newError(http.StatusBadRequest, CodeInvalidInput, "%s: %s", name, message)
 	e.details = []problem{{Path: name, Message: message}}
+	return e
+}
+
+// unavailableRetryAfter is the Retry-After, in seconds, of an answer given
+// while the store cannot be reached: a restarting database is usually back
+// within a few seconds.
+const unavailableRetryAfter = "2"
+
+// errUnavailable answers a request the store could not serve because it
+// cannot be reached (store.ErrUnavailable): 503 with Retry-After, never 500.
+func errUnavailable() *apiError {
+	e := newError(http.StatusServiceUnavailable, CodeUnavailable, "the store cannot be reached; try again shortly")
+	e.header = http.Header{"Retry-After": {unavailableRetryAfter}}
 	return e
 }
 

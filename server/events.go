@@ -82,13 +82,19 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	defer poll.Stop()
 	keepAlive := time.NewTicker(s.keepAliveEvery)
 	defer keepAlive.Stop()
+	outage := false // the store could not be reached at the last drain
 	for {
 		err := st.drain(ctx, feed)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, errClientGone) {
-				return nil
-			}
+		switch {
+		case err == nil:
+			outage = false
+		case ctx.Err() != nil || errors.Is(err, errClientGone):
+			return nil
+		case errors.Is(err, store.ErrUnavailable) && outage:
+			// Logged when the outage began; the stream holds on.
+		default:
 			// The store failed: log it and try again at the next tick.
+			outage = errors.Is(err, store.ErrUnavailable)
 			s.log.LogAttrs(ctx, slog.LevelWarn, "event stream: read events", slog.String("tenant", id.Tenant), slog.Any("err", err))
 		}
 		select {

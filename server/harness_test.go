@@ -245,11 +245,16 @@ type harnessOptions struct {
 	// now, if set, is the clock of the store and the engine, for tests that
 	// move time instead of waiting for it.
 	now func() time.Time
+	// store, if set, is the store instead of a new one of the kind.
+	store store.Store
 }
 
 func newHarness(t testing.TB, kind string, ho harnessOptions) *harness {
 	t.Helper()
-	st := newStore(t, kind, ho.now)
+	st := ho.store
+	if st == nil {
+		st = newStore(t, kind, ho.now)
+	}
 	eo := countersign.Options{
 		Store: st, Policy: &testPolicy, Actions: testActions(t),
 		WaitPoll: 20 * time.Millisecond, Logger: discard(), Now: ho.now,

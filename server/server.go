@@ -291,6 +291,10 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrNotFound):
 		// Deleted between two reads of one request.
 		ae = errNotFound("not found")
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "request failed: the store cannot be reached",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		ae = errUnavailable()
 	case r.Context().Err() != nil:
 		// The client left; its request's store calls were cancelled.
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request abandoned by its client",

@@ -33,6 +33,32 @@ var ErrNotThreadOwner = errors.New("thread owned by another actor")
 // stored; the caller asks the humans instead.
 var ErrGrantNotLive = errors.New("grant not live")
 
+// ErrUnavailable wraps an error that means the store cannot be reached at
+// the moment: a connection refused, reset or timed out, a database shutting
+// down or not yet accepting connections. Nothing is known to have changed by
+// the call that failed (a write whose commit was cut off may have landed,
+// as with any lost answer); the same call may succeed once the store is
+// back. Each driver sets it where it classifies its errors, so that callers
+// match it with errors.Is and answer "try again later" (HTTP 503) rather
+// than "internal error". A store that is reachable but slow (SQLite's lock
+// held past its busy timeout, a serialization failure) is not unavailable.
+var ErrUnavailable = errors.New("store unavailable")
+
+// Unavailable marks err as ErrUnavailable, keeping err in the chain; nil
+// stays nil and an error already marked is returned as it is.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string        { return "store unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() error        { return e.err }
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
 // ErrInvalidParams wraps a caller's mistake in the parameters of a call.
 var ErrInvalidParams = errors.New("invalid parameters")
 

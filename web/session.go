@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/server/auth"
+	"github.com/countersign/countersign/store"
 )
 
 const (
@@ -299,6 +300,12 @@ func (in *Inbox) handleLogout(w http.ResponseWriter, r *http.Request) error {
 // out, or its key withdrawn).
 func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sess, err := in.session(r)
+	if errors.Is(err, store.ErrUnavailable) {
+		in.log.LogAttrs(r.Context(), slog.LevelWarn, "inbox: event stream: session: the store cannot be reached", slog.Any("err", err))
+		w.Header().Set("Retry-After", "2")
+		http.Error(w, "the inbox cannot reach its database; try again in a moment", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		in.log.LogAttrs(r.Context(), slog.LevelError, "inbox: event stream: session", slog.Any("err", err))
 		http.Error(w, "the inbox could not answer", http.StatusInternalServerError)

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
+	"github.com/countersign/countersign/store"
 )
 
 // Defaults of Options.
@@ -259,6 +260,12 @@ func errPage(status int, title, message string) *pageError {
 
 func (in *Inbox) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	pe, ok := errors.AsType[*pageError](err)
+	if !ok && errors.Is(err, store.ErrUnavailable) {
+		in.log.LogAttrs(r.Context(), slog.LevelWarn, "inbox request failed: the store cannot be reached",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		w.Header().Set("Retry-After", "2")
+		pe, ok = errPage(http.StatusServiceUnavailable, "Temporarily unavailable", "The inbox cannot reach its database. Try again in a moment."), true
+	}
 	if !ok {
 		if r.Context().Err() == nil {
 			in.log.LogAttrs(r.Context(), slog.LevelError, "inbox request failed",

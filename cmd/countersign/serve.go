@@ -145,7 +145,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
-	st, err := openStore(ctx, cfg.Store, cfg.AutoMigrate, cfg.Postgres.MaxConns)
+	st, err := openStoreWaiting(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/countersign/countersign/internal/tcpproxy"
 )
 
 // EnvDSN names the environment variable that holds the test server's DSN.
@@ -164,4 +167,26 @@ func redact(dsn string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// Proxied returns dsn (a URL) with its host and port replaced by those of a
+// loopback TCP proxy to the server, which t closes when it ends: a test
+// takes the server away from its own connections (p.Down, p.BlackHole)
+// without stopping the server other tests share.
+func Proxied(t testing.TB, dsn string) (p *tcpproxy.Proxy, proxied string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("pgtest: proxied: want a postgres:// URL, not %s", redact(dsn))
+	}
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	if p, err = tcpproxy.New(net.JoinHostPort(u.Hostname(), port)); err != nil {
+		t.Fatalf("pgtest: proxied: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	u.Host = p.Addr()
+	return p, u.String()
 }

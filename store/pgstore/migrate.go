@@ -79,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, m := range ms {
 		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
-			return fmt.Errorf("pgstore: migrate %s: %s: %w", s.schema, m.name, err)
+			return fmt.Errorf("pgstore: migrate %s: %s: %w", s.schema, m.name, classify(err))
 		}
 	}
 	return nil
@@ -146,7 +146,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: schema version: %w", err)
+		return 0, fmt.Errorf("pgstore: schema version: %w", classify(err))
 	}
 	return v, nil
 }

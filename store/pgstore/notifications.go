@@ -107,7 +107,7 @@ func (s *Store) notificationStatus(ctx context.Context, tenant, id string) (stor
 // process starting with the same targets takes no lock on events.
 func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNotificationTargetsParams) error {
 	if err := store.ValidateNotificationTargets(params); err != nil {
-		return fmt.Errorf("pgstore: set notification targets: %w", err)
+		return wrap("set notification targets", err)
 	}
 	var names, types []string
 	for _, t := range params.Targets {
@@ -149,7 +149,7 @@ func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNot
 // ClaimNotifications implements store.Store.
 func (s *Store) ClaimNotifications(ctx context.Context, params *store.ClaimNotificationsParams) ([]*store.OutboxEntry, error) {
 	if err := store.ValidateClaimNotifications(params); err != nil {
-		return nil, fmt.Errorf("pgstore: claim notifications: %w", err)
+		return nil, wrap("claim notifications", err)
 	}
 	out, err := s.queryNotifications(ctx, claimNotificationsSQL, s.clock(), params.Owner,
 		params.LeaseDuration.Microseconds(), params.Limit, params.Targets)
@@ -163,7 +163,7 @@ func (s *Store) ClaimNotifications(ctx context.Context, params *store.ClaimNotif
 // of the status only when it changed nothing.
 func (s *Store) RecordDelivery(ctx context.Context, params *store.RecordDeliveryParams) (*store.OutboxEntry, error) {
 	if err := store.ValidateRecordDelivery(params); err != nil {
-		return nil, fmt.Errorf("pgstore: record delivery: %w", err)
+		return nil, wrap("record delivery", err)
 	}
 	now := s.clock()
 	out, err := s.queryNotifications(ctx, recordDeliverySQL, params.Tenant, params.ID, params.LeaseToken,
@@ -185,7 +185,7 @@ func (s *Store) RecordDelivery(ctx context.Context, params *store.RecordDelivery
 func (s *Store) ListNotifications(ctx context.Context, params *store.ListNotificationsParams) ([]*store.OutboxEntry, error) {
 	limit, err := store.ValidateListNotifications(params)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list notifications: %w", err)
+		return nil, wrap("list notifications", err)
 	}
 	out, err := s.queryNotifications(ctx, `SELECT `+notificationColumns+` FROM _S_.notifications
 		WHERE tenant = $1 AND ($2 = '' OR status = $2)

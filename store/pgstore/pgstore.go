@@ -195,11 +195,11 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: open: %w", err)
+		return nil, wrap("open", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("pgstore: open: %w", err)
+		return nil, wrap("open", err)
 	}
 	s, err := newStore(ctx, pool, o)
 	if err != nil {

@@ -48,7 +48,7 @@ func (s *Store) AcquireSealLease(ctx context.Context, params *store.AcquireSealL
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: acquire the sealing lease: %w", err)
+		return nil, fmt.Errorf("sqlitestore: acquire the sealing lease: %w", classify(err))
 	}
 	return out, nil
 }
@@ -123,7 +123,7 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: seal events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: seal events: %w", classify(err))
 	}
 	return res, nil
 }
@@ -163,7 +163,7 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: release the sealing lease: %w", err)
+		return fmt.Errorf("sqlitestore: release the sealing lease: %w", classify(err))
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args ...any) ([]*store.AuditEvent, error) {
 	rows, err := s.rq.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, classify(err))
 	}
 	defer rows.Close()
 	var out []*store.AuditEvent
@@ -202,13 +202,13 @@ func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args 
 		var typ, status string
 		var at int64
 		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
-			return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
+			return nil, fmt.Errorf("sqlitestore: %s: %w", what, classify(err))
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: %s: %w", what, err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, classify(err))
 	}
 	return out, nil
 }

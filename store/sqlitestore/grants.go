@@ -56,7 +56,7 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 		return nil, fmt.Errorf("sqlitestore: find grant: %w", store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: find grant: %w", err)
+		return nil, fmt.Errorf("sqlitestore: find grant: %w", classify(err))
 	}
 	return g, nil
 }
@@ -95,7 +95,7 @@ func (s *Store) ListGrants(ctx context.Context, params *store.ListGrantsParams) 
 	}
 	gs, err := queryGrants(ctx, &s.rq, query+` ORDER BY seq DESC`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list grants: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list grants: %w", classify(err))
 	}
 	return gs, nil
 }
@@ -115,7 +115,7 @@ func (s *Store) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: revoke grant: %w", err)
+		return nil, fmt.Errorf("sqlitestore: revoke grant: %w", classify(err))
 	}
 	return g, nil
 }

@@ -16,11 +16,11 @@ import (
 // whole or not at all.
 func (s *Store) LookupCall(ctx context.Context, params *store.LookupCallParams) (*store.CallLookup, error) {
 	if err := store.ValidateLookupCallParams(params); err != nil {
-		return nil, fmt.Errorf("sqlitestore: lookup call: %w", err)
+		return nil, fmt.Errorf("sqlitestore: lookup call: %w", classify(err))
 	}
 	l, err := s.lookupCall(ctx, params)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: lookup call: %w", err)
+		return nil, fmt.Errorf("sqlitestore: lookup call: %w", classify(err))
 	}
 	return l, nil
 }

@@ -69,7 +69,7 @@ func LatestSchemaVersion() int {
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+		return fmt.Errorf("sqlitestore: migrate: %w", classify(err))
 	}
 	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -80,7 +80,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+		return fmt.Errorf("sqlitestore: migrate: %w", classify(err))
 	}
 	for _, m := range ms {
 		err := s.write(ctx, func(tx *wtx, now time.Time) error {
@@ -107,7 +107,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("sqlitestore: migrate: %s: %w", m.name, err)
+			return fmt.Errorf("sqlitestore: migrate: %s: %w", m.name, classify(err))
 		}
 	}
 	return nil
@@ -125,7 +125,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 			`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err2 == nil && n == 0 {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("sqlitestore: schema version: %w", err)
+		return 0, fmt.Errorf("sqlitestore: schema version: %w", classify(err))
 	}
 	return v, nil
 }

@@ -50,7 +50,7 @@ func getNotification(ctx context.Context, q querier, tenant, id string) (*store.
 // SetNotificationTargets implements store.Store.
 func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNotificationTargetsParams) error {
 	if err := store.ValidateNotificationTargets(params); err != nil {
-		return fmt.Errorf("sqlitestore: set notification targets: %w", err)
+		return fmt.Errorf("sqlitestore: set notification targets: %w", classify(err))
 	}
 	err := s.write(ctx, func(tx *wtx, _ time.Time) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM notification_targets`); err != nil {
@@ -67,7 +67,7 @@ func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNot
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: set notification targets: %w", err)
+		return fmt.Errorf("sqlitestore: set notification targets: %w", classify(err))
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (s *Store) SetNotificationTargets(ctx context.Context, params *store.SetNot
 // the single writer, so two claims never take the same row.
 func (s *Store) ClaimNotifications(ctx context.Context, params *store.ClaimNotificationsParams) ([]*store.OutboxEntry, error) {
 	if err := store.ValidateClaimNotifications(params); err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim notifications: %w", err)
+		return nil, fmt.Errorf("sqlitestore: claim notifications: %w", classify(err))
 	}
 	if len(params.Targets) == 0 {
 		return nil, nil
@@ -104,7 +104,7 @@ func (s *Store) ClaimNotifications(ctx context.Context, params *store.ClaimNotif
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim notifications: %w", err)
+		return nil, fmt.Errorf("sqlitestore: claim notifications: %w", classify(err))
 	}
 	slices.SortFunc(out, func(a, b *store.OutboxEntry) int {
 		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
@@ -118,7 +118,7 @@ func (s *Store) ClaimNotifications(ctx context.Context, params *store.ClaimNotif
 // RecordDelivery implements store.Store.
 func (s *Store) RecordDelivery(ctx context.Context, params *store.RecordDeliveryParams) (*store.OutboxEntry, error) {
 	if err := store.ValidateRecordDelivery(params); err != nil {
-		return nil, fmt.Errorf("sqlitestore: record delivery: %w", err)
+		return nil, fmt.Errorf("sqlitestore: record delivery: %w", classify(err))
 	}
 	var out *store.OutboxEntry
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
@@ -138,7 +138,7 @@ func (s *Store) RecordDelivery(ctx context.Context, params *store.RecordDelivery
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: record delivery: %w", err)
+		return nil, fmt.Errorf("sqlitestore: record delivery: %w", classify(err))
 	}
 	return out, nil
 }
@@ -147,7 +147,7 @@ func (s *Store) RecordDelivery(ctx context.Context, params *store.RecordDelivery
 func (s *Store) ListNotifications(ctx context.Context, params *store.ListNotificationsParams) ([]*store.OutboxEntry, error) {
 	limit, err := store.ValidateListNotifications(params)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list notifications: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list notifications: %w", classify(err))
 	}
 	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE tenant = ?`
 	args := []any{params.Tenant}
@@ -157,7 +157,7 @@ func (s *Store) ListNotifications(ctx context.Context, params *store.ListNotific
 	}
 	out, err := queryNotifications(ctx, &s.rq, q+` ORDER BY event_id DESC, target DESC LIMIT ?`, append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list notifications: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list notifications: %w", classify(err))
 	}
 	for _, e := range out {
 		e.LeaseToken = "" // a listing hands no one the fence
@@ -184,7 +184,7 @@ func (s *Store) RetryNotification(ctx context.Context, params *store.RetryNotifi
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: retry notification: %w", err)
+		return nil, fmt.Errorf("sqlitestore: retry notification: %w", classify(err))
 	}
 	return out, nil
 }

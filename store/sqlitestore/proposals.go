@@ -274,7 +274,7 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.
 func (s *Store) transition(ctx context.Context, op, tenant, id string, fn func(p *store.Proposal, now time.Time) (*store.Change, error)) (*store.TransitionResult, error) {
 	p, from, changed, err := s.mutate(ctx, tenant, id, fn)
 	if err != nil {
-		err = fmt.Errorf("sqlitestore: %s: %w", op, err)
+		err = fmt.Errorf("sqlitestore: %s: %w", op, classify(err))
 	}
 	if p == nil {
 		return nil, err
@@ -285,7 +285,7 @@ func (s *Store) transition(ctx context.Context, op, tenant, id string, fn func(p
 // CreateProposal implements store.Store.
 func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposalParams) (*store.CreateProposalResult, error) {
 	if err := store.ValidateCreateParams(params); err != nil {
-		return nil, fmt.Errorf("sqlitestore: create proposal: %w", err)
+		return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(err))
 	}
 	n := params.Proposal.Clone()
 	var res *store.CreateProposalResult
@@ -369,12 +369,12 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		// surface as a constraint error.
 		p, gerr := getProposalByToolCall(ctx, &s.rq, n.Tenant, n.ThreadID, n.ToolCallID)
 		if gerr != nil {
-			return nil, fmt.Errorf("sqlitestore: create proposal: %w", gerr)
+			return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(gerr))
 		}
 		return &store.CreateProposalResult{Proposal: p}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: create proposal: %w", err)
+		return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(err))
 	}
 	return res, nil
 }
@@ -387,7 +387,7 @@ var errReplay = errors.New("tool call exists")
 func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
 	p, err := getProposal(ctx, &s.rq, params.Tenant, params.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get proposal: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get proposal: %w", classify(err))
 	}
 	return p, nil
 }
@@ -396,7 +396,7 @@ func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams
 func (s *Store) GetProposalByToolCall(ctx context.Context, params *store.GetProposalByToolCallParams) (*store.Proposal, error) {
 	p, err := getProposalByToolCall(ctx, &s.rq, params.Tenant, params.ThreadID, params.ToolCallID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get proposal by tool call: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get proposal by tool call: %w", classify(err))
 	}
 	return p, nil
 }
@@ -406,7 +406,7 @@ func (s *Store) GetProposalByConfirmation(ctx context.Context, params *store.Get
 	p, err := queryProposal(ctx, &s.rq, "confirmation", byConfirmationSQL,
 		params.Tenant, params.ConfirmationID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get proposal by confirmation: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get proposal by confirmation: %w", classify(err))
 	}
 	return p, nil
 }
@@ -422,23 +422,23 @@ func (s *Store) ListProposals(ctx context.Context, params *store.ListProposalsPa
 	}
 	codec, err := s.cursorCodec(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", classify(err))
 	}
 	var after *cursor.Position
 	if params.After != "" {
 		pos, err := codec.Decode(params.After)
 		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: list proposals: %w: %w", store.ErrInvalidCursor, err)
+			return nil, fmt.Errorf("sqlitestore: list proposals: %w: %w", store.ErrInvalidCursor, classify(err))
 		}
 		after = &pos
 	}
 	query, args, err := listQuery(params, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", classify(err))
 	}
 	rows, err := queryProposals(ctx, &s.rq, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list proposals: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list proposals: %w", classify(err))
 	}
 	page := &store.ProposalPage{}
 	if len(rows) > limit {
@@ -464,7 +464,7 @@ func (s *Store) Decide(ctx context.Context, params *store.DecideParams) (*store.
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: decide: %w", err)
+		return nil, fmt.Errorf("sqlitestore: decide: %w", classify(err))
 	}
 	return &store.DecideResult{Outcome: out, Proposal: p, From: from, To: p.Status}, nil
 }
@@ -528,7 +528,7 @@ func (s *Store) sweepDue(ctx context.Context, op string, params *store.ExpireDue
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: %s: %w", op, err)
+		return nil, fmt.Errorf("sqlitestore: %s: %w", op, classify(err))
 	}
 	return out, nil
 }
@@ -539,7 +539,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Pr
 		return store.ApplyClaim(p, params, now)
 	})
 	if err != nil {
-		err = fmt.Errorf("sqlitestore: claim: %w", err)
+		err = fmt.Errorf("sqlitestore: claim: %w", classify(err))
 		// A lapsed approval was expired by this claim: the caller gets the
 		// expired proposal with the conflict, to settle the expiry once. A
 		// proposal that someone else expired first is theirs to settle.
@@ -597,7 +597,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim batch: %w", err)
+		return nil, fmt.Errorf("sqlitestore: claim batch: %w", classify(err))
 	}
 	return out, nil
 }
@@ -608,7 +608,7 @@ func (s *Store) RenewLease(ctx context.Context, params *store.RenewLeaseParams) 
 		return store.ApplyRenew(p, params, now)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: renew lease: %w", err)
+		return nil, fmt.Errorf("sqlitestore: renew lease: %w", classify(err))
 	}
 	l := *p.Lease
 	return &l, nil
@@ -620,7 +620,7 @@ func (s *Store) BeginRetry(ctx context.Context, params *store.BeginRetryParams) 
 		return store.ApplyBeginRetry(p, params, now)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: begin retry: %w", err)
+		return nil, fmt.Errorf("sqlitestore: begin retry: %w", classify(err))
 	}
 	return p, nil
 }
@@ -704,7 +704,7 @@ func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("sqlitestore: proposal tenant: proposal %s: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
-		return "", fmt.Errorf("sqlitestore: proposal tenant: %w", err)
+		return "", fmt.Errorf("sqlitestore: proposal tenant: %w", classify(err))
 	}
 	return tenant, nil
 }
@@ -713,7 +713,7 @@ func (s *Store) ProposalTenant(ctx context.Context, id string) (string, error) {
 func (s *Store) CountByStatus(ctx context.Context) (map[store.Status]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM proposals GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+		return nil, fmt.Errorf("sqlitestore: count by status: %w", classify(err))
 	}
 	defer rows.Close()
 	out := map[store.Status]int{}
@@ -721,12 +721,12 @@ func (s *Store) CountByStatus(ctx context.Context) (map[store.Status]int, error)
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+			return nil, fmt.Errorf("sqlitestore: count by status: %w", classify(err))
 		}
 		out[store.Status(st)] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: count by status: %w", err)
+		return nil, fmt.Errorf("sqlitestore: count by status: %w", classify(err))
 	}
 	return out, nil
 }

@@ -30,7 +30,7 @@ const insertMessageSQL = `INSERT INTO messages
 // PostMessage implements store.Store.
 func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams) (*store.PostMessageResult, error) {
 	if err := store.ValidatePostMessageParams(params); err != nil {
-		return nil, fmt.Errorf("sqlitestore: post message: %w", err)
+		return nil, fmt.Errorf("sqlitestore: post message: %w", classify(err))
 	}
 	tenant, thread := params.Thread()
 	var res *store.PostMessageResult
@@ -81,7 +81,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: post message: %w", err)
+		return nil, fmt.Errorf("sqlitestore: post message: %w", classify(err))
 	}
 	return res, nil
 }
@@ -244,7 +244,7 @@ func getRun(ctx context.Context, q querier, tenant, id string) (*store.Run, erro
 func (s *Store) GetRun(ctx context.Context, params *store.GetRunParams) (*store.Run, error) {
 	r, err := getRun(ctx, &s.rq, params.Tenant, params.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get run: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get run: %w", classify(err))
 	}
 	return r, nil
 }
@@ -258,19 +258,19 @@ func (s *Store) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*
 	rows, err := s.rq.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE tenant = ? AND thread_id = ? ORDER BY seq DESC LIMIT ?`,
 		params.Tenant, params.ThreadID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list runs: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []*store.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: list runs: %w", err)
+			return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: list runs: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
 	}
 	return out, nil
 }
@@ -328,7 +328,7 @@ func (s *Store) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: update run: %w", err)
+		return nil, fmt.Errorf("sqlitestore: update run: %w", classify(err))
 	}
 	return out, nil
 }
@@ -409,7 +409,7 @@ func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim runs: %w", err)
+		return nil, fmt.Errorf("sqlitestore: claim runs: %w", classify(err))
 	}
 	return out, nil
 }
@@ -432,7 +432,7 @@ func (s *Store) CancelRun(ctx context.Context, params *store.CancelRunParams) (*
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: cancel run: %w", err)
+		return nil, fmt.Errorf("sqlitestore: cancel run: %w", classify(err))
 	}
 	return out, nil
 }

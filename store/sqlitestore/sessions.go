@@ -16,19 +16,19 @@ const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, 
 func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionParams) error {
 	sess := params.Session
 	if err := store.ValidateSession(sess); err != nil {
-		return fmt.Errorf("sqlitestore: create session: %w", err)
+		return fmt.Errorf("sqlitestore: create session: %w", classify(err))
 	}
 	created, err := nanos("created_at", sess.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create session: %w", err)
+		return fmt.Errorf("sqlitestore: create session: %w", classify(err))
 	}
 	expires, err := nanos("expires_at", sess.ExpiresAt)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create session: %w", err)
+		return fmt.Errorf("sqlitestore: create session: %w", classify(err))
 	}
 	roles, err := jsonList(sess.Roles)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create session: roles: %w", err)
+		return fmt.Errorf("sqlitestore: create session: roles: %w", classify(err))
 	}
 	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -39,7 +39,7 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create session: %w", err)
+		return fmt.Errorf("sqlitestore: create session: %w", classify(err))
 	}
 	return nil
 }
@@ -57,10 +57,10 @@ func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) 
 		return nil, fmt.Errorf("sqlitestore: get session: %w", store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get session: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get session: %w", classify(err))
 	}
 	if sess.Roles, err = fromJSONList[string](roles); err != nil {
-		return nil, fmt.Errorf("sqlitestore: get session: roles: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get session: roles: %w", classify(err))
 	}
 	sess.CreatedAt, sess.ExpiresAt = fromNanos(created), fromNanos(expires)
 	return &sess, nil
@@ -73,7 +73,7 @@ func (s *Store) DeleteSession(ctx context.Context, params *store.DeleteSessionPa
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: delete session: %w", err)
+		return fmt.Errorf("sqlitestore: delete session: %w", classify(err))
 	}
 	return nil
 }
@@ -81,11 +81,11 @@ func (s *Store) DeleteSession(ctx context.Context, params *store.DeleteSessionPa
 // DeleteExpiredSessions implements store.Store, the longest expired first.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, params *store.DeleteExpiredSessionsParams) (int, error) {
 	if err := store.ValidateDeleteExpiredSessions(params); err != nil {
-		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", classify(err))
 	}
 	before, err := nanos("before", params.Before)
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", classify(err))
 	}
 	var n int64
 	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
@@ -98,7 +98,7 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, params *store.DeleteE
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", err)
+		return 0, fmt.Errorf("sqlitestore: delete expired sessions: %w", classify(err))
 	}
 	return int(n), nil
 }

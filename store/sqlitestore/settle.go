@@ -31,13 +31,13 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 				if !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", err)
+				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(err))
 				continue
 			}
 			w := cur.Clone()
 			c, ferr := store.ApplySettle(w, sp, now)
 			if ferr != nil {
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", ferr)
+				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(ferr))
 				results[i] = &store.TransitionResult{Proposal: cur, From: cur.Status}
 				continue
 			}
@@ -49,7 +49,7 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlitestore: settle many: %w", err)
+		return nil, nil, fmt.Errorf("sqlitestore: settle many: %w", classify(err))
 	}
 	return results, errs, nil
 }

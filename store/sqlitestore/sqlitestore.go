@@ -90,14 +90,14 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+		return nil, fmt.Errorf("sqlitestore: open: %w", classify(err))
 	}
 	busy := cmp.Or(opts.BusyTimeout, DefaultBusyTimeout)
 	reads := cmp.Or(opts.ReadConns, DefaultReadConns)
 
 	w, err := sql.Open("sqlite", dsn(abs, busy, true))
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+		return nil, fmt.Errorf("sqlitestore: open: %w", classify(err))
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -107,12 +107,12 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	// query_only connection could not do.
 	if err := w.PingContext(ctx); err != nil {
 		_ = w.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, classify(err))
 	}
 	r, err := sql.Open("sqlite", dsn(abs, busy, false))
 	if err != nil {
 		_ = w.Close()
-		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+		return nil, fmt.Errorf("sqlitestore: open: %w", classify(err))
 	}
 	r.SetMaxOpenConns(reads)
 	r.SetMaxIdleConns(reads)
@@ -122,7 +122,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, classify(err))
 	}
 	if !opts.SkipMigrations {
 		if err := s.Migrate(ctx); err != nil {

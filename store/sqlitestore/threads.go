@@ -54,7 +54,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: ensure thread: %w", err)
+		return nil, fmt.Errorf("sqlitestore: ensure thread: %w", classify(err))
 	}
 	return t, nil
 }
@@ -63,7 +63,7 @@ func (s *Store) EnsureThread(ctx context.Context, params *store.EnsureThreadPara
 func (s *Store) GetThread(ctx context.Context, params *store.GetThreadParams) (*store.Thread, error) {
 	t, err := getThread(ctx, &s.rq, params.Tenant, params.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get thread: %w", err)
+		return nil, fmt.Errorf("sqlitestore: get thread: %w", classify(err))
 	}
 	return t, nil
 }
@@ -92,7 +92,7 @@ func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: delete thread: %w", err)
+		return fmt.Errorf("sqlitestore: delete thread: %w", classify(err))
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 		WHERE t.tenant = ? AND t.id = ?
 		ORDER BY m.seq`, params.Tenant, params.ThreadID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list messages: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list messages: %w", classify(err))
 	}
 	defer rows.Close()
 	var (
@@ -127,7 +127,7 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			decision                 sql.NullBool
 		)
 		if err := rows.Scan(&id, &role, &text, &proposal, &outcome, &created, &sender, &run, &calls, &callID, &result, &decision); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list messages: %w", err)
+			return nil, fmt.Errorf("sqlitestore: list messages: %w", classify(err))
 		}
 		if !id.Valid {
 			continue
@@ -138,15 +138,15 @@ func (s *Store) ListMessages(ctx context.Context, params *store.ListMessagesPara
 			Sender: sender.String, RunID: run.String, ToolCallID: callID.String, Result: result, Decision: decision.Bool,
 		}
 		if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, err)
+			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, classify(err))
 		}
 		if m.Outcome, err = decodeOutcome(outcome); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, err)
+			return nil, fmt.Errorf("sqlitestore: list messages: message %s: %w", m.ID, classify(err))
 		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: list messages: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list messages: %w", classify(err))
 	}
 	if !found {
 		return nil, fmt.Errorf("sqlitestore: list messages: thread %s: %w", params.ThreadID, store.ErrNotFound)
@@ -173,7 +173,7 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 	}
 	rows, err := s.rq.QueryContext(ctx, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []*store.Event
@@ -182,13 +182,13 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		var typ, status string
 		var at int64
 		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list events: %w", err)
+			return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: list events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
 	}
 	return out, nil
 }
@@ -201,7 +201,7 @@ func (s *Store) LastEventID(ctx context.Context, params *store.LastEventIDParams
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: last event id: %w", err)
+		return 0, fmt.Errorf("sqlitestore: last event id: %w", classify(err))
 	}
 	return id, nil
 }
