@@ -148,7 +148,8 @@ policy:
 	}
 }
 
-// syncBuffer is a log destination for a test.
+// syncBuffer is a log sink safe for concurrent writers (outage_test.go
+// uses it too).
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

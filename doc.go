@@ -15,7 +15,13 @@
 //     schema. [ConfirmTool] makes any action ask for confirmation.
 //   - A [Policy] holds [Rule]s over action names: allow, ask or deny. An exact
 //     name beats a longer glob, which beats a shorter one. Unmatched read
-//     actions are allowed; unmatched write actions ask their requester.
+//     actions are allowed; unmatched write actions ask their requester. A
+//     rule may hold only under a condition: [Rule.When], a CEL expression
+//     over the input, the actor, the tenant, the thread and the action
+//     ("input.amount > 1000"), or a Go [Condition]; among the rules that
+//     match, the first whose condition holds applies, and one that cannot
+//     decide denies the call ([DeniedByPolicyError]). The proposal records
+//     the rule that applied.
 //   - A [Call] is one invocation by an [Identity] (tenant, actor, roles) in a
 //     thread and run, with a tool-call id that makes it idempotent. A thread
 //     belongs to its first caller: only the owner makes calls in it, and a

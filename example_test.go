@@ -185,3 +185,33 @@ func Example_independentMode() {
 func countersignListPending() store.ListProposalsParams {
 	return store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}}
 }
+
+// A rule's When asks two finance approvers only for large refunds; the
+// proposal records which rule applied.
+func ExampleRule_when() {
+	var executions int
+	e, err := countersign.New(countersign.Options{
+		Store:   memstore.New(nil),
+		Actions: []*countersign.Action{newRefund(&executions)},
+		Policy: &countersign.Policy{Rules: []countersign.Rule{
+			{Match: "payments.refund", When: "input.amount > 1000", Effect: countersign.EffectAsk,
+				Approvers: []string{"role:finance"}, Quorum: 2, Mode: countersign.ModeIndependent},
+			{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}, Mode: countersign.ModeIndependent},
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i, input := range []string{`{"amount":1500,"customer":"c_1"}`, `{"amount":40,"customer":"c_2"}`} {
+		res, err := e.Call(context.Background(), &countersign.Call{Identity: alice, ThreadID: "t1",
+			ToolCallID: fmt.Sprint("call_", i), Action: "payments.refund", Input: []byte(input)})
+		if err != nil {
+			panic(err)
+		}
+		p := res.Proposal
+		fmt.Printf("%s: quorum %d, rule %s when %q\n", p.Preview, p.Quorum, p.RuleMatch, p.RuleWhen)
+	}
+	// Output:
+	// Refund 1500 EUR to c_1: quorum 2, rule payments.refund when "input.amount > 1000"
+	// Refund 40 EUR to c_2: quorum 1, rule payments.* when ""
+}

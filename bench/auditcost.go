@@ -19,8 +19,10 @@ func init() {
 			"as `countersign serve` runs it) and R times without, in alternating order (off, on; then on, off; …) so that a drift of the machine " +
 			"falls on both. Each figure is the median of its R runs; the ratio is the median of the R rounds' with ÷ without (1.00: no cost), each round's two runs " +
 			"side by side in time. The goal is a ratio of at least 0.95. Because a 2-core shared machine's runs vary by more than 5 %, the sealer's own work is " +
-			"also timed in the runs with it: the time its seals took (their statements, hashing and commits, waits included), as a share of the run's " +
-			"wall time × the machine's cores, and per event sealed — an upper bound of what the chain takes from B3 and B6.",
+			"also measured as CPU time: this process's (load, server, worker and sealer all run in it) and, on PostgreSQL, that of the run's own " +
+			"server backends (read from /proc; the server's shared background processes are not counted), per action or decision. A CPU-bound machine's " +
+			"throughput follows CPU time per unit of work, which other processes on the machine barely move: without ÷ with is the throughput kept. " +
+			"Last, the seals are timed (their statements, hashing and commits, waits included) as a share of the run's wall time × the cores.",
 		run: auditCost})
 }
 
@@ -28,17 +30,19 @@ func init() {
 func auditCost(e *env) ([]Figure, error) {
 	rounds := max(e.cfg.AuditRounds, 1)
 	type measure struct {
-		id, key, label, unit string
-		run                  func(*env) ([]Figure, error)
+		id, key, label, unit, per string
+		units                     int
+		run                       func(*env) ([]Figure, error)
 	}
 	ms := []measure{
-		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", lifecycle},
-		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", deciding},
+		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycle},
+		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", "decision", e.cfg.Decisions, deciding},
 	}
 	var figs []Figure
 	for _, m := range ms {
 		got := map[sealerMode][]float64{}
-		var ratios, shares, perEvent []float64
+		var ratios, shares, perEvent, cpuRatios []float64
+		cpu := map[sealerMode][]float64{}
 		for r := range rounds {
 			order := []sealerMode{sealerOff, sealerOn}
 			if r%2 == 1 {
@@ -52,7 +56,13 @@ func auditCost(e *env) ([]Figure, error) {
 					run.seals = &sealClock{}
 				}
 				start := time.Now()
+				meter, err := startCPU(e.target.name == "postgres")
+				if err != nil {
+					return figs, err
+				}
 				out, err := m.run(&run)
+				self, pg := meter.stop()
+				cpu[mode] = append(cpu[mode], (self+pg)/float64(m.units)*1e6)
 				if c := run.seals; c != nil && err == nil {
 					shares = append(shares, float64(c.nanos.Load())/float64(time.Since(start).Nanoseconds()*int64(runtime.NumCPU())))
 					if n := c.events.Load(); n > 0 {
@@ -69,6 +79,7 @@ func auditCost(e *env) ([]Figure, error) {
 				got[mode] = append(got[mode], out[i].Value)
 			}
 			ratios = append(ratios, got[sealerOn][r]/got[sealerOff][r])
+			cpuRatios = append(cpuRatios, cpu[sealerOff][r]/cpu[sealerOn][r])
 		}
 		off, on := median(got[sealerOff]), median(got[sealerOn])
 		k := "audit." + e.target.name + "." + strings.ToLower(m.id)
@@ -76,6 +87,9 @@ func auditCost(e *env) ([]Figure, error) {
 			Figure{Key: k + ".off", Label: fmt.Sprintf("%s without the sealer, median of %d (%s)", m.label, rounds, runs(got[sealerOff])), Value: off, Unit: m.unit},
 			Figure{Key: k + ".on", Label: fmt.Sprintf("%s with the sealer, median of %d (%s)", m.label, rounds, runs(got[sealerOn])), Value: on, Unit: m.unit},
 			Figure{Key: k + ".ratio", Label: fmt.Sprintf("%s: with ÷ without, median of the rounds' (%s)", m.label, ratioList(ratios)), Value: median(ratios), Unit: "ratio"},
+			Figure{Key: k + ".cpu_off", Label: fmt.Sprintf("%s: CPU time per %s without the sealer, median (%s)", m.label, m.per, runs(cpu[sealerOff])), Value: median(cpu[sealerOff]), Unit: "µs"},
+			Figure{Key: k + ".cpu_on", Label: fmt.Sprintf("%s: CPU time per %s with the sealer, median (%s)", m.label, m.per, runs(cpu[sealerOn])), Value: median(cpu[sealerOn]), Unit: "µs"},
+			Figure{Key: k + ".cpu_ratio", Label: fmt.Sprintf("%s: CPU without ÷ with, median of the rounds' (%s): the throughput a CPU-bound machine keeps", m.label, ratioList(cpuRatios)), Value: median(cpuRatios), Unit: "ratio"},
 			Figure{Key: k + ".share", Label: m.label + ": the sealer's seals, share of the machine's time (median)", Value: 100 * median(shares), Unit: "%"},
 			Figure{Key: k + ".per_event", Label: m.label + ": the sealer's time per event sealed (median)", Value: median(perEvent), Unit: "µs"})
 	}
