@@ -82,11 +82,28 @@ func workerMain() int {
 	defer led.Close()
 
 	hang := os.Getenv(envAction) == "hang-after-effect"
+	// freeze-before-execute and freeze-during-execute announce a moment
+	// (FREEZE <id>) and pause there for the test to SIGSTOP the process:
+	// after the checks that precede Execute, or after Execute's side effect
+	// and before it returns (frozen_test.go).
+	freezeBefore := os.Getenv(envAction) == "freeze-before-execute"
+	freezeDuring := os.Getenv(envAction) == "freeze-during-execute"
 	delay, _ := time.ParseDuration(os.Getenv(envDelay))
 	spec := countersign.RawActionSpec{Name: "noop", Hooks: countersign.Hooks{
+		Preflight: func(_ context.Context, req *countersign.PreflightRequest) (*countersign.Preflight, error) {
+			if freezeBefore {
+				fmt.Printf("FREEZE %s\n", req.ProposalID)
+				time.Sleep(freezePause) // stopped in here
+			}
+			return &countersign.Preflight{Verdict: countersign.PreflightReady}, nil
+		},
 		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
 			if err := led.record(ctx, req.OperationID, req.ProposalID); err != nil {
 				return nil, err
+			}
+			if freezeDuring {
+				fmt.Printf("FREEZE %s\n", req.ProposalID)
+				time.Sleep(freezePause) // stopped in here
 			}
 			time.Sleep(delay)
 			if hang {
@@ -294,6 +311,8 @@ func (c *cluster) start(i int) {
 				close(ready)
 			case strings.HasPrefix(line, "EFFECT "):
 				c.effects <- strings.TrimPrefix(line, "EFFECT ")
+			case strings.HasPrefix(line, "FREEZE "):
+				c.effects <- strings.TrimPrefix(line, "FREEZE ")
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -325,6 +344,16 @@ func (c *cluster) kill(i int) {
 	_ = cmd.Wait()
 }
 
+// signal sends sig to worker i.
+func (c *cluster) signal(i int, sig syscall.Signal) {
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
 // stopAll stops every worker gracefully (SIGTERM), killing stragglers.
 func (c *cluster) stopAll() {
 	c.mu.Lock()
@@ -333,6 +362,7 @@ func (c *cluster) stopAll() {
 	c.mu.Unlock()
 	for _, cmd := range procs {
 		if cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen one hears SIGTERM only then
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
@@ -376,6 +406,9 @@ type backend struct {
 	storeSpec  string
 	ledgerSpec string
 	open       func(t *testing.T) store.Store
+	// writeLocked, for SQLite, reports whether some process holds the
+	// database's write lock (frozen_test.go); nil for PostgreSQL.
+	writeLocked func(t *testing.T) bool
 }
 
 func sqliteBackend(t *testing.T) backend {
@@ -388,6 +421,22 @@ func sqliteBackend(t *testing.T) backend {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		return st
+	}, writeLocked: func(t *testing.T) bool {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "countersign.db")+"?_pragma=busy_timeout(0)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			return true
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			return true
+		}
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return false
 	}}
 }
 
