@@ -248,7 +248,7 @@ class Gated:
             proposal_id=ans["proposal_id"], operation_id=ans["operation_id"], attempt=int(lease["attempt"]),
             input=ans.get("input"), lease_token=lease["token"],
         )
-        renewer = _Renewer(self.client, ex, _lease_seconds(lease["expires_at"]))
+        renewer = _Renewer(self.client, ex, _lease_seconds(lease["expires_at"], (ans.get("proposal") or {}).get("updated_at")))
         renewer.start()
         try:
             kwargs = dict(ans.get("input") or {}) if isinstance(ans.get("input"), dict) else {}
@@ -323,10 +323,18 @@ def _parse_time(s: str) -> datetime:
     return datetime.fromisoformat(s)
 
 
-def _lease_seconds(expires_at: str) -> float:
-    """How long the lease lasts from now, by the local clock (at least a second)."""
-    left = (_parse_time(expires_at) - datetime.now(timezone.utc)).total_seconds()
-    return max(1.0, left)
+def _lease_seconds(expires_at: str, claimed_at: Optional[str] = None) -> float:
+    """How long the lease lasts (at least a second): from the claim's own
+    stamp (the proposal's updated_at, the server's clock) to expires_at, so
+    that this machine's clock, which may be off, does not count; without the
+    stamp, from the local now."""
+    start = datetime.now(timezone.utc)
+    if claimed_at:
+        try:
+            start = _parse_time(claimed_at)
+        except ValueError:
+            pass
+    return max(1.0, (_parse_time(expires_at) - start).total_seconds())
 
 
 class _Renewer:

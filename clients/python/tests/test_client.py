@@ -164,6 +164,17 @@ class MessagesEventsPolling(ServerTest):
         self.assertEqual(last.messages[-1]["outcome"]["proposal_id"], a["proposal_id"])
 
 
+class LeaseClock(unittest.TestCase):
+    def test_lease_is_reckoned_on_the_servers_clock(self) -> None:
+        from countersign.gated import _lease_seconds
+
+        # The claim's stamp and the expiry are both the server's: a local
+        # clock an hour off does not change the lease.
+        self.assertAlmostEqual(_lease_seconds("2020-01-01T00:00:30.5Z", "2020-01-01T00:00:00.5Z"), 30.0)
+        self.assertAlmostEqual(_lease_seconds("2020-01-01T00:00:30.123456789Z", "2020-01-01T00:00:00.123456789Z"), 30.0)
+        self.assertEqual(_lease_seconds("2020-01-01T00:00:30Z"), 1.0)  # long past by the local clock: at least a second
+
+
 class Backoff(unittest.TestCase):
     """The TypeScript client's rules: double per failure from the interval, at most 30 s."""
 
