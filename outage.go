@@ -59,6 +59,3 @@ func (o *outage) ok() {
 		"outage", time.Since(o.since).Round(time.Millisecond), "failed_attempts", o.fails)
 	o.pause, o.fails = 0, 0
 }
-
-// down reports whether the loop is in an outage.
-func (o *outage) down() bool { return o.pause != 0 }
