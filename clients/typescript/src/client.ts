@@ -11,9 +11,12 @@ import type {
   MessageResponse,
   Proposal,
   ProposalStatus,
+  LeaseResponse,
   ReasonRequest,
+  RenewRequest,
   ResolveRequest,
   Run,
+  SettleRequest,
   ThreadResponse,
 } from "./types.js";
 import { watchProposals, type WatchOptions, type Watch } from "./watch.js";
@@ -169,6 +172,25 @@ export class Countersign {
   /** resolve settles a reconciling or unknown proposal (role operator): POST /v1/proposals/{id}/resolve. */
   resolve(id: string, body: ResolveRequest, options?: RequestOptions): Promise<DecisionResponse> {
     return this.json("POST", `/v1/proposals/${seg(id)}/resolve`, { body, ...options });
+  }
+
+  /**
+   * settle records the outcome of a caller-executed action run under the
+   * lease its call's execute answer gave: POST /v1/proposals/{id}/settle.
+   * status conflict (an answer, not an error): the lease was lost and
+   * nothing was recorded.
+   */
+  settle(id: string, body: SettleRequest, options?: RequestOptions): Promise<LeaseResponse> {
+    return this.json("POST", `/v1/proposals/${seg(id)}/settle`, { body, ...options });
+  }
+
+  /**
+   * renew extends a caller's lease while the action runs: POST
+   * /v1/proposals/{id}/renew. applied carries the lease (same token, later
+   * expires_at); conflict: the lease was lost.
+   */
+  renew(id: string, body: RenewRequest, options?: RequestOptions): Promise<LeaseResponse> {
+    return this.json("POST", `/v1/proposals/${seg(id)}/renew`, { body, ...options });
   }
 
   /** getThread reads a thread, its messages (oldest first) and runs: GET /v1/threads/{id}. */

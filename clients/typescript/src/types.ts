@@ -22,6 +22,12 @@ export type Run = Schemas["Run"];
 export type MessageRequest = Schemas["MessageRequest"];
 export type MessageResponse = Schemas["MessageResponse"];
 export type AuditEvent = Schemas["Event"];
+export type Lease = Schemas["Lease"];
+export type CallExecute = Schemas["CallExecute"];
+export type CallExecuting = Schemas["CallExecuting"];
+export type SettleRequest = Schemas["SettleRequest"];
+export type RenewRequest = Schemas["RenewRequest"];
+export type LeaseResponse = Schemas["LeaseResponse"];
 
 /** The names of GET /v1/events' events. */
 export type EventName =
