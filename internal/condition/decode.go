@@ -82,18 +82,10 @@ func (d *decoder) value(depth int) (any, error) {
 				return nil, err
 			}
 			m[k] = v
-			d.space()
-			if d.i >= len(d.b) {
-				return nil, errSyntax
-			}
-			switch d.b[d.i] {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
+			if end, err := d.next('}'); err != nil {
+				return nil, err
+			} else if end {
 				return m, nil
-			default:
-				return nil, errSyntax
 			}
 		}
 	case c == '[':
@@ -110,18 +102,10 @@ func (d *decoder) value(depth int) (any, error) {
 				return nil, err
 			}
 			l = append(l, v)
-			d.space()
-			if d.i >= len(d.b) {
-				return nil, errSyntax
-			}
-			switch d.b[d.i] {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
+			if end, err := d.next(']'); err != nil {
+				return nil, err
+			} else if end {
 				return l, nil
-			default:
-				return nil, errSyntax
 			}
 		}
 	case c == '"':
@@ -352,4 +336,22 @@ func (d *decoder) skipString() error {
 		}
 	}
 	return errSyntax
+}
+
+// next reads what follows a member of an object or an element of an array:
+// a comma (more follow) or the closing bracket (end).
+func (d *decoder) next(closing byte) (end bool, err error) {
+	d.space()
+	if d.i >= len(d.b) {
+		return false, errSyntax
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return false, nil
+	case closing:
+		d.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
