@@ -473,6 +473,26 @@ func waitSettled(t *testing.T, st store.Store, limit time.Duration, during func(
 	}
 }
 
+// waitTerminal polls until proposal id reaches a terminal status and
+// returns it. Drained is not enough where a lease lapsed during Execute: the
+// proposal is reconciling first, and the new holder settles it a moment
+// later.
+func waitTerminal(t *testing.T, st store.Store, id string, limit time.Duration) *store.Proposal {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		p, err := st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: tenant, ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Terminal() {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proposal %s never settled: still %s", id, p.Status)
+		}
+	}
+}
+
 func newLedger(t *testing.T, b backend) (ledger, string) {
 	l, err := openLedger(b.ledgerSpec)
 	if err != nil {
@@ -581,12 +601,8 @@ func testKillAfterEffect(t *testing.T, b backend) {
 	}
 	healthy := newCluster(t, b.storeSpec, ledPath, envReconcile+"=1")
 	healthy.start(0)
-	waitSettled(t, st, 2*time.Minute, nil)
+	p = waitTerminal(t, st, ids[0], 2*time.Minute)
 	healthy.stopAll()
-	p, err = st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: tenant, ID: ids[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
 	executions, violations := ledgerCounts(t, led)
 	if p.Status != store.StatusSucceeded || executions != 1 || violations != 0 {
 		t.Fatalf("status %s, ledger %d rows, %d violations; want succeeded by reconciliation, 1, 0", p.Status, executions, violations)

@@ -70,8 +70,7 @@ func testFrozen(t *testing.T, b backend, action string, wantStatus store.Status,
 	// ledger says whether the side effect happened) and settles.
 	healthy := newCluster(t, b.storeSpec, ledPath, envReconcile+"=1")
 	healthy.start(0)
-	waitSettled(t, st, 2*time.Minute, nil)
-	settled := get()
+	settled := waitTerminal(t, st, ids[0], 2*time.Minute)
 	if settled.Status != wantStatus {
 		t.Fatalf("settled by the new holder as %s, want %s", settled.Status, wantStatus)
 	}
