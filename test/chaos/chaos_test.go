@@ -99,6 +99,9 @@ func testChaos(t *testing.T, st storeSetup, restarts int) {
 	r.faults, r.starts, r.errorLines = f.summary(), c.starts, c.errorLines()
 	r.stats = a.stats
 	t.Log(r.String())
+	if lines := c.errorSample(5); len(lines) > 0 {
+		t.Logf("the processes' first ERROR lines (of %d):\n%s", r.errorLines, strings.Join(lines, "\n"))
+	}
 
 	if left != nil {
 		t.Errorf("not drained %v after the faults were healed: %v", sz.drain, left)

@@ -353,3 +353,10 @@ func sqliteWriteLocked(path string) bool {
 	_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 	return false
 }
+
+// errorSample returns the first n ERROR lines the processes logged.
+func (c *cluster) errorSample(n int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errors[:min(n, len(c.errors))]...)
+}
