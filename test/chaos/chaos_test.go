@@ -174,9 +174,11 @@ type report struct {
 	loaded, drained, total  time.Duration
 	calls, approved, reject int // calls made; of them planned approved, rejected
 	approvals               int // decisions answered applied (or unchanged, after a retry)
+	waits                   int // approved calls in wait mode, executed by serve for the repeated call
 	answers                 map[string]int
 	statuses                map[store.Status]int
 	unknownByAction         map[string]int
+	unknownApplied          int // unknown proposals the backend did apply
 	executions              int // operations the backend applied
 	executes, replays       int64
 	doubles                 int
@@ -189,9 +191,9 @@ type report struct {
 
 func (r *report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos %s: %d calls (%d to approve, %d to reject), %d approvals stand (answers %v); load %v, drain %v, run %v\n",
-		r.name, r.calls, r.approved, r.reject, r.approvals, r.answers, r.loaded.Round(time.Millisecond), r.drained.Round(time.Millisecond), r.total.Round(time.Second))
-	fmt.Fprintf(&b, "  statuses: %v; unknown by action: %v\n", r.statuses, r.unknownByAction)
+	fmt.Fprintf(&b, "chaos %s: %d calls (%d to approve, %d of them in wait mode, %d to reject), %d approvals stand (answers %v); load %v, drain %v, run %v\n",
+		r.name, r.calls, r.approved, r.waits, r.reject, r.approvals, r.answers, r.loaded.Round(time.Millisecond), r.drained.Round(time.Millisecond), r.total.Round(time.Second))
+	fmt.Fprintf(&b, "  statuses: %v; unknown by action: %v, of them applied by the backend: %d\n", r.statuses, r.unknownByAction, r.unknownApplied)
 	fmt.Fprintf(&b, "  backend: %d executes received, %d applied, %d replays of the idempotent action, %d double executions, %d cancelled before the effect; reconcile %d (applied %d, not applied %d, unknown %d)\n",
 		r.executes, r.executions, r.replays, r.doubles, r.cancelled, r.reconciles[0], r.reconciles[1], r.reconciles[2], r.reconciles[3])
 	fmt.Fprint(&b, "  faults:")
@@ -257,6 +259,17 @@ func check(t *testing.T, s store.Store, be *backend, items []*item) *report {
 			continue
 		}
 		r.approved++
+		if it.wait {
+			r.waits++
+			switch {
+			case it.seen == "":
+				bad("%s: the waiting caller was never told an outcome", p.ID)
+			case string(p.Status) != it.seen:
+				bad("%s: the waiting caller was told %s, the proposal is %s", p.ID, it.seen, p.Status)
+			case it.seen == "succeeded" && it.seenReceipt != ledger[p.OperationID].receipt:
+				bad("%s: the waiting caller was told receipt %q, the backend's is %q", p.ID, it.seenReceipt, ledger[p.OperationID].receipt)
+			}
+		}
 		for who, answer := range it.answers {
 			r.answers[answer]++
 			if answer != "applied" && answer != "unchanged" {
@@ -295,6 +308,9 @@ func check(t *testing.T, s store.Store, be *backend, items []*item) *report {
 			}
 		case store.StatusUnknown:
 			r.unknownByAction[p.Action]++
+			if executed {
+				r.unknownApplied++
+			}
 		default:
 			bad("%s (%s) left %s", p.ID, p.Action, p.Status)
 		}

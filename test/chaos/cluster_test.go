@@ -39,7 +39,8 @@ var approvers = map[string]string{"bob": "ck_chaos_bob", "carol": "ck_chaos_caro
 // configYAML is the cluster's configuration: the three webhook actions on
 // the backend, and rules that make every call wait for an approver, in
 // independent mode (the call answers pending; a worker executes once it is
-// approved). A call whose input says quorum 2 needs two approvers.
+// approved) unless the call asks for wait. A call whose input says quorum 2
+// needs two approvers.
 func configYAML(storeURL, backendURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `store: {url: %q, connect_timeout: 5m}

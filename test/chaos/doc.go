@@ -19,9 +19,13 @@
 //     tcpproxy, which can black-hole them (a partition); serve reaches it
 //     directly.
 //   - load_test.go: the clients. Through serve's HTTP API an agent makes
-//     calls of the webhook actions (independent mode) and approvers decide
-//     them on the decisions route: most are approved by one approver, some
-//     need two (quorum 2, two different approvers), some are rejected. A
+//     calls of the webhook actions and approvers decide them on the
+//     decisions route: most are approved by one approver, some need two
+//     (quorum 2, two different approvers), some are rejected. Most calls
+//     are in independent mode (the workers execute them); about a quarter
+//     are in wait mode: once approved, the client repeats the call and serve
+//     executes it in that request, and the outcome the client is told must
+//     be the one recorded. A
 //     request that meets a fault (connection refused or reset, 503) is
 //     retried as a client would; a 500 is recorded and fails the test.
 //   - faults_test.go: the fault injector. Every 1–2 s it picks one fault:

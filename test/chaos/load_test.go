@@ -31,6 +31,11 @@ type item struct {
 	action   string
 	plan     plan
 	deciders []string // the approvers who decide it
+	// wait is a call in wait mode: once it is approved the client repeats
+	// it, and serve executes it in that request; seen and seenReceipt are
+	// the outcome the client was told.
+	wait              bool
+	seen, seenReceipt string
 
 	proposal string
 	// answers maps a decider to the status its decision was answered with
@@ -155,6 +160,7 @@ func newItems(n int) []*item {
 		default:
 			it.plan, it.deciders = reject, []string{first}
 		}
+		it.wait = it.plan == approveOne && i%3 == 0
 		items[i] = it
 	}
 	return items
@@ -170,11 +176,16 @@ func (it *item) run(ctx context.Context, a *api) error {
 	var call struct {
 		Status     string `json:"status"`
 		ProposalID string `json:"proposal_id"`
+		Receipt    string `json:"receipt"`
 	}
-	if _, err := a.post(ctx, agentKey, "/v1/calls", map[string]any{
+	body := map[string]any{
 		"thread_id": fmt.Sprintf("t%d", it.n%16), "tool_call_id": fmt.Sprintf("call_%06d", it.n),
-		"action": it.action, "input": map[string]any{"n": it.n, "quorum": quorum},
-	}, &call); err != nil {
+		"action": it.action, "input": map[string]any{"n": it.n, "quorum": quorum}, "mode": "independent",
+	}
+	if it.wait {
+		body["mode"], body["wait_seconds"] = "wait", 0
+	}
+	if _, err := a.post(ctx, agentKey, "/v1/calls", body, &call); err != nil {
 		return fmt.Errorf("call %d: %w", it.n, err)
 	}
 	if call.Status != "pending" || call.ProposalID == "" {
@@ -203,7 +214,27 @@ func (it *item) run(ctx context.Context, a *api) error {
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	if err := <-errs; err != nil || !it.wait {
+		return err
+	}
+	// The waiting caller comes back: its repeated call executes the
+	// approved proposal (in serve), or answers the outcome recorded.
+	body["wait_seconds"] = 5
+	for {
+		call.Status, call.Receipt = "", ""
+		if _, err := a.post(ctx, agentKey, "/v1/calls", body, &call); err != nil {
+			return fmt.Errorf("repeat call %d: %w", it.n, err)
+		}
+		switch call.Status {
+		case "succeeded", "failed", "unknown":
+			it.seen, it.seenReceipt = call.Status, call.Receipt
+			return nil
+		case "pending", "approved", "executing", "reconciling":
+			backoff(ctx, 250*time.Millisecond) // another holder's execution, or a reconcile, is under way
+		default:
+			return fmt.Errorf("repeat call %d: status %q", it.n, call.Status)
+		}
+	}
 }
 
 // drive runs the items with clients concurrent clients, releasing item i at
