@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -59,13 +60,20 @@ type backend struct {
 	db     *sql.DB
 	url    string
 
+	// mu orders the decisions about one operation: an execute's effect,
+	// and a reconcile's answer.
 	mu       sync.Mutex
 	inflight map[string]int // operation id → executes received, effect not yet decided
+	// fenced holds the operations reconcile answered not_applied: a later
+	// execute of one is refused, so that the answer stays true (a worker
+	// stopped after its last lease check, resumed after the new holder
+	// reconciled, would send one).
+	fenced map[string]bool
 
 	// Counts of what the backend was asked and answered.
-	executes, applied, replays, doubles, cancelled atomic.Int64
-	reconciles, reconcileApplied, reconcileNot     atomic.Int64
-	reconcileUnknown, badSignatures, badRequests   atomic.Int64
+	executes, applied, replays, doubles, cancelled, late atomic.Int64
+	reconciles, reconcileApplied, reconcileNot           atomic.Int64
+	reconcileUnknown, badSignatures, badRequests         atomic.Int64
 }
 
 func newBackend(t *testing.T, secret []byte) *backend {
@@ -87,7 +95,7 @@ func newBackend(t *testing.T, secret []byte) *backend {
 			t.Fatal(err)
 		}
 	}
-	b := &backend{t: t, secret: secret, db: db, inflight: map[string]int{}}
+	b := &backend{t: t, secret: secret, db: db, inflight: map[string]int{}, fenced: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /execute", b.execute)
 	mux.HandleFunc("POST /reconcile", b.reconcile)
@@ -160,6 +168,12 @@ func (b *backend) execute(w http.ResponseWriter, r *http.Request) {
 		delete(b.inflight, req.OperationID)
 	}
 	b.mu.Unlock()
+	if errors.Is(err, errFenced) {
+		// A definite failure: the engine records the execute as not applied.
+		b.late.Add(1)
+		http.Error(w, `{"error":"the operation was reconciled as not applied"}`, http.StatusConflict)
+		return
+	}
 	if err != nil {
 		// The sender gave up before the effect (a killed or partitioned
 		// worker, a lost lease): nothing is applied, and nobody reads the
@@ -175,12 +189,20 @@ func (b *backend) execute(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"receipt":%q,"result":{"operation":%q}}`, receipt, req.OperationID)
 }
 
+// errFenced refuses the execute of an operation reconciled as not applied.
+var errFenced = errors.New("fenced")
+
 // apply applies an operation once: the first execute of an operation id
 // records it; a later one is recorded as a repeat and answered with the
-// first one's receipt.
+// first one's receipt. An operation reconciled as not applied is refused.
 func (b *backend) apply(ctx context.Context, op, proposal, action string, attempt int) (string, error) {
 	if err := pause(ctx); err != nil {
 		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fenced[op] {
+		return "", errFenced
 	}
 	receipt := "rc_" + op
 	res, err := b.db.Exec(`INSERT INTO executions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, op, proposal, action, attempt, receipt)
@@ -214,10 +236,9 @@ func (b *backend) reconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	b.reconciles.Add(1)
 	b.mu.Lock()
-	undecided := b.inflight[req.OperationID] > 0
-	b.mu.Unlock()
+	defer b.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	if undecided {
+	if b.inflight[req.OperationID] > 0 {
 		b.reconcileUnknown.Add(1)
 		fmt.Fprint(w, `{"status":"unknown"}`)
 		return
@@ -229,6 +250,7 @@ func (b *backend) reconcile(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"status":"applied","receipt":%q}`, receipt)
 	case sql.ErrNoRows:
 		b.reconcileNot.Add(1)
+		b.fenced[req.OperationID] = true
 		fmt.Fprint(w, `{"status":"not_applied"}`)
 	default:
 		b.t.Errorf("ledger: %v", err)

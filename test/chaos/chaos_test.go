@@ -182,7 +182,7 @@ type report struct {
 	executions              int // operations the backend applied
 	executes, replays       int64
 	doubles                 int
-	cancelled               int64
+	cancelled, late         int64    // executes cancelled before the effect; refused after a not_applied reconcile
 	reconciles              [4]int64 // asked, applied, not applied, unknown
 	faults                  map[string]int
 	starts, errorLines      int
@@ -194,13 +194,13 @@ func (r *report) String() string {
 	fmt.Fprintf(&b, "chaos %s: %d calls (%d to approve, %d of them in wait mode, %d to reject), %d approvals stand (answers %v); load %v, drain %v, run %v\n",
 		r.name, r.calls, r.approved, r.waits, r.reject, r.approvals, r.answers, r.loaded.Round(time.Millisecond), r.drained.Round(time.Millisecond), r.total.Round(time.Second))
 	fmt.Fprintf(&b, "  statuses: %v; unknown by action: %v, of them applied by the backend: %d\n", r.statuses, r.unknownByAction, r.unknownApplied)
-	fmt.Fprintf(&b, "  backend: %d executes received, %d applied, %d replays of the idempotent action, %d double executions, %d cancelled before the effect; reconcile %d (applied %d, not applied %d, unknown %d)\n",
-		r.executes, r.executions, r.replays, r.doubles, r.cancelled, r.reconciles[0], r.reconciles[1], r.reconciles[2], r.reconciles[3])
+	fmt.Fprintf(&b, "  backend: %d executes received, %d applied, %d replays of the idempotent action, %d double executions, %d cancelled before the effect, %d refused as reconciled not applied; reconcile %d (applied %d, not applied %d, unknown %d)\n",
+		r.executes, r.executions, r.replays, r.doubles, r.cancelled, r.late, r.reconciles[0], r.reconciles[1], r.reconciles[2], r.reconciles[3])
 	fmt.Fprint(&b, "  faults:")
 	for _, k := range sortedKeys(r.faults) {
 		fmt.Fprintf(&b, " %s %d;", k, r.faults[k])
 	}
-	fmt.Fprintf(&b, " process starts %d, ERROR log lines %d\n", r.starts, r.errorLines)
+	fmt.Fprintf(&b, " process starts %d, ERROR log lines (but 503s) %d\n", r.starts, r.errorLines)
 	s := r.stats
 	fmt.Fprintf(&b, "  clients: %d requests, %d 503, %d refused/reset, %d timed out, %d 429, %d 500",
 		s.requests.Load(), s.unavailable.Load(), s.connErrors.Load(), s.timeouts.Load(), s.tooMany.Load(), s.internal.Load())
@@ -219,7 +219,7 @@ func check(t *testing.T, s store.Store, be *backend, items []*item) *report {
 	ledger, doubles, _ := be.ledger(t)
 	r := &report{calls: len(items), statuses: map[store.Status]int{}, unknownByAction: map[string]int{}, answers: map[string]int{},
 		executions: len(ledger), executes: be.executes.Load(), replays: be.replays.Load(), doubles: doubles,
-		cancelled:  be.cancelled.Load(),
+		cancelled: be.cancelled.Load(), late: be.late.Load(),
 		reconciles: [4]int64{be.reconciles.Load(), be.reconcileApplied.Load(), be.reconcileNot.Load(), be.reconcileUnknown.Load()}}
 	byID := map[string]*store.Proposal{}
 	byOp := map[string]*store.Proposal{}
