@@ -115,7 +115,7 @@ func testChaos(t *testing.T, st storeSetup, restarts int) {
 	if len(a.stats.other) > 0 {
 		t.Errorf("unexpected statuses: %v", a.stats.other)
 	}
-	if r.faults[killServe] == 0 || r.faults[killWorker] == 0 || r.faults[stopWorker] == 0 ||
+	if r.faults[killServe] == 0 || r.faults[killWorker] == 0 || r.faults[stopWorker] == 0 || r.faults[stopServe] == 0 ||
 		(st.proxy != nil && r.faults[partition] == 0) || r.faults[restartPG] != restarts {
 		t.Errorf("faults %v: want every kind at least once (and %d restarts)", r.faults, restarts)
 	}

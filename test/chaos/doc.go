@@ -29,9 +29,10 @@
 //     request that meets a fault (connection refused or reset, 503) is
 //     retried as a client would; a 500 is recorded and fails the test.
 //   - faults_test.go: the fault injector. Every 1–2 s it picks one fault:
-//     SIGKILL serve or a worker and start it again, SIGSTOP a worker past its
-//     lease and SIGCONT it, on PostgreSQL black-hole the workers' proxy for a
-//     few seconds, and, in the standalone phase only, restart PostgreSQL.
+//     SIGKILL serve or a worker and start it again, SIGSTOP a worker or serve
+//     past the lease and SIGCONT it, on PostgreSQL black-hole the workers'
+//     proxy for a few seconds, and, in the standalone phase only, restart
+//     PostgreSQL.
 //   - chaos_test.go: the scenarios and the checks. When the load is done
 //     every fault is healed and the cluster drains; then, against the store
 //     and the backend's ledger: 0 double executions of non-idempotent

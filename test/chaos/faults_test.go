@@ -17,6 +17,7 @@ const (
 	killServe  = "kill serve"     // SIGKILL serve, start it again
 	killWorker = "kill worker"    // SIGKILL a worker, start it again
 	stopWorker = "stop worker"    // SIGSTOP a worker past its lease, then SIGCONT
+	stopServe  = "stop serve"     // the same of serve, with its requests in flight
 	partition  = "partition"      // black-hole the workers' connections to PostgreSQL
 	restartPG  = "restart server" // pg_ctlcluster restart (the standalone phase only)
 )
@@ -56,7 +57,7 @@ func (f *faults) count(kind string) {
 func (f *faults) run(ctx context.Context, span time.Duration) {
 	start := time.Now()
 	restartsDone := 0
-	kinds := []string{killServe, killWorker, killWorker, stopWorker}
+	kinds := []string{killServe, killServe, killWorker, killWorker, stopWorker, stopServe}
 	if f.st.proxy != nil {
 		kinds = append(kinds, partition)
 	}
@@ -103,6 +104,8 @@ func (f *faults) run(ctx context.Context, span time.Duration) {
 		case stopWorker:
 			i := 1 + rand.N(workers)
 			f.async(i, func() { f.freeze(ctx, i) }, kind)
+		case stopServe:
+			f.async(0, func() { f.freeze(ctx, 0) }, kind)
 		case partition:
 			if partitioned {
 				continue
@@ -129,11 +132,11 @@ func (f *faults) async(i int, do func(), kind string) {
 	})
 }
 
-// freeze stops worker i with SIGSTOP for frozenFor, then resumes it. On
-// SQLite a process stopped inside a write transaction holds the database's
-// write lock, and every other process waits for it (docs/reliability.md,
-// "SQLite's limit"): the worker is let run a moment and stopped again until
-// it is stopped outside one, as test/crash does.
+// freeze stops the process of slot i with SIGSTOP for frozenFor, then
+// resumes it. On SQLite a process stopped inside a write transaction holds
+// the database's write lock, and every other process waits for it
+// (docs/reliability.md, "SQLite's limit"): the process is let run a moment
+// and stopped again until it is stopped outside one, as test/crash does.
 func (f *faults) freeze(ctx context.Context, i int) {
 	f.c.signal(i, syscall.SIGSTOP)
 	for tries := 0; f.st.writeLocked != nil && f.st.writeLocked(); tries++ {
