@@ -65,7 +65,7 @@ func (s connServerSpec) keys() []auth.APIKey {
 // GoMemory is only measured by "mem" (it forces garbage collections).
 type connStat struct {
 	Created    int64  `json:"created"` // proposals stored since the start
-	Conns      int64  `json:"conns"` // client connections open (http.Server.ConnState)
+	Conns      int64  `json:"conns"`   // client connections open (http.Server.ConnState)
 	Goroutines int    `json:"goroutines"`
 	GoMemory   uint64 `json:"go_memory,omitempty"` // heap objects + stacks, after GCs until they stop shrinking
 	PoolTotal  int    `json:"pool_total"`          // PostgreSQL: connections open in the pool
