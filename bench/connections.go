@@ -276,8 +276,8 @@ func connTransport(conns int) *http.Transport {
 
 func connections(e *env) ([]Figure, error) {
 	sz := connectionSizesFor(e.cfg)
-	if sz.LongPolls <= 0 || sz.Streams <= 0 || sz.Tenants <= 0 || sz.Streams%sz.Tenants != 0 {
-		return nil, fmt.Errorf("-longpolls %d, -streams %d, -conn-tenants %d: want positive numbers, the streams a multiple of the tenants", sz.LongPolls, sz.Streams, sz.Tenants)
+	if sz.LongPolls <= 0 || sz.Streams < 0 || sz.Tenants <= 0 || sz.Streams%sz.Tenants != 0 {
+		return nil, fmt.Errorf("-longpolls %d, -streams %d, -conn-tenants %d: want positive numbers (no streams at all: 0), the streams a multiple of the tenants", sz.LongPolls, sz.Streams, sz.Tenants)
 	}
 	load := loadAverage()
 	spec, cleanup, err := e.target.spec()
@@ -593,7 +593,7 @@ func connections(e *env) ([]Figure, error) {
 
 	k := "b8." + e.target.name
 	nn, ss := thousands(fmt.Sprint(n)), thousands(fmt.Sprint(s))
-	per := func(a, b uint64, count int) float64 { return (float64(a) - float64(b)) / float64(count) }
+	per := func(a, b uint64, count int) float64 { return (float64(a) - float64(b)) / float64(max(count, 1)) }
 	events := 0
 	for _, st := range streams {
 		events += int(st.got.Load())
@@ -606,7 +606,7 @@ func connections(e *env) ([]Figure, error) {
 			Value: float64(errs.n.Load()), Unit: "errors"},
 		{Key: k + ".rss_per_stream", Label: fmt.Sprintf("server RSS per event stream (%s open minus before, ÷ S)", ss), Value: per(withStreams.rss, base.rss, s), Unit: "bytes"},
 		{Key: k + ".go_per_stream", Label: "server Go heap objects + stacks per event stream", Value: per(withStreams.goMem, base.goMem, s), Unit: "bytes"},
-		{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(s), Unit: "goroutines"},
+		{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(max(s, 1)), Unit: "goroutines"},
 		{Key: k + ".rss_per_longpoll", Label: fmt.Sprintf("server RSS per blocked long-poll (%s blocked and the streams, minus the streams alone, ÷ N)", nn), Value: per(all.rss, withStreams.rss, n), Unit: "bytes"},
 		{Key: k + ".go_per_longpoll", Label: "server Go heap objects + stacks per blocked long-poll", Value: per(all.goMem, withStreams.goMem, n), Unit: "bytes"},
 		{Key: k + ".goroutines_per_longpoll", Label: "server goroutines per blocked long-poll", Value: float64(all.goroutines-withStreams.goroutines) / float64(n), Unit: "goroutines"},
