@@ -466,6 +466,19 @@ func connections(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	clientPeak := countFDs(0)
+	// Nothing happens for a while: what do the blocked calls and the open
+	// streams cost?
+	idle0, err := srv.ask("stat")
+	if err != nil {
+		return nil, err
+	}
+	idleStart := time.Now()
+	time.Sleep(idleWindow)
+	idle1, err := srv.ask("stat")
+	if err != nil {
+		return nil, err
+	}
+	idleElapsed := time.Since(idleStart)
 
 	// Approve them all: each tenant's decider lists its pending proposals.
 	want := map[string]string{} // tool call id → proposal id
@@ -496,6 +509,10 @@ func connections(e *env) ([]Figure, error) {
 	}
 	if len(want) != n {
 		return nil, fmt.Errorf("%d pending proposals listed, want %d", len(want), n)
+	}
+	readsBefore, err := srv.ask("stat")
+	if err != nil {
+		return nil, err
 	}
 	approving := newBar(n, "B8 %s: approve", e.target.title)
 	approveStart := time.Now()
@@ -561,6 +578,10 @@ func connections(e *env) ([]Figure, error) {
 		st.mu.Unlock()
 	}
 	released := time.Since(approveStart)
+	readsAfter, err := srv.ask("stat")
+	if err != nil {
+		return nil, err
+	}
 
 	// Close the streams and the idle connections (long-polls', deciders');
 	// the server must close every one and end their goroutines.
@@ -612,6 +633,10 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".goroutines_per_longpoll", Label: "server goroutines per blocked long-poll", Value: float64(all.goroutines-withStreams.goroutines) / float64(n), Unit: "goroutines"},
 		{Key: k + ".server_fds", Label: fmt.Sprintf("server file descriptors with everything open (before: %d)", base.fds), Value: float64(all.fds), Unit: "fds"},
 		{Key: k + ".client_fds", Label: fmt.Sprintf("client process file descriptors with everything open (before: %d)", clientBase), Value: float64(clientPeak), Unit: "fds"},
+		{Key: k + ".idle_cpu", Label: fmt.Sprintf("server CPU with everything open and nothing happening (over %s)", idleWindow),
+			Value: 100 * time.Duration(idle1.CPU-idle0.CPU).Seconds() / idleElapsed.Seconds(), Unit: "% of a core"},
+		{Key: k + ".idle_reads", Label: "server store reads (proposals, events) with everything open and nothing happening",
+			Value: float64(idle1.Reads-idle0.Reads) / idleElapsed.Seconds(), Unit: "reads/s"},
 		{Key: k + ".server_rss", Label: "server RSS with everything open", Value: float64(all.rss) / (1 << 20), Unit: "MiB"},
 		{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
 		{Key: k + ".establish_s", Label: fmt.Sprintf("first call sent → all %s stored (blocked 0.5 s later)", nn), Value: established.Seconds(), Unit: "s"},
@@ -619,6 +644,8 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".approve_s", Label: fmt.Sprintf("first approval sent → last of %s approved (%d clients)", nn, connDeciders), Value: time.Duration(lastApproved.Load() - approveStart.UnixNano()).Seconds(), Unit: "s"},
 		{Key: k + ".release_ms", Label: "last approval → last call returned succeeded", Value: ms(time.Duration(lastReturned - lastApproved.Load())), Unit: "ms"},
 		{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},
+		{Key: k + ".reads_per_approval", Label: "server store reads (proposals, events) from the first approval until every call returned and every stream is complete, ÷ N",
+			Value: perOp(readsAfter.Reads-readsBefore.Reads, n), Unit: "reads"},
 		{Key: k + ".events", Label: "events the streams received", Value: float64(events), Unit: "events"},
 		{Key: k + ".released_s", Label: "first approval → every call returned and every stream complete", Value: released.Seconds(), Unit: "s"},
 		{Key: k + ".close_ms", Label: fmt.Sprintf("streams and idle connections closed → server holds no client connection and its goroutines before (after: %d connections, %d goroutines, %d before; %d fds, %d before: the store's pool may have grown)", leftConns, after.goroutines, base.goroutines, after.fds, base.fds), Value: ms(closed), Unit: "ms"},

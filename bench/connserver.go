@@ -65,6 +65,8 @@ func (s connServerSpec) keys() []auth.APIKey {
 // GoMemory is only measured by "mem" (it forces garbage collections).
 type connStat struct {
 	Created    int64  `json:"created"` // proposals stored since the start
+	Reads      int64  `json:"reads"`   // store reads of proposals and events since the start
+	CPU        int64  `json:"cpu_ns"`  // this process's user + system time
 	Conns      int64  `json:"conns"`   // client connections open (http.Server.ConnState)
 	Goroutines int    `json:"goroutines"`
 	GoMemory   uint64 `json:"go_memory,omitempty"` // heap objects + stacks, after GCs until they stop shrinking
@@ -72,10 +74,27 @@ type connStat struct {
 	PoolInUse  int    `json:"pool_in_use"`         // PostgreSQL: connections acquired now
 }
 
-// creationCounter counts the proposals the store created (not replays).
+// creationCounter counts the proposals the store created (not replays)
+// and the reads the waiters and the streams make.
 type creationCounter struct {
 	store.Store
 	created atomic.Int64
+	reads   atomic.Int64
+}
+
+func (s *creationCounter) GetProposal(ctx context.Context, p *store.GetProposalParams) (*store.Proposal, error) {
+	s.reads.Add(1)
+	return s.Store.GetProposal(ctx, p)
+}
+
+func (s *creationCounter) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+	s.reads.Add(1)
+	return s.Store.ListEvents(ctx, p)
+}
+
+func (s *creationCounter) LastEventID(ctx context.Context, p *store.LastEventIDParams) (int64, error) {
+	s.reads.Add(1)
+	return s.Store.LastEventID(ctx, p)
 }
 
 func (s *creationCounter) CreateProposal(ctx context.Context, p *store.CreateProposalParams) (*store.CreateProposalResult, error) {
@@ -136,7 +155,7 @@ func connServerMain(specJSON string) int {
 		_ = hs.Shutdown(sctx)
 	}()
 	stat := func(withMemory bool) connStat {
-		s := connStat{Created: st.created.Load(), Conns: conns.Load()}
+		s := connStat{Created: st.created.Load(), Reads: st.reads.Load(), CPU: int64(cpuTime()), Conns: conns.Load()}
 		if withMemory {
 			_, s.GoMemory = goMemory()
 		}
