@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,7 +65,7 @@ func init() {
 			"`GET /v1/events` stream each, which sees every proposal of its tenant. First the S streams are opened (%d at a time; established "+
 			"when the `retry:` frame arrived), then the N calls are sent (`POST /v1/calls`, mode wait, wait_seconds %d, at most %d sent and "+
 			"not yet stored); each stores its proposal and blocks. A call answered `pending` (its wait ran out) is repeated with the same tool "+
-			"call id, as API.md says, and counted as a re-poll. Memory is the server's: VmRSS (/proc/PID/status) and Go heap objects + "+
+			"call id, as API.md says, and counted as a re-poll; a call or a decision answered 503 or 429 is an error, and is repeated after its Retry-After (at most %d times) so that the run completes. Memory is the server's: VmRSS (/proc/PID/status) and Go heap objects + "+
 			"goroutine stacks (runtime/metrics after GCs until they stop shrinking), with the streams open minus before (÷ S), then with the "+
 			"calls blocked as well minus with the streams alone (÷ N); file descriptors are /proc/PID/fd of each process. Then %d clients "+
 			"list each tenant's pending proposals and approve every one over HTTP; every call must return succeeded with its own proposal "+
@@ -72,7 +73,7 @@ func init() {
 			"non-200 answer, any transport error (a reset, a refused connection), a wrong outcome, a missing or extra event. Then the streams "+
 			"and the idle connections are closed and the server watched until it holds no client connection (http.Server.ConnState) and its "+
 			"goroutines are back to what they were before.",
-			connOpeners, connWait, connInFlight, connDeciders),
+			connOpeners, connWait, connInFlight, connRetries, connDeciders),
 		run: connections})
 }
 
@@ -257,6 +258,7 @@ type connPoll struct {
 	tenant   int
 	tool     string
 	repolls  int
+	retries  int // repeats after a 503 or 429 (each also counted as an error)
 	result   callAnswer
 	receipt  string
 	returned atomic.Int64 // unix ns
@@ -318,12 +320,14 @@ func connections(e *env) ([]Figure, error) {
 		}
 		return ans.callAnswer, ans.Receipt, err
 	}
-	decide := func(ctx context.Context, t int, id string) error {
+	// decide approves; again accepts "unchanged", for a repeat of a request
+	// whose answer was lost.
+	decide := func(ctx context.Context, t int, id string, again bool) error {
 		var ans decisionAnswer
 		if err := doJSON(ctx, decideClient, http.MethodPost, srv.url+"/v1/proposals/"+id+"/approve", connDeciderKey(t), map[string]any{"reason": "ok"}, &ans); err != nil {
 			return err
 		}
-		if ans.Status != "applied" {
+		if ans.Status != "applied" && !(again && ans.Status == "unchanged") {
 			return fmt.Errorf("approve %s: %q", id, ans.Status)
 		}
 		return nil
@@ -417,8 +421,15 @@ func connections(e *env) ([]Figure, error) {
 			for {
 				ans, receipt, err := call(ctx, connAgentKey(p.tenant), body)
 				if err != nil {
-					if ctx.Err() == nil {
-						errs.add("call %s: %v", p.tool, err)
+					if ctx.Err() != nil {
+						return
+					}
+					errs.add("call %s: %v", p.tool, err)
+					if d, ok := retryLater(err); ok && p.retries < connRetries {
+						// As API.md asks of a client: repeat it later.
+						p.retries++
+						time.Sleep(d)
+						continue
 					}
 					return
 				}
@@ -516,11 +527,21 @@ func connections(e *env) ([]Figure, error) {
 	}
 	approving := newBar(n, "B8 %s: approve", e.target.title)
 	approveStart := time.Now()
-	var lastApproved atomic.Int64
+	var lastApproved, decideRetries atomic.Int64
 	err = parallel(n, connDeciders, func(_, i int) error {
-		if err := decide(ctx, polls[i].tenant, want[polls[i].tool]); err != nil {
+		for try := 0; ; try++ {
+			err := decide(ctx, polls[i].tenant, want[polls[i].tool], try > 0)
+			if err == nil {
+				break
+			}
 			errs.add("%v", err)
-			return nil
+			d, ok := retryLater(err)
+			if !ok || try >= connRetries {
+				return nil
+			}
+			// As API.md asks of a client: repeat it later.
+			decideRetries.Add(1)
+			time.Sleep(d)
 		}
 		storeMax(&lastApproved, time.Now().UnixNano())
 		approving.add(1)
@@ -535,14 +556,16 @@ func connections(e *env) ([]Figure, error) {
 	select {
 	case <-allReturned:
 	case <-time.After(connDeadline):
+		r := returned.Load()
 		cancelAll()
 		<-allReturned
-		return nil, fmt.Errorf("the calls did not all return within %s of their approvals (%d returned): %v", connDeadline, returned.Load(), errs.err())
+		return nil, fmt.Errorf("the calls did not all return within %s of their approvals (%d returned): %v", connDeadline, r, errs.err())
 	}
 	var lastReturned int64
-	repolls := 0
+	repolls, callRetries := 0, 0
 	for _, p := range polls {
 		repolls += p.repolls
+		callRetries += p.retries
 		lastReturned = max(lastReturned, p.returned.Load())
 		switch {
 		case p.returned.Load() == 0:
@@ -641,6 +664,7 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
 		{Key: k + ".establish_s", Label: fmt.Sprintf("first call sent → all %s stored (blocked 0.5 s later)", nn), Value: established.Seconds(), Unit: "s"},
 		{Key: k + ".repolls", Label: fmt.Sprintf("re-polls (a call's %d s wait ran out, repeated)", connWait), Value: float64(repolls), Unit: "re-polls"},
+		{Key: k + ".retries", Label: "requests repeated after a 503 or 429, as API.md asks (calls, decisions; each is also an error)", Value: float64(callRetries) + float64(decideRetries.Load()), Unit: "requests"},
 		{Key: k + ".approve_s", Label: fmt.Sprintf("first approval sent → last of %s approved (%d clients)", nn, connDeciders), Value: time.Duration(lastApproved.Load() - approveStart.UnixNano()).Seconds(), Unit: "s"},
 		{Key: k + ".release_ms", Label: "last approval → last call returned succeeded", Value: ms(time.Duration(lastReturned - lastApproved.Load())), Unit: "ms"},
 		{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},
@@ -658,7 +682,7 @@ func connections(e *env) ([]Figure, error) {
 
 // connWarmUp makes one call, approves it and opens and closes one stream.
 func connWarmUp(ctx context.Context, srv *connServer, call func(context.Context, string, map[string]any) (callAnswer, string, error),
-	decide func(context.Context, int, string) error, streamClient *http.Client) error {
+	decide func(context.Context, int, string, bool) error, streamClient *http.Client) error {
 	st := &connStream{key: connApproverKey(0, 0), counts: map[string]int{}, ids: map[string]bool{}, want: -1, complete: make(chan struct{})}
 	sctx, cancel := context.WithCancel(ctx)
 	established := make(chan error, 1)
@@ -678,7 +702,7 @@ func connWarmUp(ctx context.Context, srv *connServer, call func(context.Context,
 		cancel()
 		return fmt.Errorf("the warm-up call answered %q", ans.Status)
 	}
-	if err := decide(ctx, 0, ans.ProposalID); err != nil {
+	if err := decide(ctx, 0, ans.ProposalID, false); err != nil {
 		cancel()
 		return err
 	}
@@ -787,10 +811,37 @@ func doJSON(ctx context.Context, c *http.Client, method, u, token string, body, 
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, req.URL.Path, resp.Status, bytes.TrimSpace(raw))
+		return &statusError{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"),
+			msg: fmt.Sprintf("%s %s: %s: %s", method, req.URL.Path, resp.Status, bytes.TrimSpace(raw))}
 	}
 	return json.Unmarshal(raw, out)
 }
+
+// statusError is an answer other than 200.
+type statusError struct {
+	code       int
+	retryAfter string
+	msg        string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// retryLater is how long to wait before repeating a request that failed
+// with err, if API.md says to repeat it (503 and 429 carry Retry-After).
+func retryLater(err error) (time.Duration, bool) {
+	var se *statusError
+	if !errors.As(err, &se) || (se.code != http.StatusServiceUnavailable && se.code != http.StatusTooManyRequests) {
+		return 0, false
+	}
+	secs, perr := strconv.Atoi(se.retryAfter)
+	if perr != nil || secs < 0 {
+		secs = 1
+	}
+	return time.Duration(secs) * time.Second, true
+}
+
+// connRetries bounds the repeats of one request answered 503 or 429.
+const connRetries = 10
 
 // getJSON is a GET of doJSON that also returns the next page's cursor.
 func getJSON(ctx context.Context, c *http.Client, u, token string, out any) (next string, err error) {

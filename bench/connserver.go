@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -129,7 +128,9 @@ func connServerMain(specJSON string) int {
 		return fail(err)
 	}
 	srv, err := server.New(server.Options{Engine: eng, Auth: keys, Metrics: newMetrics(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		// Request logs are discarded; warnings and errors (a 5xx and its
+		// cause) go to standard error.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return fail(err)
 	}
