@@ -287,7 +287,7 @@ func connections(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	defer cleanup()
-	srv, err := startConnServer(e, connServerSpec{Store: spec, MaxConns: e.cfg.PGMaxConns, Tenants: sz.Tenants, Approvers: sz.Streams / sz.Tenants})
+	srv, err := startConnServer(e, connServerSpec{Store: spec, MaxConns: e.cfg.PGMaxConns, Tenants: sz.Tenants, Approvers: max(1, sz.Streams/sz.Tenants)})
 	if err != nil {
 		return nil, err
 	}
