@@ -59,7 +59,7 @@ func init() {
 	register(scenario{ID: "B8", order: 80, perStore: true,
 		Title: "Connections: long-polls and event streams on one server",
 		Method: fmt.Sprintf("The server is a process of its own (this binary re-executed: the real server.New and its http.Server, API keys, metrics, "+
-			"request logs discarded, over B5's engine: one no-op action in wait mode, asked of role:finance) on a loopback port; this process is "+
+			"request logs discarded and warnings to standard error, over B5's engine: one no-op action in wait mode, asked of role:finance) on a loopback port; this process is "+
 			"every client, so each side holds one end of each connection under its own file-descriptor limit. The calls and the streams are "+
 			"spread over T tenants: per tenant one agent makes the calls and S÷T approvers (role finance, each its own key) hold one "+
 			"`GET /v1/events` stream each, which sees every proposal of its tenant. First the S streams are opened (%d at a time; established "+
@@ -648,9 +648,6 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".streams", Label: fmt.Sprintf("concurrent event streams, over %d tenants", T), Value: float64(s), Unit: "streams"},
 		{Key: k + ".errors", Label: fmt.Sprintf("errors: non-200 answers, transport errors, wrong outcomes, missing or extra events (%s calls, %s streams)", nn, ss),
 			Value: float64(errs.n.Load()), Unit: "errors"},
-		{Key: k + ".rss_per_stream", Label: fmt.Sprintf("server RSS per event stream (%s open minus before, ÷ S)", ss), Value: per(withStreams.rss, base.rss, s), Unit: "bytes"},
-		{Key: k + ".go_per_stream", Label: "server Go heap objects + stacks per event stream", Value: per(withStreams.goMem, base.goMem, s), Unit: "bytes"},
-		{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(max(s, 1)), Unit: "goroutines"},
 		{Key: k + ".rss_per_longpoll", Label: fmt.Sprintf("server RSS per blocked long-poll (%s blocked and the streams, minus the streams alone, ÷ N)", nn), Value: per(all.rss, withStreams.rss, n), Unit: "bytes"},
 		{Key: k + ".go_per_longpoll", Label: "server Go heap objects + stacks per blocked long-poll", Value: per(all.goMem, withStreams.goMem, n), Unit: "bytes"},
 		{Key: k + ".goroutines_per_longpoll", Label: "server goroutines per blocked long-poll", Value: float64(all.goroutines-withStreams.goroutines) / float64(n), Unit: "goroutines"},
@@ -661,18 +658,25 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".idle_reads", Label: "server store reads (proposals, events) with everything open and nothing happening",
 			Value: float64(idle1.Reads-idle0.Reads) / idleElapsed.Seconds(), Unit: "reads/s"},
 		{Key: k + ".server_rss", Label: "server RSS with everything open", Value: float64(all.rss) / (1 << 20), Unit: "MiB"},
-		{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
 		{Key: k + ".establish_s", Label: fmt.Sprintf("first call sent → all %s stored (blocked 0.5 s later)", nn), Value: established.Seconds(), Unit: "s"},
 		{Key: k + ".repolls", Label: fmt.Sprintf("re-polls (a call's %d s wait ran out, repeated)", connWait), Value: float64(repolls), Unit: "re-polls"},
 		{Key: k + ".retries", Label: "requests repeated after a 503 or 429, as API.md asks (calls, decisions; each is also an error)", Value: float64(callRetries) + float64(decideRetries.Load()), Unit: "requests"},
 		{Key: k + ".approve_s", Label: fmt.Sprintf("first approval sent → last of %s approved (%d clients)", nn, connDeciders), Value: time.Duration(lastApproved.Load() - approveStart.UnixNano()).Seconds(), Unit: "s"},
 		{Key: k + ".release_ms", Label: "last approval → last call returned succeeded", Value: ms(time.Duration(lastReturned - lastApproved.Load())), Unit: "ms"},
-		{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},
 		{Key: k + ".reads_per_approval", Label: "server store reads (proposals, events) from the first approval until every call returned and every stream is complete, ÷ N",
 			Value: perOp(readsAfter.Reads-readsBefore.Reads, n), Unit: "reads"},
-		{Key: k + ".events", Label: "events the streams received", Value: float64(events), Unit: "events"},
 		{Key: k + ".released_s", Label: "first approval → every call returned and every stream complete", Value: released.Seconds(), Unit: "s"},
 		{Key: k + ".close_ms", Label: fmt.Sprintf("streams and idle connections closed → server holds no client connection and its goroutines before (after: %d connections, %d goroutines, %d before; %d fds, %d before: the store's pool may have grown)", leftConns, after.goroutines, base.goroutines, after.fds, base.fds), Value: ms(closed), Unit: "ms"},
+	}
+	if s > 0 {
+		figs = append(figs, []Figure{
+			{Key: k + ".rss_per_stream", Label: fmt.Sprintf("server RSS per event stream (%s open minus before, ÷ S)", ss), Value: per(withStreams.rss, base.rss, s), Unit: "bytes"},
+			{Key: k + ".go_per_stream", Label: "server Go heap objects + stacks per event stream", Value: per(withStreams.goMem, base.goMem, s), Unit: "bytes"},
+			{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(max(s, 1)), Unit: "goroutines"},
+			{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
+			{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},
+			{Key: k + ".events", Label: "events the streams received", Value: float64(events), Unit: "events"},
+		}...)
 	}
 	if all.poolTotal > 0 {
 		figs = append(figs, Figure{Key: k + ".pool", Label: fmt.Sprintf("PostgreSQL pool with everything blocked: connections open (of %d), %d in use", e.cfg.PGMaxConns, all.poolInUse), Value: float64(all.poolTotal), Unit: "connections"})
