@@ -29,13 +29,16 @@ type connectionSizes struct {
 	// Tenants share the calls and the streams: each stream is one
 	// approver's of one tenant and sees that tenant's proposals.
 	Tenants int
+	// Idle is how long the server is watched with everything open and
+	// nothing happening.
+	Idle time.Duration
 }
 
 // b8Sizes are the flags' values; the tests set them.
-var b8Sizes = connectionSizes{LongPolls: 10000, Streams: 1000, Tenants: 100}
+var b8Sizes = connectionSizes{LongPolls: 10000, Streams: 1000, Tenants: 100, Idle: idleWindow}
 
 // quickB8Sizes replace them in a -quick run.
-var quickB8Sizes = connectionSizes{LongPolls: 1000, Streams: 100, Tenants: 10}
+var quickB8Sizes = connectionSizes{LongPolls: 1000, Streams: 100, Tenants: 10, Idle: idleWindow}
 
 const (
 	// connInFlight bounds the calls sent but not yet stored, so that the
@@ -278,7 +281,7 @@ func connTransport(conns int) *http.Transport {
 
 func connections(e *env) ([]Figure, error) {
 	sz := connectionSizesFor(e.cfg)
-	if sz.LongPolls <= 0 || sz.Streams < 0 || sz.Tenants <= 0 || sz.Streams%sz.Tenants != 0 {
+	if sz.LongPolls <= 0 || sz.Idle <= 0 || sz.Streams < 0 || sz.Tenants <= 0 || sz.Streams%sz.Tenants != 0 {
 		return nil, fmt.Errorf("-longpolls %d, -streams %d, -conn-tenants %d: want positive numbers (no streams at all: 0), the streams a multiple of the tenants", sz.LongPolls, sz.Streams, sz.Tenants)
 	}
 	load := loadAverage()
@@ -484,7 +487,7 @@ func connections(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	idleStart := time.Now()
-	time.Sleep(idleWindow)
+	time.Sleep(sz.Idle)
 	idle1, err := srv.ask("stat")
 	if err != nil {
 		return nil, err
@@ -653,7 +656,7 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".goroutines_per_longpoll", Label: "server goroutines per blocked long-poll", Value: float64(all.goroutines-withStreams.goroutines) / float64(n), Unit: "goroutines"},
 		{Key: k + ".server_fds", Label: fmt.Sprintf("server file descriptors with everything open (before: %d)", base.fds), Value: float64(all.fds), Unit: "fds"},
 		{Key: k + ".client_fds", Label: fmt.Sprintf("client process file descriptors with everything open (before: %d)", clientBase), Value: float64(clientPeak), Unit: "fds"},
-		{Key: k + ".idle_cpu", Label: fmt.Sprintf("server CPU with everything open and nothing happening (over %s)", idleWindow),
+		{Key: k + ".idle_cpu", Label: fmt.Sprintf("server CPU with everything open and nothing happening (over %s)", sz.Idle),
 			Value: 100 * time.Duration(idle1.CPU-idle0.CPU).Seconds() / idleElapsed.Seconds(), Unit: "% of a core"},
 		{Key: k + ".idle_reads", Label: "server store reads (proposals, events) with everything open and nothing happening",
 			Value: float64(idle1.Reads-idle0.Reads) / idleElapsed.Seconds(), Unit: "reads/s"},
