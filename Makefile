@@ -6,7 +6,7 @@ FUZZTIME ?= 20s
 .PHONY: test test-race test-pg-restart test-python test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
 
 ## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race test-pg-restart test-python
+test: lint test-race test-pg-restart test-python fuzz-smoke
 
 ## test-race: go test -race over every package, then the crash tests.
 ## The crash tests re-execute the test binary as worker processes and judge
@@ -97,11 +97,11 @@ bench:
 fuzz:
 	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZTIME)
 
-## fuzz-smoke: run every fuzz target briefly (FUZZSMOKE each), from its
-## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test, and
-## so make test, already runs as unit tests). Not part of make test: -fuzz
-## builds every dependency with coverage instrumentation, and on a cold
-## cache the agent SDKs alone take minutes to compile that way.
+## fuzz-smoke: fuzz every target briefly (FUZZSMOKE each), starting from its
+## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test also
+## runs as unit tests). Part of make test. -fuzz builds every dependency
+## with coverage instrumentation: about 10 minutes on a cold build cache on
+## the 2-core development machine, about 2 once it is warm.
 FUZZSMOKE ?= 2s
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZSMOKE)
