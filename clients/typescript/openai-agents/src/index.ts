@@ -270,7 +270,8 @@ function record(runContext: RunContext<unknown>, callId: string, id: string): vo
 function stash(client: Countersign, action: string, runContext: object, callId: string, ex: CallExecute): void {
   let m = claims.get(runContext);
   if (!m) claims.set(runContext, (m = new Map()));
-  m.get(callId) && clearTimeout(m.get(callId)!.timer);
+  const before = m.get(callId);
+  if (before) clearTimeout(before.timer);
   // The SDK executes an approved call right after asking: if it does not
   // (a guardrail tripped, the run was cancelled), the function certainly
   // did not run, and the claim is settled so, before the lease lapses into

@@ -192,3 +192,49 @@ test("allowed by the policy → no interruption, runs once", { skip }, async () 
   assert.equal(final(done), `done: ${JSON.stringify({ sent: to })}`);
   assert.equal(ranFor(to).length, 1);
 });
+
+test("one turn, an allowed call beside a pending one: the allowed one runs at once, the resume runs the other, each once", { skip }, async () => {
+  const customer = `c_${run}_mixed`;
+  const to = `to_${run}_mixed@example.com`;
+  const calls = [
+    { name: "mail", args: { to }, callId: "call_mail" },
+    { name: "refund", args: { amount: 3, customer }, callId: "call_refund" },
+  ];
+  const build = () => {
+    const model = new ScriptedModel(calls);
+    return { a: agent(model, [mailTool(alice), refundTool(alice)]), model };
+  };
+  const first = build();
+  const result = await runner().run(first.a, "both", { context: { thread_id: `oa_mixed_${run}` } });
+  assert.deepEqual(result.interruptions.map((i) => i.name), ["refund"]);
+  assert.equal(ranFor(to).length, 1, "the allowed mail ran in the first turn");
+  const id = proposalId(result, result.interruptions[0]!);
+  assert.ok(id);
+  assert.equal((await bob.approve(id)).status, "applied");
+  const serialized = result.state.toString();
+  for (let i = 0; i < 2; i++) {
+    const next = build();
+    const done = await runner().run(next.a, await RunState.fromString(next.a, serialized));
+    assert.deepEqual(next.model.seen, [JSON.stringify({ sent: to }), `refunded 3 to ${customer}`]);
+    assert.equal(done.interruptions.length, 0);
+  }
+  assert.equal(ranFor(to).length, 1, "the mail never ran again");
+  assert.equal(ranFor(customer).length, 1);
+});
+
+test("an approved call the SDK never executes (a tool input guardrail said no) is settled failed, not left to lapse", { skip }, async () => {
+  const to = `to_${run}_guard@example.com`;
+  const model = new ScriptedModel([{ name: "mail", args: { to }, callId: "call_guard" }]);
+  const a = agent(model, [mailTool(alice, "reject")]);
+  const context: { thread_id: string; countersign?: { proposals: Record<string, string> } } = { thread_id: `oa_guard_${run}` };
+  const done = await runner().run(a, "mail", { context });
+  assert.equal(done.interruptions.length, 0);
+  assert.deepEqual(model.seen, ["no mail today"]);
+  assert.equal(ranFor(to).length, 0);
+  const id = context.countersign?.proposals["call_guard"];
+  assert.ok(id, "the allowed call's record is in the context");
+  // The claim's lease is 2s; it is settled at half of it, before it could lapse.
+  const p = await alice.waitForProposal(id, { timeoutSeconds: 20 });
+  assert.equal(p.status, "failed");
+  assert.match(String(p.outcome?.error ?? ""), /did not execute/);
+});

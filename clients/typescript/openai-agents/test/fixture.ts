@@ -1,7 +1,7 @@
 // What the tests and their child process (child.ts) share: a scripted Model
 // (no network), the gated refund tool and the agent, built the same way in
 // every process so that RunState.fromString finds them.
-import { Agent, Runner, Usage, type FunctionTool, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
+import { Agent, Runner, ToolGuardrailFunctionOutputFactory, Usage, defineToolInputGuardrail, type FunctionTool, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { z } from "zod";
 import { Countersign } from "@countersign/client";
 import { execution, gated } from "../dist/index.js";
@@ -93,10 +93,13 @@ export function refundTool(client: Countersign, ms = 0) {
   );
 }
 
-export function mailTool(client: Countersign) {
+export function mailTool(client: Countersign, guard?: "reject") {
   return gated(
     {
       name: "mail",
+      inputGuardrails: guard
+        ? [defineToolInputGuardrail({ name: "no_mail", run: async () => ToolGuardrailFunctionOutputFactory.rejectContent("no mail today") })]
+        : undefined,
       description: "Send a mail",
       parameters: z.object({ to: z.string() }),
       execute: async ({ to }) => {
