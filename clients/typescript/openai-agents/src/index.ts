@@ -81,6 +81,8 @@ export class Failed extends GateError {}
 export class OutcomeUnknown extends GateError {}
 /** The function ran, but the lease was lost before its outcome could be settled. */
 export class LeaseLost extends GateError {}
+/** The server refused the input (the action's input_schema): nothing was stored, nothing ran. */
+export class InvalidInput extends GateError {}
 
 /**
  * Throw NotApplied from the function when the change certainly did not
@@ -173,7 +175,13 @@ export function gated<TParameters extends ToolInputParameters = undefined, Conte
 
   const needsApproval = async (runContext: RunContext<Context>, input: unknown, callId?: string): Promise<boolean> => {
     const body = request(runContext, callId, input);
-    const a = (await ask(client, body)) as Answer;
+    let a: Answer;
+    try {
+      a = (await ask(client, body)) as Answer;
+    } catch (e) {
+      if (e instanceof CountersignError && e.code === "INVALID_INPUT") return false; // execution tells the model
+      throw e;
+    }
     if (a.proposal_id) record(runContext, body.tool_call_id, a.proposal_id);
     switch (a.status) {
       case "pending":
@@ -191,15 +199,26 @@ export function gated<TParameters extends ToolInputParameters = undefined, Conte
   const execute = async (input: unknown, runContext: RunContext<Context>, details?: Details): Promise<unknown> => {
     const callId = details?.toolCall?.callId;
     const held = take(runContext, callId);
-    if (held) return run(client, def.execute, action, held, runContext, details);
+    if (held) return run(client, def.execute, action, held, input, runContext, details);
     const body = request(runContext, callId, input);
     const executingSince = Date.now();
     for (;;) {
-      const a = (await ask(client, body)) as Answer;
+      let a: Answer;
+      try {
+        a = (await ask(client, body)) as Answer;
+      } catch (e) {
+        if (e instanceof CountersignError && e.code === "INVALID_INPUT") {
+          throw new InvalidInput(`${action}: invalid input: ${e.message}${e.details ? ` ${JSON.stringify(e.details)}` : ""}`, {
+            status: "invalid_input",
+            details: e.details,
+          });
+        }
+        throw e;
+      }
       if (a.proposal_id) record(runContext, body.tool_call_id, a.proposal_id);
       switch (a.status) {
         case "execute":
-          return run(client, def.execute, action, a as unknown as CallExecute, runContext, details);
+          return run(client, def.execute, action, a as unknown as CallExecute, input, runContext, details);
         case "succeeded":
           return a.result;
         case "executing": {
@@ -216,14 +235,17 @@ export function gated<TParameters extends ToolInputParameters = undefined, Conte
           // no decision. Withdraw the proposal, so that no later approval
           // runs it behind the run's back; if it was decided meanwhile, the
           // next call says how.
-          const c = await client.cancel(a.proposal_id!, { reason: "approved in the agent, not in Countersign" }).catch(() => null);
-          if (c?.status === "applied") {
-            throw new NotExecuted(
-              `${action}: not executed: the proposal ${a.proposal_id} was still pending in Countersign (an approval in the agent is not a Countersign decision); it has been withdrawn`,
-              { ...a, status: "cancelled", proposal: c.proposal },
-            );
+          const pendingText = `${action}: not executed: the proposal ${a.proposal_id} was still pending in Countersign (an approval in the agent is not a Countersign decision)`;
+          let c;
+          try {
+            c = await client.cancel(a.proposal_id!, { reason: "approved in the agent, not in Countersign" });
+          } catch (e) {
+            throw new NotExecuted(`${pendingText}; it could not be withdrawn: ${(e as Error).message}`, a);
           }
-          continue;
+          if (c.status === "applied") {
+            throw new NotExecuted(`${pendingText}; it has been withdrawn`, { ...a, status: "cancelled", proposal: c.proposal });
+          }
+          continue; // decided meanwhile: the next call says how
         }
         default:
           throw gateError(action, a);
@@ -307,6 +329,7 @@ async function run(
   fn: (input: unknown, runContext: unknown, details?: unknown) => unknown,
   action: string,
   ex: CallExecute,
+  input: unknown,
   runContext: unknown,
   details: Details,
 ): Promise<unknown> {
@@ -343,7 +366,8 @@ async function run(
   const withClaim: WithExecution = { ...(details ?? {}), countersign: claim };
   let out: unknown;
   try {
-    out = await fn(ex.input, runContext, withClaim);
+    // The SDK's parsed input: the call's input, as the identical call checked.
+    out = await fn(input, runContext, withClaim);
   } catch (e) {
     stop();
     if (e instanceof NotApplied) {

@@ -238,3 +238,13 @@ test("an approved call the SDK never executes (a tool input guardrail said no) i
   assert.equal(p.status, "failed");
   assert.match(String(p.outcome?.error ?? ""), /did not execute/);
 });
+
+test("input the server's schema refuses → no interruption, nothing stored or run, the model hears why", { skip }, async () => {
+  const customer = `c_${run}_invalid`;
+  const { a, model } = refundAgent(customer, -1); // zod takes any number; the action wants amount > 0
+  const done = await runner().run(a, "refund", { context: { thread_id: `oa_invalid_${run}` } });
+  assert.equal(done.interruptions.length, 0);
+  assert.match(model.seen[0] ?? "", /^payments\.refund: invalid input: /);
+  assert.equal(ranFor(customer).length, 0);
+  assert.equal((await alice.listThreadProposals(`oa_invalid_${run}`).catch(() => [])).length, 0);
+});
