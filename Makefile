@@ -3,18 +3,24 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-pg-restart test-python test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
+.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
 
 ## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race test-pg-restart test-python
+test: lint test-race test-pg-restart test-python fuzz-smoke
 
-## test-race: go test -race over every package, then the crash tests.
+## test-race: go test -race over every package, then the crash tests and
+## the chaos suite's small run, each on its own.
 ## The crash tests re-execute the test binary as worker processes and judge
 ## what survives SIGKILL; they run without the race detector, which would
 ## only slow the processes down (the worker's code is raced in its own tests).
+## The chaos suite runs the countersign binary, built without the race
+## detector, as serve and 3 workers; its own process (the backend, the
+## clients, the fault injector) is raced. It runs alone so that its faults'
+## timing is not the other packages'.
 test-race: clients-deps web-deps
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v /test/crash)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v -e /test/crash -e /test/chaos)
 	$(GO) test -count=1 -timeout 30m ./test/crash/
+	$(GO) test -race -count=1 -timeout 10m ./test/chaos/
 
 # npm-ci DIR installs DIR's npm packages exactly as its package-lock.json pins
 # them. In CI a missing npm is an error; elsewhere the tests that need them
@@ -30,12 +36,14 @@ define npm-ci
 endef
 
 ## clients-deps: the npm packages test/clients drives (linters, type
-## generator, tsc, eventsource), the TypeScript client's and @countersign/langgraph's, the AG-UI client
+## generator, tsc, eventsource), the TypeScript client's, @countersign/langgraph's and
+## @countersign/openai-agents', the AG-UI client
 ## test/agui runs, and the MCP servers, SDK and inspector test/mcp runs.
 clients-deps:
 	$(call npm-ci,test/clients)
 	$(call npm-ci,clients/typescript)
 	$(call npm-ci,clients/typescript/langgraph)
+	$(call npm-ci,clients/typescript/openai-agents)
 	$(call npm-ci,test/agui)
 	$(call npm-ci,test/mcp)
 
@@ -45,10 +53,19 @@ web-deps:
 	$(call npm-ci,web/testdata/axe)
 
 ## test-pg-restart: restarts the shared PostgreSQL server under running
-## workers. It runs alone, after every other package, since a restart drops
-## every connection to the server.
+## workers (test/crash), and under the chaos suite's cluster (test/chaos).
+## It runs alone, after every other package, since a restart drops every
+## connection to the server.
 test-pg-restart:
 	CS_CRASH_PG_RESTART=1 $(GO) test -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
+	CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 10m -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/
+
+## chaos: the chaos suite's full run (test/chaos, docs/reliability.md):
+## 3,000 approved calls per store under kills, stops and partitions, then
+## on PostgreSQL with two restarts of the shared server (run it alone).
+chaos:
+	CS_CHAOS_FULL=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaos(SQLite|PostgreSQL)$$' ./test/chaos/
+	CS_CHAOS_FULL=1 CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/
 
 ## test-python: the Python client's unittest suite (clients/python), which
 ## builds ./cmd/countersign and serves it. Without python3 3.10+ it skips,
@@ -95,11 +112,11 @@ bench:
 fuzz:
 	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZTIME)
 
-## fuzz-smoke: run every fuzz target briefly (FUZZSMOKE each), from its
-## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test, and
-## so make test, already runs as unit tests). Not part of make test: -fuzz
-## builds every dependency with coverage instrumentation, and on a cold
-## cache the agent SDKs alone take minutes to compile that way.
+## fuzz-smoke: fuzz every target briefly (FUZZSMOKE each), starting from its
+## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test also
+## runs as unit tests). Part of make test. -fuzz builds every dependency
+## with coverage instrumentation: about 10 minutes on a cold build cache on
+## the 2-core development machine, about 2 once it is warm.
 FUZZSMOKE ?= 2s
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZSMOKE)

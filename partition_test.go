@@ -3,12 +3,14 @@ package countersign_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/faultstore"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
@@ -33,11 +35,14 @@ func TestPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	cut, err := pgstore.Open(ctx, pgtest.PoolDSN(via), &pgstore.Options{Schema: schema, SkipMigrations: true})
+	cutStore, err := pgstore.Open(ctx, pgtest.PoolDSN(via), &pgstore.Options{Schema: schema, SkipMigrations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cut.Close()
+	defer cutStore.Close()
+	// The partitioned worker's store records its settlements and renewals,
+	// to show each one that reached a proposal taken over was fenced.
+	cut := faultstore.New(cutStore)
 
 	var mu sync.Mutex
 	execs := map[string]int{}
@@ -107,7 +112,7 @@ func TestPartition(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	statuses := map[store.Status]int{}
-	takenOver := 0
+	takenOver := map[string]bool{}
 	for _, id := range ids {
 		p, err := eDirect.Wait(wctx, tAlice, id)
 		if err != nil {
@@ -120,7 +125,7 @@ func TestPartition(t *testing.T) {
 		}
 		for _, ev := range evs {
 			if ev.Type == store.EventSettled && ev.Status == store.StatusReconciling {
-				takenOver++ // its lease lapsed in the partition; the other worker reconciled it
+				takenOver[id] = true // its lease lapsed in the partition; the other worker reconciled it
 				break
 			}
 		}
@@ -134,8 +139,34 @@ func TestPartition(t *testing.T) {
 		most = max(most, c)
 		total += c
 	}
-	t.Logf("after a 10s partition: statuses %v; %d taken over from the partitioned worker; %d executions of %d operations, at most %d each", statuses, takenOver, total, len(execs), most)
-	if takenOver == 0 {
+	// The fence (DESIGN.md §6): once another holder took a proposal over,
+	// nothing the partitioned worker wrote to it may land; what it sent
+	// meanwhile was refused (lease lost) or never arrived (its context or
+	// the partition ended it).
+	fenced, lost := 0, 0
+	for _, st := range cut.Settlements() {
+		if !takenOver[st.Params.ID] {
+			continue
+		}
+		switch {
+		case st.Err == nil:
+			t.Errorf("the partitioned worker settled %s (%s) after it was taken over", st.Params.ID, st.Params.Status)
+		case errors.Is(st.Err, store.ErrLeaseLost):
+			fenced++
+		default:
+			lost++
+		}
+	}
+	renewedAfter := 0
+	for _, r := range cut.Renewals() {
+		if takenOver[r.Params.ID] && errors.Is(r.Err, store.ErrLeaseLost) {
+			renewedAfter++
+		}
+	}
+	t.Logf("after a 10s partition: statuses %v; %d taken over from the partitioned worker; %d executions of %d operations, at most %d each; "+
+		"its settlements of those: %d refused by the fence, %d never arrived; %d renewals refused by the fence",
+		statuses, len(takenOver), total, len(execs), most, fenced, lost, renewedAfter)
+	if len(takenOver) == 0 {
 		t.Error("no lease was taken over: the partition caught no execution in flight")
 	}
 	if most > 1 {

@@ -157,7 +157,24 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// unsure.write fails uncertainly, and its Reconcile never knows: it
+	// stays reconciling, asked again and again.
+	unsure, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
+		Name: "unsure.write",
+		Execute: func(context.Context, *countersign.ExecuteRequest, refundInput) (*countersign.Receipt, error) {
+			return nil, errors.New("connection reset")
+		},
+		Reconcile: func(context.Context, *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
+			return &countersign.Reconciliation{Status: countersign.ReconcileUnknown}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	policy := &countersign.Policy{Rules: []countersign.Rule{{
+		Match: "unsure.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+		Mode: countersign.ModeIndependent,
+	}, {
 		Match: "credits.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 		Mode: countersign.ModeIndependent, Remember: []countersign.Scope{countersign.ScopeThread}, GrantAnyInput: true,
 	}, {
@@ -173,7 +190,8 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 		Approvers: []string{"role:finance"}, Quorum: 2, ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
 	}}}
 	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Now: now,
-		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky}})
+		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky, unsure},
+		ReconcileBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,41 @@ func TestOperatorResolves(t *testing.T) {
 	_, body := olga.get(resp.Header.Get("Location"))
 	if !strings.Contains(body, `id="status">failed<`) || !strings.Contains(body, "checked the ledger: nothing sent") {
 		t.Errorf("after resolving:\n%s", body)
+	}
+}
+
+// TestReconcileAttemptsShown: a proposal whose backend keeps answering
+// "unknown" to Reconcile shows the operator, on its page and in the list,
+// how many times it was asked and when it is asked next.
+func TestReconcileAttemptsShown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	id := h.call("unsure.write", "t_unsure", "c_u", 1)
+	bob := h.client()
+	bob.signIn("key_bob")
+	tok := bob.csrf("/proposals/" + id)
+	if resp, _ := bob.post("/proposals/"+id+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %d", resp.StatusCode)
+	}
+	attempts := regexp.MustCompile(`<dd id="reconciles">([0-9]+) answered that it is not known yet · next <time`)
+	deadline := time.Now().Add(10 * time.Second)
+	var body string
+	for {
+		_, body = bob.get("/proposals/" + id)
+		if m := attempts.FindStringSubmatch(body); m != nil && m[1] != "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed two reconcile attempts:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(body, `id="status">reconciling<`) || !regexp.MustCompile(`Asked [0-9]+ times, the system could not say whether it was applied; next attempt at `).MatchString(body) {
+		t.Errorf("the proposal's page:\n%s", body)
+	}
+	_, list := bob.get("/?status=reconciling")
+	if !regexp.MustCompile(`data-id="` + id + `"[^<]*>(?s:.*?)<span class="meta note">Asked (once|[0-9]+ times), the system could not say`).MatchString(list) {
+		t.Errorf("the list does not say how often it was asked:\n%s", list)
 	}
 }
 

@@ -121,6 +121,9 @@ func fate(p *store.Proposal, now time.Time) string {
 		s = settled(p)
 	case store.StatusReconciling:
 		s = "It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."
+		if n := reconciles(p); n > 0 {
+			s += " " + reconcileNote(p, n, now)
+		}
 	case store.StatusUnknown:
 		s = "It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."
 	case store.StatusRejected:
@@ -154,8 +157,34 @@ func listNote(p *store.Proposal, now time.Time) string {
 	case p.Status == store.StatusApproved,
 		p.Status == store.StatusExpired && p.Quorum > 0 && p.Approvals() >= p.Quorum:
 		return fate(p, now)
+	case p.Status == store.StatusReconciling && reconciles(p) > 0:
+		return reconcileNote(p, reconciles(p), now)
 	}
 	return ""
+}
+
+// reconciles is how many times the backend's Reconcile answered unknown (or
+// failed) for a proposal still reconciling.
+func reconciles(p *store.Proposal) int {
+	if p.Status != store.StatusReconciling || p.Outcome == nil {
+		return 0
+	}
+	return p.Outcome.Reconciles
+}
+
+// reconcileNote tells the operator how long the backend has not known: the
+// attempts that answered unknown, and when the next one is due (the pause
+// doubles each time, up to a cap).
+func reconcileNote(p *store.Proposal, n int, now time.Time) string {
+	times := "once"
+	if n > 1 {
+		times = fmt.Sprintf("%d times", n)
+	}
+	s := fmt.Sprintf("Asked %s, the system could not say whether it was applied", times)
+	if p.NextAttemptAt != nil {
+		return fmt.Sprintf("%s; next attempt at %s.", s, clockTime(*p.NextAttemptAt, now))
+	}
+	return s + "."
 }
 
 // settled says how a succeeded or failed proposal ended.

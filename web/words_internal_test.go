@@ -36,6 +36,13 @@ var (
 	}
 )
 
+// askedThrice: Reconcile answered unknown three times; the next attempt is
+// due at 14:05:08 UTC.
+func askedThrice(p *store.Proposal) {
+	next := wordsNow.Add(8 * time.Second)
+	p.Outcome, p.NextAttemptAt = &store.Outcome{Status: p.Status, Reconciles: 3}, &next
+}
+
 func TestFate(t *testing.T) {
 	t.Parallel()
 	late := wordsNow.Add(20 * time.Minute)
@@ -86,6 +93,9 @@ func TestFate(t *testing.T) {
 			"Its outcome was uncertain; olga checked and recorded that it was applied (succeeded)."},
 		{"reconciling", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow,
 			"It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."},
+		{"reconciling, asked three times", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, askedThrice), wordsNow,
+			"It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened. " +
+				"Asked 3 times, the system could not say whether it was applied; next attempt at 14:05:08 UTC."},
 		{"unknown", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob), wordsNow,
 			"It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."},
 		{"wait lapsed", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob), late,
@@ -207,6 +217,13 @@ func TestListNote(t *testing.T) {
 			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
 		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late, ""},
 		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late, ""},
+		{"reconciling, not asked yet", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow, ""},
+		{"reconciling, asked once", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, func(p *store.Proposal) {
+			p.Outcome = &store.Outcome{Status: store.StatusReconciling, Reconciles: 1}
+		}), wordsNow, "Asked once, the system could not say whether it was applied."},
+		{"reconciling, asked three times", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, askedThrice), wordsNow,
+			"Asked 3 times, the system could not say whether it was applied; next attempt at 14:05:08 UTC."},
+		{"unknown: the attempts are over", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob, askedThrice), wordsNow, ""},
 	} {
 		if got := listNote(tc.p, tc.now); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
