@@ -160,6 +160,7 @@ func (s *connServer) stop() {
 // connSnapshot is one moment of the server process.
 type connSnapshot struct {
 	rss, goMem      uint64
+	stacks          uint64
 	fds, goroutines int
 	poolTotal       int
 	poolInUse       int
@@ -170,7 +171,7 @@ func (s *connServer) snapshot() (connSnapshot, error) {
 	if err != nil {
 		return connSnapshot{}, err
 	}
-	return connSnapshot{rss: procRSS(s.pid), goMem: st.GoMemory, fds: countFDs(s.pid), goroutines: st.Goroutines,
+	return connSnapshot{rss: procRSS(s.pid), goMem: st.GoMemory, stacks: st.Stacks, fds: countFDs(s.pid), goroutines: st.Goroutines,
 		poolTotal: st.PoolTotal, poolInUse: st.PoolInUse}, nil
 }
 
@@ -653,6 +654,7 @@ func connections(e *env) ([]Figure, error) {
 			Value: float64(errs.n.Load()), Unit: "errors"},
 		{Key: k + ".rss_per_longpoll", Label: fmt.Sprintf("server RSS per blocked long-poll (%s blocked and the streams, minus the streams alone, ÷ N)", nn), Value: per(all.rss, withStreams.rss, n), Unit: "bytes"},
 		{Key: k + ".go_per_longpoll", Label: "server Go heap objects + stacks per blocked long-poll", Value: per(all.goMem, withStreams.goMem, n), Unit: "bytes"},
+		{Key: k + ".stacks_per_longpoll", Label: "of which goroutine stacks", Value: per(all.stacks, withStreams.stacks, n), Unit: "bytes"},
 		{Key: k + ".goroutines_per_longpoll", Label: "server goroutines per blocked long-poll", Value: float64(all.goroutines-withStreams.goroutines) / float64(n), Unit: "goroutines"},
 		{Key: k + ".server_fds", Label: fmt.Sprintf("server file descriptors with everything open (before: %d)", base.fds), Value: float64(all.fds), Unit: "fds"},
 		{Key: k + ".client_fds", Label: fmt.Sprintf("client process file descriptors with everything open (before: %d)", clientBase), Value: float64(clientPeak), Unit: "fds"},
@@ -675,6 +677,7 @@ func connections(e *env) ([]Figure, error) {
 		figs = append(figs, []Figure{
 			{Key: k + ".rss_per_stream", Label: fmt.Sprintf("server RSS per event stream (%s open minus before, ÷ S)", ss), Value: per(withStreams.rss, base.rss, s), Unit: "bytes"},
 			{Key: k + ".go_per_stream", Label: "server Go heap objects + stacks per event stream", Value: per(withStreams.goMem, base.goMem, s), Unit: "bytes"},
+			{Key: k + ".stacks_per_stream", Label: "of which goroutine stacks", Value: per(withStreams.stacks, base.stacks, s), Unit: "bytes"},
 			{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(max(s, 1)), Unit: "goroutines"},
 			{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
 			{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -69,6 +70,7 @@ type connStat struct {
 	Conns      int64  `json:"conns"`   // client connections open (http.Server.ConnState)
 	Goroutines int    `json:"goroutines"`
 	GoMemory   uint64 `json:"go_memory,omitempty"` // heap objects + stacks, after GCs until they stop shrinking
+	Stacks     uint64 `json:"stacks,omitempty"`    // the stacks alone, read right after`
 	PoolTotal  int    `json:"pool_total"`          // PostgreSQL: connections open in the pool
 	PoolInUse  int    `json:"pool_in_use"`         // PostgreSQL: connections acquired now
 }
@@ -159,6 +161,9 @@ func connServerMain(specJSON string) int {
 		s := connStat{Created: st.created.Load(), Reads: st.reads.Load(), CPU: int64(cpuTime()), Conns: conns.Load()}
 		if withMemory {
 			_, s.GoMemory = goMemory()
+			m := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+			metrics.Read(m)
+			s.Stacks = m[0].Value.Uint64()
 		}
 		s.Goroutines = runtime.NumGoroutine()
 		s.PoolTotal, s.PoolInUse = poolStat(raw)
