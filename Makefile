@@ -36,12 +36,14 @@ define npm-ci
 endef
 
 ## clients-deps: the npm packages test/clients drives (linters, type
-## generator, tsc, eventsource), the TypeScript client's and @countersign/langgraph's, the AG-UI client
+## generator, tsc, eventsource), the TypeScript client's, @countersign/langgraph's and
+## @countersign/openai-agents', the AG-UI client
 ## test/agui runs, and the MCP servers, SDK and inspector test/mcp runs.
 clients-deps:
 	$(call npm-ci,test/clients)
 	$(call npm-ci,clients/typescript)
 	$(call npm-ci,clients/typescript/langgraph)
+	$(call npm-ci,clients/typescript/openai-agents)
 	$(call npm-ci,test/agui)
 	$(call npm-ci,test/mcp)
 

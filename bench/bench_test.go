@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(workerEnv); spec != "" {
 		os.Exit(workerMain(spec))
 	}
+	if spec := os.Getenv(connServerEnv); spec != "" {
+		os.Exit(connServerMain(spec))
+	}
 	os.Exit(m.Run())
 }
 
@@ -28,7 +31,7 @@ func TestMain(m *testing.M) {
 func tinyConfig(stores ...string) config {
 	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, Sizes: []int{1500, 3000}, Waiters: 200,
 		Decisions: 300, Clients: 4, LimitWindow: 200 * time.Millisecond,
-		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7"}}
+		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"}}
 }
 
 // TestSuiteRuns runs the suite at tiny sizes on every store and checks that
@@ -39,6 +42,7 @@ func TestSuiteRuns(t *testing.T) {
 		t.Skip("the suite takes a while; -short skips it")
 	}
 	useB7Sizes(t, tinyB7)
+	useB8Sizes(t, tinyB8)
 	for _, st := range []string{"sqlite", "postgres"} {
 		t.Run(st, func(t *testing.T) {
 			if st == "postgres" {
@@ -59,11 +63,15 @@ func TestSuiteRuns(t *testing.T) {
 				"b5." + st + ".bytes_per_waiter", "b5." + st + ".wake_all_ms", "b5." + st + ".idle_cpu",
 				"b6." + st + ".rate", "b6." + st + ".p99",
 				"b7." + st + ".turns", "b7." + st + ".p99", "b7." + st + ".parked_goroutines_after",
+				"b8." + st + ".go_per_longpoll", "b8." + st + ".go_per_stream", "b8." + st + ".server_fds", "b8." + st + ".client_fds", "b8." + st + ".events",
 			} {
 				f, ok := r.figure(key)
 				if !ok || f.Value <= 0 || f.Store != st {
 					t.Errorf("figure %s: %+v (found %v), want a positive value on %s", key, f, ok, st)
 				}
+			}
+			if f, ok := r.figure("b8." + st + ".errors"); !ok || f.Value != 0 {
+				t.Errorf("figure b8.%s.errors: %+v (found %v), want 0", st, f, ok)
 			}
 			// Round trips are counted on PostgreSQL alone.
 			for _, key := range []string{
@@ -104,7 +112,7 @@ func TestSuiteRuns(t *testing.T) {
 				}
 			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}

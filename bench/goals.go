@@ -147,6 +147,19 @@ var goalList = []goal{
 		}
 		return met, detail, true
 	}},
+	{"B8", "issue 17: 10,000 long-polls and 1,000 event streams on one server with 0 errors", "", func(r *Report, st string) (bool, string, bool) {
+		k := "b8." + st
+		errs, ok1 := r.figure(k + ".errors")
+		polls, ok2 := r.figure(k + ".go_per_longpoll")
+		streams, ok3 := r.figure(k + ".go_per_stream")
+		nPolls, ok4 := r.figure(k + ".longpolls")
+		nStreams, ok5 := r.figure(k + ".streams")
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || nPolls.Value < 10000 || nStreams.Value < 1000 {
+			// Smaller runs do not judge the goal.
+			return false, "", false
+		}
+		return errs.Value == 0, fmt.Sprintf("%.0f errors; %s bytes per long-poll, %s per stream (Go)", errs.Value, format(polls.Value), format(streams.Value)), true
+	}},
 	{"B3 vs SQLite", "issue 12: B3 PostgreSQL ≥ B3 SQLite in the same run", "postgres", func(r *Report, st string) (bool, string, bool) {
 		pg, ok1 := r.figure("b3.postgres.actions")
 		sq, ok2 := r.figure("b3.sqlite.actions")

@@ -17,6 +17,9 @@
 //	       100k and 1M stored proposals
 //	B5     waiting: 10,000 concurrent wait-mode calls in one process
 //	B6     deciding: the decide endpoint over loopback HTTP
+//	B7     conversations: a turn decided by text over HTTP, and parked runs
+//	B8     connections: 10,000 wait-mode long-polls and 1,000 event streams
+//	       on one server process, the bench's own process their client
 //	audit  B3 and B6 with and without the audit chain's sealer, side by
 //	       side in alternating rounds: medians and their ratio
 //	river  the peer: River burning down N no-op jobs and its insert → work
@@ -164,7 +167,7 @@ func realMain() int {
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
 	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
-	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B6,river); empty: all")
+	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B8,audit,river); empty: all")
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
@@ -172,6 +175,9 @@ func realMain() int {
 	flag.Parse()
 	if spec := os.Getenv(workerEnv); spec != "" {
 		return workerMain(spec)
+	}
+	if spec := os.Getenv(connServerEnv); spec != "" {
+		return connServerMain(spec)
 	}
 	if cfg.PGMaxConns <= 0 {
 		fmt.Fprintf(os.Stderr, "bench: -pg-max-conns: %d is not a positive number\n", cfg.PGMaxConns)
