@@ -36,6 +36,9 @@ func runSize() size {
 	if os.Getenv(envFull) != "" {
 		return size{items: 3334, span: 4 * time.Minute, clients: 16, drain: 5 * time.Minute}
 	}
+	if testing.Short() { // make test-short: a taste, without the check that every kind of fault came up
+		return size{items: 100, span: 12 * time.Second, clients: 4, drain: 2 * time.Minute}
+	}
 	return size{items: 400, span: 35 * time.Second, clients: 8, drain: 2 * time.Minute}
 }
 
@@ -115,8 +118,9 @@ func testChaos(t *testing.T, st storeSetup, restarts int) {
 	if len(a.stats.other) > 0 {
 		t.Errorf("unexpected statuses: %v", a.stats.other)
 	}
-	if r.faults[killServe] == 0 || r.faults[killWorker] == 0 || r.faults[stopWorker] == 0 || r.faults[stopServe] == 0 ||
-		(st.proxy != nil && r.faults[partition] == 0) || r.faults[restartPG] != restarts {
+	everyKind := r.faults[killServe] > 0 && r.faults[killWorker] > 0 && r.faults[stopWorker] > 0 && r.faults[stopServe] > 0 &&
+		(st.proxy == nil || r.faults[partition] > 0)
+	if !everyKind && !testing.Short() || r.faults[restartPG] != restarts {
 		t.Errorf("faults %v: want every kind at least once (and %d restarts)", r.faults, restarts)
 	}
 }
