@@ -12,3 +12,18 @@ export { MAX_BACKOFF_MS, unsettled, watchProposals } from "./watch.js";
 export type { FocusTarget, Watch, WatchOptions, WatchSnapshot, WatchSource, WatchTimers } from "./watch.js";
 export type * from "./types.js";
 export type { components, operations, paths } from "./schema.js";
+export {
+  Denied,
+  Failed,
+  GateError,
+  InvalidInput,
+  LeaseLost,
+  NotApplied,
+  NotExecuted,
+  OutcomeUnknown,
+  gateError,
+  leaseMillis,
+  runUnderLease,
+  transient,
+} from "./lease.js";
+export type { Execution, GateAnswer } from "./lease.js";

@@ -18,12 +18,19 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
 import { interrupt } from "@langchain/langgraph";
 import {
-  CountersignError,
+  OutcomeUnknown,
+  gateError,
+  runUnderLease,
+  transient,
   type CallExecute,
   type CallResponse,
   type Countersign,
   type Proposal,
 } from "@countersign/client";
+
+// The claim and the errors are the client's (runUnderLease), re-exported.
+export { Denied, Failed, GateError, LeaseLost, NotApplied, NotExecuted, OutcomeUnknown } from "@countersign/client";
+export type { Execution } from "@countersign/client";
 
 /** Options of gated. */
 export interface GatedOptions {
@@ -48,54 +55,6 @@ export interface ApprovalRequest {
   /** The proposal as it stood (its approvers, confirmation, deadline). */
   proposal: Proposal | null;
 }
-
-/** The claim the wrapped tool runs under, at config.configurable.countersign. */
-export interface Execution {
-  proposal_id: string;
-  /** The idempotency key of this proposal's execution: the same on every attempt. */
-  operation_id: string;
-  attempt: number;
-  /** Aborted once a renewal was refused: the lease is someone else's now. */
-  signal: AbortSignal;
-}
-
-/** A gated call that did not come to a result; answer is the call's (or the settlement's) body. */
-export class GateError extends Error {
-  readonly status: string | undefined;
-  constructor(
-    message: string,
-    readonly answer: { status?: string; proposal?: Proposal | null } & Record<string, unknown>,
-  ) {
-    super(message);
-    this.name = new.target.name;
-    this.status = answer.status;
-  }
-}
-/** The policy, authorization or preflight said no. */
-export class Denied extends GateError {}
-/** A human rejected it, nobody decided in time, or it was replaced or withdrawn: it did not run. */
-export class NotExecuted extends GateError {}
-/** It ran and failed (the tool threw NotApplied), or a check before it failed. */
-export class Failed extends GateError {}
-/** Nobody knows whether it was applied (unknown, reconciling): do not retry automatically. */
-export class OutcomeUnknown extends GateError {}
-/** The tool ran, but the lease was lost before its outcome could be settled. */
-export class LeaseLost extends GateError {}
-
-/**
- * Throw NotApplied from the wrapped tool when the change certainly did not
- * happen: the call is settled failed. Any other error leaves the outcome
- * uncertain: nothing is settled and the lease lapses, for the server to
- * reconcile, release (idempotent actions) or record as unknown.
- */
-export class NotApplied extends Error {
-  constructor(message = "not applied") {
-    super(message);
-    this.name = "NotApplied";
-  }
-}
-
-const TRANSIENT = new Set([408, 425, 429, 500, 502, 503, 504]);
 
 /** gated wraps tool so that each invocation goes through Countersign (see the file's comment). */
 export function gated<T extends StructuredToolInterface>(tool: T, options: GatedOptions): DynamicStructuredTool {
@@ -127,8 +86,7 @@ export function gated<T extends StructuredToolInterface>(tool: T, options: Gated
         try {
           ans = await client.call(body);
         } catch (e) {
-          if (e instanceof CountersignError && !TRANSIENT.has(e.status)) throw e;
-          if (!(e instanceof CountersignError) && !(e instanceof TypeError)) throw e; // fetch's network errors are TypeErrors
+          if (!transient(e)) throw e;
           failures++;
           await sleep(Math.min(30_000, 250 * 2 ** failures));
           continue;
@@ -165,115 +123,29 @@ export function gated<T extends StructuredToolInterface>(tool: T, options: Gated
             continue;
           }
           default:
-            throw error(action, a);
+            throw gateError(action, a);
         }
       }
     },
   });
 }
 
-async function run(
+/** run runs the tool once under the claim's lease; it reads the claim at config.configurable.countersign. */
+function run(
   client: Countersign,
   tool: StructuredToolInterface,
   action: string,
   ex: CallExecute,
   config: (RunnableConfig & { toolCall?: unknown; toolCallId?: unknown }) | undefined,
 ): Promise<unknown> {
-  const id = ex.proposal_id;
-  const token = ex.lease.token;
-  const lost = new AbortController();
-  // The lease's length on the server's clock: from the claim's stamp to its expiry.
-  const claimed = Date.parse(ex.proposal.updated_at ?? "") || Date.now();
-  const leaseMs = Math.max(1000, Date.parse(ex.lease.expires_at) - claimed);
-  let until = Date.now() + leaseMs;
-  let stopped = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const schedule = (ms: number) => {
-    timer = setTimeout(async () => {
-      const asked = Date.now();
-      try {
-        const r = await client.renew(id, { lease_token: token });
-        if (r.status !== "applied") {
-          lost.abort(new LeaseLost(`${action}: the lease was lost`, r));
-          return;
-        }
-        until = asked + leaseMs;
-        if (!stopped) schedule(leaseMs / 3);
-      } catch {
-        if (!stopped) schedule(leaseMs / 10); // not a verdict: try again soon
-      }
-    }, ms);
-  };
-  schedule(leaseMs / 3);
-  const stop = () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
-
-  const execution: Execution = { proposal_id: id, operation_id: ex.operation_id, attempt: ex.lease.attempt, signal: lost.signal };
   const { toolCall: _tc, toolCallId: _tci, ...rest } = config ?? {};
   void _tc;
   void _tci;
-  const child: RunnableConfig = { ...rest, configurable: { ...rest.configurable, countersign: execution } };
-  let out: unknown;
-  try {
-    out = await tool.invoke(ex.input as never, child);
-  } catch (e) {
-    stop();
-    if (e instanceof NotApplied) {
-      const r = await settle(client, id, { lease_token: token, outcome: "failed", error: e.message }, () => Date.now() >= until);
-      throw r.status === "applied" ? new Failed(`${action}: ${e.message}`, r) : new LeaseLost(`${action}: the lease was lost`, r);
-    }
-    throw e; // uncertain: the lease lapses
-  }
-  stop();
-  const result = isBaseMessage(out) ? out.content : out;
-  const r = await settle(
-    client,
-    id,
-    { lease_token: token, outcome: "succeeded", result: JSON.parse(JSON.stringify(result ?? null)) },
-    () => Date.now() >= until,
-  );
-  if (r.status !== "applied") throw new LeaseLost(`${action}: the lease was lost; the outcome was not recorded`, r);
-  return (r.proposal.outcome as { result?: unknown } | undefined)?.result ?? result;
-}
-
-async function settle(
-  client: Countersign,
-  id: string,
-  body: Parameters<Countersign["settle"]>[1],
-  expired: () => boolean,
-) {
-  // The work is done: record it while the lease may still be held,
-  // retrying failures that are not verdicts. The fence decides.
-  for (let failures = 1; ; failures++) {
-    try {
-      return await client.settle(id, body);
-    } catch (e) {
-      const transient = e instanceof CountersignError ? TRANSIENT.has(e.status) : e instanceof TypeError;
-      if (!transient || expired()) throw e;
-      await sleep(Math.min(2000, 100 * 2 ** failures));
-    }
-  }
-}
-
-function error(action: string, a: { status: string } & Record<string, unknown>): GateError {
-  switch (a.status) {
-    case "denied":
-      return new Denied(`${action}: denied: ${String(a.reason ?? "")}`, a);
-    case "failed":
-      return new Failed(`${action}: failed: ${String(a.error ?? "")}`, a);
-    case "unknown":
-    case "reconciling":
-      return new OutcomeUnknown(`${action}: outcome ${a.status}`, a);
-    case "rejected":
-    case "expired":
-    case "superseded":
-    case "cancelled":
-      return new NotExecuted(`${action}: ${a.status}; it was not executed`, a);
-    default:
-      return new GateError(`${action}: unexpected answer ${a.status}`, a);
-  }
+  return runUnderLease(client, action, ex, async (execution) => {
+    const child: RunnableConfig = { ...rest, configurable: { ...rest.configurable, countersign: execution } };
+    const out = await tool.invoke(ex.input as never, child);
+    return isBaseMessage(out) ? out.content : out;
+  });
 }
 
 function sleep(ms: number): Promise<void> {

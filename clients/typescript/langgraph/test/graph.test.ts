@@ -159,7 +159,7 @@ test("reject → the tool never runs, and the model hears it was not executed", 
   const tm = toolMessages(done);
   assert.equal(tm.length, 1);
   assert.equal(tm[0]!.status, "error");
-  assert.match(String(tm[0]!.content), /rejected; it was not executed/);
+  assert.match(String(tm[0]!.content), /rejected by bob \(no\); it was not executed/);
   assert.equal(ran.get(customer), undefined);
   // Resumed again: still never.
   await g.invoke(new Command({ resume: "again" }), config).catch(() => undefined);

@@ -26,11 +26,24 @@
 import { tool, type FunctionTool, type RunContext, type RunToolApprovalItem, type ToolInputParameters, type ToolOptions } from "@openai/agents";
 import {
   CountersignError,
+  GateError,
+  InvalidInput,
+  NotExecuted,
+  OutcomeUnknown,
+  gateError,
+  leaseMillis,
+  runUnderLease,
+  transient,
   type CallExecute,
   type CallResponse,
   type Countersign,
+  type Execution,
   type Proposal,
 } from "@countersign/client";
+
+// The claim and the errors are the client's (runUnderLease), re-exported.
+export { Denied, Failed, GateError, InvalidInput, LeaseLost, NotApplied, NotExecuted, OutcomeUnknown } from "@countersign/client";
+export type { Execution } from "@countersign/client";
 
 /** Options of gated. */
 export interface GatedOptions<Context = unknown> {
@@ -47,54 +60,6 @@ export interface GatedOptions<Context = unknown> {
   waitSeconds?: number;
   /** The longest wait for another holder of the lease, in seconds; default 120. */
   executingTimeoutSeconds?: number;
-}
-
-/** The claim the function runs under: `execution(details)` inside execute. */
-export interface Execution {
-  proposal_id: string;
-  /** The idempotency key of this proposal's execution: the same on every attempt. */
-  operation_id: string;
-  attempt: number;
-  /** Aborted once a renewal was refused: the lease is someone else's now. */
-  signal: AbortSignal;
-}
-
-/** A gated call that did not come to a result; answer is the call's (or the settlement's) body. */
-export class GateError extends Error {
-  readonly status: string | undefined;
-  constructor(
-    message: string,
-    readonly answer: { status?: string; proposal?: Proposal | null } & Record<string, unknown>,
-  ) {
-    super(message);
-    this.name = new.target.name;
-    this.status = answer.status;
-  }
-}
-/** The policy, authorization or preflight said no. */
-export class Denied extends GateError {}
-/** A human rejected it, nobody decided in time, or it was replaced or withdrawn: it did not run. */
-export class NotExecuted extends GateError {}
-/** It ran and failed (the function threw NotApplied), or a check before it failed. */
-export class Failed extends GateError {}
-/** Nobody knows whether it was applied (unknown, reconciling): do not retry automatically. */
-export class OutcomeUnknown extends GateError {}
-/** The function ran, but the lease was lost before its outcome could be settled. */
-export class LeaseLost extends GateError {}
-/** The server refused the input (the action's input_schema): nothing was stored, nothing ran. */
-export class InvalidInput extends GateError {}
-
-/**
- * Throw NotApplied from the function when the change certainly did not
- * happen: the call is settled failed. Any other error leaves the outcome
- * uncertain: nothing is settled and the lease lapses, for the server to
- * reconcile, release (idempotent actions) or record as unknown.
- */
-export class NotApplied extends Error {
-  constructor(message = "not applied") {
-    super(message);
-    this.name = "NotApplied";
-  }
 }
 
 /** The key of the run context's member where gated tools record proposal ids. */
@@ -127,7 +92,6 @@ export function proposalId(from: object, item: RunToolApprovalItem): string | un
   return raw.callId ? rec?.proposals?.[raw.callId] : undefined;
 }
 
-const TRANSIENT = new Set([408, 425, 429, 500, 502, 503, 504]);
 const GENERIC_ERROR = "An error occurred while running the tool. Please try again.";
 
 /** Claims answered to needsApproval, for the execution that follows it: by run context, then call id. */
@@ -274,8 +238,7 @@ async function ask(client: Countersign, body: Parameters<Countersign["call"]>[0]
     try {
       return await client.call(body);
     } catch (e) {
-      const transient = e instanceof CountersignError ? TRANSIENT.has(e.status) : e instanceof TypeError; // fetch's network errors are TypeErrors
-      if (!transient || failures >= 8) throw e;
+      if (!transient(e) || failures >= 8) throw e;
       await sleep(Math.min(30_000, 250 * 2 ** failures));
     }
   }
@@ -304,7 +267,7 @@ function stash(client: Countersign, action: string, runContext: object, callId: 
     void client
       .settle(ex.proposal_id, { lease_token: ex.lease.token, outcome: "failed", error: `${action}: the agent did not execute the approved call` })
       .catch(() => undefined);
-  }, leaseLength(ex) / 2);
+  }, leaseMillis(ex) / 2);
   timer.unref?.();
   m.set(callId, { ex, timer });
 }
@@ -318,13 +281,8 @@ function take(runContext: object, callId: string | undefined): CallExecute | und
   return held.ex;
 }
 
-/** The lease's length on the server's clock: from the claim's stamp to its expiry. */
-function leaseLength(ex: CallExecute): number {
-  const claimed = Date.parse(ex.proposal.updated_at ?? "") || Date.now();
-  return Math.max(1000, Date.parse(ex.lease.expires_at) - claimed);
-}
-
-async function run(
+/** run runs the function once under the claim's lease, handing it the claim in its details (execution(details)). */
+function run(
   client: Countersign,
   fn: (input: unknown, runContext: unknown, details?: unknown) => unknown,
   action: string,
@@ -333,100 +291,8 @@ async function run(
   runContext: unknown,
   details: Details,
 ): Promise<unknown> {
-  const id = ex.proposal_id;
-  const token = ex.lease.token;
-  const lost = new AbortController();
-  const leaseMs = leaseLength(ex);
-  let until = Date.now() + leaseMs;
-  let stopped = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const schedule = (ms: number) => {
-    timer = setTimeout(async () => {
-      const asked = Date.now();
-      try {
-        const r = await client.renew(id, { lease_token: token });
-        if (r.status !== "applied") {
-          lost.abort(new LeaseLost(`${action}: the lease was lost`, r));
-          return;
-        }
-        until = asked + leaseMs;
-        if (!stopped) schedule(leaseMs / 3);
-      } catch {
-        if (!stopped) schedule(leaseMs / 10); // not a verdict: try again soon
-      }
-    }, ms);
-  };
-  schedule(leaseMs / 3);
-  const stop = () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
-
-  const claim: Execution = { proposal_id: id, operation_id: ex.operation_id, attempt: ex.lease.attempt, signal: lost.signal };
-  const withClaim: WithExecution = { ...(details ?? {}), countersign: claim };
-  let out: unknown;
-  try {
-    // The SDK's parsed input: the call's input, as the identical call checked.
-    out = await fn(input, runContext, withClaim);
-  } catch (e) {
-    stop();
-    if (e instanceof NotApplied) {
-      const r = await settle(client, id, { lease_token: token, outcome: "failed", error: e.message }, () => Date.now() >= until);
-      throw r.status === "applied" ? new Failed(`${action}: ${e.message}`, r) : new LeaseLost(`${action}: the lease was lost`, r);
-    }
-    throw e; // uncertain: the lease lapses
-  }
-  stop();
-  const r = await settle(
-    client,
-    id,
-    { lease_token: token, outcome: "succeeded", result: plain(out) },
-    () => Date.now() >= until,
-  );
-  if (r.status !== "applied") throw new LeaseLost(`${action}: the lease was lost; the outcome was not recorded`, r);
-  return (r.proposal.outcome as { result?: unknown } | undefined)?.result ?? out;
-}
-
-async function settle(
-  client: Countersign,
-  id: string,
-  body: Parameters<Countersign["settle"]>[1],
-  expired: () => boolean,
-) {
-  // The work is done: record it while the lease may still be held,
-  // retrying failures that are not verdicts. The fence decides.
-  for (let failures = 1; ; failures++) {
-    try {
-      return await client.settle(id, body);
-    } catch (e) {
-      const transient = e instanceof CountersignError ? TRANSIENT.has(e.status) : e instanceof TypeError;
-      if (!transient || expired()) throw e;
-      await sleep(Math.min(2000, 100 * 2 ** failures));
-    }
-  }
-}
-
-function gateError(action: string, a: Answer): GateError {
-  switch (a.status) {
-    case "denied":
-      return new Denied(`${action}: denied: ${String(a.reason ?? "")}`, a);
-    case "failed":
-      return new Failed(`${action}: failed: ${String(a.error ?? "")}`, a);
-    case "unknown":
-    case "reconciling":
-      return new OutcomeUnknown(`${action}: outcome ${a.status}; do not retry it`, a);
-    case "rejected": {
-      const d = a.proposal?.decisions?.find((x) => x.decision === "rejected");
-      const by = d ? ` by ${d.actor}${d.reason ? ` (${d.reason})` : ""}` : "";
-      return new NotExecuted(`${action}: rejected${by}; it was not executed`, a);
-    }
-    case "expired":
-    case "superseded":
-    case "cancelled":
-      return new NotExecuted(`${action}: ${a.status}; it was not executed`, a);
-    default:
-      return new GateError(`${action}: unexpected answer ${a.status}`, a);
-  }
+  // The SDK's parsed input: the call's input, as the identical call checked.
+  return runUnderLease(client, action, ex, (claim) => fn(input, runContext, { ...(details ?? {}), countersign: claim } as WithExecution));
 }
 
 /** plain is value as JSON (what the server stores). */
