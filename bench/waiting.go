@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -144,19 +142,7 @@ func goMemory() (first, settled uint64) {
 }
 
 // rss is the process's resident set (VmRSS), in bytes.
-func rss() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+func rss() uint64 { return procRSS(os.Getpid()) }
 
 // cpuTime is the process's user + system time.
 func cpuTime() time.Duration {
