@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"io"
 	"net/url"
 	"os"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/countersign/countersign/internal/nodetest"
 	"github.com/countersign/countersign/internal/pgtest"
+
+	_ "modernc.org/sqlite" // SQLiteWriteLocked's driver
 )
 
 var listening = regexp.MustCompile(`countersign listening on (http://127\.0\.0\.1:[0-9]+)`)
@@ -163,4 +166,27 @@ func NPMTest(t testing.TB, dir string, timeout time.Duration, env ...string) str
 	}
 	t.Logf("npm test: %s node tests pass\n%s", counts["pass"], out)
 	return counts["pass"]
+}
+
+// SQLiteWriteLocked reports whether some process holds the write lock of
+// the SQLite database at path (BEGIN IMMEDIATE fails at once when one does;
+// an error opening it counts as locked). A test that freezes a process with
+// SIGSTOP checks it: a process frozen inside a write transaction stops every
+// other one.
+func SQLiteWriteLocked(path string) bool {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		return true
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return true
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		return true
+	}
+	_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+	return false
 }

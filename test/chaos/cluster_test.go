@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"bufio"
-	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"net/url"
@@ -318,7 +316,7 @@ type storeSetup struct {
 func sqliteSetup(t *testing.T) storeSetup {
 	s := servetest.SQLiteStore(t)
 	path := strings.TrimPrefix(s, "sqlite:")
-	return storeSetup{name: "sqlite", serveURL: s, workerURL: s, spec: s, writeLocked: func() bool { return sqliteWriteLocked(path) }}
+	return storeSetup{name: "sqlite", serveURL: s, workerURL: s, spec: s, writeLocked: func() bool { return servetest.SQLiteWriteLocked(path) }}
 }
 
 // postgresSetup is a schema of the test's own; serve reaches the server
@@ -335,26 +333,6 @@ func postgresSetup(t *testing.T) storeSetup {
 	serveURL := pgtest.WithParam(s, "pool_max_conns", "8")
 	proxy, workerURL := pgtest.Proxied(t, s)
 	return storeSetup{name: "postgres", serveURL: serveURL, workerURL: workerURL, spec: "postgres:" + schema, proxy: proxy}
-}
-
-// sqliteWriteLocked reports whether some process holds the write lock of
-// the SQLite database at path: BEGIN IMMEDIATE fails at once when one does.
-func sqliteWriteLocked(path string) bool {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
-	if err != nil {
-		return true
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		return true
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		return true
-	}
-	_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
-	return false
 }
 
 // errorSample returns the first n ERROR lines the processes logged.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/servetest"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
 	"github.com/jackc/pgx/v5"
@@ -421,22 +422,8 @@ func sqliteBackend(t *testing.T) backend {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		return st
-	}, writeLocked: func(t *testing.T) bool {
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "countersign.db")+"?_pragma=busy_timeout(0)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			return true
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			return true
-		}
-		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
-		return false
+	}, writeLocked: func(*testing.T) bool {
+		return servetest.SQLiteWriteLocked(filepath.Join(dir, "countersign.db"))
 	}}
 }
 
