@@ -51,10 +51,21 @@ type Observer interface {
 // sees (see Subscribe).
 const changesKey = "\x00changes"
 
+// unnamedChangesKey is published for a change whose tenant a notification
+// did not name (a process of an earlier version sent it): every tenant's
+// feed listens to it as well as to its own tenantChangesKey.
+const unnamedChangesKey = "\x00changes\x00"
+
+// tenantChangesKey is the hub key published on every change of one
+// tenant's proposals: feeds wake for their own tenant only. (No proposal id
+// holds a NUL, so the keys cannot meet.)
+func tenantChangesKey(tenant string) string { return unnamedChangesKey + tenant }
+
 // Subscribe returns a channel that receives a value (coalesced) after any
 // proposal change this process makes or, while a Worker listens to the store,
-// learns of; and a function that ends the subscription. Event streams use it
-// to wake up and read the store's audit events.
+// learns of, in any tenant; and a function that ends the subscription. An
+// event stream waits on its Feed's Changes instead, which wakes for its own
+// tenant's changes only.
 func (e *Engine) Subscribe() (<-chan struct{}, func()) { return e.hub.Subscribe(changesKey) }
 
 // SettledFunc is called once per settlement, by the process that settled.
@@ -264,6 +275,7 @@ func (e *Engine) clock() time.Time { return e.now().UTC() }
 func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Status) {
 	e.hub.Publish(p.ID)
 	e.hub.Publish(changesKey)
+	e.hub.Publish(tenantChangesKey(p.Tenant))
 	if e.observer != nil {
 		e.observer.Transition(p, from)
 	}

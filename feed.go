@@ -131,12 +131,14 @@ type FeedEvent struct {
 
 // Feed is one identity's view of its tenant's audit log, in event order,
 // each event once, late commits included: the events of the proposals the
-// identity may see. Event streams (SSE, AG-UI) read it. It is not safe for
-// concurrent use.
+// identity may see. Event streams (SSE, AG-UI) read it, and wait on Changes
+// between reads. It is not safe for concurrent use, except Changes.
 type Feed struct {
-	e    *Engine
-	id   Identity
-	tail *auditTail
+	e           *Engine
+	id          Identity
+	tail        *auditTail
+	changes     <-chan struct{}
+	unsubscribe func()
 }
 
 // Feed starts a feed for id after the event id after (0: from the first
@@ -144,23 +146,46 @@ type Feed struct {
 // the tenant, or below -1, is an error wrapping store.ErrInvalidCursor: a
 // client resuming from a position this store never reached (a restored
 // backup, another server) must start afresh rather than wait in silence.
+//
+// The caller must Close the feed when it is done with it.
 func (e *Engine) Feed(ctx context.Context, id Identity, after int64) (*Feed, error) {
 	if after < FeedFromNow {
 		return nil, fmt.Errorf("feed after %d: %w", after, store.ErrInvalidCursor)
 	}
+	// Subscribed before the first read, so that no change falls between a
+	// read and the wait that follows it.
+	changes, unsubscribe := e.hub.Subscribe(tenantChangesKey(id.Tenant), unnamedChangesKey)
 	if after != 0 {
 		newest, err := e.store.LastEventID(ctx, &store.LastEventIDParams{Tenant: id.Tenant})
 		if err != nil {
+			unsubscribe()
 			return nil, fmt.Errorf("feed: find the newest event: %w", err)
 		}
 		switch {
 		case after == FeedFromNow:
 			after = newest
 		case after > newest:
+			unsubscribe()
 			return nil, fmt.Errorf("feed after %d: the newest event is %d: %w", after, newest, store.ErrInvalidCursor)
 		}
 	}
-	return &Feed{e: e, id: id, tail: newAuditTail(e.store, id.Tenant, after, e.clock)}, nil
+	return &Feed{e: e, id: id, tail: newAuditTail(e.store, id.Tenant, after, e.clock), changes: changes, unsubscribe: unsubscribe}, nil
+}
+
+// Changes receives a value (coalesced) after a change to one of the feed's
+// tenant's proposals that this process made or, while it listens to the
+// store, learned of: the moment to call Next again. Changes in other
+// tenants do not wake it. Notifications can be lost, so a stream also calls
+// Next now and then without one.
+func (f *Feed) Changes() <-chan struct{} { return f.changes }
+
+// Close ends the feed's subscription to changes. It is safe to call more
+// than once.
+func (f *Feed) Close() {
+	if f.unsubscribe != nil {
+		f.unsubscribe()
+		f.unsubscribe = nil
+	}
 }
 
 // Next returns up to limit new events (limit <= 0: all there are) that the

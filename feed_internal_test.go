@@ -125,3 +125,44 @@ func TestAuditTailPagesThroughHistoryOnce(t *testing.T) {
 		t.Fatalf("read %d events from the store to hand out %d: history was re-read (bound %d)", read, n, bound)
 	}
 }
+
+// A store notification (another process's change) wakes the feeds of the
+// tenant it names; one that names no tenant (sent by an earlier version)
+// wakes every tenant's.
+func TestFeedChangesFromNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, err := New(Options{Store: memstore.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func(tenant string) *Feed {
+		f, err := e.Feed(ctx, Identity{Tenant: tenant, Actor: "bob"}, FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		return f
+	}
+	acme, other := feed("acme"), feed("other")
+	woken := func(f *Feed) bool {
+		select {
+		case <-f.Changes():
+			return true
+		default:
+			return false
+		}
+	}
+	e.notified(store.Notification{Tenant: "acme", ProposalID: "prp_1"})
+	if !woken(acme) || woken(other) {
+		t.Error("a notification of acme's did not wake acme's feed alone")
+	}
+	e.notified(store.Notification{ProposalID: "prp_2"})
+	if !woken(acme) || !woken(other) {
+		t.Error("a notification naming no tenant did not wake every feed")
+	}
+	e.notified(store.Notification{Work: true})
+	if woken(acme) || woken(other) {
+		t.Error("a work notification woke a feed")
+	}
+}

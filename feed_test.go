@@ -132,3 +132,72 @@ func TestFeedPositions(t *testing.T) {
 		}
 	})
 }
+
+// woken reports whether ch holds a wake-up, taking it.
+func woken(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// A feed's Changes wakes for its own tenant's changes only: with many
+// tenants' streams open on one server, a change must not make every stream
+// read the store.
+func TestFeedChangesWakeItsTenantOnly(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		ctx := context.Background()
+		e := readEngine(t, open)
+		acme, err := e.Feed(ctx, tBob, countersign.FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer acme.Close()
+		other, err := e.Feed(ctx, tEve, countersign.FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+
+		p := pendingRefund(t, e, "call_1")
+		if !woken(acme.Changes()) {
+			t.Error("acme's feed was not woken by an acme proposal")
+		}
+		if woken(other.Changes()) {
+			t.Error("another tenant's feed was woken by an acme proposal")
+		}
+		if evs, err := acme.Next(ctx, 0); err != nil || len(evs) != 1 || evs[0].Proposal.ID != p.ID {
+			t.Fatalf("acme's feed after the wake-up: %d events, %v", len(evs), err)
+		}
+
+		// A decision is a change of acme's too.
+		if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: p.ID, Verdict: countersign.Reject, Reason: "no"}); err != nil {
+			t.Fatal(err)
+		}
+		if !woken(acme.Changes()) || woken(other.Changes()) {
+			t.Error("a decision in acme did not wake acme's feed alone")
+		}
+
+		// The other tenant's own call wakes its feed, not acme's.
+		if _, err := e.Call(ctx, &countersign.Call{
+			Identity: countersign.Identity{Tenant: "other", Actor: "oscar", Roles: []string{"agent"}}, ThreadID: "o1", ToolCallID: "o1",
+			Action: "payments.refund", Input: json.RawMessage(`{"amount": 1, "customer": "c_o"}`), Mode: countersign.ModeIndependent,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !woken(other.Changes()) || woken(acme.Changes()) {
+			t.Error("a call in the other tenant did not wake its feed alone")
+		}
+
+		// Closed, a feed is woken no more; closing twice is harmless.
+		acme.Close()
+		acme.Close()
+		pendingRefund(t, e, "call_2")
+		if woken(acme.Changes()) {
+			t.Error("a closed feed was woken")
+		}
+	})
+}

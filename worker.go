@@ -318,6 +318,11 @@ func (e *Engine) notified(n store.Notification) {
 	if n.ProposalID != "" {
 		e.hub.Publish(n.ProposalID)
 		e.hub.Publish(changesKey)
+		if n.Tenant != "" {
+			e.hub.Publish(tenantChangesKey(n.Tenant))
+		} else {
+			e.hub.Publish(unnamedChangesKey)
+		}
 	}
 }
 

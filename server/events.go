@@ -56,10 +56,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 		}
 		after = n
 	}
-	// Subscribe before the feed's first read, so that no change falls
-	// between them.
-	wake, unsubscribe := s.engine.Subscribe()
-	defer unsubscribe()
 	feed, err := s.engine.Feed(ctx, id, after)
 	switch {
 	case errors.Is(err, store.ErrInvalidCursor):
@@ -67,6 +63,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	case err != nil:
 		return err
 	}
+	defer feed.Close()
 
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -100,7 +97,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
+		case <-feed.Changes():
 		case <-poll.C:
 		case <-keepAlive.C:
 			if st.write(": keep-alive\n\n") != nil {

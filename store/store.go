@@ -523,6 +523,10 @@ type Notification struct {
 	// ProposalID names a proposal whose state changed, so that waiters on it
 	// (in any process) re-read it. Empty for pure work notifications.
 	ProposalID string
+	// Tenant is the tenant of ProposalID, so that only that tenant's
+	// event streams wake. Empty when the sender did not say (a process of
+	// an earlier version): every tenant's streams should wake.
+	Tenant string
 }
 
 // Notifier is implemented by drivers that can wake other processes when the

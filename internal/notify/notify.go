@@ -21,32 +21,42 @@ type Hub struct {
 	subs map[string][]chan struct{}
 }
 
-// Subscribe returns a channel that receives a value after each Publish of key,
-// and a function that ends the subscription. Call it exactly once.
-func (h *Hub) Subscribe(key string) (<-chan struct{}, func()) {
+// Subscribe returns a channel that receives a value after each Publish of
+// any of keys, and a function that ends the subscription. Call it exactly
+// once.
+func (h *Hub) Subscribe(keys ...string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	if h.subs == nil {
 		h.subs = map[string][]chan struct{}{}
 	}
-	h.subs[key] = append(h.subs[key], ch)
+	for _, key := range keys {
+		h.subs[key] = append(h.subs[key], ch)
+	}
 	h.mu.Unlock()
 	return ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		set := h.subs[key]
-		i := slices.Index(set, ch)
-		if i < 0 {
-			return
+		for _, key := range keys {
+			h.remove(key, ch)
 		}
-		if len(set) == 1 {
-			delete(h.subs, key)
-			return
-		}
-		set[i] = set[len(set)-1]
-		set[len(set)-1] = nil
-		h.subs[key] = set[:len(set)-1]
 	}
+}
+
+// remove takes ch out of key's subscribers.
+func (h *Hub) remove(key string, ch chan struct{}) {
+	set := h.subs[key]
+	i := slices.Index(set, ch)
+	if i < 0 {
+		return
+	}
+	if len(set) == 1 {
+		delete(h.subs, key)
+		return
+	}
+	set[i] = set[len(set)-1]
+	set[len(set)-1] = nil
+	h.subs[key] = set[:len(set)-1]
 }
 
 // Publish wakes every subscriber of key without blocking.

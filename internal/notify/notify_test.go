@@ -91,3 +91,27 @@ func TestUnsubscribeInAnyOrder(t *testing.T) {
 		t.Fatalf("Keys = %d after every subscription ended, want 0", n)
 	}
 }
+
+func TestSubscribeToSeveralKeys(t *testing.T) {
+	t.Parallel()
+	var h Hub
+	ch, end := h.Subscribe("a", "b")
+	for _, key := range []string{"a", "b"} {
+		h.Publish(key)
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("a subscriber of a and b not woken by %s", key)
+		}
+	}
+	h.Publish("c")
+	select {
+	case <-ch:
+		t.Fatal("a subscriber of a and b woken by c")
+	default:
+	}
+	end()
+	if n := h.Keys(); n != 0 {
+		t.Fatalf("Keys() = %d after the subscription ended, want 0", n)
+	}
+}

@@ -534,7 +534,7 @@ func (s *Store) writeRows(ctx context.Context, ws []*rowWrite) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	var changed []string
+	var changed []*store.Proposal
 	workLater := false
 	for i, w := range ws {
 		r, ok := got[w.p.ID]
@@ -546,7 +546,7 @@ func (s *Store) writeRows(ctx context.Context, ws []*rowWrite) ([]bool, error) {
 			w.p.Lease.ExpiresAt = r.exp.UTC()
 		}
 		if w.p.Status != w.from {
-			changed = append(changed, w.p.ID)
+			changed = append(changed, w.p)
 			if !workNow && slices.Contains(work, w.p.ID) {
 				workLater = true
 			}

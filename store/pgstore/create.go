@@ -163,11 +163,7 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	if inserted {
 		s.rows.put(n)
 		s.rows.putAll(superseded)
-		changed := make([]string, 0, len(superseded))
-		for _, p := range superseded {
-			changed = append(changed, p.ID)
-		}
-		s.publish(changed, work && !workNow)
+		s.publish(superseded, work && !workNow)
 		return &store.CreateProposalResult{Proposal: n, Created: true, Superseded: superseded}, nil
 	}
 	// Nothing was inserted: the checks in the order the contract gives them.

@@ -75,10 +75,29 @@ func TestParsePayload(t *testing.T) {
 		"x":        {},
 		"":         {},
 		"wp:prp_1": {},
+		// a change of a named tenant
+		"t:4:acmeprp_1":            {Tenant: "acme", ProposalID: "prp_1"},
+		"t:3:a:bprp_1":             {Tenant: "a:b", ProposalID: "prp_1"},
+		"t:0:prp_1":                {ProposalID: "prp_1"},
+		"t:":                       {},
+		"t:4:acme":                 {}, // no proposal
+		"t:5:acme":                 {},
+		"t:x:acmeprp_1":            {},
+		"t:-1:acmeprp_1":           {},
+		"t:+4:acmeprp_1":           {},
+		"t:04:acmeprp_1":           {},
+		"t:4acmeprp_1":             {},
+		"t:99999999999999999999:a": {},
 	} {
 		got, ok := parsePayload(payload)
 		if got != want || ok != (want != store.Notification{}) {
 			t.Errorf("parsePayload(%q) = %+v, %t; want %+v", payload, got, ok, want)
+		}
+	}
+	for _, c := range []struct{ tenant, id string }{{"acme", "prp_1"}, {"t:4:x", "p:y"}, {"ünï", "1"}, {"", "prp_2"}} {
+		want := store.Notification{Tenant: c.tenant, ProposalID: c.id}
+		if got, ok := parsePayload(changePayload(c.tenant, c.id)); !ok || got != want {
+			t.Errorf("parsePayload(changePayload(%q, %q)) = %+v, %t; want %+v", c.tenant, c.id, got, ok, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +16,21 @@ import (
 
 // Payloads of the schema's notification channel.
 const (
-	payloadWork     = "w"  // claimable work may have appeared
-	payloadProposal = "p:" // followed by the id of a proposal whose status changed
+	payloadWork = "w" // claimable work may have appeared
+	// payloadChange is followed by the length of the tenant in decimal, a
+	// colon, the tenant and the id of a proposal whose status changed:
+	// t:4:acmeprp_1. Listeners wake only that tenant's event streams.
+	payloadChange = "t:"
+	// payloadProposal, followed by a proposal id, is what processes before
+	// payloadChange sent: a change of an unnamed tenant. It is still read,
+	// so that a rolling upgrade wakes every process's waiters.
+	payloadProposal = "p:"
 )
+
+// changePayload is the payload announcing that tenant's proposal id changed.
+func changePayload(tenant, id string) string {
+	return payloadChange + strconv.Itoa(len(tenant)) + ":" + tenant + id
+}
 
 // The listener's timing.
 const (
@@ -131,6 +144,13 @@ func parsePayload(payload string) (store.Notification, bool) {
 	switch {
 	case payload == payloadWork:
 		return store.Notification{Work: true}, true
+	case strings.HasPrefix(payload, payloadChange):
+		n, rest, ok := strings.Cut(payload[len(payloadChange):], ":")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size < 0 || size >= len(rest) || n != strconv.Itoa(size) {
+			return store.Notification{}, false
+		}
+		return store.Notification{Tenant: rest[:size], ProposalID: rest[size:]}, true
 	case strings.HasPrefix(payload, payloadProposal) && len(payload) > len(payloadProposal):
 		return store.Notification{ProposalID: payload[len(payloadProposal):]}, true
 	}

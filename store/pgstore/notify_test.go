@@ -115,7 +115,7 @@ func TestListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.waitFor(t, "work", func(r received) bool { return r.Work })
-	l.waitFor(t, "p:"+p.ID, func(r received) bool { return r.ProposalID == p.ID })
+	l.waitFor(t, "p:"+p.ID, func(r received) bool { return r.ProposalID == p.ID && r.Tenant == tenant })
 
 	// A creation approved by a grant is work too.
 	before := len(l.all())

@@ -301,15 +301,16 @@ func (s *Store) batch(ctx context.Context, fill func(b *pgx.Batch)) error {
 }
 
 // publish hands a committed transaction's notifications to the sender:
-// a p:<id> for each status change, and work not yet announced, if the rate
-// limiter allows it now (else its trailing notification announces it).
-func (s *Store) publish(changed []string, work bool) {
+// the tenant and id of each proposal whose status changed, and work not yet
+// announced, if the rate limiter allows it now (else its trailing
+// notification announces it).
+func (s *Store) publish(changed []*store.Proposal, work bool) {
 	if len(changed) == 0 && !work {
 		return
 	}
 	payloads := make([]string, 0, len(changed)+1)
-	for _, id := range changed {
-		payloads = append(payloads, payloadProposal+id)
+	for _, p := range changed {
+		payloads = append(payloads, changePayload(p.Tenant, p.ID))
 	}
 	if work {
 		if s.work.reserve() {

@@ -365,11 +365,11 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 	if err := rows.Err(); err != nil {
 		return nil, wrap("claim batch", err)
 	}
-	var changed []string
+	var changed []*store.Proposal
 	for _, c := range out {
 		s.rows.put(c.Proposal)
 		if c.Proposal.Status != c.From {
-			changed = append(changed, c.Proposal.ID)
+			changed = append(changed, c.Proposal)
 		}
 	}
 	s.publish(changed, false)
