@@ -129,7 +129,7 @@ func TestAuditExportAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), `UPDATE events SET actor = 'mallory' WHERE tenant = 'acme' AND seq = 3`); err != nil {
+	if _, err := conn.ExecContext(t.Context(), `UPDATE events SET actor = 'mallory' WHERE id = (SELECT event_id FROM audit_chain WHERE tenant = 'acme' AND seq = 3)`); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := cli(t, append([]string{"audit", "verify"}, srv...)...); code != exitBroken || out != "broken at seq 3: hash does not match the event\n" {

@@ -3,7 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -11,11 +11,12 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The audit chain. Events are written unsealed; SealEvents, on the writer
-// under the lease, reads the unsealed ones in id order (which on SQLite is
-// commit order: ids are assigned under the write lock), chains them with
-// store.ChainEvents onto their tenants' heads and writes their seq and
-// hashes. Its transaction is the writer's, so two sealers in two processes
+// The audit chain. Events are written as they always were; the sealer, under
+// the lease, chains the ones above audit_sealed.through (ids are assigned
+// under the write lock, so id order is commit order and what a read sees of
+// them is a prefix) with store.ChainEvents onto their tenants' heads, and
+// appends one audit_chain row per event. No event row is rewritten for the
+// chain. Its writes go through the writer, so two sealers in two processes
 // take turns at SQLite's lock, and each reads the heads the other wrote.
 
 // sealLeaseName names the store's one sealing lease.
@@ -54,6 +55,15 @@ func (s *Store) AcquireSealLease(ctx context.Context, params *store.AcquireSealL
 }
 
 // SealEvents implements store.Store.
+//
+// The writer is SQLite's one, shared by every write of the process (and by
+// their group commits), so the seal holds it only to check the lease and
+// write the batch's seqs and hashes. What can be done before, is: the
+// unsealed events and their tenants' heads are read on the read pool and
+// chained there. Nothing they read can change before the write but by
+// another sealer, and another sealer can seal only after taking the lease,
+// which the write checks: a seal whose token is no longer the lease's writes
+// nothing.
 func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) (*store.SealResult, error) {
 	if err := store.ValidateSealParams("", params.Token, params.LeaseDuration, params.Limit); err != nil {
 		return nil, err
@@ -62,8 +72,18 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	if limit == 0 {
 		limit = store.DefaultSealBatch
 	}
+	from, chained, err := s.chainUnsealed(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: seal events: %w", classify(err))
+	}
+	rows := make([]sealRow, len(chained))
+	for i, ae := range chained {
+		if rows[i], err = newSealRow(ae); err != nil {
+			return nil, fmt.Errorf("sqlitestore: seal events: %w", err)
+		}
+	}
 	var res *store.SealResult
-	err := s.write(ctx, func(tx *wtx, now time.Time) error {
+	err = s.write(ctx, func(tx *wtx, now time.Time) error {
 		l := &store.SealLease{Token: params.Token, ExpiresAt: now.Add(params.LeaseDuration)}
 		err := tx.QueryRowContext(ctx, `UPDATE seal_lease SET expires_at = ? WHERE name = ? AND token = ? RETURNING owner`,
 			l.ExpiresAt.UnixNano(), sealLeaseName, params.Token).Scan(&l.Owner)
@@ -73,53 +93,31 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 		if err != nil {
 			return err
 		}
-		evs, err := unsealedEvents(ctx, tx, limit)
-		if err != nil {
-			return err
-		}
-		heads := map[string]store.ChainHead{}
-		for _, e := range evs {
-			if _, ok := heads[e.Tenant]; ok {
-				continue
-			}
-			var h store.ChainHead
-			err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE tenant = ? AND seq IS NOT NULL ORDER BY seq DESC LIMIT 1`, e.Tenant).Scan(&h.Seq, &h.Hash)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return fmt.Errorf("read the head of %s: %w", e.Tenant, err)
-			default:
-				heads[e.Tenant] = h
-			}
-		}
-		if len(evs) > 0 {
-			// One statement for the batch: the writer is shared, and a
-			// statement per event held it several times longer.
-			type sealed struct {
-				ID   int64  `json:"i"`
-				Seq  int64  `json:"s"`
-				Prev string `json:"p"`
-				Hash string `json:"h"`
-			}
-			chained := store.ChainEvents(heads, evs)
-			rows := make([]sealed, len(chained))
-			for i, ae := range chained {
-				rows[i] = sealed{ae.ID, ae.Seq, ae.PrevHash, ae.Hash}
-			}
-			batch, err := json.Marshal(rows)
-			if err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, sealBatchSQL, string(batch))
+		if len(chained) > 0 {
+			// Where the batch starts must still be where sealing stands:
+			// only a writer outside the lease could have moved it.
+			r, err := tx.ExecContext(ctx, `UPDATE audit_sealed SET through = ? WHERE name = ? AND through = ?`,
+				chained[len(chained)-1].ID, sealLeaseName, from)
 			if err != nil {
 				return fmt.Errorf("seal events: %w", err)
 			}
-			if n, err := res.RowsAffected(); err != nil || int(n) != len(chained) {
-				// Only a writer outside the lease could have sealed them.
-				return fmt.Errorf("sealed %d of %d events (%v): another sealer wrote meanwhile", n, len(chained), err)
+			if n, err := r.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("seal events after %d (%v): another sealer wrote meanwhile", from, err)
+			}
+			// One prepared statement run per event: cheaper, on the writer,
+			// than one statement reading the batch from JSON.
+			st, err := tx.PrepareContext(ctx, sealEventSQL)
+			if err != nil {
+				return fmt.Errorf("seal events: %w", err)
+			}
+			defer st.Close()
+			for _, r := range rows {
+				if _, err := st.ExecContext(ctx, r.id, r.tenant, r.seq, r.prev, r.hash); err != nil {
+					return fmt.Errorf("seal event %d: %w", r.id, err)
+				}
 			}
 		}
-		res = &store.SealResult{Sealed: len(evs), Lease: l}
+		res = &store.SealResult{Sealed: len(chained), Lease: l}
 		return nil
 	})
 	if err != nil {
@@ -128,16 +126,78 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	return res, nil
 }
 
-// sealBatchSQL writes a batch's seqs and hashes, given as a JSON array of
-// {"i": id, "s": seq, "p": prev_hash, "h": hash}, to events still unsealed.
-const sealBatchSQL = `UPDATE events SET seq = j.value ->> 's', prev_hash = j.value ->> 'p', hash = j.value ->> 'h'
-	FROM json_each(?) AS j WHERE events.id = j.value ->> 'i' AND events.seq IS NULL`
+// sealEventSQL appends one event to the chain. Its keys refuse an event
+// chained twice and two events at one place (a fork).
+const sealEventSQL = `INSERT INTO audit_chain (event_id, tenant, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?)`
 
-// unsealedEvents reads up to limit unsealed events from events_unsealed,
-// in id order.
-func unsealedEvents(ctx context.Context, tx *wtx, limit int) ([]*store.Event, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, tenant, proposal_id, type, actor, via, status, detail, at FROM events
-		WHERE seq IS NULL ORDER BY id LIMIT ?`, limit)
+// sealRow is an audit_chain row, as sealEventSQL takes it.
+type sealRow struct {
+	id, seq    int64
+	tenant     string
+	prev, hash []byte
+}
+
+// newSealRow is ae's row of the chain, its hashes as bytes.
+func newSealRow(ae *store.AuditEvent) (sealRow, error) {
+	r := sealRow{id: ae.ID, seq: ae.Seq, tenant: ae.Tenant, prev: []byte{}}
+	var err error
+	if ae.PrevHash != "" {
+		r.prev, err = hex.DecodeString(ae.PrevHash)
+	}
+	if err == nil {
+		r.hash, err = hex.DecodeString(ae.Hash)
+	}
+	if err != nil {
+		return r, fmt.Errorf("seal event %d: its hash is not hex: %w", ae.ID, err)
+	}
+	return r, nil
+}
+
+// chainUnsealed reads up to limit unsealed events, in id order, and chains
+// them onto their tenants' heads. It returns where sealing stood (the
+// events after from are the ones chained).
+func (s *Store) chainUnsealed(ctx context.Context, limit int) (from int64, _ []*store.AuditEvent, _ error) {
+	if err := s.rq.QueryRowContext(ctx, `SELECT through FROM audit_sealed WHERE name = ?`, sealLeaseName).Scan(&from); err != nil {
+		return 0, nil, fmt.Errorf("read where sealing stands: %w", err)
+	}
+	evs, err := unsealedEvents(ctx, &s.rq, from, limit)
+	if err != nil || len(evs) == 0 {
+		return from, nil, err
+	}
+	heads := map[string]store.ChainHead{}
+	read := map[string]bool{}
+	for _, e := range evs {
+		if read[e.Tenant] {
+			continue
+		}
+		read[e.Tenant] = true
+		var h store.ChainHead
+		var hash []byte
+		err := s.rq.QueryRowContext(ctx, chainHeadSQL, e.Tenant).Scan(&h.Seq, &hash)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return 0, nil, fmt.Errorf("read the head of %s: %w", e.Tenant, err)
+		default:
+			h.Hash = hex.EncodeToString(hash)
+			heads[e.Tenant] = h
+		}
+	}
+	return from, store.ChainEvents(heads, evs), nil
+}
+
+// The sealer's reads: a tenant's head, and the events after where sealing
+// stands.
+const (
+	chainHeadSQL = `SELECT seq, hash FROM audit_chain WHERE tenant = ? ORDER BY seq DESC LIMIT 1`
+	unsealedSQL  = `SELECT id, tenant, proposal_id, type, actor, via, status, detail, at FROM events
+		WHERE id > ? ORDER BY id LIMIT ?`
+)
+
+// unsealedEvents reads up to limit events after the event id from, in id
+// order.
+func unsealedEvents(ctx context.Context, q querier, from int64, limit int) ([]*store.Event, error) {
+	rows, err := q.QueryContext(ctx, unsealedSQL, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unsealed events: %w", err)
 	}
@@ -168,14 +228,15 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 	return nil
 }
 
-// ListAudit implements store.Store: a range of events_chain.
+// ListAudit implements store.Store: a range of a tenant's audit_chain, with
+// its events. A chain row whose event is gone, or moved to another tenant,
+// is left out, for verification to find the gap.
 func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
 	limit := params.Limit
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	return s.listAudit(ctx, "list audit events", params.Tenant, `SELECT id, proposal_id, type, actor, via, status, detail, at, seq, prev_hash, hash FROM events
-		WHERE tenant = ? AND seq IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`, params.Tenant, params.After, limit)
+	return s.listAudit(ctx, "list audit events", params.Tenant, listAuditSQL, params.Tenant, params.After, limit)
 }
 
 // ListProposalAudit implements store.Store.
@@ -184,10 +245,20 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	return s.listAudit(ctx, "list a proposal's audit events", params.Tenant, `SELECT id, proposal_id, type, actor, via, status, detail, at,
-			COALESCE(seq, 0), COALESCE(prev_hash, ''), COALESCE(hash, '') FROM events
-		WHERE tenant = ? AND proposal_id = ? AND id > ? ORDER BY id LIMIT ?`, params.Tenant, params.ProposalID, params.AfterID, limit)
+	return s.listAudit(ctx, "list a proposal's audit events", params.Tenant, listProposalAuditSQL, params.Tenant, params.ProposalID, params.AfterID, limit)
 }
+
+// The chain's reads: a range of a tenant's chain, and a proposal's events
+// with their links, if they have them.
+const (
+	listAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
+		FROM audit_chain c JOIN events e ON e.id = c.event_id AND e.tenant = c.tenant
+		WHERE c.tenant = ? AND c.seq > ? ORDER BY c.seq LIMIT ?`
+	listProposalAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at,
+			COALESCE(c.seq, 0), COALESCE(c.prev_hash, X''), COALESCE(c.hash, X'')
+		FROM events e LEFT JOIN audit_chain c ON c.event_id = e.id AND c.tenant = e.tenant
+		WHERE e.tenant = ? AND e.proposal_id = ? AND e.id > ? ORDER BY e.id LIMIT ?`
+)
 
 // listAudit reads chained events of tenant with query and args.
 func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args ...any) ([]*store.AuditEvent, error) {
@@ -201,9 +272,11 @@ func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args 
 		e := &store.AuditEvent{Event: store.Event{Tenant: tenant}}
 		var typ, status string
 		var at int64
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
+		var prev, hash []byte
+		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at, &e.Seq, &prev, &hash); err != nil {
 			return nil, fmt.Errorf("sqlitestore: %s: %w", what, classify(err))
 		}
+		e.PrevHash, e.Hash = hex.EncodeToString(prev), hex.EncodeToString(hash)
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
 		out = append(out, e)
 	}

@@ -38,16 +38,16 @@ func TestAuditTampering(t *testing.T) {
 	}
 	storetest.AuditTampering(t, s, storetest.AuditTamper{
 		Edit: func(t *testing.T, tenant string, seq int64) {
-			exec(t, `UPDATE events SET detail = 'rewritten' WHERE tenant = ? AND seq = ?`, tenant, seq)
+			exec(t, `UPDATE events SET detail = 'rewritten' WHERE id = (SELECT event_id FROM audit_chain WHERE tenant = ? AND seq = ?)`, tenant, seq)
 		},
 		Delete: func(t *testing.T, tenant string, seq int64) {
-			exec(t, `DELETE FROM events WHERE tenant = ? AND seq = ?`, tenant, seq)
+			exec(t, `DELETE FROM events WHERE id = (SELECT event_id FROM audit_chain WHERE tenant = ? AND seq = ?)`, tenant, seq)
 		},
 		Swap: func(t *testing.T, tenant string, a, b int64) {
-			// Through a free seq, for events_chain is unique.
-			exec(t, `UPDATE events SET seq = -1 WHERE tenant = ? AND seq = ?`, tenant, a)
-			exec(t, `UPDATE events SET seq = ? WHERE tenant = ? AND seq = ?`, a, tenant, b)
-			exec(t, `UPDATE events SET seq = ? WHERE tenant = ? AND seq = -1`, b, tenant)
+			// Through a free seq, for (tenant, seq) is unique.
+			exec(t, `UPDATE audit_chain SET seq = -1 WHERE tenant = ? AND seq = ?`, tenant, a)
+			exec(t, `UPDATE audit_chain SET seq = ? WHERE tenant = ? AND seq = ?`, a, tenant, b)
+			exec(t, `UPDATE audit_chain SET seq = ? WHERE tenant = ? AND seq = -1`, b, tenant)
 		},
 	})
 }

@@ -52,6 +52,11 @@ func TestQueryPlans(t *testing.T) {
 		{"expiry", q(expireDueSQL, 1, 10), "USING INDEX proposals_expiry"},
 		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
 		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
+		// The sealer and the chain's readers.
+		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_chain USING INDEX sqlite_autoindex_audit_chain_1 (tenant=?)"},
+		{"unsealed", q(unsealedSQL, 1, 10), "SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"list audit", q(listAuditSQL, "t", 1, 10), "SEARCH c USING INDEX sqlite_autoindex_audit_chain_1 (tenant=? AND seq>?); SEARCH e USING INTEGER PRIMARY KEY (rowid=?)"},
+		{"list a proposal's audit", q(listProposalAuditSQL, "t", "p", 1, 10), "SEARCH e USING INDEX events_proposal (tenant=? AND proposal_id=? AND id>?); SEARCH c USING INTEGER PRIMARY KEY (rowid=?)"},
 		// One probe at the end of the tenant's events.
 		{"last event id", q(lastEventIDSQL, "t"), "USING COVERING INDEX events_tenant (tenant=?)"},
 		{"list", lq(store.ListProposalsParams{}, false), "USING INDEX proposals_list"},

@@ -2,10 +2,12 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
 )
 
@@ -75,5 +77,103 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 	q.RuleFingerprint = "rule_a"
 	if g, err := s.FindGrant(ctx, q); err == nil {
 		t.Errorf("FindGrant under a fingerprinted rule found the old grant %s", g.ID)
+	}
+}
+
+// TestAuditChainUpgrade: a database whose events carried their chain in
+// their own rows (schema 11) keeps its chain through migration 0012, and
+// the sealer goes on from its head: the events sealed before are the same
+// links, and the chain verifies whole.
+func TestAuditChainUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "upgrade.db"), &Options{SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var sealed []*store.AuditEvent
+	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+			return err
+		}
+		for _, m := range ms[:11] {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if m.after != nil {
+				if err := m.after(ctx, tx); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, ?)`, m.version, m.name, at.UnixNano()); err != nil {
+				return err
+			}
+		}
+		// Five events of two tenants; the first three sealed as schema 11
+		// sealed them, in their rows.
+		var evs []*store.Event
+		for i, tenant := range []string{"acme", "other", "acme", "acme", "other"} {
+			e := &store.Event{ID: int64(i + 1), Tenant: tenant, ProposalID: fmt.Sprint("prp_", i), Type: store.EventCreated,
+				Actor: "alice", Via: "api", Status: store.StatusPending, Detail: "proposed", At: at.Add(time.Duration(i) * time.Second)}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, tenant, proposal_id, type, actor, via, status, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				e.ID, e.Tenant, e.ProposalID, string(e.Type), e.Actor, e.Via, string(e.Status), e.Detail, e.At.UnixNano()); err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		}
+		sealed = store.ChainEvents(map[string]store.ChainHead{}, evs[:3])
+		for _, ae := range sealed {
+			if _, err := tx.ExecContext(ctx, `UPDATE events SET seq = ?, prev_hash = ?, hash = ? WHERE id = ?`, ae.Seq, ae.PrevHash, ae.Hash, ae.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chain := func(tenant string) []*store.AuditEvent {
+		t.Helper()
+		evs, err := s.ListAudit(ctx, &store.ListAuditParams{Tenant: tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	if got := chain("acme"); len(got) != 2 || got[0].Hash != sealed[0].Hash || got[1].Hash != sealed[2].Hash || got[1].PrevHash != sealed[0].Hash {
+		t.Fatalf("acme's chain after the upgrade = %+v, want the two links sealed before", got)
+	}
+	l, err := s.AcquireSealLease(ctx, &store.AcquireSealLeaseParams{Owner: "t", LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.SealEvents(ctx, &store.SealEventsParams{Token: l.Token, LeaseDuration: time.Minute})
+	if err != nil || res.Sealed != 2 {
+		t.Fatalf("SealEvents after the upgrade = %+v, %v; want the 2 unsealed events", res, err)
+	}
+	for tenant, want := range map[string]int{"acme": 3, "other": 2} {
+		var v auditchain.Verifier
+		evs := chain(tenant)
+		for _, ae := range evs {
+			if err := v.Event(ae.Chained()); err != nil {
+				t.Fatalf("%s's chain: %v", tenant, err)
+			}
+		}
+		if h, err := v.Finish(); err != nil || h.Seq != int64(want) {
+			t.Errorf("%s's chain ends at %+v, %v; want seq %d", tenant, h, err, want)
+		}
+	}
+	p, err := s.ListProposalAudit(ctx, &store.ListProposalAuditParams{Tenant: "acme", ProposalID: "prp_3"})
+	if err != nil || len(p) != 1 || p[0].Seq != 3 || p[0].PrevHash != sealed[2].Hash {
+		t.Errorf("prp_3's trail = %+v, %v; want seq 3 after the last link sealed before", p, err)
 	}
 }
