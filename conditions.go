@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/countersign/countersign/internal/condition"
 )
@@ -100,6 +101,12 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // decide is a *PolicyError.
 func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*actionRule, error) {
 	var vars *condition.Vars
+	defer func() {
+		if vars != nil {
+			*vars = condition.Vars{} // nothing of this call stays reachable
+			varsPool.Put(vars)
+		}
+	}()
 	for i := 0; i < len(ar.rules); i++ {
 		cr := &ar.rules[i]
 		if !cr.conditional() {
@@ -142,12 +149,19 @@ func (ar *actionRules) choose(ctx context.Context, in *ConditionInput) (*actionR
 	return nil, nil
 }
 
+// varsPool recycles the variables of calls: they are large (the input's
+// decoded fields live in them), and a call's evaluation is done with them
+// when choose returns.
+var varsPool = sync.Pool{New: func() any { return new(condition.Vars) }}
+
 // conditionVars are the variables of the When expressions of one call.
 func conditionVars(in *ConditionInput) *condition.Vars {
-	return &condition.Vars{
+	v := varsPool.Get().(*condition.Vars)
+	*v = condition.Vars{
 		InputJSON: in.Input, ActorID: in.Identity.Actor, Roles: in.Identity.Roles, Tenant: in.Identity.Tenant, ThreadID: in.ThreadID,
 		ActionName: in.Action.name, ActionVersion: in.Action.version, ActionKind: string(in.Action.kind),
 	}
+	return v
 }
 
 // applyPolicy finds the rule that applies to the call r resolved, now that

@@ -173,13 +173,14 @@
 //
 // # The audit chain
 //
-// Events are written unsealed and chained after they commit by the holder
-// of the schema's sealing lease (audit.go): one transaction renews the
-// lease, fenced by its token and locking its row, reads the unsealed events
-// (events_unsealed) in id order with their tenants' heads, and writes their
-// seqs and hashes; events_chain, unique on (tenant, seq), refuses a fork.
-// An event that commits after higher ids were sealed is still unsealed, and
-// the next seal appends it.
+// Events are insert-only, and chained after they commit by the holder of
+// the schema's sealing lease (audit.go): one transaction renews the lease,
+// fenced by its token and locking its row, reads the events above where
+// sealing stands (audit_sealed) in id order with their tenants' heads, and
+// appends them to audit_chain, whose key (tenant, seq) refuses a fork. The
+// sealer stops at an id it cannot see yet (a transaction still open), so an
+// event that commits after higher ids is chained in its place; it passes a
+// hole only once no transaction that could fill it is still running.
 //
 // Event ids come from a sequence: they grow in the order events are
 // inserted, which across concurrent transactions is not quite the order in

@@ -39,10 +39,13 @@
 //
 // # The audit chain
 //
-// Events are written unsealed and chained after they commit by the holder
-// of the file's sealing lease (audit.go), in one write transaction that
-// renews the lease, fenced by its token, and seals the unsealed events in
-// id order, which on SQLite is commit order.
+// Events are insert-only, and chained after they commit by the holder of
+// the file's sealing lease (audit.go). The seal reads the events above
+// where sealing stands (audit_sealed) in id order, which on SQLite is commit
+// order, and chains them on the read pool; then one write renews the lease,
+// fenced by its token, moves audit_sealed and appends the batch to
+// audit_chain, whose key (tenant, seq) refuses a fork. The writer, which
+// every write of the process shares, is held only for that.
 //
 // # Migrations
 //
