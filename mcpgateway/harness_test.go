@@ -58,6 +58,9 @@ type upstreamServer struct {
 	mu       sync.Mutex
 	calls    []upstreamCall
 	sessions []*mcp.ServerSession
+	// conns are the sessions' transport connections, which a broken call
+	// closes under its session.
+	conns map[*mcp.ServerSession]mcp.Connection
 	// breakNext makes the next call of a tool close its connection while
 	// the call runs, without answering it.
 	breakNext map[string]bool
@@ -136,9 +139,14 @@ func (u *upstreamServer) handler(name string, answer func(map[string]any) *mcp.C
 			<-wait
 		}
 		if broken {
-			// Closing waits for the handlers; this one ends with the
-			// connection, unanswered.
-			go func() { _ = req.Session.Close() }()
+			// The connection is cut under the call, as a network would:
+			// both ends' readers fail, which cancels this call, and it ends
+			// unanswered. (Session.Close would wait for this handler to
+			// return first, and so deadlock with it.)
+			u.mu.Lock()
+			conn := u.conns[req.Session]
+			u.mu.Unlock()
+			_ = conn.Close()
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
@@ -177,14 +185,31 @@ func (u *upstreamServer) breakOn(tool string) {
 // makes.
 func (u *upstreamServer) transport() (mcp.Transport, error) {
 	ct, st := mcp.NewInMemoryTransports()
-	ss, err := u.server.Connect(context.Background(), st, nil)
+	kept := &keptTransport{Transport: st}
+	ss, err := u.server.Connect(context.Background(), kept, nil)
 	if err != nil {
 		return nil, err
 	}
 	u.mu.Lock()
 	u.sessions = append(u.sessions, ss)
+	if u.conns == nil {
+		u.conns = map[*mcp.ServerSession]mcp.Connection{}
+	}
+	u.conns[ss] = kept.conn
 	u.mu.Unlock()
 	return ct, nil
+}
+
+// keptTransport remembers the connection it made.
+type keptTransport struct {
+	mcp.Transport
+	conn mcp.Connection
+}
+
+func (t *keptTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	t.conn = c
+	return c, err
 }
 
 func (u *upstreamServer) connections() int {
