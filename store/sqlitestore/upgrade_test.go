@@ -11,12 +11,10 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// TestRuleFingerprintUpgrade: a database made before the rule fingerprint
-// (schema 4) keeps its proposals and grants through migration 0005. Their
-// fingerprint is empty, so an old grant still approves a call that carries
-// none, and no call made under a fingerprinted rule.
-func TestRuleFingerprintUpgrade(t *testing.T) {
-	t.Parallel()
+// atSchema opens a new database migrated up to version, no further, and
+// runs seed in a write transaction there, as rows of that schema.
+func atSchema(t *testing.T, version int, seed func(ctx context.Context, tx *wtx) error) *Store {
+	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "upgrade.db"), &Options{SkipMigrations: true})
 	if err != nil {
@@ -27,24 +25,40 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
 	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
 			return err
 		}
-		for _, m := range ms[:4] {
+		for _, m := range ms[:version] {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", m.name, err)
 			}
 			if m.after != nil {
 				if err := m.after(ctx, tx); err != nil {
 					return err
 				}
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, ?)`, m.version, m.name, now.UnixNano()); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, ?)`, m.version, m.name, time.Now().UnixNano()); err != nil {
 				return err
 			}
 		}
+		return seed(ctx, tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRuleFingerprintUpgrade: a database made before the rule fingerprint
+// (schema 4) keeps its proposals and grants through migration 0005. Their
+// fingerprint is empty, so an old grant still approves a call that carries
+// none, and no call made under a fingerprinted rule.
+func TestRuleFingerprintUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	s := atSchema(t, 4, func(ctx context.Context, tx *wtx) error {
 		// Rows as schema 4 holds them, written column by column.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO grants (id, tenant, requester, scope, thread_id, run_id, action, action_version,
 				input_digest, origin_proposal_id, granted_by, created_at, activated_at, expires_at, revoked_at, revoked_by)
@@ -60,9 +74,6 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 			now.Add(time.Hour).UnixNano(), now.UnixNano(), now.UnixNano())
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -87,34 +98,9 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 func TestAuditChainUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "upgrade.db"), &Options{SkipMigrations: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var sealed []*store.AuditEvent
-	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
-			return err
-		}
-		for _, m := range ms[:11] {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-			if m.after != nil {
-				if err := m.after(ctx, tx); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, ?)`, m.version, m.name, at.UnixNano()); err != nil {
-				return err
-			}
-		}
+	s := atSchema(t, 11, func(ctx context.Context, tx *wtx) error {
 		// Five events of two tenants; the first three sealed as schema 11
 		// sealed them, in their rows.
 		var evs []*store.Event
@@ -135,9 +121,6 @@ func TestAuditChainUpgrade(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
