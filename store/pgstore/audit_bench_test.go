@@ -2,38 +2,19 @@ package pgstore_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/storetest"
 )
 
-// BenchmarkSealEvents measures one seal of a batch of 1,000 committed
-// events of 10 tenants: the sealer's whole cost per event (its three
-// statements, the hashing, the commit), which the audit scenario of the
-// bench sets against B3's and B6's throughput.
+// BenchmarkSealEvents: storetest.BenchSealEvents on a fresh schema.
 func BenchmarkSealEvents(b *testing.B) {
 	s, dsn := openTestStore(b, nil)
 	conn := rawConn(b, dsn, s.Schema())
-	ctx := b.Context()
-	l, err := s.AcquireSealLease(ctx, &store.AcquireSealLeaseParams{Owner: "bench", LeaseDuration: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	const batch = 1000
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		if _, err := conn.Exec(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
+	storetest.BenchSealEvents(b, s, func(b *testing.B, n int) {
+		if _, err := conn.Exec(b.Context(), `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
 			SELECT 't' || (g % 10), 'prp_' || g, 'proposal.decided', 'bob', 'api', 'approved', 'approved by bob', now()
-			FROM generate_series(1, $1) g`, batch); err != nil {
+			FROM generate_series(1, $1) g`, n); err != nil {
 			b.Fatal(err)
 		}
-		b.StartTimer()
-		res, err := s.SealEvents(ctx, &store.SealEventsParams{Token: l.Token, LeaseDuration: time.Hour, Limit: batch})
-		if err != nil || res.Sealed != batch {
-			b.Fatalf("SealEvents = %+v, %v; want %d sealed", res, err, batch)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/event")
+	})
 }
