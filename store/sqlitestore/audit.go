@@ -2,10 +2,12 @@ package sqlitestore
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/countersign/countersign/store"
@@ -15,7 +17,8 @@ import (
 // the lease, chains the ones above audit_sealed.through (ids are assigned
 // under the write lock, so id order is commit order and what a read sees of
 // them is a prefix) with store.ChainEvents onto their tenants' heads, and
-// appends one audit_chain row per event. No event row is rewritten for the
+// appends one audit_blocks row per tenant it sealed events of: their ids and
+// their hashes (migration 0013 says why). No event row is rewritten for the
 // chain. Its writes go through the writer, so two sealers in two processes
 // take turns at SQLite's lock, and each reads the heads the other wrote.
 
@@ -76,11 +79,9 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: seal events: %w", classify(err))
 	}
-	rows := make([]sealRow, len(chained))
-	for i, ae := range chained {
-		if rows[i], err = newSealRow(ae); err != nil {
-			return nil, fmt.Errorf("sqlitestore: seal events: %w", err)
-		}
+	blocks, err := newSealBlocks(chained)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: seal events: %w", err)
 	}
 	var res *store.SealResult
 	err = s.write(ctx, func(tx *wtx, now time.Time) error {
@@ -104,16 +105,13 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 			if n, err := r.RowsAffected(); err != nil || n != 1 {
 				return fmt.Errorf("seal events after %d (%v): another sealer wrote meanwhile", from, err)
 			}
-			// One prepared statement run per event: cheaper, on the writer,
-			// than one statement reading the batch from JSON.
-			st, err := tx.PrepareContext(ctx, sealEventSQL)
-			if err != nil {
-				return fmt.Errorf("seal events: %w", err)
-			}
-			defer st.Close()
-			for _, r := range rows {
-				if _, err := st.ExecContext(ctx, r.id, r.tenant, r.seq, r.prev, r.hash); err != nil {
-					return fmt.Errorf("seal event %d: %w", r.id, err)
+			for _, b := range blocks {
+				r, err := tx.ExecContext(ctx, sealBlockSQL, b.lastID, b.tenant, b.firstSeq, b.lastSeq, b.ids, b.prev, b.hashes)
+				if err != nil {
+					return fmt.Errorf("seal events of %s from seq %d: %w", b.tenant, b.firstSeq, err)
+				}
+				if n, err := r.RowsAffected(); err != nil || n != 1 {
+					return fmt.Errorf("seal events of %s from seq %d (%v): its chain does not end at seq %d", b.tenant, b.firstSeq, err, b.firstSeq-1)
 				}
 			}
 		}
@@ -126,31 +124,66 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 	return res, nil
 }
 
-// sealEventSQL appends one event to the chain. Its keys refuse an event
-// chained twice and two events at one place (a fork).
-const sealEventSQL = `INSERT INTO audit_chain (event_id, tenant, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?)`
+// sealBlockSQL appends a block to a tenant's chain where the chain ends:
+// its first seq must follow the tenant's last, and its prev_hash be that
+// seq's hash, or nothing is written. With the unique (tenant, last_seq) no
+// two events can share a seq (a fork), whatever a sealer does.
+const sealBlockSQL = `INSERT INTO audit_blocks (last_id, tenant, first_seq, last_seq, ids, prev_hash, hashes)
+	SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+	WHERE (SELECT COALESCE(max(last_seq), 0) FROM audit_blocks WHERE tenant = ?2) = ?3 - 1
+		AND ?6 = COALESCE((SELECT substr(hashes, -32, 32) FROM audit_blocks WHERE tenant = ?2 AND last_seq = ?3 - 1), X'')`
 
-// sealRow is an audit_chain row, as sealEventSQL takes it.
-type sealRow struct {
-	id, seq    int64
-	tenant     string
-	prev, hash []byte
+// sealBlock is an audit_blocks row, as sealBlockSQL takes it: one tenant's
+// events of one seal.
+type sealBlock struct {
+	tenant            string
+	lastID            int64
+	firstSeq, lastSeq int64
+	ids               string // JSON array
+	prev, hashes      []byte
 }
 
-// newSealRow is ae's row of the chain, its hashes as bytes.
-func newSealRow(ae *store.AuditEvent) (sealRow, error) {
-	r := sealRow{id: ae.ID, seq: ae.Seq, tenant: ae.Tenant, prev: []byte{}}
-	var err error
-	if ae.PrevHash != "" {
-		r.prev, err = hex.DecodeString(ae.PrevHash)
+// newSealBlocks groups chained (the events of one seal, in id order) into
+// one block per tenant, in the order the tenants first appear.
+func newSealBlocks(chained []*store.AuditEvent) ([]*sealBlock, error) {
+	var blocks []*sealBlock
+	byTenant := map[string]*sealBlock{}
+	ids := map[*sealBlock][]byte{}
+	for _, ae := range chained {
+		b := byTenant[ae.Tenant]
+		if b == nil {
+			prev, err := hex.DecodeString(ae.PrevHash)
+			if err != nil {
+				return nil, fmt.Errorf("seal event %d: its prev_hash is not hex: %w", ae.ID, err)
+			}
+			b = &sealBlock{tenant: ae.Tenant, firstSeq: ae.Seq, prev: prev}
+			byTenant[ae.Tenant] = b
+			blocks = append(blocks, b)
+		}
+		if b.lastSeq != 0 && ae.Seq != b.lastSeq+1 {
+			return nil, fmt.Errorf("seal event %d: seq %d does not follow %d", ae.ID, ae.Seq, b.lastSeq)
+		}
+		b.lastID, b.lastSeq = ae.ID, ae.Seq
+		js := ids[b]
+		if js == nil {
+			js = append(js, '[')
+		} else {
+			js = append(js, ',')
+		}
+		ids[b] = strconv.AppendInt(js, ae.ID, 10)
+		n := len(b.hashes)
+		b.hashes = append(b.hashes, make([]byte, sha256.Size)...)
+		if len(ae.Hash) != 2*sha256.Size {
+			return nil, fmt.Errorf("seal event %d: its hash %q is not %d hex digits", ae.ID, ae.Hash, 2*sha256.Size)
+		}
+		if _, err := hex.Decode(b.hashes[n:], []byte(ae.Hash)); err != nil {
+			return nil, fmt.Errorf("seal event %d: its hash is not hex: %w", ae.ID, err)
+		}
 	}
-	if err == nil {
-		r.hash, err = hex.DecodeString(ae.Hash)
+	for _, b := range blocks {
+		b.ids = string(append(ids[b], ']'))
 	}
-	if err != nil {
-		return r, fmt.Errorf("seal event %d: its hash is not hex: %w", ae.ID, err)
-	}
-	return r, nil
+	return blocks, nil
 }
 
 // chainUnsealed reads up to limit unsealed events, in id order, and chains
@@ -189,7 +222,7 @@ func (s *Store) chainUnsealed(ctx context.Context, limit int) (from int64, _ []*
 // The sealer's reads: a tenant's head, and the events after where sealing
 // stands.
 const (
-	chainHeadSQL = `SELECT seq, hash FROM audit_chain WHERE tenant = ? ORDER BY seq DESC LIMIT 1`
+	chainHeadSQL = `SELECT last_seq, substr(hashes, -32, 32) FROM audit_blocks WHERE tenant = ? ORDER BY last_seq DESC LIMIT 1`
 	unsealedSQL  = `SELECT id, tenant, proposal_id, type, actor, via, status, detail, at FROM events
 		WHERE id > ? ORDER BY id LIMIT ?`
 )
@@ -249,14 +282,25 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 }
 
 // The chain's reads: a range of a tenant's chain, and a proposal's events
-// with their links, if they have them.
+// with their links, if they have them. A block's events are its ids' JSON
+// array, read with json_each in array order: the event at key k has seq
+// first_seq + k, its hash at byte 32k of hashes, and its prev_hash just
+// before it (the block's prev_hash for the first).
 const (
-	listAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
-		FROM audit_chain c JOIN events e ON e.id = c.event_id AND e.tenant = c.tenant
-		WHERE c.tenant = ? AND c.seq > ? ORDER BY c.seq LIMIT ?`
+	listAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, b.first_seq + j.key,
+			CASE j.key WHEN 0 THEN b.prev_hash ELSE substr(b.hashes, 32 * j.key - 31, 32) END,
+			substr(b.hashes, 32 * j.key + 1, 32)
+		FROM audit_blocks b CROSS JOIN json_each(b.ids) j CROSS JOIN events e ON e.id = j.value AND e.tenant = b.tenant
+		WHERE b.tenant = ?1 AND b.last_seq > ?2 AND b.first_seq + j.key > ?2 ORDER BY b.last_seq, j.key LIMIT ?3`
+	// An event's block is its tenant's first whose last event is not
+	// before it; an event not in it (not sealed yet) has no link.
 	listProposalAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at,
-			COALESCE(c.seq, 0), COALESCE(c.prev_hash, X''), COALESCE(c.hash, X'')
-		FROM events e LEFT JOIN audit_chain c ON c.event_id = e.id AND c.tenant = e.tenant
+			COALESCE(b.first_seq + j.key, 0),
+			COALESCE(CASE j.key WHEN 0 THEN b.prev_hash ELSE substr(b.hashes, 32 * j.key - 31, 32) END, X''),
+			COALESCE(substr(b.hashes, 32 * j.key + 1, 32), X'')
+		FROM events e
+		LEFT JOIN audit_blocks b ON b.last_id = (SELECT min(x.last_id) FROM audit_blocks x WHERE x.tenant = e.tenant AND x.last_id >= e.id)
+		LEFT JOIN json_each(b.ids) j ON j.value = e.id
 		WHERE e.tenant = ? AND e.proposal_id = ? AND e.id > ? ORDER BY e.id LIMIT ?`
 )
 

@@ -44,10 +44,18 @@ func TestAuditTampering(t *testing.T) {
 			exec(t, `DELETE FROM events WHERE id = (SELECT event_id FROM audit_chain WHERE tenant = ? AND seq = ?)`, tenant, seq)
 		},
 		Swap: func(t *testing.T, tenant string, a, b int64) {
-			// Through a free seq, for (tenant, seq) is unique.
-			exec(t, `UPDATE audit_chain SET seq = -1 WHERE tenant = ? AND seq = ?`, tenant, a)
-			exec(t, `UPDATE audit_chain SET seq = ? WHERE tenant = ? AND seq = ?`, a, tenant, b)
-			exec(t, `UPDATE audit_chain SET seq = ? WHERE tenant = ? AND seq = -1`, b, tenant)
+			// The two events trade places in their blocks' id lists; the
+			// hashes stay where they were.
+			var idA, idB int64
+			for seq, id := range map[int64]*int64{a: &idA, b: &idB} {
+				if err := db.QueryRowContext(t.Context(), `SELECT event_id FROM audit_chain WHERE tenant = ? AND seq = ?`, tenant, seq).Scan(id); err != nil {
+					t.Fatalf("the event at seq %d: %v", seq, err)
+				}
+			}
+			place := `UPDATE audit_blocks SET ids = json_set(ids, '$[' || (?1 - first_seq) || ']', ?2) WHERE tenant = ?3 AND ?1 BETWEEN first_seq AND last_seq`
+			exec(t, place, a, idB, tenant)
+			exec(t, place, b, idA, tenant)
 		},
+		SwapBreaks: "hash does not match the event",
 	})
 }

@@ -43,9 +43,13 @@
 // the file's sealing lease (audit.go). The seal reads the events above
 // where sealing stands (audit_sealed) in id order, which on SQLite is commit
 // order, and chains them on the read pool; then one write renews the lease,
-// fenced by its token, moves audit_sealed and appends the batch to
-// audit_chain, whose key (tenant, seq) refuses a fork. The writer, which
-// every write of the process shares, is held only for that.
+// fenced by its token, moves audit_sealed and appends one block per tenant
+// to audit_blocks: the tenant's events of the batch, their ids as a JSON
+// array and their hashes side by side (migration 0013). A block is appended
+// only where its tenant's chain ends, and (tenant, last_seq) is unique, so
+// no two events can share a seq. The writer, which every write of the
+// process shares, is held only for that: a few inserts a seal, not one an
+// event. The view audit_chain shows the chain one row an event.
 //
 // # Migrations
 //

@@ -53,10 +53,13 @@ func TestQueryPlans(t *testing.T) {
 		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
 		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
 		// The sealer and the chain's readers.
-		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_chain USING INDEX sqlite_autoindex_audit_chain_1 (tenant=?)"},
+		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_blocks USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=?)"},
 		{"unsealed", q(unsealedSQL, 1, 10), "SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
-		{"list audit", q(listAuditSQL, "t", 1, 10), "SEARCH c USING INDEX sqlite_autoindex_audit_chain_1 (tenant=? AND seq>?); SEARCH e USING INTEGER PRIMARY KEY (rowid=?)"},
-		{"list a proposal's audit", q(listProposalAuditSQL, "t", "p", 1, 10), "SEARCH e USING INDEX events_proposal (tenant=? AND proposal_id=? AND id>?); SEARCH c USING INTEGER PRIMARY KEY (rowid=?)"},
+		// A page of the chain walks the tenant's blocks in order; only each
+		// block's events are sorted, by their place in it (at most a seal's
+		// batch), and the page stops at its limit.
+		{"list audit", q(listAuditSQL, "t", 1, 10), "SEARCH b USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=? AND last_seq>?); SCAN j VIRTUAL TABLE INDEX 1:; SEARCH e USING INTEGER PRIMARY KEY (rowid=?); USE TEMP B-TREE FOR LAST TERM OF ORDER BY"},
+		{"list a proposal's audit", q(listProposalAuditSQL, "t", "p", 1, 10), "SEARCH e USING INDEX events_proposal (tenant=? AND proposal_id=? AND id>?); SEARCH b USING INTEGER PRIMARY KEY (rowid=?) LEFT-JOIN; CORRELATED SCALAR SUBQUERY 1; SEARCH x USING COVERING INDEX audit_blocks_tenant (tenant=? AND rowid>?)"},
 		// One probe at the end of the tenant's events.
 		{"last event id", q(lastEventIDSQL, "t"), "USING COVERING INDEX events_tenant (tenant=?)"},
 		{"list", lq(store.ListProposalsParams{}, false), "USING INDEX proposals_list"},
@@ -94,8 +97,9 @@ func TestQueryPlans(t *testing.T) {
 		}
 		_ = rows.Close()
 		got := strings.Join(plan, "; ")
-		if !strings.Contains(got, tt.want) || strings.Contains(got, "TEMP B-TREE") {
-			t.Errorf("%s: plan %q, want %q and no sort", tt.name, got, tt.want)
+		// No sort but one the wanted plan names.
+		if !strings.Contains(got, tt.want) || strings.Count(got, "TEMP B-TREE") > strings.Count(tt.want, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want %q and no other sort", tt.name, got, tt.want)
 		}
 	}
 }

@@ -2,13 +2,17 @@ package sqlitestore
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/storetest"
 )
 
 // atSchema opens a new database migrated up to version, no further, and
@@ -158,5 +162,128 @@ func TestAuditChainUpgrade(t *testing.T) {
 	p, err := s.ListProposalAudit(ctx, &store.ListProposalAuditParams{Tenant: "acme", ProposalID: "prp_3"})
 	if err != nil || len(p) != 1 || p[0].Seq != 3 || p[0].PrevHash != sealed[2].Hash {
 		t.Errorf("prp_3's trail = %+v, %v; want seq 3 after the last link sealed before", p, err)
+	}
+}
+
+// TestAuditBlocksUpgrade: a chain stored a row an event (schema 12) moves
+// into blocks of at most 1,000 events through migration 0013, link for
+// link; a link deleted by hand before the upgrade is still a gap that
+// verification names after it; and the sealer goes on from each head.
+func TestAuditBlocksUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	// acme's 2,343 events, other's and gapped's 41 each, interleaved; all
+	// but the last 45 ids sealed as schema 12 sealed them.
+	var evs []*store.Event
+	for i := range 2425 {
+		tenant := "acme"
+		switch {
+		case i%60 == 1:
+			tenant = "other"
+		case i%60 == 2:
+			tenant = "gapped"
+		}
+		evs = append(evs, &store.Event{ID: int64(i + 1), Tenant: tenant, ProposalID: fmt.Sprint("prp_", i), Type: store.EventCreated,
+			Actor: "alice", Via: "api", Status: store.StatusPending, Detail: fmt.Sprint("proposed ", i), At: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	const sealedBefore = 2380
+	var before []*store.AuditEvent
+	s := atSchema(t, 12, func(ctx context.Context, tx *wtx) error {
+		for _, e := range evs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, tenant, proposal_id, type, actor, via, status, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				e.ID, e.Tenant, e.ProposalID, string(e.Type), e.Actor, e.Via, string(e.Status), e.Detail, e.At.UnixNano()); err != nil {
+				return err
+			}
+		}
+		before = store.ChainEvents(map[string]store.ChainHead{}, evs[:sealedBefore])
+		for _, ae := range before {
+			prev, _ := hex.DecodeString(ae.PrevHash)
+			hash, _ := hex.DecodeString(ae.Hash)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO audit_chain (event_id, tenant, seq, prev_hash, hash) VALUES (?, ?, ?, ?, ?)`,
+				ae.ID, ae.Tenant, ae.Seq, prev, hash); err != nil {
+				return err
+			}
+		}
+		// gapped's link at seq 20 is deleted by hand.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM audit_chain WHERE tenant = 'gapped' AND seq = 20`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE audit_sealed SET through = ? WHERE name = 'audit'`, sealedBefore)
+		return err
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var blocks, longest int
+	if err := s.rq.QueryRowContext(ctx, `SELECT count(*), max(last_seq - first_seq + 1) FROM audit_blocks WHERE tenant = 'acme'`).Scan(&blocks, &longest); err != nil {
+		t.Fatal(err)
+	}
+	if blocks != 3 || longest != 1000 {
+		t.Errorf("acme's chain moved into %d blocks, the longest of %d events; want 3, of at most 1000", blocks, longest)
+	}
+	// Every link is the one sealed before.
+	for _, tenant := range []string{"acme", "other"} {
+		got, err := storetest.ReadChain(ctx, s, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []*store.AuditEvent
+		for _, ae := range before {
+			if ae.Tenant == tenant {
+				want = append(want, ae)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s's chain after the upgrade has %d links, want %d", tenant, len(got), len(want))
+		}
+		for i := range want {
+			if g, w := got[i], want[i]; g.ID != w.ID || g.Seq != w.Seq || g.PrevHash != w.PrevHash || g.Hash != w.Hash || g.Detail != w.Detail {
+				t.Fatalf("%s's link %d after the upgrade = %+v, want %+v", tenant, i, g, w)
+			}
+		}
+	}
+	if err := storetest.SealAll(ctx, s, "upgraded"); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int64{}
+	for _, e := range evs {
+		count[e.Tenant]++
+	}
+	for _, tenant := range []string{"acme", "other"} {
+		want := count[tenant]
+		if h, err := storetest.VerifyChain(ctx, s, tenant); err != nil || h.Seq != want {
+			t.Errorf("%s's chain after sealing on = %+v, %v; want it whole to seq %d", tenant, h, err, want)
+		}
+	}
+	var be *auditchain.BreakError
+	if _, err := storetest.VerifyChain(ctx, s, "gapped"); !errors.As(err, &be) || be.Seq != 20 || !strings.Contains(be.Reason, "missing") {
+		t.Errorf("gapped's chain = %v, want broken at seq 20, missing", err)
+	}
+	// An event's link, from its block: acme's first, the first of its
+	// second block (whose prev_hash is the block's), one in the middle of
+	// a block, and one sealed after the upgrade.
+	atSeq := func(seq int64) *store.Event {
+		for _, ae := range before {
+			if ae.Tenant == "acme" && ae.Seq == seq {
+				return &ae.Event
+			}
+		}
+		t.Fatalf("acme has no seq %d", seq)
+		return nil
+	}
+	for _, e := range []*store.Event{atSeq(1), atSeq(1001), atSeq(1500), evs[2400]} {
+		p, err := s.ListProposalAudit(ctx, &store.ListProposalAuditParams{Tenant: e.Tenant, ProposalID: e.ProposalID})
+		if err != nil || len(p) != 1 || p[0].Seq == 0 || p[0].Hash == "" {
+			t.Errorf("event %d's trail = %+v, %v; want its link", e.ID, p, err)
+			continue
+		}
+		chain, err := storetest.ReadChain(ctx, s, e.Tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := chain[p[0].Seq-1]; l.ID != e.ID || l.Hash != p[0].Hash || l.PrevHash != p[0].PrevHash {
+			t.Errorf("event %d's trail shows link %+v, the chain has %+v there", e.ID, p[0], l)
+		}
 	}
 }
