@@ -56,7 +56,10 @@ func Hash(e *Event) string {
 	if !exact(e.Seq) || !exact(e.ID) {
 		return canonicalHash(e)
 	}
-	b := make([]byte, 0, 160+len(e.Actor)+len(e.Detail)+len(e.PrevHash)+len(e.ProposalID))
+	// The hash's input in one buffer, PrevHash and then the event, so that
+	// hashing it allocates nothing.
+	b := make([]byte, 0, 160+len(e.Actor)+len(e.Detail)+2*len(e.PrevHash)+len(e.ProposalID))
+	b = append(b, e.PrevHash...)
 	b = append(b, `{"actor":`...)
 	b = canonjson.AppendString(b, e.Actor)
 	b = append(b, `,"at":`...)
@@ -78,7 +81,8 @@ func Hash(e *Event) string {
 	b = append(b, `,"via":`...)
 	b = canonjson.AppendString(b, e.Via)
 	b = append(b, '}')
-	return hashOf(e.PrevHash, b)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // exact reports whether n is an integer RFC 8785 writes as its decimal

@@ -156,6 +156,9 @@ func newSealBlocks(chained []*store.AuditEvent) ([]*sealBlock, error) {
 			if err != nil {
 				return nil, fmt.Errorf("seal event %d: its prev_hash is not hex: %w", ae.ID, err)
 			}
+			if prev == nil {
+				prev = []byte{} // genesis: an empty blob, never NULL
+			}
 			b = &sealBlock{tenant: ae.Tenant, firstSeq: ae.Seq, prev: prev}
 			byTenant[ae.Tenant] = b
 			blocks = append(blocks, b)
