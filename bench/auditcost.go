@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/countersign/countersign/store"
 )
 
@@ -22,7 +24,10 @@ func init() {
 			"also measured as CPU time: this process's (load, server, worker and sealer all run in it) and, on PostgreSQL, that of the run's own " +
 			"server backends (read from /proc; the server's shared background processes are not counted), per action or decision. A CPU-bound machine's " +
 			"throughput follows CPU time per unit of work, which other processes on the machine barely move: without ÷ with is the throughput kept. " +
-			"Last, the seals are timed (their statements, hashing and commits, waits included) as a share of the run's wall time × the cores.",
+			"Last, the seals are timed (their statements, hashing and commits, waits included) as a share of the run's wall time × the cores, " +
+			"and the CPU time of the thread each seal runs on is set against the run's CPU time: a share that the machine's speed, which moves " +
+			"every other figure here from run to run, moves in both its terms alike (it leaves out the collector's background work and, on " +
+			"PostgreSQL, the server's CPU for the seal's statements).",
 		run: auditCost})
 }
 
@@ -41,7 +46,7 @@ func auditCost(e *env) ([]Figure, error) {
 	var figs []Figure
 	for _, m := range ms {
 		got := map[sealerMode][]float64{}
-		var ratios, shares, perEvent, cpuRatios []float64
+		var ratios, shares, perEvent, cpuRatios, cpuShares, cpuPerEvent []float64
 		cpu := map[sealerMode][]float64{}
 		for r := range rounds {
 			order := []sealerMode{sealerOff, sealerOn}
@@ -67,6 +72,10 @@ func auditCost(e *env) ([]Figure, error) {
 					shares = append(shares, float64(c.nanos.Load())/float64(time.Since(start).Nanoseconds()*int64(runtime.NumCPU())))
 					if n := c.events.Load(); n > 0 {
 						perEvent = append(perEvent, float64(c.nanos.Load())/float64(n)/1e3)
+						cpuPerEvent = append(cpuPerEvent, float64(c.cpu.Load())/float64(n)/1e3)
+					}
+					if self+pg > 0 {
+						cpuShares = append(cpuShares, float64(c.cpu.Load())/1e9/(self+pg))
 					}
 				}
 				if err != nil {
@@ -91,7 +100,9 @@ func auditCost(e *env) ([]Figure, error) {
 			Figure{Key: k + ".cpu_on", Label: fmt.Sprintf("%s: CPU time per %s with the sealer, median (%s)", m.label, m.per, runs(cpu[sealerOn])), Value: median(cpu[sealerOn]), Unit: "µs"},
 			Figure{Key: k + ".cpu_ratio", Label: fmt.Sprintf("%s: CPU without ÷ with, median of the rounds' (%s): the throughput a CPU-bound machine keeps", m.label, ratioList(cpuRatios)), Value: median(cpuRatios), Unit: "ratio"},
 			Figure{Key: k + ".share", Label: m.label + ": the sealer's seals, share of the machine's time (median)", Value: 100 * median(shares), Unit: "%"},
-			Figure{Key: k + ".per_event", Label: m.label + ": the sealer's time per event sealed (median)", Value: median(perEvent), Unit: "µs"})
+			Figure{Key: k + ".per_event", Label: m.label + ": the sealer's time per event sealed (median)", Value: median(perEvent), Unit: "µs"},
+			Figure{Key: k + ".seal_cpu_share", Label: fmt.Sprintf("%s: the seals' own CPU time, share of the run's (this process's and its PostgreSQL backends'), median (%s): the throughput a CPU-bound machine gives the chain", m.label, percentList(cpuShares)), Value: 100 * median(cpuShares), Unit: "%"},
+			Figure{Key: k + ".seal_cpu_per_event", Label: m.label + ": the seals' own CPU time per event sealed (median)", Value: median(cpuPerEvent), Unit: "µs"})
 	}
 	return figs, nil
 }
@@ -124,6 +135,15 @@ func runs(vs []float64) string {
 	return strings.Join(parts, ", ")
 }
 
+// percentList lists shares as percentages, rounded.
+func percentList(vs []float64) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = fmt.Sprintf("%.1f", 100*v)
+	}
+	return strings.Join(out, ", ")
+}
+
 func ratioList(vs []float64) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
@@ -132,9 +152,10 @@ func ratioList(vs []float64) string {
 	return strings.Join(out, ", ")
 }
 
-// sealClock adds up the time a run's seals take and the events they seal.
+// sealClock adds up the time a run's seals take, the CPU time they use and
+// the events they seal.
 type sealClock struct {
-	nanos, events atomic.Int64
+	nanos, cpu, events atomic.Int64
 }
 
 // timedSeals is a store whose seals are timed by c.
@@ -143,12 +164,31 @@ type timedSeals struct {
 	c *sealClock
 }
 
+// SealEvents times the seal, and counts the CPU time of the thread it runs
+// on, which it keeps for the seal: the sealer's own work in this process
+// (its statements in the driver, the hashing, the garbage collection it is
+// made to assist with), not the collector's background work nor, on
+// PostgreSQL, the server's.
 func (s timedSeals) SealEvents(ctx context.Context, params *store.SealEventsParams) (*store.SealResult, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
 	start := time.Now()
 	res, err := s.Store.SealEvents(ctx, params)
 	s.c.nanos.Add(time.Since(start).Nanoseconds())
+	s.c.cpu.Add(threadCPU() - cpu0)
 	if res != nil {
 		s.c.events.Add(int64(res.Sealed))
 	}
 	return res, err
+}
+
+// threadCPU is the CPU time the calling thread has used, in nanoseconds (0
+// where the clock cannot be read).
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
 }
