@@ -106,7 +106,7 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 				return fmt.Errorf("seal events after %d (%v): another sealer wrote meanwhile", from, err)
 			}
 			for _, b := range blocks {
-				r, err := tx.ExecContext(ctx, sealBlockSQL, b.lastID, b.tenant, b.firstSeq, b.lastSeq, b.ids, b.prev, b.hashes)
+				r, err := tx.ExecContext(ctx, sealBlockSQL, b.lastID, b.tenant, b.firstSeq, b.lastSeq, string(b.ids), b.prev, b.hashes)
 				if err != nil {
 					return fmt.Errorf("seal events of %s from seq %d: %w", b.tenant, b.firstSeq, err)
 				}
@@ -139,7 +139,7 @@ type sealBlock struct {
 	tenant            string
 	lastID            int64
 	firstSeq, lastSeq int64
-	ids               string // JSON array
+	ids               []byte // a JSON array, bound as text
 	prev, hashes      []byte
 }
 
@@ -148,43 +148,34 @@ type sealBlock struct {
 func newSealBlocks(chained []*store.AuditEvent) ([]*sealBlock, error) {
 	var blocks []*sealBlock
 	byTenant := map[string]*sealBlock{}
-	ids := map[*sealBlock][]byte{}
 	for _, ae := range chained {
 		b := byTenant[ae.Tenant]
 		if b == nil {
-			prev, err := hex.DecodeString(ae.PrevHash)
+			// The genesis prev_hash is an empty blob, never NULL.
+			prev, err := hex.AppendDecode([]byte{}, []byte(ae.PrevHash))
 			if err != nil {
 				return nil, fmt.Errorf("seal event %d: its prev_hash is not hex: %w", ae.ID, err)
 			}
-			if prev == nil {
-				prev = []byte{} // genesis: an empty blob, never NULL
-			}
-			b = &sealBlock{tenant: ae.Tenant, firstSeq: ae.Seq, prev: prev}
+			b = &sealBlock{tenant: ae.Tenant, firstSeq: ae.Seq, prev: prev, ids: []byte{'['}}
 			byTenant[ae.Tenant] = b
 			blocks = append(blocks, b)
-		}
-		if b.lastSeq != 0 && ae.Seq != b.lastSeq+1 {
+		} else if ae.Seq != b.lastSeq+1 {
 			return nil, fmt.Errorf("seal event %d: seq %d does not follow %d", ae.ID, ae.Seq, b.lastSeq)
+		} else {
+			b.ids = append(b.ids, ',')
 		}
 		b.lastID, b.lastSeq = ae.ID, ae.Seq
-		js := ids[b]
-		if js == nil {
-			js = append(js, '[')
-		} else {
-			js = append(js, ',')
-		}
-		ids[b] = strconv.AppendInt(js, ae.ID, 10)
-		n := len(b.hashes)
-		b.hashes = append(b.hashes, make([]byte, sha256.Size)...)
+		b.ids = strconv.AppendInt(b.ids, ae.ID, 10)
 		if len(ae.Hash) != 2*sha256.Size {
 			return nil, fmt.Errorf("seal event %d: its hash %q is not %d hex digits", ae.ID, ae.Hash, 2*sha256.Size)
 		}
-		if _, err := hex.Decode(b.hashes[n:], []byte(ae.Hash)); err != nil {
+		var err error
+		if b.hashes, err = hex.AppendDecode(b.hashes, []byte(ae.Hash)); err != nil {
 			return nil, fmt.Errorf("seal event %d: its hash is not hex: %w", ae.ID, err)
 		}
 	}
 	for _, b := range blocks {
-		b.ids = string(append(ids[b], ']'))
+		b.ids = append(b.ids, ']')
 	}
 	return blocks, nil
 }
