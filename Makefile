@@ -3,10 +3,51 @@ GO ?= go
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps
+# Recipes run in bash with pipefail, so that a test piped through tee still
+# fails the target.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
-## test: every test, with the race detector (what .ci/run calls).
-test: lint test-race test-pg-restart test-python fuzz-smoke
+# TESTLOG holds each go test run's output, which slowest reads.
+TESTLOG := .testlog
+
+.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest
+
+## test: every test, with the race detector (what .ci/run calls): first the
+## services and the Python environment, then lint, the Go suite, the
+## PostgreSQL restarts, the Python tests and the fuzz smoke run; last, the
+## ten slowest packages.
+test: services python-env
+	@rm -rf $(TESTLOG) && mkdir -p $(TESTLOG)
+	@$(MAKE) --no-print-directory lint test-race test-pg-restart test-python fuzz-smoke
+	@$(MAKE) --no-print-directory slowest
+
+## services: installs (as root, from Debian's packages) and starts what the
+## tests need beyond the toolchains: PostgreSQL 15 on 127.0.0.1:5432 with
+## trust for loopback and the database test, Chromium and promtool
+## (.ci/services). Idempotent: a running server is left alone.
+services:
+	@bash .ci/services
+
+## python-env: the virtual environment .venv that every Python test runs in,
+## from clients/python/requirements.lock with hashes (.ci/python-env);
+## rebuilt only when the lock changes.
+python-env:
+	@bash .ci/python-env
+
+## python-lock: compiles clients/python/requirements.in into the lock, with
+## every package's hashes, by pip-tools in a throwaway environment.
+PIP_TOOLS_VERSION ?= 7.6.2
+python-lock:
+	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install -q pip-tools==$(PIP_TOOLS_VERSION) && \
+	cd clients/python && $$d/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in; \
+	rc=$$?; rm -rf $$d; exit $$rc
+
+## slowest: the ten slowest packages of the last make test (from TESTLOG).
+slowest:
+	@echo "The ten slowest packages of this run (seconds):"
+	@cat $(TESTLOG)/*.log 2>/dev/null | awk -F'\t' '($$1 ~ /^(ok|FAIL) *$$/) && $$3 ~ /s$$/ {t=$$3; sub(/s.*/, "", t); printf "%9.1f  %s\n", t, $$2}' | sort -rn | head -10
 
 ## test-race: go test -race over every package, then the crash tests and
 ## the chaos suite's small run, each on its own.
@@ -18,9 +59,10 @@ test: lint test-race test-pg-restart test-python fuzz-smoke
 ## clients, the fault injector) is raced. It runs alone so that its faults'
 ## timing is not the other packages'.
 test-race: clients-deps web-deps
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v -e /test/crash -e /test/chaos)
-	$(GO) test -count=1 -timeout 30m ./test/crash/
-	$(GO) test -race -count=1 -timeout 10m ./test/chaos/
+	@mkdir -p $(TESTLOG)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v -e /test/crash -e /test/chaos) 2>&1 | tee $(TESTLOG)/race.log
+	$(GO) test -count=1 -timeout 30m ./test/crash/ 2>&1 | tee $(TESTLOG)/crash.log
+	$(GO) test -race -count=1 -timeout 10m ./test/chaos/ 2>&1 | tee $(TESTLOG)/chaos.log
 
 # npm-ci DIR installs DIR's npm packages exactly as its package-lock.json pins
 # them. In CI a missing npm is an error; elsewhere the tests that need them
@@ -57,8 +99,9 @@ web-deps:
 ## It runs alone, after every other package, since a restart drops every
 ## connection to the server.
 test-pg-restart:
-	CS_CRASH_PG_RESTART=1 $(GO) test -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/
-	CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 10m -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/
+	@mkdir -p $(TESTLOG)
+	CS_CRASH_PG_RESTART=1 $(GO) test -count=1 -run '^TestPostgreSQLRestart$$' ./test/crash/ 2>&1 | tee $(TESTLOG)/crash-pg-restart.log
+	CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 10m -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/ 2>&1 | tee $(TESTLOG)/chaos-pg-restart.log
 
 ## chaos: the chaos suite's full run (test/chaos, docs/reliability.md):
 ## 3,000 approved calls per store under kills, stops and partitions, then
@@ -67,16 +110,16 @@ chaos:
 	CS_CHAOS_FULL=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaos(SQLite|PostgreSQL)$$' ./test/chaos/
 	CS_CHAOS_FULL=1 CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/
 
-## test-python: the Python client's unittest suite (clients/python), which
-## builds ./cmd/countersign and serves it. Without python3 3.10+ it skips,
+## test-python: the Python tests (clients/python), by pytest in .venv; they
+## build ./cmd/countersign and serve it. Without python3 3.10+ they skip,
 ## except in CI, where that is an error.
 test-python:
 	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
-	  cd clients/python && python3 -m unittest discover -s tests -v; \
+	  bash .ci/python-env && cd clients/python && ../../.venv/bin/python -m pytest -p no:cacheprovider --timeout 600 -v tests; \
 	elif [ -n "$$CI" ]; then \
 	  echo "python3 3.10+ is missing: clients/python's tests need it"; exit 1; \
 	else \
-	  echo "python3 3.10+ not found: skipping the Python client's tests (clients/python)"; \
+	  echo "python3 3.10+ not found: skipping the Python tests (clients/python)"; \
 	fi
 
 ## test-short: a quick run without the race detector.
