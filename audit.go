@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/countersign/countersign/internal/auditchain"
@@ -170,8 +169,8 @@ const MaxAuditPage = store.MaxPageSize
 // needs the operator role: it shows every proposal of the tenant, whoever
 // may see it otherwise.
 func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int) (*AuditPage, error) {
-	if !slices.Contains(id.Roles, RoleOperator) {
-		return nil, &ForbiddenError{Actor: id.Actor, Reason: "reading the audit log needs the operator role"}
+	if err := requireOperator(id, "", "reading the audit log needs the operator role"); err != nil {
+		return nil, err
 	}
 	if limit == 0 {
 		limit = MaxAuditPage

@@ -450,6 +450,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 		Tenant:             c.Identity.Tenant,
 		Requester:          c.Identity.Actor,
 		RequesterRoles:     c.Identity.Roles,
+		RequesterKind:      string(c.Identity.KindOrHuman()),
 		ThreadID:           c.ThreadID,
 		RunID:              c.RunID,
 		ToolCallID:         c.ToolCallID,

@@ -100,6 +100,14 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	case m.ID != "" && !validID(m.ID):
 		return nil, fmt.Errorf("%w: message id %q", ErrInvalidCall, m.ID)
 	}
+	// A user message (or a text decision) is a person's; an agent
+	// credential may only deliver client-tool results. Refused before the
+	// thread is looked up.
+	if m.Text != "" {
+		if err := mayAct(m.Identity, ActPostMessage); err != nil {
+			return nil, err
+		}
+	}
 	t, err := e.thread(ctx, m.Identity, m.ThreadID)
 	switch {
 	case errors.Is(err, ErrNotFound) && validID(m.ThreadID):

@@ -55,6 +55,10 @@ type DecideResult struct {
 // ErrNotFound for a missing proposal, and otherwise applied, unchanged,
 // conflict or expired.
 func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error) {
+	// Before the proposal is looked up: an agent learns nothing of it.
+	if err := mayAct(d.Identity, ActDecide); err != nil {
+		return nil, err
+	}
 	if d.Verdict != Approve && d.Verdict != Reject {
 		return nil, fmt.Errorf("%w: verdict %q: want approved or rejected", ErrInvalidCall, d.Verdict)
 	}
@@ -76,8 +80,8 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 		return nil, err
 	}
 	params := &store.DecideParams{
-		Tenant: d.Identity.Tenant, ID: p.ID, Actor: d.Identity.Actor, Verdict: d.Verdict,
-		Via: via, Reason: d.Reason, Remember: d.Remember,
+		Tenant: d.Identity.Tenant, ID: p.ID, Actor: d.Identity.Actor, ActorKind: string(d.Identity.KindOrHuman()),
+		Verdict: d.Verdict, Via: via, Reason: d.Reason, Remember: d.Remember,
 	}
 	if d.Remember != "" {
 		if !slices.Contains(p.RememberScopes, d.Remember) {
@@ -147,8 +151,8 @@ func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reaso
 // Resolve is an operator's verdict on a reconciling or unknown proposal:
 // status succeeded or failed, with a note. It needs the operator role.
 func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, status store.Status, receipt, note, via string) (*store.Proposal, error) {
-	if !slices.Contains(id.Roles, RoleOperator) {
-		return nil, &ForbiddenError{ProposalID: proposalID, Actor: id.Actor, Reason: "resolving needs the operator role"}
+	if err := requireOperator(id, proposalID, "resolving needs the operator role"); err != nil {
+		return nil, err
 	}
 	if status != store.StatusSucceeded && status != store.StatusFailed {
 		return nil, fmt.Errorf("%w: resolve to %q: want succeeded or failed", ErrInvalidCall, status)

@@ -18,12 +18,15 @@ import (
 	"github.com/countersign/countersign/textdecision"
 )
 
-// Identity is who is acting: a tenant, an actor and the actor's roles. Every
-// record belongs to one tenant.
+// Identity is who is acting: a tenant, an actor, the actor's roles and the
+// kind of credential that speaks for the actor (a person's, or the actor's
+// agent's: authority.go). Every record belongs to one tenant.
 type Identity struct {
 	Tenant string
 	Actor  string
 	Roles  []string
+	// Kind is KindHuman (or empty: human) or KindAgent.
+	Kind CredentialKind
 }
 
 // ActorResolver re-resolves a requester before its approved call executes, so

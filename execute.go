@@ -157,7 +157,7 @@ type checked struct {
 // error is no verdict (a resolver outage): nothing may execute, and the
 // lease is left to lapse.
 func (e *Engine) checkBeforeExecute(ctx, lctx context.Context, p *store.Proposal, a *Action, registered bool) (*checked, error) {
-	id := Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles}
+	id := requesterIdentity(p)
 	if e.resolver != nil {
 		got, err := e.resolver.ResolveActor(ctx, p.Tenant, p.Requester)
 		switch {
@@ -362,7 +362,7 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 		x.e.observeRetried(a.name)
 		x.p = p
 		if x.id.Tenant == "" {
-			x.id = Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles}
+			x.id = requesterIdentity(p)
 		}
 		return x.run(lctx, ctx, a)
 	}
@@ -402,7 +402,7 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 		return nil, fmt.Errorf("reconcile proposal %s: not begun: %w", x.p.ID, store.ErrLeaseLost)
 	}
 	r, err := a.hooks.Reconcile(lctx, &ReconcileRequest{
-		Identity: Identity{Tenant: x.p.Tenant, Actor: x.p.Requester, Roles: x.p.RequesterRoles},
+		Identity: requesterIdentity(x.p),
 		Action:   a.name, OperationID: x.p.OperationID, ProposalID: x.p.ID,
 	})
 	x.e.observeReconciled(a.name, r, err)

@@ -3,7 +3,6 @@ package countersign
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/countersign/countersign/store"
 )
@@ -14,19 +13,13 @@ import (
 // only the tenant's operators list or retry them; every surface asks here
 // rather than checking the role itself.
 
-// mayManageNotifications reports whether id may list and retry its tenant's
-// notifications.
-func mayManageNotifications(id Identity) bool {
-	return slices.Contains(id.Roles, RoleOperator)
-}
-
 // Notifications lists the notifications of id's tenant, newest event first,
 // at most limit (0: store.MaxPageSize), optionally of one status. Anyone but
 // an operator gets a *ForbiddenError; an unknown status wraps
 // store.ErrInvalidParams.
 func (e *Engine) Notifications(ctx context.Context, id Identity, status store.NotificationStatus, limit int) ([]*store.OutboxEntry, error) {
-	if !mayManageNotifications(id) {
-		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only an operator may list notifications"}
+	if err := requireOperator(id, "", "only an operator may list notifications"); err != nil {
+		return nil, err
 	}
 	out, err := e.store.ListNotifications(ctx, &store.ListNotificationsParams{Tenant: id.Tenant, Status: status, Limit: limit})
 	if err != nil {
@@ -40,8 +33,8 @@ func (e *Engine) Notifications(ctx context.Context, id Identity, status store.No
 // operator gets a *ForbiddenError; an unknown id, or another tenant's, wraps
 // ErrNotFound; a notification that is not failed is a *ConflictError.
 func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*store.OutboxEntry, error) {
-	if !mayManageNotifications(id) {
-		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only an operator may retry notifications"}
+	if err := requireOperator(id, "", "only an operator may retry notifications"); err != nil {
+		return nil, err
 	}
 	if !validID(notificationID) {
 		return nil, fmt.Errorf("retry notification %q: %w", notificationID, ErrNotFound)

@@ -383,6 +383,9 @@ func mayDecide(ctx context.Context, p *store.Proposal, decider Identity, verdict
 	deny := func(reason string) error {
 		return &ForbiddenError{ProposalID: p.ID, Actor: decider.Actor, Reason: reason}
 	}
+	if err := mayAct(decider, ActDecide); err != nil {
+		return err
+	}
 	if decider.Tenant != p.Tenant {
 		return deny("another tenant's proposal")
 	}

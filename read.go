@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/countersign/countersign/store"
 )
@@ -201,6 +200,9 @@ func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*s
 // another tenant's, wraps ErrNotFound; one id may not manage is a
 // *ForbiddenError.
 func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*store.Grant, error) {
+	if err := mayAct(id, ActRevokeGrant); err != nil {
+		return nil, err
+	}
 	if !validID(grantID) {
 		return nil, fmt.Errorf("revoke grant %q: %w", grantID, ErrNotFound)
 	}
@@ -255,7 +257,7 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal
 		out.Cancel = p.Requester == id.Actor
 	}
 	out.Resolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
-		slices.Contains(id.Roles, RoleOperator)
+		isOperator(id)
 	return out
 }
 

@@ -48,7 +48,7 @@ func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState,
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return &RunState{Run: r, Identity: Identity{Tenant: tenant, Actor: t.Owner, Roles: r.Roles}, Messages: heldOutcomes(msgs, runs)}, nil
+	return &RunState{Run: r, Identity: Identity{Tenant: tenant, Actor: t.Owner, Roles: r.Roles, Kind: KindAgent}, Messages: heldOutcomes(msgs, runs)}, nil
 }
 
 // UpdateRun writes a step of a run its caller holds (store.ApplyRunUpdate).

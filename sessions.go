@@ -58,6 +58,10 @@ const maxSessionToken = 128
 // NotAfter already past is ErrInvalidCall.
 func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (string, *Session, error) {
 	id := params.Identity
+	// The inbox is where people decide: an agent credential never signs in.
+	if err := mayAct(id, ActSignIn); err != nil {
+		return "", nil, err
+	}
 	switch {
 	case id.Tenant == "" || id.Actor == "":
 		return "", nil, fmt.Errorf("start session: %w: identity without tenant or actor", ErrInvalidCall)
@@ -154,7 +158,7 @@ func newSessionToken() string {
 func sessionFrom(rec *store.Session) *Session {
 	r := rec.Clone()
 	return &Session{
-		Identity:         Identity{Tenant: r.Tenant, Actor: r.Actor, Roles: r.Roles},
+		Identity:         Identity{Tenant: r.Tenant, Actor: r.Actor, Roles: r.Roles, Kind: KindHuman},
 		CredentialSHA256: r.CredentialSHA256,
 		Revocable:        r.Revocable,
 		CSRF:             r.CSRF,

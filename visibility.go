@@ -1,8 +1,6 @@
 package countersign
 
 import (
-	"slices"
-
 	"github.com/countersign/countersign/store"
 )
 
@@ -18,8 +16,14 @@ import (
 // visibilityOf is the listing filter for id: the actor, the principals
 // ("actor:ID", "role:NAME") an approver list may name it by, and whether it
 // is an operator.
+//
+// An agent credential sees only what its actor requested: visibility that
+// comes from being an approver or an operator never extends to it.
 func visibilityOf(id Identity) *store.Visibility {
-	return &store.Visibility{Actor: id.Actor, Principals: Principals(id), Operator: slices.Contains(id.Roles, RoleOperator)}
+	if !id.IsHuman() {
+		return &store.Visibility{Actor: id.Actor}
+	}
+	return &store.Visibility{Actor: id.Actor, Principals: Principals(id), Operator: isOperator(id)}
 }
 
 // canSee reports whether id may see p.
@@ -29,10 +33,14 @@ func canSee(id Identity, p *store.Proposal) bool {
 
 // mayManageGrant reports whether id may see and revoke g: its requester (who
 // can always give up a standing approval), the approver who granted it, and
-// the tenant's operators.
+// the tenant's operators. An agent credential sees its actor's grants as
+// their requester only, and revokes none (RevokeGrant asks mayAct first).
 func mayManageGrant(id Identity, g *store.Grant) bool {
+	if !id.IsHuman() {
+		return g.Tenant == id.Tenant && g.Requester == id.Actor
+	}
 	return g.Tenant == id.Tenant &&
-		(g.Requester == id.Actor || g.GrantedBy == id.Actor || slices.Contains(id.Roles, RoleOperator))
+		(g.Requester == id.Actor || g.GrantedBy == id.Actor || isOperator(id))
 }
 
 // mayReadThread reports whether id may read thread t (a thread of id's

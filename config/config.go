@@ -49,9 +49,10 @@ const (
 	DefaultSecureCookies       = SecureCookiesAuto // web.secure_cookies
 	DefaultProposalCountsEvery = 30 * time.Second  // metrics.proposal_counts_every
 
-	DefaultTenantClaim = "tid"   // auth.jwt.claims.tenant
-	DefaultActorClaim  = "sub"   // auth.jwt.claims.actor
-	DefaultRolesClaim  = "roles" // auth.jwt.claims.roles
+	DefaultTenantClaim = "tid"     // auth.jwt.claims.tenant
+	DefaultActorClaim  = "sub"     // auth.jwt.claims.actor
+	DefaultRolesClaim  = "roles"   // auth.jwt.claims.roles
+	DefaultKindClaim   = "ck_kind" // auth.jwt.claims.kind
 )
 
 // Config is a parsed and validated configuration file. Build one with Load,
@@ -127,6 +128,9 @@ type APIKey struct {
 	Tenant    string
 	Actor     string
 	Roles     []string
+	// Kind is "human" or "agent" (API.md Part 3, "Credentials: humans and
+	// agents"). Empty: human, with a warning (Warnings).
+	Kind string
 }
 
 // Digest returns the SHA-256 of the key's token, from Key or KeySHA256.
@@ -152,6 +156,9 @@ type JWT struct {
 	// See Config.HS256Secret.
 	HS256SecretEnv string
 	Claims         Claims
+	// DefaultKind is the kind of a token without the kind claim: "human"
+	// or "agent". Empty: human, with a warning (Warnings).
+	DefaultKind string
 }
 
 // Claims names the JWT claims that carry the identity.
@@ -159,6 +166,7 @@ type Claims struct {
 	Tenant string // default "tid"
 	Actor  string // default "sub"
 	Roles  string // default "roles"
+	Kind   string // default "ck_kind"
 }
 
 // CORS configures cross-origin requests.

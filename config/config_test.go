@@ -36,7 +36,7 @@ func exampleConfig() *Config {
 			JWT: &JWT{
 				Issuer: "https://auth.example.com/", Audience: "countersign",
 				HS256SecretEnv: "COUNTERSIGN_JWT_SECRET",
-				Claims:         Claims{Tenant: "tid", Actor: "sub", Roles: "roles"},
+				Claims:         Claims{Tenant: "tid", Actor: "sub", Roles: "roles", Kind: "ck_kind"},
 			},
 		},
 		CORS:                CORS{AllowedOrigins: []string{}},
@@ -167,7 +167,7 @@ actions:
   - name: x
     execute: {url: "https://hooks.example.com/x"}
 `)
-	if got, want := c.Auth.JWT.Claims, (Claims{"tid", "sub", "roles"}); got != want {
+	if got, want := c.Auth.JWT.Claims, (Claims{"tid", "sub", "roles", "ck_kind"}); got != want {
 		t.Errorf("claims = %+v, want %+v", got, want)
 	}
 	wantRule := Rule{Match: "payments.refund", Effect: "ask", Approvers: []string{"requester"}, Quorum: 1, Mode: "wait"}
@@ -753,7 +753,7 @@ web:
 	}
 	j := c.JWT()
 	if j == nil || j.Issuer != "https://auth.example.com/" || j.JWKSFile != "/etc/countersign/jwks.json" ||
-		j.Claims != (Claims{Tenant: "org", Actor: "sub", Roles: "roles"}) {
+		j.Claims != (Claims{Tenant: "org", Actor: "sub", Roles: "roles", Kind: "ck_kind"}) {
 		t.Errorf("JWT() = %+v", j)
 	}
 	if Default().JWT() != nil {

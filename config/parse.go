@@ -589,22 +589,25 @@ func (d *decoder) auth(a *Auth, path string, n *yaml.Node) {
 					{"tenant", text(d, &k.Tenant)},
 					{"actor", text(d, &k.Actor)},
 					{"roles", texts(d, &k.Roles)},
+					{"kind", text(d, &k.Kind)},
 				})
 				a.APIKeys = append(a.APIKeys, k)
 			})
 		}},
 		{"jwt", func(p string, v *yaml.Node) {
-			j := &JWT{Claims: Claims{Tenant: DefaultTenantClaim, Actor: DefaultActorClaim, Roles: DefaultRolesClaim}}
+			j := &JWT{Claims: Claims{Tenant: DefaultTenantClaim, Actor: DefaultActorClaim, Roles: DefaultRolesClaim, Kind: DefaultKindClaim}}
 			d.mapping(p, v, []key{
 				{"issuer", text(d, &j.Issuer)},
 				{"audience", text(d, &j.Audience)},
 				{"jwks_file", text(d, &j.JWKSFile)},
 				{"hs256_secret_env", text(d, &j.HS256SecretEnv)},
+				{"default_kind", text(d, &j.DefaultKind)},
 				{"claims", func(p string, v *yaml.Node) {
 					d.mapping(p, v, []key{
 						{"tenant", text(d, &j.Claims.Tenant)},
 						{"actor", text(d, &j.Claims.Actor)},
 						{"roles", text(d, &j.Claims.Roles)},
+						{"kind", text(d, &j.Claims.Kind)},
 					})
 				}},
 			})

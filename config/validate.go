@@ -272,6 +272,9 @@ func (v *validator) auth(a *Auth) {
 		for j, r := range k.Roles {
 			v.token(item(p+".roles", j), r, "role")
 		}
+		if k.Kind != "" && k.Kind != kindHuman && k.Kind != kindAgent {
+			v.fail(p+".kind", "%q: want human or agent", k.Kind)
+		}
 	}
 	if j := a.JWT; j != nil {
 		const p = "auth.jwt"
@@ -294,6 +297,12 @@ func (v *validator) auth(a *Auth) {
 		v.token(p+".claims.tenant", j.Claims.Tenant, "claim name")
 		v.token(p+".claims.actor", j.Claims.Actor, "claim name")
 		v.token(p+".claims.roles", j.Claims.Roles, "claim name")
+		if j.Claims.Kind != "" { // empty in a Config built in Go: the default
+			v.token(p+".claims.kind", j.Claims.Kind, "claim name")
+		}
+		if j.DefaultKind != "" && j.DefaultKind != kindHuman && j.DefaultKind != kindAgent {
+			v.fail(p+".default_kind", "%q: want human or agent", j.DefaultKind)
+		}
 	}
 }
 

@@ -237,6 +237,11 @@ func (s *Server) aguiDecisionRun(ew *event.Writer, started *event.RunStarted, in
 // have made it: the resume then only asks for the continuation.
 func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.Request, ew *event.Writer, started *event.RunStarted,
 	id countersign.Identity, in *aguiInput, fail func(code, message string) error) error {
+	// A resume is a decision: an agent credential is refused before any
+	// interrupt is looked up.
+	if err := s.engine.MayAct(id, countersign.ActResume); err != nil {
+		return fail(CodeAgentCannotDecide, err.Error())
+	}
 	if _, err := s.engine.Thread(ctx, id, in.ThreadID); err != nil {
 		return fail(aguiErrorCode(err), err.Error())
 	}
@@ -318,6 +323,8 @@ func (s *Server) decidedAlready(ctx context.Context, id countersign.Identity, pr
 func aguiErrorCode(err error) string {
 	var busy *countersign.ThreadBusyError
 	switch {
+	case agentRefused(err) != nil:
+		return CodeAgentCannotDecide
 	case errors.As(err, &busy):
 		return CodeThreadBusy
 	case errors.Is(err, countersign.ErrForbidden):

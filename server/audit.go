@@ -53,6 +53,9 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, id counters
 		}
 	}
 	page, err := s.engine.Audit(r.Context(), id, after, limit)
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
 	if errors.Is(err, countersign.ErrForbidden) {
 		return errForbidden("reading the audit log needs the operator role")
 	}

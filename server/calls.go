@@ -102,6 +102,9 @@ func refusal(err error) map[string]any {
 
 // callError maps the engine's other errors to API.md's answers.
 func callError(err error) error {
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
 	if errors.Is(err, countersign.ErrForbidden) || errors.Is(err, store.ErrNotThreadOwner) {
 		// Another actor's thread: the answer must say nothing of it (no
 		// proposal, input, operation or confirmation id, result), so it is

@@ -69,6 +69,9 @@ func conversationError(err error, threadID string) error {
 	case errors.Is(err, countersign.ErrInvalidCall):
 		return errBadBody("text", strings.TrimPrefix(err.Error(), countersign.ErrInvalidCall.Error()+": text: "))
 	}
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
 	if _, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return decisionError(err)
 	}
@@ -185,6 +188,8 @@ func (s *Server) handleCancelRun(w http.ResponseWriter, r *http.Request, id coun
 
 func runError(err error, threadID string) error {
 	switch {
+	case agentRefused(err) != nil:
+		return agentRefused(err)
 	case errors.Is(err, countersign.ErrForbidden):
 		return errForbidden("only the thread's owner may act in it")
 	case errors.Is(err, countersign.ErrNotFound):

@@ -2,29 +2,33 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/countersign/countersign"
 )
 
 // The error codes of API.md, and the statuses they answer with.
 const (
-	CodeUnauthenticated  = "UNAUTHENTICATED"        // 401
-	CodeForbidden        = "FORBIDDEN"              // 403
-	CodeNotFound         = "NOT_FOUND"              // 404
-	CodeActionNotFound   = "ACTION_NOT_FOUND"       // 404
-	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"     // 405
-	CodeInvalidBody      = "INVALID_BODY"           // 400
-	CodeInvalidInput     = "INVALID_INPUT"          // 400
-	CodeInvalidCursor    = "INVALID_CURSOR"         // 400
-	CodeBodyTooLarge     = "BODY_TOO_LARGE"         // 413
-	CodeInvalidState     = "INVALID_STATE"          // 409
-	CodeCallMismatch     = "CALL_MISMATCH"          // 409
-	CodeThreadBusy       = "THREAD_BUSY"            // 409
-	CodeTooManyRequests  = "TOO_MANY_REQUESTS"      // 429
-	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE" // 415
-	CodeNotReady         = "NOT_READY"              // 503
-	CodeUnavailable      = "UNAVAILABLE"            // 503
-	CodeInternal         = "INTERNAL"               // 500
+	CodeUnauthenticated   = "UNAUTHENTICATED"        // 401
+	CodeForbidden         = "FORBIDDEN"              // 403
+	CodeAgentCannotDecide = "AGENT_CANNOT_DECIDE"    // 403
+	CodeNotFound          = "NOT_FOUND"              // 404
+	CodeActionNotFound    = "ACTION_NOT_FOUND"       // 404
+	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"     // 405
+	CodeInvalidBody       = "INVALID_BODY"           // 400
+	CodeInvalidInput      = "INVALID_INPUT"          // 400
+	CodeInvalidCursor     = "INVALID_CURSOR"         // 400
+	CodeBodyTooLarge      = "BODY_TOO_LARGE"         // 413
+	CodeInvalidState      = "INVALID_STATE"          // 409
+	CodeCallMismatch      = "CALL_MISMATCH"          // 409
+	CodeThreadBusy        = "THREAD_BUSY"            // 409
+	CodeTooManyRequests   = "TOO_MANY_REQUESTS"      // 429
+	CodeUnsupportedMedia  = "UNSUPPORTED_MEDIA_TYPE" // 415
+	CodeNotReady          = "NOT_READY"              // 503
+	CodeUnavailable       = "UNAVAILABLE"            // 503
+	CodeInternal          = "INTERNAL"               // 500
 )
 
 // apiError is an answer that is not a success: it carries the HTTP status and
@@ -74,6 +78,18 @@ func errUnauthenticated(msg string) *apiError {
 
 func errForbidden(format string, args ...any) *apiError {
 	return newError(http.StatusForbidden, CodeForbidden, format, args...)
+}
+
+// agentRefused is the answer to an engine refusal of a decision-shaped act
+// to an agent credential (403 AGENT_CANNOT_DECIDE), or nil when err is not
+// one. Every mapping of the engine's errors asks it first, since the
+// refusal also matches countersign.ErrForbidden.
+func agentRefused(err error) *apiError {
+	ae, ok := errors.AsType[*countersign.AgentCannotDecideError](err)
+	if !ok {
+		return nil
+	}
+	return newError(http.StatusForbidden, CodeAgentCannotDecide, "%s", ae.Error())
 }
 
 func errNotFound(format string, args ...any) *apiError {

@@ -83,6 +83,9 @@ func (s *Server) handleRetryNotification(w http.ResponseWriter, r *http.Request,
 }
 
 func notificationError(err error) error {
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return errForbidden("%s", fe.Reason)
 	}

@@ -121,6 +121,8 @@ func readError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case agentRefused(err) != nil:
+		return agentRefused(err)
 	case errors.Is(err, countersign.ErrForbidden):
 		return errForbidden("you may not see this proposal")
 	case errors.Is(err, countersign.ErrNotFound):
@@ -212,6 +214,9 @@ func via(r *http.Request) (string, error) {
 // decisionError maps the engine's errors for a decision to API.md's
 // answers.
 func decisionError(err error) error {
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		// The engine checks visibility first: a reason that names more
 		// than "you may not see this proposal" (the approvers, the rule's

@@ -222,6 +222,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/notifications", s.authed(s.handleListNotifications))
 	m.Handle("POST /v1/notifications/{id}/retry", s.authed(s.handleRetryNotification))
 	m.Handle("GET /v1/audit", s.authed(s.handleAudit))
+	m.Handle("GET /v1/me", s.authed(s.handleMe))
 	m.Handle("GET /healthz", s.open(s.handleHealth))
 	m.Handle("GET /readyz", s.open(s.handleReady))
 	m.Handle("GET /metrics", http.HandlerFunc(s.handleMetrics))
@@ -288,6 +289,8 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	ae, ok := errors.AsType[*apiError](err)
 	switch {
 	case ok:
+	case agentRefused(err) != nil:
+		ae = agentRefused(err)
 	case errors.Is(err, store.ErrNotFound):
 		// Deleted between two reads of one request.
 		ae = errNotFound("not found")

@@ -16,6 +16,8 @@ func threadError(err error, threadID string) error {
 	switch {
 	case err == nil:
 		return nil
+	case agentRefused(err) != nil:
+		return agentRefused(err)
 	case errors.Is(err, countersign.ErrForbidden):
 		return errForbidden("only the thread's owner may read it")
 	case errors.Is(err, countersign.ErrNotFound):
@@ -57,6 +59,8 @@ func (s *Server) handleRevokeGrant(w http.ResponseWriter, r *http.Request, id co
 	// not abandoned with its client.
 	g, err := s.engine.RevokeGrant(context.WithoutCancel(r.Context()), id, r.PathValue("id"))
 	switch {
+	case agentRefused(err) != nil:
+		return agentRefused(err)
 	case errors.Is(err, countersign.ErrForbidden):
 		return errForbidden("only the grant's requester, its approver or an operator may revoke it")
 	case errors.Is(err, countersign.ErrNotFound):

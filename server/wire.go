@@ -16,9 +16,12 @@ import (
 
 // Proposal is the proposal object.
 type Proposal struct {
-	ID            string          `json:"id"`
-	Tenant        string          `json:"tenant"`
-	Requester     string          `json:"requester"`
+	ID        string `json:"id"`
+	Tenant    string `json:"tenant"`
+	Requester string `json:"requester"`
+	// RequesterKind is the kind of credential that made the call; absent
+	// on proposals made before kinds were recorded.
+	RequesterKind string          `json:"requester_kind,omitempty"`
 	ThreadID      string          `json:"thread_id"`
 	RunID         string          `json:"run_id"`
 	ToolCallID    string          `json:"tool_call_id"`
@@ -59,12 +62,15 @@ type Confirmation struct {
 
 // Decision is one recorded decision on a proposal.
 type Decision struct {
-	Actor    string    `json:"actor"`
-	Decision string    `json:"decision"`
-	Via      string    `json:"via"`
-	At       time.Time `json:"at"`
-	Reason   string    `json:"reason,omitempty"`
-	Remember string    `json:"remember,omitempty"`
+	Actor string `json:"actor"`
+	// ActorKind is the decider's credential kind; absent on decisions
+	// recorded before kinds were.
+	ActorKind string    `json:"actor_kind,omitempty"`
+	Decision  string    `json:"decision"`
+	Via       string    `json:"via"`
+	At        time.Time `json:"at"`
+	Reason    string    `json:"reason,omitempty"`
+	Remember  string    `json:"remember,omitempty"`
 }
 
 // Outcome is a proposal's recorded result.
@@ -171,11 +177,11 @@ func wireProposal(p *store.Proposal) *Proposal {
 	}
 	ds := make([]Decision, len(p.Decisions))
 	for i, d := range p.Decisions {
-		ds[i] = Decision{Actor: d.Actor, Decision: string(d.Decision), Via: d.Via, At: d.At.UTC(),
+		ds[i] = Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: string(d.Decision), Via: d.Via, At: d.At.UTC(),
 			Reason: d.Reason, Remember: string(d.Remember)}
 	}
 	return &Proposal{
-		ID: p.ID, Tenant: p.Tenant, Requester: p.Requester,
+		ID: p.ID, Tenant: p.Tenant, Requester: p.Requester, RequesterKind: p.RequesterKind,
 		ThreadID: p.ThreadID, RunID: p.RunID, ToolCallID: p.ToolCallID,
 		Action: p.Action, ActionVersion: p.ActionVersion,
 		Input: rawOrNull(p.Input), InputDigest: p.InputDigest,

@@ -314,13 +314,14 @@ type ProposalPage struct {
 
 // DecideParams asks for one decision.
 type DecideParams struct {
-	Tenant   string
-	ID       string
-	Actor    string
-	Verdict  Verdict
-	Via      string
-	Reason   string
-	Remember Scope // only with VerdictApproved
+	Tenant    string
+	ID        string
+	Actor     string
+	ActorKind string // the decider's credential kind, recorded with the decision
+	Verdict   Verdict
+	Via       string
+	Reason    string
+	Remember  Scope // only with VerdictApproved
 	// Grant is the grant this approval asks to remember. It is stored,
 	// inactive, in the same transaction only when the approval completes the
 	// quorum and every approval counted toward it asked to remember (see

@@ -157,7 +157,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 		}
 		c := &Change{}
 		p.Decisions = append(p.Decisions, Decision{
-			Actor: d.Actor, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember,
+			Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember,
 		})
 		c.event(EventDecided, d.Actor, d.Via, string(d.Verdict))
 		if d.Verdict == VerdictRejected {

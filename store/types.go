@@ -93,12 +93,15 @@ type Confirmation struct {
 
 // Decision is one recorded decision on a proposal.
 type Decision struct {
-	Actor    string
-	Decision Verdict
-	Via      string
-	At       time.Time
-	Reason   string
-	Remember Scope
+	Actor string
+	// ActorKind is the kind of credential the decision came through
+	// ("human"); empty on decisions recorded before kinds were.
+	ActorKind string
+	Decision  Verdict
+	Via       string
+	At        time.Time
+	Reason    string
+	Remember  Scope
 }
 
 // Lease fences the execution of one proposal. Only the holder of the current
@@ -141,12 +144,15 @@ type Proposal struct {
 	Tenant         string
 	Requester      string
 	RequesterRoles []string
-	ThreadID       string
-	RunID          string
-	ToolCallID     string
-	Action         string
-	ActionVersion  string
-	Input          json.RawMessage
+	// RequesterKind is the kind of credential that made the call: "human"
+	// or "agent"; empty on proposals made before kinds were recorded.
+	RequesterKind string
+	ThreadID      string
+	RunID         string
+	ToolCallID    string
+	Action        string
+	ActionVersion string
+	Input         json.RawMessage
 	// RawInput is the input exactly as the caller sent it. Before execution it
 	// is re-parsed by the current schema and must equal Input (drift check).
 	RawInput       json.RawMessage

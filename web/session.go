@@ -266,6 +266,9 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 		Identity: cred.Identity, Credential: token, Revocable: cred.Revocable,
 		TTL: in.ttl, NotAfter: cred.ExpiresAt,
 	})
+	if errors.Is(err, countersign.ErrAgentCannotDecide) {
+		return problem(http.StatusForbidden, "That is an agent's key: the inbox is for people. Sign in with your own key or token.")
+	}
 	if errors.Is(err, countersign.ErrInvalidCall) {
 		// The token expired between its check and now.
 		return problem(http.StatusUnauthorized, "That key or token is not valid.")

@@ -22,14 +22,16 @@ type demoKey struct {
 	Tenant string
 	Actor  string
 	Roles  []string
+	Kind   string // human or agent
 	Why    string
 }
 
 var demoKeys = []demoKey{
-	{Key: "ck_dev_alice", Tenant: "acme", Actor: "alice", Roles: []string{"agent"}, Why: "an agent's requester"},
-	{Key: "ck_dev_bob", Tenant: "acme", Actor: "bob", Roles: []string{"finance", "operator"}, Why: "an approver and operator"},
-	{Key: "ck_dev_carol", Tenant: "acme", Actor: "carol", Roles: []string{"finance"}, Why: "a second approver"},
-	{Key: "ck_dev_eve", Tenant: "globex", Actor: "eve", Roles: []string{"finance"}, Why: "another tenant"},
+	{Key: "ck_agent_alice", Tenant: "acme", Actor: "alice", Kind: "agent", Why: "alice's agent: calls actions, never decides"},
+	{Key: "ck_dev_alice", Tenant: "acme", Actor: "alice", Roles: []string{"agent"}, Kind: "human", Why: "alice herself: chats with her agent"},
+	{Key: "ck_dev_bob", Tenant: "acme", Actor: "bob", Roles: []string{"finance", "operator"}, Kind: "human", Why: "an approver and operator"},
+	{Key: "ck_dev_carol", Tenant: "acme", Actor: "carol", Roles: []string{"finance"}, Kind: "human", Why: "a second approver"},
+	{Key: "ck_dev_eve", Tenant: "globex", Actor: "eve", Roles: []string{"finance"}, Kind: "human", Why: "another tenant"},
 }
 
 // demoBackend is the system of record the demo actions change.
@@ -199,19 +201,19 @@ func printDemo(w io.Writer, base string) {
 	fmt.Fprintf(w, "\nNo --config given: running the demo (actions payments.refund, email.send, crm.lookup; the scripted agent %q).\n", demoAgentName)
 	fmt.Fprintf(w, "Development API keys (never use these in production):\n")
 	for _, k := range demoKeys {
-		fmt.Fprintf(w, "  %-14s tenant %-7s actor %-6s roles %-18s %s\n", k.Key, k.Tenant, k.Actor, strings.Join(k.Roles, ","), k.Why)
+		fmt.Fprintf(w, "  %-15s %-5s tenant %-7s actor %-6s roles %-16s %s\n", k.Key, k.Kind, k.Tenant, k.Actor, strings.Join(k.Roles, ","), k.Why)
 	}
 	fmt.Fprintf(w, `
 Try it (bash):
   export COUNTERSIGN_URL=%[1]s
   # alice's agent asks for a refund; the demo policy asks finance, and the worker executes
-  curl -s -X POST "$COUNTERSIGN_URL/v1/calls" -H 'Authorization: Bearer ck_dev_alice' -H 'Content-Type: application/json' \
+  curl -s -X POST "$COUNTERSIGN_URL/v1/calls" -H 'Authorization: Bearer ck_agent_alice' -H 'Content-Type: application/json' \
     -d '{"thread_id":"t1","tool_call_id":"call_1","action":"payments.refund","input":{"amount":40,"customer":"c_9"}}'
   # bob (finance) lists what waits for him, and approves it
   ID=$(curl -s "$COUNTERSIGN_URL/v1/proposals?status=pending" -H 'Authorization: Bearer ck_dev_bob' | grep -o '"id":"prp_[^"]*"' | head -1 | cut -d'"' -f4)
   curl -s -X POST "$COUNTERSIGN_URL/v1/proposals/$ID/approve" -H 'Authorization: Bearer ck_dev_bob' -H 'Content-Type: application/json' -d '{"reason":"looks right"}'
   # the worker executed it; alice's thread holds the outcome
-  curl -s "$COUNTERSIGN_URL/v1/threads/t1" -H 'Authorization: Bearer ck_dev_alice'
+  curl -s "$COUNTERSIGN_URL/v1/threads/t1" -H 'Authorization: Bearer ck_agent_alice'
   # or from the command line
   countersign proposals list --server "$COUNTERSIGN_URL" --token ck_dev_bob
   # chat with the demo agent (scripted: no API key); bob answers "yes" in the thread

@@ -145,6 +145,9 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 	st, err := openStoreWaiting(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -266,11 +269,11 @@ func (rt *runtime) authenticator() (auth.Authenticator, error) {
 	var keys []auth.APIKey
 	if rt.demo {
 		for _, k := range demoKeys {
-			keys = append(keys, auth.APIKey{Key: k.Key, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles})
+			keys = append(keys, auth.APIKey{Key: k.Key, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles, Kind: countersign.CredentialKind(k.Kind)})
 		}
 	}
 	for _, k := range rt.cfg.APIKeys() {
-		keys = append(keys, auth.APIKey{KeySHA256: k.KeySHA256, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles})
+		keys = append(keys, auth.APIKey{KeySHA256: k.KeySHA256, Tenant: k.Tenant, Actor: k.Actor, Roles: k.Roles, Kind: countersign.CredentialKind(k.Kind)})
 	}
 	apiKeys, err := auth.NewAPIKeys(keys)
 	if err != nil {
@@ -281,7 +284,8 @@ func (rt *runtime) authenticator() (auth.Authenticator, error) {
 		return apiKeys, nil
 	}
 	jc := auth.JWTConfig{Issuer: j.Issuer, Audience: j.Audience, JWKSFile: j.JWKSFile,
-		Claims: auth.ClaimNames{Tenant: j.Claims.Tenant, Actor: j.Claims.Actor, Roles: j.Claims.Roles}}
+		Claims:      auth.ClaimNames{Tenant: j.Claims.Tenant, Actor: j.Claims.Actor, Roles: j.Claims.Roles, Kind: j.Claims.Kind},
+		DefaultKind: countersign.CredentialKind(j.DefaultKind)}
 	if j.HS256SecretEnv != "" {
 		if jc.HS256Secret, err = rt.cfg.HS256Secret(); err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
@@ -538,8 +542,12 @@ func configCmd() *cobra.Command {
 		Short: "Check a configuration file; errors name the file, the line and the reason",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := config.Load(args[0]); err != nil {
+			cfg, err := config.Load(args[0])
+			if err != nil {
 				return &exitErr{exitUsage, err.Error()}
+			}
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", args[0])
 			return nil

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -25,6 +26,9 @@ type APIKey struct {
 	Tenant, Actor string
 	// Roles may be empty; an empty role name is an error.
 	Roles []string
+	// Kind is the kind of credential the key is: countersign.KindHuman
+	// (or empty: human) or countersign.KindAgent.
+	Kind countersign.CredentialKind
 }
 
 // APIKeys authenticates configured API keys. It is safe for concurrent use.
@@ -72,6 +76,9 @@ func NewAPIKeys(keys []APIKey) (*APIKeys, error) {
 		if slices.Contains(k.Roles, "") {
 			return nil, fmt.Errorf("%s.roles: empty role name", field)
 		}
+		if !k.Kind.Valid() {
+			return nil, fmt.Errorf("%s.kind: %q: want human or agent", field, k.Kind)
+		}
 		// The same key for two identities would make the answer depend on
 		// order; it is a configuration mistake, whichever form each uses.
 		if j, dup := seen[digest]; dup {
@@ -80,7 +87,7 @@ func NewAPIKeys(keys []APIKey) (*APIKeys, error) {
 		seen[digest] = i
 		a.keys = append(a.keys, apiKey{
 			digest: digest,
-			id:     countersign.Identity{Tenant: k.Tenant, Actor: k.Actor, Roles: slices.Clone(k.Roles)},
+			id:     countersign.Identity{Tenant: k.Tenant, Actor: k.Actor, Roles: slices.Clone(k.Roles), Kind: cmp.Or(k.Kind, countersign.KindHuman)},
 		})
 	}
 	return a, nil

@@ -19,6 +19,7 @@ const (
 	DefaultTenantClaim = "tid"
 	DefaultActorClaim  = "sub"
 	DefaultRolesClaim  = "roles"
+	DefaultKindClaim   = "ck_kind"
 )
 
 // MinHS256SecretBytes is the shortest HS256 secret NewJWT accepts: the size
@@ -42,6 +43,10 @@ type ClaimNames struct {
 	// string (as OAuth's "scope"); default DefaultRolesClaim ("roles"). It
 	// may be absent: the caller then has no roles.
 	Roles string
+	// Kind names a string claim holding exactly "human" or "agent" (any
+	// other value is refused); default DefaultKindClaim ("ck_kind"). A
+	// token without it takes JWTConfig.DefaultKind.
+	Kind string
 }
 
 // JWTConfig configures NewJWT. At least one of HS256Secret and JWKSFile is
@@ -64,6 +69,9 @@ type JWTConfig struct {
 	JWKSFile string
 	// Claims names the identity claims; empty names take the defaults.
 	Claims ClaimNames
+	// DefaultKind is the kind of a token without the kind claim; empty:
+	// countersign.KindHuman.
+	DefaultKind countersign.CredentialKind
 	// Leeway is the clock skew allowed when checking "exp" and "nbf";
 	// default 0.
 	Leeway time.Duration
@@ -84,6 +92,7 @@ type JWT struct {
 	secret []byte
 	keys   []verifyKey
 	claims ClaimNames
+	kind   countersign.CredentialKind // of a token without the kind claim
 }
 
 // NewJWT validates cfg, reads the JWKS file, and returns an Authenticator.
@@ -94,7 +103,12 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 			Tenant: cmp.Or(cfg.Claims.Tenant, DefaultTenantClaim),
 			Actor:  cmp.Or(cfg.Claims.Actor, DefaultActorClaim),
 			Roles:  cmp.Or(cfg.Claims.Roles, DefaultRolesClaim),
+			Kind:   cmp.Or(cfg.Claims.Kind, DefaultKindClaim),
 		},
+		kind: cmp.Or(cfg.DefaultKind, countersign.KindHuman),
+	}
+	if !cfg.DefaultKind.Valid() {
+		return nil, fmt.Errorf("jwt: default kind %q: want human or agent", cfg.DefaultKind)
 	}
 	if cfg.HS256Secret == nil && cfg.JWKSFile == "" {
 		return nil, errors.New("jwt: set an HS256 secret, a JWKS file, or both")
@@ -305,5 +319,14 @@ func (j *JWT) identity(claims jwt.MapClaims) (countersign.Identity, error) {
 	default:
 		return countersign.Identity{}, errJWTRoles
 	}
-	return countersign.Identity{Tenant: tenant, Actor: actor, Roles: roles}, nil
+	kind := j.kind
+	if v, present := claims[j.claims.Kind]; present {
+		s, _ := v.(string)
+		k, err := countersign.ParseCredentialKind(s)
+		if err != nil {
+			return countersign.Identity{}, fmt.Errorf("%w: jwt: %s claim: want \"human\" or \"agent\"", ErrUnauthenticated, j.claims.Kind)
+		}
+		kind = k
+	}
+	return countersign.Identity{Tenant: tenant, Actor: actor, Roles: roles, Kind: kind}, nil
 }

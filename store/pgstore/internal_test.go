@@ -28,6 +28,7 @@ var applied = map[string]string{
 	"0007_notifications.sql":    "671c6ea87fd21da9ce794e74647f6269935b0dc286b3a0d471a0a643ddc7d0a9",
 	"0009_audit_chain.sql":      "d24080c19a7bca0878a9b0db1c41bfd349eb684aa1ce92221b13566d82ffe76c",
 	"0010_rule_applied.sql":     "d38e641abb237065630b9245e2a351f31e740fe6cc072872c1b925b8c9b8c600",
+	"0011_credential_kinds.sql": "0471c2d7037426855e7ee72f7a6f446554fc5abe1a2c13b308df0a95d9fd4327",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -112,12 +112,13 @@ func decodeOutcome(b []byte) (*store.Outcome, error) {
 // storedDecision is the stored form of store.Decision: every field, its
 // time in RFC 3339 with nanoseconds.
 type storedDecision struct {
-	Actor    string        `json:"actor"`
-	Decision store.Verdict `json:"decision"`
-	Via      string        `json:"via"`
-	At       time.Time     `json:"at"`
-	Reason   string        `json:"reason,omitempty"`
-	Remember store.Scope   `json:"remember,omitempty"`
+	Actor     string        `json:"actor"`
+	ActorKind string        `json:"actor_kind,omitempty"`
+	Decision  store.Verdict `json:"decision"`
+	Via       string        `json:"via"`
+	At        time.Time     `json:"at"`
+	Reason    string        `json:"reason,omitempty"`
+	Remember  store.Scope   `json:"remember,omitempty"`
 }
 
 // encodeDecisions encodes decisions as a JSON array, nil as NULL.
@@ -127,7 +128,7 @@ func encodeDecisions(ds []store.Decision) ([]byte, error) {
 	}
 	out := make([]storedDecision, len(ds))
 	for i, d := range ds {
-		out[i] = storedDecision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember}
 	}
 	return json.Marshal(out)
 }
@@ -142,7 +143,7 @@ func decodeDecisions(b []byte) ([]store.Decision, error) {
 	}
 	ds := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		ds[i] = store.Decision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember}
+		ds[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember}
 	}
 	return ds, nil
 }
@@ -209,7 +210,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		dbTime(p.ExpiresAt), p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
 		p.RuleFingerprint, dbTimePtr(p.EscalateAt), p.EscalateTo, dbTimePtr(p.RemindAt), int64(p.RemindEvery),
-		p.RuleMatch, p.RuleWhen,
+		p.RuleMatch, p.RuleWhen, p.RequesterKind,
 	}, nil
 }
 
@@ -238,7 +239,7 @@ func (r *proposalRow) dest() []any {
 		&p.ExpiresAt, &p.OperationID, &p.Attempt, &r.leaseOwner, &r.leaseToken, &r.leaseGen,
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
 		&p.RuleFingerprint, &r.escalateAt, &p.EscalateTo, &r.remindAt, &r.remindEvery,
-		&p.RuleMatch, &p.RuleWhen,
+		&p.RuleMatch, &p.RuleWhen, &p.RequesterKind,
 	}
 }
 

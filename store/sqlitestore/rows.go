@@ -230,12 +230,13 @@ func decodeConfirmation(b []byte) (store.Confirmation, error) {
 // storedDecision is the stored form of store.Decision, its time in
 // nanoseconds.
 type storedDecision struct {
-	Actor    string        `json:"actor"`
-	Decision store.Verdict `json:"decision"`
-	Via      string        `json:"via"`
-	At       int64         `json:"at"`
-	Reason   string        `json:"reason,omitempty"`
-	Remember store.Scope   `json:"remember,omitempty"`
+	Actor     string        `json:"actor"`
+	ActorKind string        `json:"actor_kind,omitempty"`
+	Decision  store.Verdict `json:"decision"`
+	Via       string        `json:"via"`
+	At        int64         `json:"at"`
+	Reason    string        `json:"reason,omitempty"`
+	Remember  store.Scope   `json:"remember,omitempty"`
 }
 
 func encodeDecisions(ds []store.Decision) (any, error) {
@@ -248,7 +249,7 @@ func encodeDecisions(ds []store.Decision) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = storedDecision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember}
 	}
 	return jsonList(out)
 }
@@ -260,7 +261,7 @@ func decodeDecisions(s sql.NullString) ([]store.Decision, error) {
 	}
 	out := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		out[i] = store.Decision{Actor: d.Actor, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember}
+		out[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember}
 	}
 	return out, nil
 }
@@ -273,7 +274,7 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when, requester_kind`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -340,7 +341,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
 		p.RuleFingerprint, escalateAt, escalateTo, remindAt, int64(p.RemindEvery),
-		p.RuleMatch, p.RuleWhen,
+		p.RuleMatch, p.RuleWhen, p.RequesterKind,
 	}, nil
 }
 
@@ -380,7 +381,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&expires, &p.OperationID, &p.Attempt, &leaseOwner, &leaseToken, &leaseGen,
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
 		&p.RuleFingerprint, &escalateAt, &escalateTo, &remindAt, &remindEvery,
-		&p.RuleMatch, &p.RuleWhen,
+		&p.RuleMatch, &p.RuleWhen, &p.RequesterKind,
 	)
 	if err != nil {
 		return nil, err

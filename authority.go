@@ -1,0 +1,137 @@
+package countersign
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/countersign/countersign/store"
+)
+
+// Who may do what, by the kind of credential that asks (API.md Part 3,
+// "Credentials: humans and agents"; DESIGN.md §18).
+//
+// A credential is a person's or an agent's, fixed by the credential like its
+// tenant and roles. An agent credential acts for its actor: it calls
+// actions, reads the threads its actor owns and the proposals in them, and
+// takes, renews and settles caller-executed leases. It never does anything
+// shaped like a decision (the Acts below), on any channel, and never sees
+// what its actor sees as an approver or an operator. Every surface asks the
+// engine, which asks mayAct before it looks anything up, so that an agent
+// learns nothing from a refusal and nothing is stored.
+
+// CredentialKind is the kind of credential an Identity comes from.
+type CredentialKind string
+
+// The kinds of credential. The zero value is a person's: a configured key
+// without a kind is human (serve warns of each), as is an Identity built
+// without one in Go.
+const (
+	KindHuman CredentialKind = "human"
+	KindAgent CredentialKind = "agent"
+)
+
+// Valid reports whether k is a kind a credential may carry: human, agent,
+// or empty (human).
+func (k CredentialKind) Valid() bool { return k == "" || k == KindHuman || k == KindAgent }
+
+// ParseCredentialKind reads a configured or claimed kind, exactly "human" or
+// "agent".
+func ParseCredentialKind(s string) (CredentialKind, error) {
+	switch k := CredentialKind(s); k {
+	case KindHuman, KindAgent:
+		return k, nil
+	}
+	return "", fmt.Errorf("credential kind %q: want human or agent", s)
+}
+
+// IsHuman reports whether id is a person's credential. Anything but human
+// or empty (human) is refused what only a person may do: the rule fails
+// closed on a kind it does not know.
+func (id Identity) IsHuman() bool { return id.Kind == "" || id.Kind == KindHuman }
+
+// KindOrHuman is id's kind with the empty kind read as human: what
+// proposals, decisions and audit events record.
+func (id Identity) KindOrHuman() CredentialKind {
+	if id.Kind == "" {
+		return KindHuman
+	}
+	return id.Kind
+}
+
+// Act is something only a person may do.
+type Act string
+
+// The decision-shaped acts (API.md Part 3): an agent credential gets an
+// *AgentCannotDecideError for each, before anything is looked up.
+const (
+	ActDecide            Act = "decide a proposal"
+	ActPostMessage       Act = "post a user message"
+	ActResume            Act = "resume an interrupt"
+	ActAnswerElicitation Act = "answer an elicitation"
+	ActSignIn            Act = "sign in to the inbox"
+	ActRegisterPasskey   Act = "register a passkey"
+	ActRevokeGrant       Act = "revoke a grant"
+	ActOperate           Act = "act as an operator"
+)
+
+// ErrAgentCannotDecide: an agent credential asked for something only a
+// person may do (*AgentCannotDecideError). It also matches ErrForbidden.
+var ErrAgentCannotDecide = errors.New("an agent credential cannot decide")
+
+// AgentCannotDecideError refuses a decision-shaped act to an agent
+// credential (API.md: 403 AGENT_CANNOT_DECIDE). It names only what the
+// caller sent.
+type AgentCannotDecideError struct {
+	Actor string
+	Act   Act
+}
+
+func (e *AgentCannotDecideError) Error() string {
+	return fmt.Sprintf("an agent credential (acting for %s) may not %s: only a person decides", e.Actor, e.Act)
+}
+
+// Is matches ErrAgentCannotDecide and ErrForbidden.
+func (e *AgentCannotDecideError) Is(target error) bool {
+	return target == ErrAgentCannotDecide || target == ErrForbidden
+}
+
+// mayAct is the one rule on credential kinds: only a person does act.
+func mayAct(id Identity, act Act) error {
+	if id.IsHuman() {
+		return nil
+	}
+	return &AgentCannotDecideError{Actor: id.Actor, Act: act}
+}
+
+// MayAct tells a surface, before it does anything else, whether id may do
+// act: nil, or an *AgentCannotDecideError. The engine's own methods check
+// it too; a surface asks first where it would otherwise look something up
+// or offer a choice (an AG-UI resume, an MCP elicitation, an inbox
+// sign-in).
+func (e *Engine) MayAct(id Identity, act Act) error { return mayAct(id, act) }
+
+// isOperator reports whether id holds the operator role as a person: an
+// agent credential never acts as an operator, whatever its actor's roles.
+func isOperator(id Identity) bool {
+	return id.IsHuman() && slices.Contains(id.Roles, RoleOperator)
+}
+
+// requireOperator refuses anyone but a person with the operator role:
+// an agent credential with *AgentCannotDecideError, anyone else with a
+// *ForbiddenError giving why.
+func requireOperator(id Identity, proposalID, why string) error {
+	if err := mayAct(id, ActOperate); err != nil {
+		return err
+	}
+	if !slices.Contains(id.Roles, RoleOperator) {
+		return &ForbiddenError{ProposalID: proposalID, Actor: id.Actor, Reason: why}
+	}
+	return nil
+}
+
+// requesterIdentity is who made p's call, as its execution acts: the
+// requester with the roles and kind recorded on the proposal.
+func requesterIdentity(p *store.Proposal) Identity {
+	return Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles, Kind: CredentialKind(p.RequesterKind)}
+}
