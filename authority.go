@@ -130,6 +130,50 @@ func requireOperator(id Identity, proposalID, why string) error {
 	return nil
 }
 
+// ErrInvalidRemember: an approval asked to remember a scope its proposal
+// cannot have (*InvalidRememberError).
+var ErrInvalidRemember = errors.New("invalid remember")
+
+// InvalidRememberError refuses a remember scope the rule does not allow, or
+// "run" on a proposal made outside a run (a run grant would then cover every
+// call of the thread made outside a run). Nothing is decided.
+type InvalidRememberError struct {
+	ProposalID string
+	Scope      Scope
+	Reason     string
+}
+
+func (e *InvalidRememberError) Error() string {
+	return fmt.Sprintf("remember %q on proposal %s: %s", e.Scope, e.ProposalID, e.Reason)
+}
+
+// Is matches ErrInvalidRemember.
+func (e *InvalidRememberError) Is(target error) bool { return target == ErrInvalidRemember }
+
+// rememberScopes are the scopes an approval of p may remember: the rule's,
+// less "run" when p was made outside a run.
+func rememberScopes(p *store.Proposal) []Scope {
+	var out []Scope
+	for _, sc := range p.RememberScopes {
+		if sc == ScopeRun && p.RunID == "" {
+			continue
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// mayRemember reports whether an approval of p may remember scope.
+func mayRemember(p *store.Proposal, scope Scope) error {
+	switch {
+	case !slices.Contains(p.RememberScopes, scope):
+		return &InvalidRememberError{ProposalID: p.ID, Scope: scope, Reason: "the rule does not allow remembering for a " + string(scope)}
+	case scope == ScopeRun && p.RunID == "":
+		return &InvalidRememberError{ProposalID: p.ID, Scope: scope, Reason: "the call was made outside a run: there is no run to remember it for"}
+	}
+	return nil
+}
+
 // requesterIdentity is who made p's call, as its execution acts: the
 // requester with the roles and kind recorded on the proposal.
 func requesterIdentity(p *store.Proposal) Identity {

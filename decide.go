@@ -3,7 +3,6 @@ package countersign
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/countersign/countersign/store"
 )
@@ -84,8 +83,8 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 		Verdict: d.Verdict, Via: via, Reason: d.Reason, Remember: d.Remember,
 	}
 	if d.Remember != "" {
-		if !slices.Contains(p.RememberScopes, d.Remember) {
-			return nil, &ForbiddenError{ProposalID: p.ID, Actor: d.Identity.Actor, Reason: fmt.Sprintf("the rule does not allow remembering for a %s", d.Remember)}
+		if err := mayRemember(p, d.Remember); err != nil {
+			return nil, err
 		}
 		params.Grant = e.grantFor(p, d)
 	}

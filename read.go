@@ -237,6 +237,9 @@ type Permissions struct {
 	// Approve and Reject: the proposal is pending and id may decide it
 	// this way through the channel asked about.
 	Approve, Reject bool
+	// Remember lists the scopes an approval by id may remember (only when
+	// Approve): the rule's, less run for a call made outside a run.
+	Remember []Scope
 	// Cancel: the proposal is pending and id requested it.
 	Cancel bool
 	// Resolve: the outcome is uncertain and id is an operator.
@@ -253,6 +256,9 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal
 	if p.Status == store.StatusPending {
 		hook := e.canDecideHook(p)
 		out.Approve = mayDecide(ctx, p, id, Approve, via, hook) == nil
+		if out.Approve {
+			out.Remember = rememberScopes(p)
+		}
 		out.Reject = mayDecide(ctx, p, id, Reject, via, hook) == nil
 		out.Cancel = p.Requester == id.Actor
 	}

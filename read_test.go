@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -229,7 +230,7 @@ func TestPermissionsMatchWhatTheEngineTakes(t *testing.T) {
 			{tDave, "web", countersign.Permissions{}},
 			{tEve, "web", countersign.Permissions{}},
 		} {
-			if got := e.Permissions(ctx, c.who, p, c.via); got != c.want {
+			if got := e.Permissions(ctx, c.who, p, c.via); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("%s via %s: %+v, want %+v", c.who.Actor, c.via, got, c.want)
 			}
 			if c.want.Approve {
@@ -244,7 +245,7 @@ func TestPermissionsMatchWhatTheEngineTakes(t *testing.T) {
 			t.Fatalf("bob approves: %v %+v", err, res)
 		}
 		for _, who := range []countersign.Identity{tBob, tAlice} {
-			if got := e.Permissions(ctx, who, res.Proposal, "web"); got != (countersign.Permissions{}) {
+			if got := e.Permissions(ctx, who, res.Proposal, "web"); !reflect.DeepEqual(got, countersign.Permissions{}) {
 				t.Errorf("%s once approved: %+v, want nothing", who.Actor, got)
 			}
 		}

@@ -325,6 +325,8 @@ func aguiErrorCode(err error) string {
 	switch {
 	case agentRefused(err) != nil:
 		return CodeAgentCannotDecide
+	case invalidRemember(err) != nil:
+		return CodeInvalidRemember
 	case errors.As(err, &busy):
 		return CodeThreadBusy
 	case errors.Is(err, countersign.ErrForbidden):

@@ -72,6 +72,9 @@ func conversationError(err error, threadID string) error {
 	if ae := agentRefused(err); ae != nil {
 		return ae
 	}
+	if ae := invalidRemember(err); ae != nil {
+		return ae
+	}
 	if _, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return decisionError(err)
 	}

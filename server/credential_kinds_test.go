@@ -165,3 +165,34 @@ func TestAGUIAgentOnlyDeliversToolResults(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidRemember: remember with a scope the rule does not allow, or
+// "run" on a proposal made outside a run, is 400 INVALID_REMEMBER and
+// decides nothing (a run grant of a call without a run would otherwise
+// cover every call of the thread made outside a run).
+func TestInvalidRemember(t *testing.T) {
+	t.Parallel()
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
+		noRun := refund("ir1", "c_ir1", 40)
+		delete(noRun, "run_id")
+		id, _ := h.call("alice", noRun)["proposal_id"].(string)
+		flaky, _ := h.call("alice", map[string]any{
+			"thread_id": "t1", "tool_call_id": "ir2", "action": "flaky.write", "input": map[string]any{}, "wait_seconds": 0,
+		})["proposal_id"].(string)
+		for _, c := range []struct{ who, id, scope string }{
+			{"bob", id, "run"},         // the call named no run
+			{"alice", flaky, "thread"}, // the rule allows no remembering
+			{"alice", flaky, "run"},
+		} {
+			r := h.do(req{method: "POST", path: "/v1/proposals/" + c.id + "/approve", token: c.who, body: map[string]any{"remember": c.scope}})
+			if r.status != 400 || r.errorCode(t) != CodeInvalidRemember {
+				t.Fatalf("remember %s on %s: %d %s, want 400 INVALID_REMEMBER", c.scope, c.id, r.status, r.body)
+			}
+			if p := h.must(200, req{method: "GET", path: "/v1/proposals/" + c.id, token: "alice"}).json(t); p["status"] != "pending" || len(p["decisions"].([]any)) != 0 {
+				t.Fatalf("after INVALID_REMEMBER: %v %v", p["status"], p["decisions"])
+			}
+		}
+		// The scope the proposal can have is taken.
+		h.decide(200, "bob", id, "approve", map[string]any{"remember": "thread"}, nil)
+	})
+}

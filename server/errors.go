@@ -14,6 +14,7 @@ const (
 	CodeUnauthenticated   = "UNAUTHENTICATED"        // 401
 	CodeForbidden         = "FORBIDDEN"              // 403
 	CodeAgentCannotDecide = "AGENT_CANNOT_DECIDE"    // 403
+	CodeInvalidRemember   = "INVALID_REMEMBER"       // 400
 	CodeNotFound          = "NOT_FOUND"              // 404
 	CodeActionNotFound    = "ACTION_NOT_FOUND"       // 404
 	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"     // 405
@@ -90,6 +91,18 @@ func agentRefused(err error) *apiError {
 		return nil
 	}
 	return newError(http.StatusForbidden, CodeAgentCannotDecide, "%s", ae.Error())
+}
+
+// invalidRemember is the answer to a remember scope the proposal cannot
+// have (400 INVALID_REMEMBER), or nil when err is not one.
+func invalidRemember(err error) *apiError {
+	ie, ok := errors.AsType[*countersign.InvalidRememberError](err)
+	if !ok {
+		return nil
+	}
+	e := newError(http.StatusBadRequest, CodeInvalidRemember, "%s", ie.Reason)
+	e.details = []problem{{Path: "remember", Message: ie.Reason}}
+	return e
 }
 
 func errNotFound(format string, args ...any) *apiError {

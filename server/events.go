@@ -46,7 +46,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 		return errTooManyStreams(s.streams.max)
 	}
 	defer s.streams.release(key)
-	ctx, cancel := s.requestContext(r)
+	ctx, cancel := s.guardStream(r, id)
 	defer cancel()
 	after := countersign.FeedFromNow
 	if v := r.Header.Get("Last-Event-ID"); v != "" {

@@ -217,6 +217,9 @@ func decisionError(err error) error {
 	if ae := agentRefused(err); ae != nil {
 		return ae
 	}
+	if ae := invalidRemember(err); ae != nil {
+		return ae
+	}
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		// The engine checks visibility first: a reason that names more
 		// than "you may not see this proposal" (the approvers, the rule's

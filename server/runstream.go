@@ -106,6 +106,10 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	}
 	changed, stop := s.engine.WatchRun(id.Tenant, run.ID)
 	defer stop()
+	// The stream, not the run, ends with the client or the credential that
+	// opened it.
+	open, closeStream := s.guardStream(r, id)
+	defer closeStream()
 	done := make(chan *store.Run, 1)
 	if drive != nil {
 		go func() { done <- s.drive(drive) }()
@@ -171,7 +175,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 				return nil
 			}
 			continue
-		case <-r.Context().Done():
+		case <-open.Done():
 			return nil
 		case final := <-done:
 			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)

@@ -137,7 +137,9 @@ type Server struct {
 	// cap on every long-poll.
 	pollEvery      time.Duration
 	keepAliveEvery time.Duration
-	waitCap        time.Duration
+	// recheck is how often a stream checks its credential (credentialguard.go).
+	recheck time.Duration
+	waitCap time.Duration
 }
 
 // New validates opts and returns a Server.
@@ -158,6 +160,7 @@ func New(opts Options) (*Server, error) {
 		agents:         opts.Agents,
 		defaultAgent:   opts.DefaultAgent,
 		pollEvery:      500 * time.Millisecond,
+		recheck:        credentialRecheck,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,
 	}

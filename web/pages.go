@@ -297,7 +297,7 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	d.CanDecide = may.Approve || may.Reject
 	d.CanResolve = may.Resolve
 	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
-	d.Remember, d.RememberNote = rememberChoices(p), rememberNote(p)
+	d.Remember, d.RememberNote = rememberChoices(p, may.Remember), rememberNote(p)
 	trail, err := in.engine.ProposalTrail(r.Context(), sess.Identity, p.ID)
 	if err != nil {
 		return err

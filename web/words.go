@@ -214,9 +214,9 @@ type rememberChoice struct {
 // rememberChoices words each scope the rule lets an approval remember. A
 // grant covers identical requests only (the same requester, action,
 // version and input), unless the rule widens it to any input.
-func rememberChoices(p *store.Proposal) []rememberChoice {
+func rememberChoices(p *store.Proposal, scopes []store.Scope) []rememberChoice {
 	var out []rememberChoice
-	for _, sc := range p.RememberScopes {
+	for _, sc := range scopes {
 		what := fmt.Sprintf("identical requests from %s (same action, same input)", agent(p))
 		if p.GrantAnyInput {
 			what = fmt.Sprintf("every %s request from %s, with any input,", p.Action, agent(p))

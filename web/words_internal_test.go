@@ -144,7 +144,8 @@ func TestWhatRuns(t *testing.T) {
 func TestRememberChoices(t *testing.T) {
 	t.Parallel()
 	scopes := func(p *store.Proposal) { p.RememberScopes = []store.Scope{store.ScopeRun, store.ScopeThread} }
-	got := rememberChoices(proposalFor(store.ModeWait, store.StatusPending, scopes))
+	choices := func(p *store.Proposal) []rememberChoice { return rememberChoices(p, p.RememberScopes) }
+	got := choices(proposalFor(store.ModeWait, store.StatusPending, scopes))
 	want := []rememberChoice{
 		{store.ScopeRun, "This and identical requests from alice's agent (same action, same input) for the rest of this run"},
 		{store.ScopeThread, "This and identical requests from alice's agent (same action, same input) for the rest of this thread"},
@@ -152,7 +153,7 @@ func TestRememberChoices(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("identical input only:\n got %q\nwant %q", got, want)
 	}
-	wide := rememberChoices(proposalFor(store.ModeWait, store.StatusPending, scopes, func(p *store.Proposal) { p.GrantAnyInput = true }))
+	wide := choices(proposalFor(store.ModeWait, store.StatusPending, scopes, func(p *store.Proposal) { p.GrantAnyInput = true }))
 	if w := "This and every payments.refund request from alice's agent, with any input, for the rest of this thread"; len(wide) != 2 || wide[1].Label != w {
 		t.Errorf("a rule that widens grants to any input:\n got %q\nwant %q", wide, w)
 	}
@@ -161,7 +162,7 @@ func TestRememberChoices(t *testing.T) {
 			t.Errorf("a grant of any input called identical: %q", c.Label)
 		}
 	}
-	if got := rememberChoices(proposalFor(store.ModeWait, store.StatusPending)); len(got) != 0 {
+	if got := choices(proposalFor(store.ModeWait, store.StatusPending)); len(got) != 0 {
 		t.Errorf("a rule without remember scopes offers %q", got)
 	}
 }
