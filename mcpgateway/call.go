@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/canonjson"
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -291,15 +292,17 @@ func approvalForm(p *store.Proposal) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "form", Message: question(p), RequestedSchema: decisionSchema(p)}
 }
 
-// question is the elicitation's message: what the approver decides.
+// question is the elicitation's message: what the approver decides. The
+// agent's words in it are plain text (internal/plaintext): its invisible
+// and control characters as \u{XXXX}, line breaks only in the preview.
 func question(p *store.Proposal) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Approve %s?\n\n%s", p.Action, p.Confirmation.Title)
+	fmt.Fprintf(&b, "Approve %s?\n\n%s", plaintext.Line(p.Action), plaintext.Line(p.Confirmation.Title))
 	if p.Preview != "" && p.Preview != p.Confirmation.Title {
-		fmt.Fprintf(&b, "\n\n%s", p.Preview)
+		fmt.Fprintf(&b, "\n\n%s", plaintext.Multiline(p.Preview))
 	}
 	if len(p.Input) > 0 {
-		fmt.Fprintf(&b, "\n\nArguments: %s", p.Input)
+		fmt.Fprintf(&b, "\n\nArguments: %s", plaintext.Line(string(p.Input)))
 	}
 	fmt.Fprintf(&b, "\n\nProposal %s, open until %s.", p.ID, p.ExpiresAt.UTC().Format(time.RFC3339))
 	return b.String()

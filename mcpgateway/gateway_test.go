@@ -658,3 +658,38 @@ func (g *Gateway) draining() bool {
 	defer g.mu.Unlock()
 	return g.drained != nil
 }
+
+// TestElicitationMessageIsPlainText: arguments holding a right-to-left
+// override, a zero-width space, a tag character and a C1 control reach the
+// approver, in the elicitation message the SDK client shows, as \u{XXXX};
+// the upstream still gets the arguments exactly.
+func TestElicitationMessageIsPlainText(t *testing.T) {
+	for _, pr := range protocols {
+		t.Run(pr.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{protocol: pr.version})
+			c := h.connect(alice, accept(true))
+			args := `{"to":"bob@example.com","body":"pay \u202Efdp.exe\u200B \udb40\udc41 \u0085"}`
+			if res := h.call(c, "up__send_email", args); res.IsError {
+				t.Fatalf("result %q, want the upstream's", text(res))
+			}
+			asked := c.elicitations()
+			if len(asked) != 1 {
+				t.Fatalf("%d elicitations, want 1", len(asked))
+			}
+			msg := asked[0].Message
+			if i := strings.IndexAny(msg, "\u202E\u200B\U000E0041\u0085"); i >= 0 {
+				t.Errorf("the message shows %q as it is: %q", []rune(msg[i:])[0], msg)
+			}
+			if want := `"body":"pay \u{202E}fdp.exe\u{200B} \u{E0041} \u{0085}"`; !strings.Contains(msg, want) {
+				t.Errorf("message %q lacks %s", msg, want)
+			}
+			if !strings.Contains(msg, "\n\n") {
+				t.Errorf("message %q lost its own line breaks", msg)
+			}
+			calls := h.up.callsOf("send_email")
+			if len(calls) != 1 || !strings.Contains(calls[0].input, "pay \u202Efdp.exe\u200B \U000E0041 \u0085") {
+				t.Errorf("the upstream got %+v, want the arguments as sent", calls)
+			}
+		})
+	}
+}

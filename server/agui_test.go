@@ -34,6 +34,9 @@ func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 		},
 		server: func(o *Options) {
 			model, err := scripted.New(scripted.Config{Rules: []scripted.Rule{
+				// A refund to any text at all, invisible characters included.
+				{Match: `^pay (?P<amount>\d+) to (?P<customer>.+)$`,
+					Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},
 				{Match: `(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)`, Say: "I'll ask for that refund.",
 					Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},
 				{Match: `(?i)^memo (?P<text>\w+)`, Call: &scripted.Call{Action: "memo.write", Input: `{"text": "{text}"}`}},
@@ -260,5 +263,34 @@ func TestAGUIExpiredInterrupt(t *testing.T) {
 	got := types(evs)
 	if !strings.HasPrefix(got, "RUN_STARTED TOOL_CALL_RESULT") || !strings.Contains(evs[1].(*event.ToolCallResult).Content, `"status":"expired"`) {
 		t.Fatalf("events %s, want the continuation with the expiry", got)
+	}
+}
+
+// TestAGUIInterruptMessageIsPlainText: a refund whose customer holds a
+// right-to-left override, a zero-width space, an ANSI escape, a tag
+// character and a C1 control parks on an interrupt whose message (the
+// title an approver reads) shows them as \u{XXXX}; the proposal in its
+// metadata, for programs, keeps the input exact.
+func TestAGUIInterruptMessageIsPlainText(t *testing.T) {
+	t.Parallel()
+	h := aguiHarness(t)
+	customer := "c_\u202Efdp.exe\u200B\x1b[2J\U000E0041\u0085"
+	evs := h.runAGUI("alice", userInput("ag_plain", "run_1", "m1", "pay 40 to "+customer))
+	fin := evs[len(evs)-1].(*event.RunFinished)
+	if fin.Outcome == nil || fin.Outcome.Type != event.OutcomeInterrupt || len(fin.Outcome.Interrupts) != 1 {
+		t.Fatalf("events %s, outcome %+v: want an interrupt", types(evs), fin.Outcome)
+	}
+	in := fin.Outcome.Interrupts[0]
+	if want := `Refund 40 EUR to c_\u{202E}fdp.exe\u{200B}\u{001B}[2J\u{E0041}\u{0085}`; in.Message != want {
+		t.Errorf("interrupt message %q, want %q", in.Message, want)
+	}
+	p, err := h.engine.Proposal(context.Background(), identities["alice"], in.ID)
+	if err != nil || !strings.Contains(p.Confirmation.Title, customer) {
+		t.Fatalf("the stored title %q (%v) must stay exact", p.Confirmation.Title, err)
+	}
+	wire, _ := in.Metadata["proposal"].(map[string]any)
+	input, _ := wire["input"].(map[string]any)
+	if input["customer"] != customer {
+		t.Errorf("metadata.proposal.input.customer %q, want the exact %q", input["customer"], customer)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/store"
 )
 
@@ -246,7 +247,9 @@ func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *counte
 			in.ToolCallID = callID
 		}
 		if p, err := s.engine.Proposal(ctx, id, run.Awaiting); err == nil {
-			in.Message, in.ExpiresAt = p.Confirmation.Title, p.ExpiresAt.UTC()
+			// The message is for a person: plain text. The proposal in
+			// the metadata is for programs, exact.
+			in.Message, in.ExpiresAt = plaintext.Line(p.Confirmation.Title), p.ExpiresAt.UTC()
 			in.Metadata = map[string]any{"proposal": wireProposal(p)}
 		}
 		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Timestamp: now(),

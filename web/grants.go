@@ -56,7 +56,7 @@ var grantResults = map[string]string{
 
 func (in *Inbox) handleGrants(w http.ResponseWriter, r *http.Request) error {
 	sess := sessionOf(r)
-	d := &grantsData{Thread: r.URL.Query().Get("thread"), Result: grantResults[r.URL.Query().Get("result")]}
+	d := &grantsData{Thread: threadFilter(r.URL.Query()), Result: grantResults[r.URL.Query().Get("result")]}
 	// The engine lists only the grants this actor may see and revoke.
 	gs, err := in.engine.Grants(r.Context(), sess.Identity, d.Thread)
 	switch {

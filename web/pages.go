@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/store"
 )
 
@@ -38,9 +39,10 @@ func (d *pageData) CSRF() string {
 	return d.Session.CSRF
 }
 
-// FullTitle is the document title, with the pending count.
+// FullTitle is the document title, with the pending count. A proposal's
+// title is the agent's text: plain text, as on the page.
 func (d *pageData) FullTitle() string {
-	t := d.Title + " · Countersign"
+	t := plaintext.Line(d.Title) + " · Countersign"
 	switch {
 	case d.Session == nil:
 		return t
@@ -63,6 +65,14 @@ var funcs = template.FuncMap{
 		return *s
 	},
 	"pretty": prettyJSON,
+	// Every text of a record the page shows goes through line or text:
+	// what an agent (or any actor) chose is shown as plain text, its
+	// invisible and control characters as \u{XXXX} (internal/plaintext).
+	// html/template escapes the markup; these make what is left visible.
+	// Values a form or link sends back (filters, hidden fields, URLs) stay
+	// exact.
+	"line": plaintext.Line,
+	"text": plaintext.Multiline,
 }
 
 // remaining says how long until a deadline, as the script's countdown does.
@@ -178,7 +188,7 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	q := r.URL.Query()
-	d := &listData{Status: q.Get("status"), Action: q.Get("action"), Thread: q.Get("thread")}
+	d := &listData{Status: q.Get("status"), Action: q.Get("action"), Thread: threadFilter(q)}
 	if d.Status == "" {
 		d.Status = string(store.StatusPending)
 	}
@@ -235,6 +245,18 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	}
 	in.render(w, r, http.StatusOK, "list", &pageData{Title: "Inbox", Session: sess, Data: d})
 	return nil
+}
+
+// threadFilter is the thread a filter form or link asks for. The form's
+// box shows the thread as plain text (a thread id an agent chose may hold
+// invisible characters); while the box still holds what the page showed,
+// thread_exact carries the exact id it stands for.
+func threadFilter(q url.Values) string {
+	t := q.Get("thread")
+	if exact := q.Get("thread_exact"); exact != "" && plaintext.Line(exact) == t {
+		return exact
+	}
+	return t
 }
 
 // proposalData is what the proposal page shows.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/countersign/countersign/internal/auditchain"
+	"github.com/countersign/countersign/internal/plaintext"
 )
 
 // exitBroken is the exit code of `countersign audit verify` when the chain
@@ -121,7 +122,7 @@ with --expect SEQ:HASH: the chain must still reach SEQ with that hash.`,
 			}
 			var broken *auditchain.BreakError
 			if errors.As(err, &broken) {
-				fmt.Fprintln(cmd.OutOrStdout(), escapeText(broken.Error()))
+				fmt.Fprintln(cmd.OutOrStdout(), plaintext.Line(broken.Error()))
 				return &exitErr{exitBroken, ""}
 			}
 			if err != nil {

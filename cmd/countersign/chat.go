@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/server"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -258,17 +259,17 @@ func stopped(ctx context.Context, what, thread string) error {
 	cause := context.Cause(ctx)
 	if errors.Is(cause, errIdle) {
 		return &exitErr{exitError, fmt.Sprintf("stopped waiting for %s: %s; GET /v1/threads/%s shows how it went on",
-			what, cause, escapeText(url.PathEscape(thread)))}
+			what, cause, plaintext.Line(url.PathEscape(thread)))}
 	}
 	return &exitErr{exitError, fmt.Sprintf("interrupted: stopped waiting for %s; it goes on on the server (GET /v1/threads/%s)",
-		what, escapeText(url.PathEscape(thread)))}
+		what, plaintext.Line(url.PathEscape(thread)))}
 }
 
 // answer prints the chat route's JSON answer.
 func (s *chatSession) answer(raw json.RawMessage) error {
 	var ans chatAnswer
 	if err := json.Unmarshal(raw, &ans); err != nil {
-		return fmt.Errorf("decode the server's answer: %s", escapeText(err.Error()))
+		return fmt.Errorf("decode the server's answer: %s", plaintext.Line(err.Error()))
 	}
 	if s.json {
 		if err := printJSON(s.out, raw); err != nil {
@@ -288,21 +289,21 @@ func (s *chatSession) answer(raw json.RawMessage) error {
 			if d.Proposal != nil {
 				status = fmt.Sprintf(" (proposal %s is now %s)", d.Proposal.ID, d.Proposal.Status)
 			}
-			fmt.Fprintln(s.out, escapeText(ans.Text+status))
+			fmt.Fprintln(s.out, plaintext.Line(ans.Text+status))
 		}
 		if d.Status != "applied" && d.Status != "unchanged" {
-			return &exitErr{exitRefused, escapeText(describeAnswer(d.Status))}
+			return &exitErr{exitRefused, plaintext.Line(describeAnswer(d.Status))}
 		}
 	case ans.Pending != nil:
 		if !s.json {
-			fmt.Fprintln(s.out, escapeText(ans.Text))
+			fmt.Fprintln(s.out, plaintext.Line(ans.Text))
 		}
-		return &exitErr{exitRefused, escapeText("nothing decided: " + strings.Join(ans.Pending, ", ") +
+		return &exitErr{exitRefused, plaintext.Line("nothing decided: " + strings.Join(ans.Pending, ", ") +
 			" are pending; add #id to say which")}
 	case ans.Message != nil && ans.Run == nil:
 		if !s.json {
 			fmt.Fprintf(s.out, "message %s stored in thread %s; no agent runs here: an external agent reads it\n",
-				escapeText(ans.Message.ID), escapeText(s.thread))
+				plaintext.Line(ans.Message.ID), plaintext.Line(s.thread))
 		}
 	case ans.Run != nil && !s.json:
 		// A server that did not stream answers once the run has finished or
@@ -311,9 +312,9 @@ func (s *chatSession) answer(raw json.RawMessage) error {
 		for _, m := range ans.Messages {
 			p.message(m)
 		}
-		fmt.Fprintf(s.out, "run %s %s\n", escapeText(ans.Run.ID), escapeText(ans.Run.Status))
+		fmt.Fprintf(s.out, "run %s %s\n", plaintext.Line(ans.Run.ID), plaintext.Line(ans.Run.Status))
 		if ans.Run.Status == "failed" {
-			return &exitErr{exitError, "run failed: " + escapeText(ans.Run.Error)}
+			return &exitErr{exitError, "run failed: " + plaintext.Line(ans.Run.Error)}
 		}
 	}
 	return nil
@@ -332,7 +333,7 @@ func (s *chatSession) follow(ctx context.Context, body io.Reader) error {
 		if runID == "" {
 			return "the run"
 		}
-		return "run " + escapeText(runID)
+		return "run " + plaintext.Line(runID)
 	}
 	for {
 		frames, err := fr.next()
@@ -340,11 +341,11 @@ func (s *chatSession) follow(ctx context.Context, body io.Reader) error {
 			e, perr := event.Parse(data)
 			if perr != nil {
 				p.endLine()
-				return &exitErr{exitError, fmt.Sprintf("the server's event %d is not one this client reads: %s", n, escapeText(perr.Error()))}
+				return &exitErr{exitError, fmt.Sprintf("the server's event %d is not one this client reads: %s", n, plaintext.Line(perr.Error()))}
 			}
 			if verr := v.Check(e); verr != nil {
 				p.endLine()
-				return &exitErr{exitError, "the server's event stream breaks AG-UI's rules: " + escapeText(verr.Error())}
+				return &exitErr{exitError, "the server's event stream breaks AG-UI's rules: " + plaintext.Line(verr.Error())}
 			}
 			n++
 			if rs, ok := e.(*event.RunStarted); ok {
@@ -363,9 +364,9 @@ func (s *chatSession) follow(ctx context.Context, body io.Reader) error {
 			case *event.RunError:
 				code := ""
 				if e.Code != "" {
-					code = " (" + escapeText(e.Code) + ")"
+					code = " (" + plaintext.Line(e.Code) + ")"
 				}
-				return &exitErr{exitError, fmt.Sprintf("%s failed%s: %s", what(), code, escapeText(e.Message))}
+				return &exitErr{exitError, fmt.Sprintf("%s failed%s: %s", what(), code, plaintext.Line(e.Message))}
 			}
 		}
 		switch {
@@ -376,10 +377,10 @@ func (s *chatSession) follow(ctx context.Context, body io.Reader) error {
 		case errors.Is(err, io.EOF):
 			p.endLine()
 			return &exitErr{exitError, fmt.Sprintf("the event stream ended before %s did; GET /v1/threads/%s shows how it went on",
-				what(), escapeText(url.PathEscape(s.thread)))}
+				what(), plaintext.Line(url.PathEscape(s.thread)))}
 		default:
 			p.endLine()
-			return &exitErr{exitError, fmt.Sprintf("the event stream of %s broke: %s", what(), escapeText(err.Error()))}
+			return &exitErr{exitError, fmt.Sprintf("the event stream of %s broke: %s", what(), plaintext.Line(err.Error()))}
 		}
 	}
 }
@@ -533,13 +534,13 @@ func (p *runPrinter) text(delta string) {
 		}
 		if !p.midLine {
 			if p.label != "" {
-				p.print(escapeText(p.label) + ": ")
+				p.print(plaintext.Line(p.label) + ": ")
 				p.label = ""
 			} else {
 				p.print("  ")
 			}
 		}
-		p.print(escapeText(part))
+		p.print(plaintext.Line(part))
 	}
 }
 
@@ -584,7 +585,7 @@ func (p *runPrinter) event(e event.Event) {
 				if title == "" {
 					title = in.Reason
 				}
-				p.line(escapeText(fmt.Sprintf("waiting for approval: %s (proposal %s, answer yes/no)", title, in.ID)))
+				p.line(plaintext.Line(fmt.Sprintf("waiting for approval: %s (proposal %s, answer yes/no)", title, in.ID)))
 			}
 		case event.OutcomeCancelled:
 			p.line("the run was cancelled")
@@ -600,7 +601,7 @@ func (p *runPrinter) toolCall(action string, input []byte) {
 	if json.Compact(&b, input) == nil {
 		input = b.Bytes()
 	}
-	p.line("tool call: " + escapeText(action+" "+truncate(string(input), 300)))
+	p.line("tool call: " + plaintext.Line(action+" "+truncate(string(input), 300)))
 }
 
 // toolResult prints a tool result: the status and summary of the call's
@@ -614,7 +615,7 @@ func (p *runPrinter) toolResult(content []byte) {
 		Receipt    string `json:"receipt"`
 	}
 	if json.Unmarshal(content, &r) != nil || r.Status == "" {
-		p.line("tool result: " + escapeText(truncate(string(content), 300)))
+		p.line("tool result: " + plaintext.Line(truncate(string(content), 300)))
 		return
 	}
 	s := r.Status
@@ -631,7 +632,7 @@ func (p *runPrinter) toolResult(content []byte) {
 	if len(refs) > 0 {
 		s += " (" + strings.Join(refs, ", ") + ")"
 	}
-	p.line("tool result: " + escapeText(truncate(s, 300)))
+	p.line("tool result: " + plaintext.Line(truncate(s, 300)))
 }
 
 // message prints one message of a run answered as JSON.
@@ -675,7 +676,7 @@ func (s *chatSession) script(ctx context.Context, in io.Reader) error {
 			}
 			if !s.json {
 				// A transcript: each message above what it started.
-				fmt.Fprintln(s.out, "> "+escapeText(l.text))
+				fmt.Fprintln(s.out, "> "+plaintext.Line(l.text))
 			}
 			if err := s.send(ctx, l.text); err != nil {
 				return err
@@ -689,7 +690,7 @@ func (s *chatSession) script(ctx context.Context, in io.Reader) error {
 // session goes on; Ctrl-D (or Ctrl-C at the prompt) ends it.
 func (s *chatSession) converse(ctx context.Context, in io.Reader) error {
 	if !s.json {
-		fmt.Fprintf(s.out, "thread %s: type a message; \"yes\" or \"no\" answers a pending approval; Ctrl-D ends\n", escapeText(s.thread))
+		fmt.Fprintf(s.out, "thread %s: type a message; \"yes\" or \"no\" answers a pending approval; Ctrl-D ends\n", plaintext.Line(s.thread))
 	}
 	lines := readLines(ctx, in)
 	for {
@@ -797,7 +798,7 @@ func (s *chatSession) showProposals(ctx context.Context) error {
 		if p.Outcome != nil && p.Outcome.Summary != "" {
 			line += ": " + p.Outcome.Summary
 		}
-		fmt.Fprintln(s.out, escapeText(line))
+		fmt.Fprintln(s.out, plaintext.Line(line))
 		s.watched[id] = p.Status
 		if settled(p.Status) {
 			delete(s.watched, id)
@@ -818,7 +819,7 @@ func (s *chatSession) showProposals(ctx context.Context) error {
 		if len(page.Proposals) > 1 {
 			answer = fmt.Sprintf("answer yes #%s or no #%s", p.ID, p.ID)
 		}
-		fmt.Fprintln(s.out, escapeText(fmt.Sprintf("pending approval: %s (proposal %s, approvers %s, expires %s; %s)",
+		fmt.Fprintln(s.out, plaintext.Line(fmt.Sprintf("pending approval: %s (proposal %s, approvers %s, expires %s; %s)",
 			proposalTitle(p), p.ID, strings.Join(p.Approvers, ", "), p.ExpiresAt.Local().Format(time.DateTime), answer)))
 	}
 	return nil

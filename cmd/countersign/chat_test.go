@@ -18,6 +18,7 @@ import (
 	"testing/iotest"
 
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/internal/plaintext"
 )
 
 // cliIn runs the client with stdin and returns its output and exit code.
@@ -496,7 +497,7 @@ func FuzzChatStream(f *testing.F) {
 		if err != nil {
 			printed += err.Error()
 		}
-		if strings.ContainsFunc(printed, func(r rune) bool { return r != '\n' && unsafeRune(r) }) {
+		if strings.ContainsFunc(printed, func(r rune) bool { return r != '\n' && plaintext.Escaped(r) }) {
 			t.Fatalf("printed an unsafe character: %q", printed)
 		}
 	})

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/internal/plaintext"
 )
 
 // Exit codes of the client commands (documented in the README and `--help`).
@@ -113,7 +115,7 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 			msg = strings.TrimSpace(string(data))
 		}
 		// The message and the code are the server's text, printed to a terminal.
-		msg, code := escapeText(msg), escapeText(ae.Error.Code)
+		msg, code := plaintext.Line(msg), plaintext.Line(ae.Error.Code)
 		switch resp.StatusCode {
 		case http.StatusUnauthorized:
 			return nil, &exitErr{exitUnauth, "unauthenticated (401): the token was refused; check --token or COUNTERSIGN_TOKEN"}
@@ -128,7 +130,7 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("decode the server's answer: %s", escapeText(err.Error()))
+			return nil, fmt.Errorf("decode the server's answer: %s", plaintext.Line(err.Error()))
 		}
 	}
 	return resp.Header, nil

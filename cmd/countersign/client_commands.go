@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/server"
 	"github.com/spf13/cobra"
 )
@@ -206,7 +207,7 @@ func reportDecision(cmd *cobra.Command, asJSON bool, ans decisionAnswer) error {
 		if ans.Proposal != nil {
 			status = fmt.Sprintf(" (proposal %s is now %s)", ans.Proposal.ID, ans.Proposal.Status)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escapeText(describeAnswer(ans.Status)+status))
+		fmt.Fprintf(cmd.OutOrStdout(), "%s\n", plaintext.Line(describeAnswer(ans.Status)+status))
 	}
 	switch ans.Status {
 	case "applied", "unchanged", "":
@@ -244,9 +245,9 @@ func printTable(w io.Writer, ps []*server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tREQUESTER\tTHREAD\tEXPIRES\tPREVIEW")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escapeText(p.ID), escapeText(p.Status), escapeText(p.Action),
-			escapeText(p.Requester), escapeText(p.ThreadID), p.ExpiresAt.Local().Format(time.DateTime),
-			escapeText(truncate(p.Preview, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", plaintext.Line(p.ID), plaintext.Line(p.Status), plaintext.Line(p.Action),
+			plaintext.Line(p.Requester), plaintext.Line(p.ThreadID), p.ExpiresAt.Local().Format(time.DateTime),
+			plaintext.Line(truncate(p.Preview, 60)))
 	}
 	if len(ps) == 0 {
 		fmt.Fprintln(tw, "(none)")
@@ -257,7 +258,7 @@ func printTable(w io.Writer, ps []*server.Proposal) error {
 func printProposal(w io.Writer, p *server.Proposal) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// Every value holds the server's text: escaped whole.
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, escapeText(v)) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, plaintext.Line(v)) }
 	row("ID", p.ID)
 	row("Status", string(p.Status))
 	row("Action", p.Action+" (version "+p.ActionVersion+")")

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/server"
 	"github.com/spf13/cobra"
 )
@@ -78,7 +79,7 @@ func grantsCmd() *cobra.Command {
 				}
 				msg += " at " + g.RevokedAt.Local().Format(time.DateTime) + ")"
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), escapeText(msg+": calls it approved need a decision again"))
+			fmt.Fprintln(cmd.OutOrStdout(), plaintext.Line(msg+": calls it approved need a decision again"))
 			return nil
 		},
 	}
@@ -113,9 +114,9 @@ func printGrants(w io.Writer, gs []*server.Grant, now time.Time) error {
 		if input == "" {
 			input = "(any)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escapeText(g.ID), grantState(g, now), escapeText(scope),
-			escapeText(g.Action+" v"+g.ActionVersion), escapeText(g.Requester), escapeText(g.ThreadID), escapeText(truncate(input, 24)),
-			escapeText(g.OriginProposalID), escapeText(g.GrantedBy), g.CreatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", plaintext.Line(g.ID), grantState(g, now), plaintext.Line(scope),
+			plaintext.Line(g.Action+" v"+g.ActionVersion), plaintext.Line(g.Requester), plaintext.Line(g.ThreadID), plaintext.Line(truncate(input, 24)),
+			plaintext.Line(g.OriginProposalID), plaintext.Line(g.GrantedBy), g.CreatedAt.Local().Format(time.DateTime))
 	}
 	if len(gs) == 0 {
 		fmt.Fprintln(tw, "(none)")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/store"
@@ -110,7 +111,7 @@ func notificationsCmd() *cobra.Command {
 			if ans.Notification == nil {
 				return fmt.Errorf("the server's answer has no notification")
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), escapeText("notification "+ans.Notification.ID+" is "+ans.Notification.Status+" again: it will be sent with the same id"))
+			fmt.Fprintln(cmd.OutOrStdout(), plaintext.Line("notification "+ans.Notification.ID+" is "+ans.Notification.Status+" again: it will be sent with the same id"))
 			return nil
 		},
 	}
@@ -127,8 +128,8 @@ func printNotifications(w io.Writer, ns []*server.Notification) error {
 		if n.Status == string(store.NotificationPending) {
 			next = n.NextAttemptAt.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", escapeText(n.ID), escapeText(n.Status), escapeText(n.Type),
-			escapeText(n.ProposalID), escapeText(n.Target), n.Attempts, next, escapeText(truncate(n.LastError, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", plaintext.Line(n.ID), plaintext.Line(n.Status), plaintext.Line(n.Type),
+			plaintext.Line(n.ProposalID), plaintext.Line(n.Target), n.Attempts, next, plaintext.Line(truncate(n.LastError, 60)))
 	}
 	if len(ns) == 0 {
 		fmt.Fprintln(tw, "(none)")
