@@ -288,6 +288,43 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestConfigValidateWarnsOfKinds: keys without a kind, and JWTs without
+// default_kind, are valid but warned of, naming tenant, actor and the key's
+// fingerprint, never the key (API.md Part 3); kinds given explicitly, or a
+// bad kind, are not warnings.
+func TestConfigValidateWarnsOfKinds(t *testing.T) {
+	out, code := cli(t, "config", "validate", "../../config/testdata/example.yaml")
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("validate example.yaml: exit %d, %q", code, out)
+	}
+	for _, want := range []string{
+		"warning: auth.api_keys[0] (../../config/testdata/example.yaml:7): no kind, so taken as human: tenant acme, actor alice, key sha256 c4e90a93…",
+		"warning: auth.jwt (../../config/testdata/example.yaml:9): no default_kind",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate example.yaml: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ck_dev_alice") {
+		t.Errorf("a warning prints the key:\n%s", out)
+	}
+	dir := t.TempDir()
+	kinds := filepath.Join(dir, "kinds.yaml")
+	if err := os.WriteFile(kinds, []byte("auth:\n  api_keys:\n    - {key: k_agent, tenant: acme, actor: alice, kind: agent}\n    - {key: k_alice, tenant: acme, actor: alice, kind: human}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, "config", "validate", kinds); code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("validate kinds.yaml: exit %d, %q; want valid without warnings", code, out)
+	}
+	bad := filepath.Join(dir, "badkind.yaml")
+	if err := os.WriteFile(bad, []byte("auth:\n  api_keys:\n    - {key: k_x, tenant: acme, actor: alice, kind: robot}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, "config", "validate", bad); code != exitUsage || !strings.Contains(out, "auth.api_keys[0].kind") {
+		t.Errorf("validate badkind.yaml: exit %d, %q; want exit 2 naming auth.api_keys[0].kind", code, out)
+	}
+}
+
 func TestGracefulShutdown(t *testing.T) {
 	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "stop.db"))
 	// A long-poll in flight when SIGTERM arrives still gets its answer.
