@@ -26,6 +26,9 @@ type tool struct {
 	// fingerprint tells a listing that changed anything the gateway
 	// exports (schema, description, annotations) from one that did not.
 	fingerprint string
+	// schemaSHA256 is SchemaSHA256 of the input schema: what a read_only
+	// entry pins.
+	schemaSHA256 string
 }
 
 // ToolSeparator joins an upstream's name and its tool's: fs__read_file.
@@ -159,6 +162,9 @@ func (g *Gateway) export(u *upstream, list []*mcp.Tool) {
 		g.registered[name] = nt.action
 		g.tools[name] = nt
 		added = append(added, nt)
+		// What an operator pins a read to is in the debug log.
+		g.log.Debug("mcp upstream tool exported", "upstream", u.name, "tool", nt.upstreamName,
+			"kind", nt.action.Kind(), "idempotent", nt.action.Idempotent(), "version", nt.action.Version(), "schema_sha256", nt.schemaSHA256)
 	}
 	for _, f := range g.fronts {
 		if len(removed) > 0 {
@@ -197,8 +203,12 @@ func (g *Gateway) exportable(u *upstream, t *mcp.Tool) (*tool, error) {
 		c := *t.Annotations
 		ann = &c
 	}
+	sum, err := SchemaSHA256(schema)
+	if err != nil {
+		return nil, err
+	}
 	kind := countersign.KindWrite
-	if g.readOnly(u, t.Name, schema, ann) {
+	if g.readOnly(u, t.Name, sum, ann) {
 		kind = countersign.KindRead
 	}
 	idempotent := u.idempotent[t.Name] || u.trust && ann != nil && ann.IdempotentHint
@@ -217,21 +227,17 @@ func (g *Gateway) exportable(u *upstream, t *mcp.Tool) (*tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tool{up: u, upstreamName: t.Name, action: a, listed: listed, fingerprint: string(fp)}, nil
+	return &tool{up: u, upstreamName: t.Name, action: a, listed: listed, fingerprint: string(fp), schemaSHA256: sum}, nil
 }
 
-// readOnly reports whether u's tool is a read: listed in the upstream's
-// read_only (with its schema pin, if any, matching), or annotated
-// readOnlyHint on an upstream whose annotations are trusted. A listed tool
-// whose schema no longer matches its pin is a write, and said so in the
-// log with the hash it has now.
-func (g *Gateway) readOnly(u *upstream, tool string, schema json.RawMessage, ann *mcp.ToolAnnotations) bool {
+// readOnly reports whether u's tool, whose input schema hashes to sum, is a
+// read: listed in the upstream's read_only (with its schema pin, if any,
+// matching), or annotated readOnlyHint on an upstream whose annotations are
+// trusted. A listed tool whose schema no longer matches its pin is a write,
+// and said so in the log with the hash it has now.
+func (g *Gateway) readOnly(u *upstream, tool, sum string, ann *mcp.ToolAnnotations) bool {
 	if pin, listed := u.readOnly[tool]; listed {
-		if pin == "" {
-			return true
-		}
-		sum, err := SchemaSHA256(schema)
-		if err == nil && sum == pin {
+		if pin == "" || pin == sum {
 			return true
 		}
 		g.log.Warn("mcp upstream tool exported as a write: its input schema does not match the read_only pin",
