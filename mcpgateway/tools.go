@@ -262,7 +262,9 @@ func (g *Gateway) execute(ctx context.Context, req *countersign.ExecuteRequest) 
 	t := g.tools[req.Action]
 	g.mu.Unlock()
 	if t == nil {
-		return nil, countersign.NotApplied(fmt.Errorf("the upstream no longer offers %s", req.Action))
+		// Withdrawn upstream since the call was checked: no version of it
+		// is the one approved.
+		return nil, countersign.NotExecuted(countersign.CodeActionVersionChanged, fmt.Errorf("the upstream no longer offers %s", req.Action))
 	}
 	cs, err := t.up.connected(ctx)
 	if err != nil {

@@ -446,3 +446,39 @@ func TestHTTPUpstreamHeadersStayWithTheirHost(t *testing.T) {
 		t.Fatal("the configured host never saw the header")
 	}
 }
+
+// A tool the upstream withdrew after the proposal: the approved call, run
+// by its caller through the engine (the gateway no longer serves the
+// tool), fails ACTION_VERSION_CHANGED, not executed.
+func TestWithdrawnToolNotExecuted(t *testing.T) {
+	h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond})
+	c := h.connect(alice, nil)
+	res := h.call(c, "up__send_email", email)
+	pid := structured(t, res)["proposal_id"].(string)
+	h.up.server.RemoveTools("send_email")
+	h.until("up__send_email to leave the list", func() bool {
+		lr, err := c.cs.ListTools(h.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !slices.ContainsFunc(lr.Tools, func(tl *mcp.Tool) bool { return tl.Name == "up__send_email" })
+	})
+	if _, err := h.engine.Decide(h.ctx, &countersign.Decision{Identity: alice, ProposalID: pid, Verdict: countersign.Approve, Via: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.engine.Proposal(h.ctx, alice, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.engine.Call(h.ctx, &countersign.Call{Identity: alice, ThreadID: p.ThreadID, ToolCallID: p.ToolCallID,
+		Action: p.Action, Input: p.RawInput, Mode: countersign.ModeWait, WaitTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != countersign.ResultFailed || out.Executed == nil || *out.Executed || !strings.HasPrefix(out.Error, "ACTION_VERSION_CHANGED: ") {
+		t.Fatalf("the approved call of a withdrawn tool: %s executed %v %q, want failed, not executed, ACTION_VERSION_CHANGED", out.Status, out.Executed, out.Error)
+	}
+	if n := len(h.up.callsOf("send_email")); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
