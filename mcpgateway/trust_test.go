@@ -451,7 +451,13 @@ func TestHTTPUpstreamHeadersStayWithTheirHost(t *testing.T) {
 // by its caller through the engine (the gateway no longer serves the
 // tool), fails ACTION_VERSION_CHANGED, not executed.
 func TestWithdrawnToolNotExecuted(t *testing.T) {
-	h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond})
+	for _, kind := range trustStores {
+		t.Run(kind, func(t *testing.T) { testWithdrawnToolNotExecuted(t, kind) })
+	}
+}
+
+func testWithdrawnToolNotExecuted(t *testing.T, kind string) {
+	h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond, store: newStore(t, kind)})
 	c := h.connect(alice, nil)
 	res := h.call(c, "up__send_email", email)
 	pid := structured(t, res)["proposal_id"].(string)
