@@ -109,7 +109,12 @@ type Prepared struct {
 type ExecuteRequest struct {
 	Identity Identity
 	Action   string
-	Input    json.RawMessage
+	// ActionVersion is the version the call was checked against: the
+	// proposal's, or for a call run at once, the registered action's. A hook
+	// that can see its backend's own current version compares them and fails
+	// with NotExecuted(CodeActionVersionChanged, …) when they differ.
+	ActionVersion string
+	Input         json.RawMessage
 	// OperationID is the idempotency key of this proposal's execution: the
 	// same across retries and recoveries. Use it as the backend's key.
 	OperationID  string

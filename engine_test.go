@@ -788,7 +788,7 @@ func TestExecutionRechecks(t *testing.T) {
 			s := refundSpec(b)
 			s.Version = "2"
 			return mustAction(t, s)
-		}, status: store.StatusFailed, errPart: "version"},
+		}, status: store.StatusFailed, errPart: "ACTION_VERSION_CHANGED: action payments.refund version 1"},
 		{name: "authorization refused", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.Hooks.Authorize = func(ctx context.Context, req *countersign.AuthorizeRequest) error {

@@ -138,6 +138,39 @@ func (e *notApplied) Error() string        { return e.err.Error() }
 func (e *notApplied) Unwrap() error        { return e.err }
 func (e *notApplied) Is(target error) bool { return target == ErrNotApplied }
 
+// CodeActionVersionChanged begins the error of a proposal that failed
+// because its action's version changed after it was proposed: the engine's
+// own check before execution, or a hook that saw its backend's version
+// differ (NotExecuted).
+const CodeActionVersionChanged = "ACTION_VERSION_CHANGED"
+
+// NotExecuted wraps an Execute error to say the hook made no attempt at the
+// change at all: a check only the hook can make, just before the change,
+// failed. The proposal fails as when the engine's own checks before
+// execution fail (executed false), and its error reads "<code>: <err>", so
+// that every surface can tell the reason by its UPPER_SNAKE code. It
+// matches ErrNotApplied.
+func NotExecuted(code string, err error) error {
+	if err == nil {
+		err = errors.New("not executed")
+	}
+	return &notExecuted{code: code, err: err}
+}
+
+type notExecuted struct {
+	code string
+	err  error
+}
+
+func (e *notExecuted) Error() string {
+	if e.code == "" {
+		return e.err.Error()
+	}
+	return e.code + ": " + e.err.Error()
+}
+func (e *notExecuted) Unwrap() error        { return e.err }
+func (e *notExecuted) Is(target error) bool { return target == ErrNotApplied }
+
 // ErrCallMismatch: a tool call id was repeated with another action or
 // another input (*MismatchError). Nothing was stored or run.
 var ErrCallMismatch = errors.New("call mismatch")

@@ -173,7 +173,7 @@ func (e *Engine) checkBeforeExecute(ctx, lctx context.Context, p *store.Proposal
 		id = *got
 	}
 	if !registered || a.version != p.ActionVersion {
-		return &checked{id: id, fail: fmt.Sprintf("action %s version %s is no longer registered; a new version needs a new proposal", p.Action, p.ActionVersion)}, nil
+		return &checked{id: id, fail: fmt.Sprintf("%s: action %s version %s is no longer registered; a new version needs a new proposal", CodeActionVersionChanged, p.Action, p.ActionVersion)}, nil
 	}
 	if err := e.authorize(lctx, a, id, PhaseExecute, p.Input, p.ID); err != nil {
 		var d *DeniedError
@@ -308,18 +308,21 @@ func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, 
 	}
 	began := time.Now()
 	rec, err := a.hooks.Execute(lctx, &ExecuteRequest{
-		Identity: x.id, Action: a.name, Input: x.p.Input, OperationID: x.p.OperationID,
+		Identity: x.id, Action: a.name, ActionVersion: x.p.ActionVersion, Input: x.p.Input, OperationID: x.p.OperationID,
 		StateVersion: x.p.StateVersion, ProposalID: x.p.ID, Attempt: x.p.Attempt,
 	})
 	if x.e.observer != nil {
 		x.e.observer.Executed(a.name, time.Since(began), err)
 	}
+	var ne *notExecuted
 	switch {
 	case err == nil:
 		if rec == nil {
 			rec = &Receipt{}
 		}
 		return x.settle(ctx, store.StatusSucceeded, ptr(true), rec.ID, rec.Result, "")
+	case errors.As(err, &ne):
+		return x.fail(ctx, false, ne.Error())
 	case errors.Is(err, ErrNotApplied):
 		return x.fail(ctx, true, err.Error())
 	}
@@ -488,13 +491,13 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 		}
 		stateVersion = prep.StateVersion
 	}
-	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
+	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, ActionVersion: a.version, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
 	succeeded := func(receipt string, result json.RawMessage) (*Result, error) {
 		return &Result{Status: ResultSucceeded, Executed: ptr(true), Receipt: receipt, Result: result,
 			Summary: store.DefaultSummary(a.name, store.StatusSucceeded, receiptDetail(receipt))}, nil
 	}
-	failed := func(reason string) (*Result, error) {
-		return &Result{Status: ResultFailed, Executed: ptr(true), Error: reason,
+	failed := func(executed bool, reason string) (*Result, error) {
+		return &Result{Status: ResultFailed, Executed: ptr(executed), Error: reason,
 			Summary: store.DefaultSummary(a.name, store.StatusFailed, reason)}, nil
 	}
 	for req.Attempt = 1; ; req.Attempt++ {
@@ -503,14 +506,17 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 		if e.observer != nil {
 			e.observer.Executed(a.name, time.Since(began), err)
 		}
+		var ne *notExecuted
 		switch {
 		case err == nil:
 			if rec == nil {
 				rec = &Receipt{}
 			}
 			return succeeded(rec.ID, rec.Result)
+		case errors.As(err, &ne):
+			return failed(false, ne.Error())
 		case errors.Is(err, ErrNotApplied):
-			return failed(err.Error())
+			return failed(true, err.Error())
 		}
 		switch routeUncertain(a, req.Attempt, e.maxAttempts) {
 		case routeRetry:
@@ -533,7 +539,7 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 			case r.Status == ReconcileApplied:
 				return succeeded(r.Receipt, r.Result)
 			case r.Status == ReconcileNotApplied:
-				return failed("reconciled: the operation was not applied")
+				return failed(true, "reconciled: the operation was not applied")
 			}
 		}
 		return &Result{Status: ResultUnknown, Error: err.Error(), Summary: store.DefaultSummary(a.name, store.StatusUnknown, "")}, nil

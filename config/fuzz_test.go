@@ -72,11 +72,11 @@ func FuzzParse(f *testing.F) {
 		}
 		var ups []mcpgateway.Upstream
 		for _, s := range c.MCP.Servers {
-			if s.URL != "" {
-				ups = append(ups, mcpgateway.HTTPUpstream(s.Name, s.URL, nil))
-			} else {
-				ups = append(ups, mcpgateway.CommandUpstream(s.Name, s.Command, s.Env))
+			u, err := s.Upstream(func(string) string { return "set" })
+			if err != nil {
+				t.Fatalf("Upstream rejects the mcp section's server %s: %v", s.Name, err)
 			}
+			ups = append(ups, u)
 		}
 		if _, err := mcpgateway.New(mcpgateway.Options{Engine: e, Upstreams: ups, Hold: c.MCP.Hold}); err != nil {
 			t.Fatalf("mcpgateway.New rejects the mcp section: %v", err)

@@ -53,8 +53,49 @@ type MCPServer struct {
 	// URL is a streamable HTTP endpoint, http:// or https://.
 	URL string
 	// HeadersEnv maps a request header to the environment variable that
-	// holds its value (Authorization: CRM_MCP_AUTH). See Headers.
+	// holds its value (Authorization: CRM_MCP_AUTH). See Headers. They are
+	// sent to the URL's origin only (see mcpgateway.HTTPUpstream).
 	HeadersEnv map[string]string
+	// ReadOnly are the server's tools that are reads, by their exact names
+	// upstream; every other tool is a write, whatever it says of itself
+	// (see mcpgateway.Upstream).
+	ReadOnly []MCPReadOnly
+	// Idempotent are the server's tools retried after a connection that
+	// broke during a call, by their exact names upstream.
+	Idempotent []string
+	// TrustAnnotations honours the server's readOnlyHint and
+	// idempotentHint annotations. Default false.
+	TrustAnnotations bool
+}
+
+// MCPReadOnly is one entry of a server's read_only: a tool's name, or
+// {name, schema_sha256}.
+type MCPReadOnly struct {
+	Name string
+	// SchemaSHA256 pins the tool's input schema: it is a read only while
+	// mcpgateway.SchemaSHA256 of its inputSchema is this.
+	SchemaSHA256 string
+}
+
+// Upstream returns the gateway's upstream for s, with the headers of an
+// HTTP server read through getenv (see Headers).
+func (s MCPServer) Upstream(getenv func(string) string) (mcpgateway.Upstream, error) {
+	var u mcpgateway.Upstream
+	if s.URL == "" {
+		u = mcpgateway.CommandUpstream(s.Name, s.Command, s.Env)
+	} else {
+		h, err := s.Headers(getenv)
+		if err != nil {
+			return mcpgateway.Upstream{}, err
+		}
+		u = mcpgateway.HTTPUpstream(s.Name, s.URL, h)
+	}
+	for _, ro := range s.ReadOnly {
+		u.ReadOnly = append(u.ReadOnly, mcpgateway.ReadOnlyTool{Name: ro.Name, SchemaSHA256: ro.SchemaSHA256})
+	}
+	u.Idempotent = append([]string(nil), s.Idempotent...)
+	u.TrustAnnotations = s.TrustAnnotations
+	return u, nil
 }
 
 // Headers returns the headers of an HTTP upstream, each value read from the
@@ -87,11 +128,40 @@ func (d *decoder) mcp(m *MCP, path string, n *yaml.Node) {
 					{"env", d.stringMap(&s.Env)},
 					{"url", text(d, &s.URL)},
 					{"headers_env", d.stringMap(&s.HeadersEnv)},
+					{"read_only", d.mcpReadOnly(&s.ReadOnly)},
+					{"idempotent", texts(d, &s.Idempotent)},
+					{"trust_annotations", d.boolean(&s.TrustAnnotations)},
 				})
 				m.Servers = append(m.Servers, s)
 			})
 		}},
 	})
+}
+
+// mcpReadOnly decodes a server's read_only: each entry a tool's name, or
+// {name, schema_sha256}.
+func (d *decoder) mcpReadOnly(out *[]MCPReadOnly) func(string, *yaml.Node) {
+	return func(path string, n *yaml.Node) {
+		list := []MCPReadOnly{}
+		ok := d.sequence(path, n, func(p string, v *yaml.Node) {
+			var ro MCPReadOnly
+			switch v.Kind {
+			case yaml.MappingNode:
+				d.mapping(p, v, []key{
+					{"name", text(d, &ro.Name)},
+					{"schema_sha256", text(d, &ro.SchemaSHA256)},
+				})
+			case yaml.ScalarNode:
+				text(d, &ro.Name)(p, v)
+			default:
+				d.fail(p, v, "want a tool's name or {name, schema_sha256}, not %s", describe(v))
+			}
+			list = append(list, ro)
+		})
+		if ok {
+			*out = list
+		}
+	}
 }
 
 // stringMap decodes a mapping of strings to strings. An explicit empty
@@ -177,6 +247,40 @@ func (v *validator) mcpServer(p string, s *MCPServer, first map[string]string) {
 		v.mcpCommand(p, s)
 	default:
 		v.mcpURL(p, s)
+	}
+	v.mcpTrust(p, s)
+}
+
+// mcpTrust checks what the file vouches for of a server's tools: in
+// read_only and idempotent each tool's name upstream once, and each schema
+// pin a SHA-256.
+func (v *validator) mcpTrust(p string, s *MCPServer) {
+	names := make([]string, len(s.ReadOnly))
+	for j, ro := range s.ReadOnly {
+		names[j] = ro.Name
+		if ro.SchemaSHA256 != "" && !sha256Hex.MatchString(ro.SchemaSHA256) {
+			v.fail(item(p+".read_only", j)+".schema_sha256", "%q: want the 64 lowercase hex digits of a SHA-256 (see docs/mcp.md)", ro.SchemaSHA256)
+		}
+	}
+	v.mcpToolNames(p+".read_only", names)
+	v.mcpToolNames(p+".idempotent", s.Idempotent)
+}
+
+// mcpToolNames checks a list of tool names: each a tool's name upstream,
+// each once.
+func (v *validator) mcpToolNames(p string, names []string) {
+	first := map[string]int{}
+	for j, name := range names {
+		switch k, dup := first[name]; {
+		case name == "":
+			v.fail(item(p, j), "names no tool: want a tool's exact name upstream")
+		case !mcpgateway.ValidToolName(name):
+			v.fail(item(p, j), "%q: want a tool's name upstream (1 to 128 of letters, digits, _, - and dots)", name)
+		case dup:
+			v.fail(item(p, j), "%q is already listed at %s", name, item(p, k))
+		default:
+			first[name] = j
+		}
 	}
 }
 

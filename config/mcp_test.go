@@ -2,10 +2,13 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/mcpgateway"
 )
 
 // apiMCP is API.md's mcp section.
@@ -62,6 +65,59 @@ func TestMCPHeaders(t *testing.T) {
 	}
 }
 
+// apiMCPTrust is API.md Part 3's server: what its operator vouches for.
+const apiMCPTrust = `mcp:
+  servers:
+    - name: fs
+      command: [npx, -y, "@modelcontextprotocol/server-filesystem", /srv/data]
+      read_only: [read_file, list_directory, {name: search_files, schema_sha256: "%s"}]   # exact names
+      idempotent: []                                # tools retried after a broken connection
+      trust_annotations: false                      # default false
+    - name: crm
+      url: http://127.0.0.1:9200/mcp
+      headers_env: {Authorization: CRM_MCP_AUTH}
+      idempotent: [upsert_contact]
+      trust_annotations: true
+`
+
+func TestMCPTrust(t *testing.T) {
+	t.Parallel()
+	pin := strings.Repeat("0123456789abcdef", 4)
+	c := parseOK(t, fmt.Sprintf(apiMCPTrust, pin))
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate after Parse: %v", err)
+	}
+	fs, crm := c.MCP.Servers[0], c.MCP.Servers[1]
+	wantRO := []MCPReadOnly{{Name: "read_file"}, {Name: "list_directory"}, {Name: "search_files", SchemaSHA256: pin}}
+	if !reflect.DeepEqual(fs.ReadOnly, wantRO) || len(fs.Idempotent) != 0 || fs.Idempotent == nil || fs.TrustAnnotations {
+		t.Fatalf("fs: read_only %+v, idempotent %#v, trust %v", fs.ReadOnly, fs.Idempotent, fs.TrustAnnotations)
+	}
+	if crm.ReadOnly != nil || !reflect.DeepEqual(crm.Idempotent, []string{"upsert_contact"}) || !crm.TrustAnnotations {
+		t.Fatalf("crm: read_only %+v, idempotent %v, trust %v", crm.ReadOnly, crm.Idempotent, crm.TrustAnnotations)
+	}
+	// The gateway's upstreams carry the same.
+	u, err := fs.Upstream(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Name != "fs" || u.Transport == nil || u.TrustAnnotations || len(u.Idempotent) != 0 ||
+		!reflect.DeepEqual(u.ReadOnly, []mcpgateway.ReadOnlyTool{{Name: "read_file"}, {Name: "list_directory"}, {Name: "search_files", SchemaSHA256: pin}}) {
+		t.Fatalf("fs's upstream %+v", u)
+	}
+	u, err = crm.Upstream(func(k string) string { return map[string]string{"CRM_MCP_AUTH": "Bearer s3cret"}[k] })
+	if err != nil || u.Name != "crm" || !u.TrustAnnotations || !reflect.DeepEqual(u.Idempotent, []string{"upsert_contact"}) || u.ReadOnly != nil {
+		t.Fatalf("crm's upstream %+v, %v", u, err)
+	}
+	if _, err := crm.Upstream(func(string) string { return "" }); !errors.Is(err, ErrSecretUnset) {
+		t.Fatalf("crm's upstream without its header's variable: %v, want ErrSecretUnset", err)
+	}
+	// Without the keys nothing is vouched for.
+	c = parseOK(t, "mcp:\n  servers:\n    - {name: a, command: [a]}\n")
+	if s := c.MCP.Servers[0]; s.ReadOnly != nil || s.Idempotent != nil || s.TrustAnnotations {
+		t.Fatalf("defaults: %+v", s)
+	}
+}
+
 func TestMCPInvalid(t *testing.T) {
 	t.Parallel()
 	server := func(body string) string { return "mcp:\n  servers:\n    - " + body + "\n" }
@@ -93,7 +149,7 @@ func TestMCPInvalid(t *testing.T) {
 		{"hold number", "mcp: {hold: 50}\n", 1, "mcp.hold: want a duration"},
 		{"servers not list", "mcp: {servers: {name: a}}\n", 1, "mcp.servers: want a list, not a mapping"},
 		{"server not mapping", server("fs"), 3, `mcp.servers[0]: want a mapping, not the string "fs"`},
-		{"server unknown key", server("{name: a, command: [a], args: [b]}"), 3, `unknown key "args" in mcp.servers[0] (want name, command, env, url, headers_env)`},
+		{"server unknown key", server("{name: a, command: [a], args: [b]}"), 3, `unknown key "args" in mcp.servers[0] (want name, command, env, url, headers_env, read_only, idempotent, trust_annotations)`},
 		{"name missing", server("{command: [a]}"), 3, "mcp.servers[0].name: is required"},
 		{"name double underscore", server("{name: a__b, command: [a]}"), 3, `mcp.servers[0].name: "a__b": want up to 64 letters and digits, with single - or _ between them`},
 		{"name trailing underscore", server("{name: a_, command: [a]}"), 3, `"a_": want up to 64`},
@@ -125,6 +181,22 @@ func TestMCPInvalid(t *testing.T) {
 		{"header reserved", server("{name: a, url: \"http://h/mcp\", headers_env: {mcp-session-id: T}}"), 3, "mcp.servers[0].headers_env.mcp-session-id: Mcp-Session-Id is set by the transport itself"},
 		{"header twice", server("{name: a, url: \"http://h/mcp\", headers_env: {Authorization: T, authorization: U}}"), 3, "mcp.servers[0].headers_env.authorization: repeats Authorization"},
 		{"header env name", server("{name: a, url: \"http://h/mcp\", headers_env: {Authorization: \"Bearer abc\"}}"), 3, `mcp.servers[0].headers_env.Authorization: "Bearer abc": want an environment variable name`},
+		{"read_only not list", server("{name: a, command: [a], read_only: read_file}"), 3, `mcp.servers[0].read_only: want a list, not the string "read_file"`},
+		{"read_only empty name", server("{name: a, command: [a], read_only: [\"\"]}"), 3, "mcp.servers[0].read_only[0]: names no tool"},
+		{"read_only empty name in mapping", server("{name: a, command: [a], read_only: [{schema_sha256: " + strings.Repeat("a", 64) + "}]}"), 3, "mcp.servers[0].read_only[0]: names no tool"},
+		{"read_only twice", server("{name: a, command: [a], read_only: [read_file, list, {name: read_file}]}"), 3, `mcp.servers[0].read_only[2]: "read_file" is already listed at mcp.servers[0].read_only[0]`},
+		{"read_only not a tool name", server("{name: a, command: [a], read_only: [\"read file\"]}"), 3, `mcp.servers[0].read_only[0]: "read file": want a tool's name upstream`},
+		{"read_only number", server("{name: a, command: [a], read_only: [1]}"), 3, "mcp.servers[0].read_only[0]: want a string, not the integer 1"},
+		{"read_only list item", server("{name: a, command: [a], read_only: [[x]]}"), 3, "mcp.servers[0].read_only[0]: want a tool's name or {name, schema_sha256}, not a list"},
+		{"read_only unknown key", server("{name: a, command: [a], read_only: [{name: x, sha256: y}]}"), 3, `unknown key "sha256" in mcp.servers[0].read_only[0] (want name, schema_sha256)`},
+		{"schema_sha256 short", server("{name: a, command: [a], read_only: [{name: x, schema_sha256: abc}]}"), 3, `mcp.servers[0].read_only[0].schema_sha256: "abc": want the 64 lowercase hex digits`},
+		{"schema_sha256 not hex", server("{name: a, command: [a], read_only: [{name: x, schema_sha256: " + strings.Repeat("g", 64) + "}]}"), 3, "mcp.servers[0].read_only[0].schema_sha256:"},
+		{"schema_sha256 upper case", server("{name: a, command: [a], read_only: [{name: x, schema_sha256: " + strings.Repeat("A", 64) + "}]}"), 3, "mcp.servers[0].read_only[0].schema_sha256:"},
+		{"schema_sha256 number", server("{name: a, command: [a], read_only: [{name: x, schema_sha256: 12}]}"), 3, "mcp.servers[0].read_only[0].schema_sha256: want a string, not the integer 12"},
+		{"idempotent twice", server("{name: a, url: \"http://h/mcp\", idempotent: [put, put]}"), 3, `mcp.servers[0].idempotent[1]: "put" is already listed at mcp.servers[0].idempotent[0]`},
+		{"idempotent empty", server("{name: a, command: [a], idempotent: [\"\"]}"), 3, "mcp.servers[0].idempotent[0]: names no tool"},
+		{"idempotent not list", server("{name: a, command: [a], idempotent: {put: true}}"), 3, "mcp.servers[0].idempotent: want a list, not a mapping"},
+		{"trust_annotations string", server("{name: a, command: [a], trust_annotations: \"yes\"}"), 3, `mcp.servers[0].trust_annotations: want true or false, not the string "yes"`},
 		{"header env type", server("{name: a, url: \"http://h/mcp\", headers_env: {Authorization: [T]}}"), 3, "mcp.servers[0].headers_env.Authorization: want a string, not a list"},
 	}
 	for _, tt := range tests {

@@ -17,13 +17,25 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// session is one MCP session's state: its thread, and the calls whose
-// proposals a repeated identical call continues.
+// session is one MCP session's state: its thread, the calls whose
+// proposals a repeated identical call continues, and the questions the
+// gateway asked through results.
 type session struct {
 	thread string
 
 	mu    sync.Mutex
 	calls map[string]*repeat // by action and canonical input
+	asks  map[string]ask     // by request state
+}
+
+// ask is an approval form the gateway sent in a tool's result (an input
+// request). Its request state names it; an answer decides only when it
+// carries that state, on a repeat that finds the same proposal, from the
+// caller and credential the form was sent to.
+type ask struct {
+	proposalID string
+	asked      caller
+	until      time.Time // the proposal's expiry: no answer decides later
 }
 
 // repeat is one call (tool and input) of a session whose proposal is not
@@ -52,7 +64,7 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	if id == "" {
 		id = randomID()
 	}
-	s := &session{thread: "mcp_" + id, calls: map[string]*repeat{}}
+	s := &session{thread: "mcp_" + id, calls: map[string]*repeat{}, asks: map[string]ask{}}
 	g.sessions[ss] = s
 	go func() {
 		_ = ss.Wait()
@@ -107,6 +119,43 @@ func (s *session) stopEliciting(r *repeat) {
 	r.asking = time.Time{}
 }
 
+// newAsk records a form sent to who about p and returns its request state:
+// 128 random bits, which nothing but this session's record makes mean
+// anything. Forms past their proposal's expiry are forgotten.
+func (s *session) newAsk(p *store.Proposal, who caller) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for state, a := range s.asks {
+		if !now.Before(a.until) {
+			delete(s.asks, state)
+		}
+	}
+	state := randomID()
+	s.asks[state] = ask{proposalID: p.ID, asked: who, until: p.ExpiresAt}
+	return state
+}
+
+// takeAsk reports whether state names a form this session sent to who about
+// p, still open; such a form is answered once. Anything else (no state, a
+// made-up one, one sent about another proposal or to another credential) is
+// no answer, and leaves the form to the one it was sent to.
+func (s *session) takeAsk(state string, p *store.Proposal, who caller) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.asks[state]
+	if !ok || a.proposalID != p.ID || !sameCaller(a.asked, who) || !time.Now().Before(a.until) {
+		return false
+	}
+	delete(s.asks, state)
+	return true
+}
+
+// sameCaller reports whether two callers are one credential of one identity.
+func sameCaller(a, b caller) bool {
+	return a.credential == b.credential && a.id.Tenant == b.id.Tenant && a.id.Actor == b.id.Actor
+}
+
 // probe bounds the first engine call of a client that can be asked: long
 // enough to read the proposal once, so the call answers pending at once
 // instead of holding before the gateway asks.
@@ -129,11 +178,14 @@ const approvalInput = "countersign.approval"
 //
 // A client on a protocol with multi round-trip requests is asked through
 // the result: the call answers with the approval form as an input request
-// and the proposal's id as its request state, and the client calls again
-// with the answer. That state is only compared with the proposal the
-// repeated call finds, never trusted: the answer decides that proposal or
-// nothing. Older clients are asked with an elicitation request while the
-// call runs.
+// and a request state that names the form (see newAsk), and the client
+// calls again with the answer. Only the answer to a form the gateway sent,
+// in this session, about the proposal the repeat finds, to this caller's
+// credential, decides; any other input response (unsolicited, made up, for
+// another proposal or from another credential) is ignored, and the call
+// goes on as if it carried none. Older clients are asked with an
+// elicitation request while the call runs, whose answer is the response to
+// that request.
 //
 // The engine calls run under the gateway's life, not the request's
 // context: once a call is approved it executes, and a client that gives up
@@ -143,10 +195,11 @@ const approvalInput = "countersign.approval"
 func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	g.callStarted()
 	defer g.callEnded()
-	id, err := f.identify(req)
+	who, err := f.identify(req)
 	if err != nil {
 		return nil, err
 	}
+	id := who.id
 	input := json.RawMessage(req.Params.Arguments)
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(`{}`)
@@ -166,22 +219,26 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 	c := &countersign.Call{Identity: id, ThreadID: s.thread, ToolCallID: r.toolCallID, Action: name,
 		Input: input, Mode: countersign.ModeWait, WaitTimeout: g.hold}
 	answer := approvalAnswer(req.Params)
-	if answer != nil || canElicit(req) {
+	elicits := canElicit(req)
+	if answer != nil || elicits {
 		c.WaitTimeout = probe
 	}
 	res, err := g.engine.Call(life, c)
 	if err == nil && res.Status == countersign.ResultPending && c.WaitTimeout == probe {
 		p := res.Proposal
-		switch {
-		case p == nil:
-		case answer != nil:
-			if p.ID == req.Params.RequestState {
+		if p != nil && answer != nil {
+			if s.takeAsk(req.Params.RequestState, p, who) {
 				g.decide(life, id, p, answer)
+				s.stopEliciting(r)
+				p = nil // answered: hold for the outcome
+			} else {
+				g.log.Warn("mcp gateway: an input response the gateway did not ask for is ignored",
+					"proposal", p.ID, "tenant", id.Tenant, "actor", id.Actor)
 			}
-			s.stopEliciting(r)
-		case g.engine.Permissions(life, id, p, countersign.ViaMCP).Approve && s.startEliciting(r, g.hold):
+		}
+		if p != nil && elicits && g.engine.Permissions(life, id, p, countersign.ViaMCP).Approve && s.startEliciting(r, g.hold) {
 			if req.ProtocolVersion() >= multiRoundTripVersion {
-				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: approvalForm(p)}, RequestState: p.ID}, nil
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: approvalForm(p)}, RequestState: s.newAsk(p, who)}, nil
 			}
 			g.elicit(ctx, life, req.Session, id, p)
 			s.stopEliciting(r)
@@ -362,7 +419,11 @@ func (g *Gateway) render(name string, res *countersign.Result, err error) (*mcp.
 	case countersign.ResultCancelled:
 		return proposalResult(pid, "cancelled", "This call was withdrawn; it was not run."), nil
 	case countersign.ResultFailed:
-		return proposalResult(pid, "failed", "The call failed: "+cmpOr(res.Error, "no reason given")), nil
+		out := proposalResult(pid, "failed", "The call failed: "+cmpOr(res.Error, "no reason given"))
+		if msg, ok := versionChanged(res); ok {
+			out.StructuredContent.(map[string]any)["error"] = map[string]any{"code": countersign.CodeActionVersionChanged, "message": msg}
+		}
+		return out, nil
 	case countersign.ResultUnknown, countersign.ResultReconciling:
 		return proposalResult(pid, string(res.Status),
 			"The outcome is unknown: the call may or may not have been applied. Do not retry automatically."), nil
@@ -396,6 +457,17 @@ func (g *Gateway) renderError(name string, err error) (*mcp.CallToolResult, erro
 	// client.
 	g.log.Error("mcp gateway: call failed", "tool", name, "err", err)
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "countersign could not complete the call; call again with the same arguments"}
+}
+
+// versionChanged reports whether a failed call failed because its tool's
+// version changed before it ran, and why. Only a failure without an
+// execution counts: an upstream's own isError text, which may read
+// anything, is a failure with one.
+func versionChanged(res *countersign.Result) (string, bool) {
+	if res.Executed == nil || *res.Executed {
+		return "", false
+	}
+	return strings.CutPrefix(res.Error, countersign.CodeActionVersionChanged+": ")
 }
 
 // proposalResult is an isError result about a proposal.

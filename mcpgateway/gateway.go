@@ -43,6 +43,14 @@ const (
 const MetaOperationID = "countersign.dev/operation_id"
 
 // Upstream is one upstream MCP server.
+//
+// What the server says of its tools is its claim: a tool is a read only
+// when ReadOnly lists it (and its input schema hashes to the pin, when one
+// is given), or when TrustAnnotations is set and the tool is annotated
+// readOnlyHint. Every other tool, including one the server adds or renames
+// later, is a write, which the policy gates. Likewise a broken connection
+// during a call is retried only for a tool Idempotent lists, or one
+// annotated idempotentHint when TrustAnnotations is set.
 type Upstream struct {
 	// Name prefixes the server's tools: they are exported as
 	// <Name>__<tool>. Letters and digits, with single - or _ between them.
@@ -50,6 +58,26 @@ type Upstream struct {
 	// Transport returns a new transport to the server, each time the
 	// gateway connects (again): for a command, a new process.
 	Transport func() (mcp.Transport, error)
+	// ReadOnly are the server's tools that are reads, by their exact
+	// upstream names (read_file, not fs__read_file), each named once.
+	ReadOnly []ReadOnlyTool
+	// Idempotent are the server's tools that the engine calls again, with
+	// the same operation id, after a connection that broke during a call.
+	Idempotent []string
+	// TrustAnnotations honours the server's readOnlyHint and
+	// idempotentHint annotations as if ReadOnly and Idempotent listed the
+	// tools that carry them.
+	TrustAnnotations bool
+}
+
+// ReadOnlyTool is one tool an upstream's operator vouches is a read.
+type ReadOnlyTool struct {
+	// Name is the tool's exact name upstream.
+	Name string
+	// SchemaSHA256, when set, pins the tool's input schema: the tool is a
+	// read only while SchemaSHA256(its inputSchema) is this (64 hex
+	// digits), and a write otherwise.
+	SchemaSHA256 string
 }
 
 // Options configures a Gateway. Zero fields take the documented defaults.
@@ -109,6 +137,38 @@ func (o *Options) validate() error {
 			return fmt.Errorf("mcpgateway: Options.Upstreams[%d].Transport is required", i)
 		}
 		seen[u.Name] = true
+		names := make([]string, len(u.ReadOnly))
+		for j, ro := range u.ReadOnly {
+			names[j] = ro.Name
+			if ro.SchemaSHA256 != "" && !sha256Hex.MatchString(ro.SchemaSHA256) {
+				return fmt.Errorf("mcpgateway: Options.Upstreams[%d].ReadOnly[%d].SchemaSHA256 %q: want 64 hex digits", i, j, ro.SchemaSHA256)
+			}
+		}
+		if err := checkToolNames(fmt.Sprintf("Options.Upstreams[%d].ReadOnly", i), names); err != nil {
+			return err
+		}
+		if err := checkToolNames(fmt.Sprintf("Options.Upstreams[%d].Idempotent", i), u.Idempotent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sha256Hex is what a schema pin may be: a SHA-256 in hex, either case.
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// checkToolNames checks a list of upstream tool names: each a tool name,
+// each once.
+func checkToolNames(field string, names []string) error {
+	first := map[string]int{}
+	for j, name := range names {
+		if !ValidToolName(name) {
+			return fmt.Errorf("mcpgateway: %s[%d] %q: want a tool's name upstream, 1 to 128 of letters, digits, _, - and dots", field, j, name)
+		}
+		if k, dup := first[name]; dup {
+			return fmt.Errorf("mcpgateway: %s[%d] %q: already listed at [%d]", field, j, name, k)
+		}
+		first[name] = j
 	}
 	return nil
 }

@@ -47,8 +47,9 @@ func TestListing(t *testing.T) {
 	if note.Description != "Read a note" || note.Annotations == nil || !note.Annotations.ReadOnlyHint || note.Annotations.Title != "Read note" {
 		t.Errorf("up__read_note: description %q, annotations %+v: want the upstream's", note.Description, note.Annotations)
 	}
-	// The actions: kind from readOnlyHint, idempotent from idempotentHint,
-	// version the tool's name and its schema's hash.
+	// The actions: kind and idempotence from what the operator of up
+	// vouches for (upTrust), version the tool's name and the hash of its
+	// schema and annotations.
 	for name, kind := range map[string]countersign.Kind{"up__read_note": countersign.KindRead, "up__send_email": countersign.KindWrite, "up__put_record": countersign.KindWrite} {
 		a, ok := h.engine.Action(name)
 		if !ok {
@@ -62,11 +63,7 @@ func TestListing(t *testing.T) {
 		}
 	}
 	a, _ := h.engine.Action("up__send_email")
-	canon, err := canonjson.Canonicalize([]byte(sendEmailSchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := ToolVersion("send_email", canon); a.Version() != v || !strings.HasPrefix(v, "send_email:") {
+	if v, _ := ToolVersion("send_email", []byte(sendEmailSchema), []byte(`{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false}`)); a.Version() != v || !strings.HasPrefix(v, "send_email:") {
 		t.Errorf("version %q, want %q", a.Version(), v)
 	}
 	if _, ok := h.engine.Action("up__secret"); ok {
@@ -523,9 +520,9 @@ func TestCommandUpstreamRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, harnessOptions{upstreams: []Upstream{
-		CommandUpstream("proc", []string{exe}, map[string]string{upstreamEnv: "1"}),
-	}})
+	proc := CommandUpstream("proc", []string{exe}, map[string]string{upstreamEnv: "1"})
+	proc.ReadOnly = []ReadOnlyTool{{Name: "pid"}}
+	h := newHarness(t, harnessOptions{upstreams: []Upstream{proc}})
 	c := h.connect(alice, accept(true))
 	res := h.call(c, "proc__pid", `{}`)
 	if res.IsError {

@@ -79,9 +79,15 @@ const (
 	anySchema      = `{"type":"object"}`
 )
 
-func newUpstreamServer() *upstreamServer {
-	u := &upstreamServer{breakNext: map[string]bool{}, hold: map[string]chan struct{}{}}
-	u.server = mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+// newUpstreamServer is the upstream of most tests: send_email, a write;
+// read_note, annotated readOnlyHint; put_record, annotated idempotentHint;
+// flaky, secret and fails.
+func newUpstreamServer() *upstreamServer { return newUpstreamServerAnnouncing(true) }
+
+// newUpstreamServerAnnouncing is newUpstreamServer, changing its tools
+// silently unless announce.
+func newUpstreamServerAnnouncing(announce bool) *upstreamServer {
+	u := newBareUpstreamServer(announce)
 	u.addSendEmail(sendEmailSchema)
 	u.server.AddTool(&mcp.Tool{
 		Name: "read_note", Description: "Read a note", InputSchema: json.RawMessage(readNoteSchema),
@@ -112,11 +118,36 @@ func newUpstreamServer() *upstreamServer {
 	return u
 }
 
+// newBareUpstreamServer is an upstream without tools. A server that does
+// not announce changes (announce false) changes its tools silently: the
+// gateway learns of them only by listing them again.
+func newBareUpstreamServer(announce bool) *upstreamServer {
+	u := &upstreamServer{breakNext: map[string]bool{}, hold: map[string]chan struct{}{}}
+	var opts *mcp.ServerOptions
+	if !announce {
+		opts = &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}}
+	}
+	u.server = mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, opts)
+	return u
+}
+
 func (u *upstreamServer) addSendEmail(schema string) {
+	u.addSendEmailWith(schema, &mcp.ToolAnnotations{DestructiveHint: ptr(false)})
+}
+
+func (u *upstreamServer) addSendEmailWith(schema string, ann *mcp.ToolAnnotations) {
 	u.server.AddTool(&mcp.Tool{Name: "send_email", Description: "Send an email", InputSchema: json.RawMessage(schema),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)}},
+		Annotations: ann},
 		u.handler("send_email", func(in map[string]any) *mcp.CallToolResult {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("sent to %v", in["to"])}}}
+		}))
+}
+
+// addTool adds a tool answering "<name> done".
+func (u *upstreamServer) addTool(name, schema string, ann *mcp.ToolAnnotations) {
+	u.server.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(schema), Annotations: ann},
+		u.handler(name, func(map[string]any) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " done"}}}
 		}))
 }
 
@@ -238,8 +269,19 @@ type harnessOptions struct {
 	protocol string
 	// upstreams, when set, replace the in-memory upstream "up".
 	upstreams []Upstream
+	// trust, when set, configures "up" instead of upTrust.
+	trust func(*Upstream)
+	// silent makes "up" change its tools without announcing it.
+	silent bool
 	// rules, when set, come before testPolicy's.
 	rules []countersign.Rule
+}
+
+// upTrust is what the operator of "up" vouches for: read_note is a read,
+// put_record is idempotent. The annotations are not trusted.
+func upTrust(u *Upstream) {
+	u.ReadOnly = []ReadOnlyTool{{Name: "read_note"}}
+	u.Idempotent = []string{"put_record"}
 }
 
 // protocols are the two ways a gateway asks its clients: through the
@@ -263,10 +305,16 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := newUpstreamServer()
+	up := newUpstreamServerAnnouncing(!o.silent)
 	ups := o.upstreams
 	if ups == nil {
-		ups = []Upstream{{Name: "up", Transport: up.transport}}
+		u := Upstream{Name: "up", Transport: up.transport}
+		if o.trust != nil {
+			o.trust(&u)
+		} else {
+			upTrust(&u)
+		}
+		ups = []Upstream{u}
 	}
 	gw, err := New(Options{Engine: engine, Hold: cmpOrDuration(o.hold, time.Minute), Logger: quiet(),
 		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups})
@@ -350,13 +398,27 @@ type client struct {
 // elicitation and answers each request.
 func (h *harness) connect(id countersign.Identity, answer func(*mcp.ElicitParams) *mcp.ElicitResult) *client {
 	h.t.Helper()
+	return h.connectWith(id, answer, nil)
+}
+
+// connectManual connects a client as id that declares elicitation but
+// answers input requests itself: the SDK's multi round-trip middleware is
+// off, so a call's input request comes back as its result, and the test
+// sends what answers it likes.
+func (h *harness) connectManual(id countersign.Identity) *client {
+	h.t.Helper()
+	return h.connectWith(id, accept(false), &mcp.MultiRoundTripOptions{Disabled: true})
+}
+
+func (h *harness) connectWith(id countersign.Identity, answer func(*mcp.ElicitParams) *mcp.ElicitResult, mrtr *mcp.MultiRoundTripOptions) *client {
+	h.t.Helper()
 	c := &client{changed: make(chan struct{}, 1), answers: answer}
 	opts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		select {
 		case c.changed <- struct{}{}:
 		default:
 		}
-	}}
+	}, MultiRoundTrip: mrtr}
 	if answer != nil {
 		opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			c.mu.Lock()

@@ -39,12 +39,14 @@ func TestHTTP(t *testing.T) {
 		upstreamHTTP.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ups.Close)
-	h := newHarness(t, harnessOptions{hold: time.Millisecond, upstreams: []Upstream{
-		HTTPUpstream("up", ups.URL, http.Header{"Authorization": {"Bearer upstream-secret"}}),
-	}})
+	hu := HTTPUpstream("up", ups.URL, http.Header{"Authorization": {"Bearer upstream-secret"}})
+	upTrust(&hu)
+	h := newHarness(t, harnessOptions{hold: time.Millisecond, upstreams: []Upstream{hu}})
 	keys, err := auth.NewAPIKeys([]auth.APIKey{
 		{Key: "key_alice", Tenant: alice.Tenant, Actor: alice.Actor, Roles: alice.Roles},
 		{Key: "key_bob", Tenant: bob.Tenant, Actor: bob.Actor, Roles: bob.Roles},
+		// Another key of alice's: another credential of the same actor.
+		{Key: "key_alice_2", Tenant: alice.Tenant, Actor: alice.Actor, Roles: alice.Roles},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,18 +97,22 @@ func TestHTTP(t *testing.T) {
 	if len(ps) != 1 || ps[0].ThreadID != "mcp_"+cs.ID() || ps[0].Requester != "alice" {
 		t.Fatalf("proposals %+v: want alice's, in thread mcp_%s", ps, cs.ID())
 	}
-	// bob's token cannot use alice's session.
-	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer key_bob")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("bob on alice's session: %d, want 403", resp.StatusCode)
+	// bob's token cannot use alice's session, nor can another key of
+	// alice's: a session is its credential's, so that what it answers
+	// (an elicitation's response) comes from the credential asked.
+	for _, key := range []string{"key_bob", "key_alice_2"} {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s on alice's session: %d, want 403", key, resp.StatusCode)
+		}
 	}
 }

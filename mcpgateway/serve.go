@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,12 +22,21 @@ import (
 type front struct {
 	g        *Gateway
 	server   *mcp.Server
-	identify func(*mcp.CallToolRequest) (countersign.Identity, error)
+	identify func(*mcp.CallToolRequest) (caller, error)
+}
+
+// caller is who makes a request: the identity, and the credential that
+// presented it, which an answer to the gateway's question must come from.
+type caller struct {
+	id countersign.Identity
+	// credential names the credential: over HTTP a digest of the bearer
+	// token (see credentialOf), over Serve the one connection's.
+	credential string
 }
 
 // newFront makes an MCP server with every exported tool, kept up to date
 // by export until drop.
-func (g *Gateway) newFront(identify func(*mcp.CallToolRequest) (countersign.Identity, error)) *front {
+func (g *Gateway) newFront(identify func(*mcp.CallToolRequest) (caller, error)) *front {
 	f := &front{g: g, identify: identify}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "Countersign MCP gateway", Version: "1"}, &mcp.ServerOptions{
 		// Tools only, announced as changing: the upstreams' lists change.
@@ -70,7 +80,9 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport, id countersign.Ide
 	if id.Tenant == "" || id.Actor == "" {
 		return errors.New("mcpgateway: Serve: the identity needs a tenant and an actor")
 	}
-	f := g.newFront(func(*mcp.CallToolRequest) (countersign.Identity, error) { return id, nil })
+	// The one identity of the connection is its one credential.
+	who := caller{id: id, credential: "serve:" + randomID()}
+	f := g.newFront(func(*mcp.CallToolRequest) (caller, error) { return who, nil })
 	defer g.dropFront(f)
 	ss, err := f.server.Connect(ctx, t, nil)
 	if err != nil {
@@ -89,47 +101,67 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport, id countersign.Ide
 	return fmt.Errorf("mcpgateway: serve: %w", err)
 }
 
-// identityKey is where Handler's bearer check leaves the caller's identity
-// in the SDK's token information, which every request of a session carries.
-const identityKey = "countersign.identity"
+// callerKey is where Handler's bearer check leaves the caller in the SDK's
+// token information, which every request of a session carries.
+const callerKey = "countersign.caller"
 
 // Handler serves the gateway over streamable HTTP. Every request needs a
 // bearer token that Options.Auth resolves; the token's identity is the
-// caller, and a session is bound to the identity that opened it (another
-// identity presenting its session id is refused).
+// caller, and a session is bound to the credential that opened it (another
+// credential presenting its session id is refused, even one of the same
+// actor), so that what the session answers comes from that credential.
 func (g *Gateway) Handler() (http.Handler, error) {
 	if g.auth == nil {
 		return nil, errors.New("mcpgateway: Handler needs Options.Auth")
 	}
-	f := g.newFront(func(req *mcp.CallToolRequest) (countersign.Identity, error) {
+	f := g.newFront(func(req *mcp.CallToolRequest) (caller, error) {
 		if req.Extra != nil && req.Extra.TokenInfo != nil {
-			if id, ok := req.Extra.TokenInfo.Extra[identityKey].(countersign.Identity); ok {
-				return id, nil
+			if who, ok := req.Extra.TokenInfo.Extra[callerKey].(caller); ok {
+				return who, nil
 			}
 		}
-		return countersign.Identity{}, errors.New("mcpgateway: the request carries no identity")
+		return caller{}, errors.New("mcpgateway: the request carries no identity")
 	})
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.sessionTimeout, Logger: g.log})
 	// The SDK binds a session to its first request's TokenInfo.UserID; the
-	// token was checked by authenticate, which left the identity in the
+	// token was checked by authenticate, which left the caller in the
 	// request's context for this verifier to hand over.
 	verify := func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
-		id, ok := ctx.Value(identityCtxKey{}).(countersign.Identity)
+		who, ok := ctx.Value(callerCtxKey{}).(caller)
 		if !ok {
 			return nil, sdkauth.ErrInvalidToken
 		}
-		return &sdkauth.TokenInfo{UserID: userID(id), Extra: map[string]any{identityKey: id}}, nil
+		return &sdkauth.TokenInfo{UserID: userID(who), Extra: map[string]any{callerKey: who}}, nil
 	}
 	bound := sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 	return g.authenticate(bound), nil
 }
 
-type identityCtxKey struct{}
+type callerCtxKey struct{}
 
-// userID names an identity for the SDK's session binding. Tenants and
-// actors hold no control characters, so the NUL cannot be forged.
-func userID(id countersign.Identity) string { return id.Tenant + "\x00" + id.Actor }
+// userID names a caller for the SDK's session binding: its identity and
+// its credential. Tenants and actors hold no control characters, so the
+// NULs cannot be forged.
+func userID(who caller) string {
+	return who.id.Tenant + "\x00" + who.id.Actor + "\x00" + who.credential
+}
+
+// credentialOf names the credential a bearer token is: an API key by its
+// SHA-256, which only that key has; a token that expires by itself (a JWT)
+// by everything the identity it carries holds, so that a client that
+// renews its token before it expires keeps its session.
+func credentialOf(token string, cred auth.Credential) string {
+	if cred.Revocable {
+		sum := sha256.Sum256([]byte(token))
+		return "key:" + hex.EncodeToString(sum[:])
+	}
+	// Every field of the identity, whatever fields it gains: an identity
+	// always encodes.
+	raw, _ := json.Marshal(cred.Identity)
+	sum := sha256.Sum256(raw)
+	return "token:" + hex.EncodeToString(sum[:])
+}
 
 // authenticate resolves the bearer token as the server does, answering
 // 401 UNAUTHENTICATED (and 503 UNAVAILABLE when the check could not be
@@ -142,7 +174,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", err.Error())
 			return
 		}
-		id, err := g.auth.Authenticate(r.Context(), token)
+		cred, err := auth.AuthenticateCredential(r.Context(), g.auth, token)
 		switch {
 		case errors.Is(err, auth.ErrUnauthenticated):
 			w.Header().Set("WWW-Authenticate", "Bearer")
@@ -154,7 +186,8 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "authentication is unavailable; retry")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityCtxKey{}, id)))
+		who := caller{id: cred.Identity, credential: credentialOf(token, cred)}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, who)))
 	})
 }
 

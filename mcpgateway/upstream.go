@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,23 +68,66 @@ func CommandUpstream(name string, argv []string, env map[string]string) Upstream
 	}}
 }
 
-// HTTPUpstream is an upstream served over streamable HTTP at url; every
-// request carries header (an Authorization, say).
-func HTTPUpstream(name, url string, header http.Header) Upstream {
+// HTTPUpstream is an upstream served over streamable HTTP at rawURL; every
+// request to rawURL's origin (scheme, host and port) carries header (an
+// Authorization, say). The headers are the operator's secrets for that
+// server alone: a redirect to another origin is not followed (the
+// connection fails), and no request to another origin would carry them.
+func HTTPUpstream(name, rawURL string, header http.Header) Upstream {
 	header = header.Clone()
-	client := &http.Client{Transport: &headerTransport{header: header, next: http.DefaultTransport}}
+	origin := ""
+	if u, err := url.Parse(rawURL); err == nil {
+		origin = originOf(u)
+	}
+	client := &http.Client{
+		Transport: &headerTransport{header: header, origin: origin, next: http.DefaultTransport},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if originOf(req.URL) != origin {
+				return fmt.Errorf("upstream %s redirects to another origin (%s): not followed", name, req.URL.Host)
+			}
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("upstream %s: stopped after %d redirects", name, maxRedirects)
+			}
+			return nil
+		},
+	}
 	return Upstream{Name: name, Transport: func() (mcp.Transport, error) {
-		return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil
+		return &mcp.StreamableClientTransport{Endpoint: rawURL, HTTPClient: client}, nil
 	}}
 }
 
-// headerTransport adds the configured headers to every request.
+// maxRedirects is how many redirects within its origin an HTTP upstream
+// may make, as net/http's default.
+const maxRedirects = 10
+
+// originOf is u's scheme, host and port, the port made explicit, in lower
+// case: what a header configured for one server may be sent to.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// headerTransport adds the configured headers to every request to origin,
+// and to no other.
 type headerTransport struct {
 	header http.Header
+	origin string
 	next   http.RoundTripper
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.origin == "" || originOf(r.URL) != t.origin {
+		return t.next.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, vs := range t.header {
 		r.Header[k] = append([]string(nil), vs...)
@@ -95,6 +141,15 @@ type upstream struct {
 	name      string
 	transport func() (mcp.Transport, error)
 	client    *mcp.Client
+	// readOnly maps the tools the configuration calls reads to their
+	// schema pins (lowercase hex; empty: none); idempotent lists the tools
+	// retried after a broken connection; trust honours the annotations.
+	readOnly   map[string]string
+	idempotent map[string]bool
+	trust      bool
+	// exporting serializes export, so that two listings are applied one
+	// after the other rather than interleaved.
+	exporting sync.Mutex
 	// refresh asks run to list the tools again (a list_changed
 	// notification); it holds at most one request.
 	refresh chan struct{}
@@ -113,8 +168,15 @@ type upstream struct {
 func newUpstream(g *Gateway, spec Upstream) *upstream {
 	u := &upstream{
 		g: g, name: spec.Name, transport: spec.Transport,
+		readOnly: map[string]string{}, idempotent: map[string]bool{}, trust: spec.TrustAnnotations,
 		refresh: make(chan struct{}, 1), tried: make(chan struct{}),
 		live: make(chan struct{}), err: errors.New("not connected yet"),
+	}
+	for _, ro := range spec.ReadOnly {
+		u.readOnly[ro.Name] = strings.ToLower(ro.SchemaSHA256)
+	}
+	for _, name := range spec.Idempotent {
+		u.idempotent[name] = true
 	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-mcp-gateway", Version: "1"}, &mcp.ClientOptions{
 		// No roots, sampling or elicitation: the gateway asks nothing of
@@ -230,21 +292,30 @@ func (u *upstream) session(ctx context.Context) error {
 	}
 }
 
-// list reads the upstream's tools, every page, and exports them.
+// list reads the upstream's tools and exports them.
 func (u *upstream) list(ctx context.Context, cs *mcp.ClientSession) error {
+	tools, err := u.tools(ctx, cs)
+	if err != nil {
+		return err
+	}
+	u.g.export(u, tools)
+	return nil
+}
+
+// tools reads the upstream's tools, every page.
+func (u *upstream) tools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools != nil {
 		lctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
 		for t, err := range cs.Tools(lctx, nil) {
 			if err != nil {
-				return err
+				return nil, err
 			}
 			tools = append(tools, t)
 		}
 	}
-	u.g.export(u, tools)
-	return nil
+	return tools, nil
 }
 
 // connected returns the live session, waiting up to the gateway's
@@ -267,16 +338,11 @@ func (u *upstream) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 }
 
-// call calls the upstream tool once. A refusal that the upstream answered
-// (a JSON-RPC error: it did not run the tool) and an upstream that is not
-// connected are definite: nothing was applied. Any other error happened
-// after the request may have reached the upstream: the outcome is
-// uncertain.
-func (u *upstream) call(ctx context.Context, tool string, input json.RawMessage, operationID string) (*mcp.CallToolResult, error) {
-	cs, err := u.connected(ctx)
-	if err != nil {
-		return nil, countersign.NotApplied(err)
-	}
+// call calls the upstream tool once on cs. A refusal that the upstream
+// answered (a JSON-RPC error: it did not run the tool) is definite: nothing
+// was applied. Any other error happened after the request may have reached
+// the upstream: the outcome is uncertain.
+func (u *upstream) call(ctx context.Context, cs *mcp.ClientSession, tool string, input json.RawMessage, operationID string) (*mcp.CallToolResult, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
 		Meta: mcp.Meta{MetaOperationID: operationID}, Name: tool, Arguments: input,
 	})

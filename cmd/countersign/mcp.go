@@ -27,15 +27,11 @@ func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error
 	}
 	var ups []mcpgateway.Upstream
 	for _, s := range m.Servers {
-		if s.URL == "" {
-			ups = append(ups, mcpgateway.CommandUpstream(s.Name, s.Command, s.Env))
-			continue
-		}
-		h, err := s.Headers(os.Getenv)
+		u, err := s.Upstream(os.Getenv)
 		if err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
 		}
-		ups = append(ups, mcpgateway.HTTPUpstream(s.Name, s.URL, h))
+		ups = append(ups, u)
 	}
 	gw, err := mcpgateway.New(mcpgateway.Options{Engine: rt.engine, Upstreams: ups, Hold: m.Hold, Auth: authn, Logger: rt.log})
 	if err != nil {

@@ -40,9 +40,9 @@ func stdioUpstream() int {
 	return 0
 }
 
-// mcpConfig writes a configuration with alice's key and two upstreams:
-// good (this test binary, a stdio MCP server) and broken (a command that
-// does not exist), and returns its path.
+// mcpConfig writes a configuration with alice's key and the upstream good
+// (this test binary, a stdio MCP server, whose pid the file vouches is a
+// read), then extra (more servers), and returns its path.
 func mcpConfig(t *testing.T, extra string) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -61,6 +61,7 @@ mcp:
     - name: good
       command: [%q]
       env: {%s: "1"}
+      read_only: [pid]
 %s`, filepath.Join(dir, "c.db"), exe, stdioUpstreamEnv, extra)
 	path := filepath.Join(dir, "countersign.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {

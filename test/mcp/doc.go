@@ -7,8 +7,10 @@
 // rejection (the graph and the file unchanged), a client without
 // elicitation whose call holds, ends pending, is approved over the API and
 // runs once when called again, another tenant who sees and decides nothing,
-// a read that a glob allows running at once, and `countersign mcp` serving
-// the same tools over stdio as a desktop client starts it.
+// a read that a glob allows running at once, tools the servers annotate
+// readOnlyHint held as writes unless the file lists them (with a schema pin
+// that matches, when pinned), and `countersign mcp` serving the same tools
+// over stdio as a desktop client starts it.
 //
 // The Go test builds cmd/countersign and, for each store (SQLite, and a
 // PostgreSQL schema of its own), serves it with the two servers as stdio

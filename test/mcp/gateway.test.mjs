@@ -201,6 +201,35 @@ test("the filesystem: a write approved exists, a write declined changes nothing,
   }
 });
 
+test("a tool is a read only when the file says so: a server's readOnlyHint alone, or a schema its pin does not match, makes a write, held for a human", async () => {
+  const client = await connect("key_alice");
+  try {
+    // memory annotates open_nodes readOnlyHint; the file does not list it.
+    const open = await client.callTool({ name: "memory__open_nodes", arguments: { names: ["e_approved"] } });
+    assert.equal(open.isError, true, JSON.stringify(open));
+    assert.equal(open.structuredContent?.status, "pending", JSON.stringify(open));
+    // The file pins get_file_info to a schema the server does not list.
+    const info = await client.callTool({ name: "fs__get_file_info", arguments: { path: join(fsDir, "keep.txt") } });
+    assert.equal(info.structuredContent?.status, "pending", JSON.stringify(info));
+    // list_directory is listed, read_text_file listed with its schema's
+    // pin: reads, run at once, storing nothing.
+    const listed = await client.callTool({ name: "fs__list_directory", arguments: { path: fsDir } });
+    assert.ok(!listed.isError, JSON.stringify(listed));
+    assert.match(listed.content[0].text, /keep\.txt/);
+    const read = await client.callTool({ name: "fs__read_text_file", arguments: { path: join(fsDir, "keep.txt") } });
+    assert.ok(!read.isError, JSON.stringify(read));
+    const proposals = await threadProposals(client);
+    assert.deepEqual(proposals.map((p) => [p.action, p.status]).sort(),
+      [["fs__get_file_info", "pending"], ["memory__open_nodes", "pending"]], "what was stored");
+    // Withdrawn, so that they never run.
+    for (const p of proposals) {
+      assert.equal((await api("POST", `/v1/proposals/${p.id}/cancel`, { body: {} })).status, 200);
+    }
+  } finally {
+    await client.close();
+  }
+});
+
 // inspector runs the MCP inspector's CLI against the gateway over
 // streamable HTTP and returns its JSON answer.
 async function inspector(...args) {

@@ -1,9 +1,11 @@
 package mcptest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/countersign/countersign/internal/nodetest"
 	"github.com/countersign/countersign/internal/servetest"
+	"github.com/countersign/countersign/mcpgateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestGatewayWithReferenceServers runs the node tests (gateway.test.mjs)
@@ -77,15 +81,22 @@ func checkMemory(t *testing.T, path string) {
 }
 
 // writeConfig writes the server's configuration on store: alice's key and
-// eve's, of another tenant; the memory server
-// (storing in memory) and the filesystem server (serving data) as stdio
-// upstreams run by node from dir's node_modules; reads of both allowed,
-// deletions denied, every other call asking its requester, held for 2 s.
+// eve's, of another tenant; the memory server (storing in memory) and the
+// filesystem server (serving data) as stdio upstreams run by node from
+// dir's node_modules. The file vouches for some of their tools as reads:
+// memory's read_graph and search_nodes (not open_nodes, which the server
+// annotates readOnlyHint all the same), the filesystem's list_directory,
+// and its read_text_file pinned to the schema the server lists now; its
+// get_file_info is pinned to a schema it does not have. Those reads and
+// the ones of the globs below run at once; deletions are denied; every
+// other tool is a write, which the defaults ask of its requester, held for
+// 2 s.
 func writeConfig(t *testing.T, dir, store, memory, data string) string {
 	t.Helper()
 	mod := func(pkg string) string {
 		return filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
 	}
+	pin := schemaPin(t, mod("server-filesystem"), data, "read_text_file")
 	cfg := fmt.Sprintf(`store: %q
 auth:
   api_keys:
@@ -99,8 +110,13 @@ mcp:
     - name: memory
       command: [node, %q]
       env: {MEMORY_FILE_PATH: %q}
+      read_only: [read_graph, search_nodes]
     - name: fs
       command: [node, %q, %q]
+      read_only:
+        - list_directory
+        - {name: read_text_file, schema_sha256: %q}
+        - {name: get_file_info, schema_sha256: %q}
 policy:
   rules:
     - {match: "memory__read_*", effect: allow}
@@ -108,13 +124,46 @@ policy:
     - {match: "fs__read_*", effect: allow}
     - {match: "fs__list_*", effect: allow}
     - {match: "memory__delete_*", effect: deny}
-    - {match: "*", effect: ask, approvers: ["requester"], mode: wait}
-`, store, mod("server-memory"), memory, mod("server-filesystem"), data)
+`, store, mod("server-memory"), memory, mod("server-filesystem"), data, pin, strings.Repeat("0", 64))
 	path := filepath.Join(t.TempDir(), "countersign.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// schemaPin is what an operator pins a tool's schema to: the
+// mcpgateway.SchemaSHA256 of the input schema the filesystem server (the
+// node module at server, serving data) lists for tool, read with the Go
+// SDK's client as the gateway reads it.
+func schemaPin(t *testing.T, server, data, tool string) string {
+	t.Helper()
+	ctx := t.Context()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "pin", Version: "1"}, nil).Connect(ctx,
+		&mcp.CommandTransport{Command: exec.CommandContext(ctx, "node", server, data)}, nil)
+	if err != nil {
+		t.Fatalf("start the filesystem server: %v", err)
+	}
+	defer cs.Close()
+	for tl, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl.Name != tool {
+			continue
+		}
+		schema, err := json.Marshal(tl.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pin, err := mcpgateway.SchemaSHA256(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pin
+	}
+	t.Fatalf("the filesystem server lists no %s", tool)
+	return ""
 }
 
 // waitReady waits until the server's upstreams are connected (/readyz
