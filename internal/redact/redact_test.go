@@ -92,10 +92,10 @@ func TestNetHTTPErrorsAreRedacted(t *testing.T) {
 	t.Parallel()
 	const secret = "tok3n-in-the-url"
 	for _, raw := range []string{
-		"http://127.0.0.1:1/in?token=" + secret,                // refused
-		"http://" + secret + ":pw@127.0.0.1:1/in",              // userinfo (net/http hides only the password)
-		"http://" + secret + "@127.0.0.1:1/in",                 // a user that is a token
-		"http://127.0.0.1:1/in?a=b&token=" + secret + "#x",      // a later value, a fragment
+		"http://127.0.0.1:1/in?token=" + secret,            // refused
+		"http://" + secret + ":pw@127.0.0.1:1/in",          // userinfo (net/http hides only the password)
+		"http://" + secret + "@127.0.0.1:1/in",             // a user that is a token
+		"http://127.0.0.1:1/in?a=b&token=" + secret + "#x", // a later value, a fragment
 	} {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, raw, nil)
 		if err != nil {
