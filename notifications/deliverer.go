@@ -111,7 +111,7 @@ type Options struct {
 	// handshake and response headers. Whatever the client, a redirect is
 	// never followed: the 3xx answer is a failed attempt, so the signature
 	// and the body never reach a host the receiver names (see
-	// docs/decisions/0015-signed-requests-follow-no-redirect.md).
+	// docs/decisions/0017-signing-secrets-and-redirects.md).
 	Client *http.Client
 	// Now is the clock of the signatures' timestamps. Default time.Now.
 	Now func() time.Time

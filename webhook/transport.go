@@ -55,7 +55,7 @@ func newDefaultClient() *http.Client {
 // URLs; a backend's answer can never send it elsewhere. net/http would copy
 // the signature and the Idempotency-Key to any host a redirect names, and
 // resend the body on 307 and 308; signed requests are never redirected at
-// all (docs/decisions/0015-signed-requests-follow-no-redirect.md).
+// all (docs/decisions/0017-signing-secrets-and-redirects.md).
 func noRedirects(c *http.Client) *http.Client {
 	cc := *c
 	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
