@@ -133,11 +133,10 @@ func (s *syncBuffer) String() string {
 // webhook backends, a notification receiver and an unreachable one whose
 // URL carries a token, running its workers, with its log captured.
 type secretsSetup struct {
-	base         string
-	top, pay     *signedBackend // verify with webhook_secret_env's secret, with the payments actions' own
-	receiver     *notifyCapture
-	log          *syncBuffer
-	receiverURLs []string
+	base     string
+	top, pay *signedBackend // verify with webhook_secret_env's secret, with the payments actions' own
+	receiver *notifyCapture
+	log      *syncBuffer
 }
 
 // urlToken is the token in the unreachable receiver's URL.
