@@ -74,7 +74,8 @@ type Config struct {
 	Auth        Auth
 	CORS        CORS
 	// WebhookSecretEnv names the environment variable holding the secret
-	// that signs webhook requests. See WebhookSecret.
+	// that signs webhook requests, of every action that names none of its
+	// own (Action.WebhookSecretEnv). See WebhookSecret.
 	WebhookSecretEnv string
 	Worker           Worker
 	// Postgres tunes a PostgreSQL store; other stores ignore it.
@@ -255,6 +256,11 @@ type Action struct {
 	// same requester, thread, action and key supersedes the pending ones.
 	ReplacementKey string
 	Idempotent     bool
+	// WebhookSecretEnv, if set, names the environment variable whose secret
+	// signs this action's webhook requests instead of the top-level
+	// webhook_secret_env, so that its backend holds a secret no other
+	// backend can sign with. See Config.ActionWebhookSecret.
+	WebhookSecretEnv string
 	// Execute is required: an endpoint, or {by: caller} for an action the
 	// calling agent runs itself (ExecutedByCaller). Prepare and Reconcile
 	// are nil when absent.

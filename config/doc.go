@@ -16,7 +16,7 @@
 //	    hs256_secret_env: JWT_SECRET      # names the variable holding the secret
 //	    claims: {tenant: tid, actor: sub, roles: roles}
 //	cors: {allowed_origins: []}           # origins such as https://inbox.example.com, or *
-//	webhook_secret_env: COUNTERSIGN_WEBHOOK_SECRET
+//	webhook_secret_env: COUNTERSIGN_WEBHOOK_SECRET   # signs the actions that name none of their own
 //	worker: {poll_interval: 1s, lease: 30s, max_concurrency: 4, max_attempts: 5}
 //	policy:
 //	  default_ttl: 10m
@@ -40,6 +40,7 @@
 //	    confirmation: {title: "Refund {amount} to {customer}", verb: Refund}
 //	    replacement_key: "{customer}"
 //	    idempotent: false
+//	    webhook_secret_env: PAYMENTS_WEBHOOK_SECRET   # optional: this backend's own secret
 //	    prepare:   {url: http://127.0.0.1:9100/prepare,   timeout: 5s}  # optional
 //	    execute:   {url: http://127.0.0.1:9100/execute,   timeout: 10s} # required
 //	    reconcile: {url: http://127.0.0.1:9100/reconcile, timeout: 5s}  # optional
@@ -81,6 +82,10 @@
 //	        - match: '.*'
 //	          say: "I can refund payments."
 //	      after_tool: "{summary}"
+//	notifications:
+//	  - url: https://hooks.internal/countersign
+//	    events: [proposal.created, proposal.settled]
+//	    secret_env: NOTIFY_SECRET         # required: this receiver's own secret
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -140,13 +145,29 @@
 // line flag beats both ([Config.SetListen], [Config.SetStore]).
 //
 // Secrets never live in the file: it names the environment variables that
-// hold them. [Config.WebhookSecret] reads the variable webhook_secret_env
-// names, [Config.HS256Secret] the one auth.jwt.hs256_secret_env names; each
+// hold them. [Config.ActionWebhookSecret] reads the variable that signs an
+// action's webhook requests (its own webhook_secret_env, or the top-level
+// one: [Config.WebhookSecret]), [Config.NotificationSecret] a notification
+// target's secret_env, [Config.HS256Secret] auth.jwt.hs256_secret_env; each
 // fails clearly when its variable is empty. [Config.BuildAgents] reads the
 // variables the agents' api_key_env name, through the getenv it is given.
-// They are read when asked for, so that `countersign config validate` can
-// check a file anywhere.
+// [Parse] reads none of them, so a file can be checked anywhere; it does
+// refuse a notification target without secret_env, and two fields naming
+// one variable when their secrets must differ.
 //
+// [Config.CheckSecrets] reads them all, as serve does at start and
+// `countersign config validate` does unless told --no-env: a secret serve
+// needs must be set, each notification target's secret must differ from
+// every other secret the file names (API keys, the JWT secret, models' keys
+// and MCP headers included), and a webhook secret from every secret but the
+// same variable's. A receiver holding a webhook secret could sign execute
+// requests its backends obey; a backend holding the JWT secret could mint
+// tokens.
+//
+// URLs (actions' endpoints, notification targets) are written in RFC 3986's
+// characters, without userinfo; a token in a query is allowed, and every
+// error and log line shows it REDACTED.
+
 // # Use
 //
 // [Config.Policy], [Config.EngineOptions] and [Config.WorkerOptions] give the

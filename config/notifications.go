@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/notifications"
 	"go.yaml.in/yaml/v3"
 )
@@ -45,8 +46,10 @@ type Notification struct {
 	// Events are the event types it is sent, at least one.
 	Events []string
 	// SecretEnv names the environment variable whose raw value signs the
-	// requests (Countersign-Signature). Default: webhook_secret_env. See
-	// Config.NotificationSecret.
+	// requests (Countersign-Signature). Required, and no other field may
+	// name the same variable or hold the same value: a receiver holding
+	// the webhook secret could sign execute requests every backend accepts
+	// (see Config.CheckSecrets). See Config.NotificationSecret.
 	SecretEnv string
 	// Timeout bounds one request. Default DefaultNotificationTimeout.
 	Timeout time.Duration
@@ -97,8 +100,11 @@ func (v *validator) notifications(c *Config) {
 		case u.User != nil:
 			v.fail(p+".url", "must not hold credentials: requests are signed with secret_env's secret")
 		default:
-			if f, dup := first[n.URL]; dup {
-				v.fail(p+".url", "%q is already the url of %s (line %d)", n.URL, f, v.line(f+".url"))
+			if err := redact.CheckURL(n.URL); err != nil {
+				v.fail(p+".url", "%v", err)
+			} else if f, dup := first[n.URL]; dup {
+				// Shown redacted: a query may hold the receiver's token.
+				v.fail(p+".url", "%q is already the url of %s (line %d)", redact.URL(n.URL), f, v.line(f+".url"))
 			} else {
 				first[n.URL] = p
 			}
@@ -114,10 +120,10 @@ func (v *validator) notifications(c *Config) {
 				v.fail(item(p+".events", j), "%q is named twice", e)
 			}
 		}
-		if n.SecretEnv != "" {
-			if err := checkEnvName(n.SecretEnv); err != nil {
-				v.fail(p+".secret_env", "%v", err)
-			}
+		if n.SecretEnv == "" {
+			v.fail(p+".secret_env", "is required: each receiver verifies its notifications with a secret of its own, which no backend holds")
+		} else if err := checkEnvName(n.SecretEnv); err != nil {
+			v.fail(p+".secret_env", "%v", err)
 		}
 		if n.Timeout > MaxNotificationTimeout {
 			v.fail(p+".timeout", "%v: at most %v (a worker's slot is held while a request lasts)", n.Timeout, MaxNotificationTimeout)
@@ -135,13 +141,9 @@ func (v *validator) notifications(c *Config) {
 }
 
 // NotificationSecret returns the raw value of the environment variable
-// that signs the requests of c.Notifications[i]: its secret_env, or
-// webhook_secret_env when it names none. It fails, wrapping ErrSecretUnset,
-// when the variable is empty or unset.
+// that c.Notifications[i].SecretEnv names: the key of that receiver's
+// signatures. It fails, wrapping ErrSecretUnset, when the field or the
+// variable is empty; it never falls back to another secret.
 func (c *Config) NotificationSecret(i int) ([]byte, error) {
-	n := c.Notifications[i]
-	if n.SecretEnv == "" {
-		return secret(fmt.Sprintf("webhook_secret_env (for notifications[%d], which names no secret_env)", i), c.WebhookSecretEnv)
-	}
-	return secret(fmt.Sprintf("notifications[%d].secret_env", i), n.SecretEnv)
+	return secret(fmt.Sprintf("notifications[%d].secret_env", i), c.Notifications[i].SecretEnv)
 }

@@ -672,6 +672,7 @@ func (d *decoder) action(path string, n *yaml.Node) Action {
 		}},
 		{"replacement_key", text(d, &a.ReplacementKey)},
 		{"idempotent", d.boolean(&a.Idempotent)},
+		{"webhook_secret_env", text(d, &a.WebhookSecretEnv)},
 		{"prepare", d.endpoint(&a.Prepare)},
 		{"execute", d.executeEndpoint(&a.Execute)},
 		{"reconcile", d.endpoint(&a.Reconcile)},

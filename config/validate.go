@@ -18,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/condition"
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/internal/schema"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -125,6 +126,7 @@ func (v *validator) config(c *Config) {
 	v.agents(c)
 	v.mcp(&c.MCP)
 	v.notifications(c)
+	v.secretNames(c)
 }
 
 func (v *validator) web(w *Web) {
@@ -523,6 +525,15 @@ func (v *validator) actions(actions []Action) {
 		case execute.By == ExecuteByCaller:
 			execute = nil // nothing to call
 		}
+		switch {
+		case a.WebhookSecretEnv == "":
+		case !a.callsBackend():
+			v.fail(p+".webhook_secret_env", "an action executed by its caller with no prepare or reconcile calls no backend: it signs nothing")
+		default:
+			if err := checkEnvName(a.WebhookSecretEnv); err != nil {
+				v.fail(p+".webhook_secret_env", "%v", err)
+			}
+		}
 		for _, e := range []struct {
 			name string
 			ep   *Endpoint
@@ -612,6 +623,10 @@ func (v *validator) endpoint(path string, e *Endpoint) {
 		v.fail(path+".url", "want an absolute http:// or https:// URL without a #fragment")
 	case u.User != nil:
 		v.fail(path+".url", "must not hold credentials: requests are signed with webhook_secret_env's secret")
+	default:
+		if err := redact.CheckURL(e.URL); err != nil {
+			v.fail(path+".url", "%v", err)
+		}
 	}
 	if e.Timeout <= 0 {
 		v.fail(path+".timeout", "%v: must be positive", e.Timeout)

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
@@ -57,11 +58,16 @@ func (b Backoff) Delay(n int) time.Duration {
 
 // Target is one receiver.
 type Target struct {
-	// URL receives the POSTs: http or https.
+	// URL receives the POSTs: http or https, without userinfo, written in
+	// RFC 3986's characters. A token in its query is kept out of every error
+	// and log line (they show it REDACTED).
 	URL string
 	// Events are the event types it is sent ("proposal.created", …).
 	Events []store.EventType
 	// Secret signs every request (Countersign-Signature); empty sends none.
+	// Give each receiver its own: whoever holds a secret can sign anything
+	// its verifiers accept, so a receiver must never hold one a webhook
+	// backend or another receiver trusts.
 	Secret []byte
 	// Timeout bounds one request. Default DefaultTimeout.
 	Timeout time.Duration
@@ -101,8 +107,11 @@ type Options struct {
 	// MaxConcurrency bounds the requests in flight. Default
 	// DefaultMaxConcurrency.
 	MaxConcurrency int
-	// Client sends the requests. Default: a client that follows no
-	// redirect (an answer can never send a notification elsewhere).
+	// Client sends the requests. Default: a client with bounded dial, TLS
+	// handshake and response headers. Whatever the client, a redirect is
+	// never followed: the 3xx answer is a failed attempt, so the signature
+	// and the body never reach a host the receiver names (see
+	// docs/decisions/0018-signing-secrets-and-redirects.md).
 	Client *http.Client
 	// Now is the clock of the signatures' timestamps. Default time.Now.
 	Now func() time.Time
@@ -128,9 +137,16 @@ func New(opts Options) (*Deliverer, error) {
 	d := &Deliverer{targets: map[string]*Target{}}
 	var longest time.Duration
 	for i, t := range opts.Targets {
+		// Errors show the URL redacted: it may hold a token.
 		u, err := url.Parse(t.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("notifications: Targets[%d].URL %q: want an http or https URL", i, t.URL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return nil, fmt.Errorf("notifications: Targets[%d].URL %q: want an http or https URL", i, redact.URL(t.URL))
+		case u.User != nil:
+			return nil, fmt.Errorf("notifications: Targets[%d].URL %q: must not carry userinfo: requests are signed with Secret", i, redact.URL(t.URL))
+		}
+		if err := redact.CheckURL(t.URL); err != nil {
+			return nil, fmt.Errorf("notifications: Targets[%d].URL: %w", i, err)
 		}
 		if len(t.Events) == 0 {
 			return nil, fmt.Errorf("notifications: Targets[%d].Events is empty", i)
@@ -149,7 +165,7 @@ func New(opts Options) (*Deliverer, error) {
 		}
 		name := TargetName(t.URL)
 		if _, dup := d.targets[name]; dup {
-			return nil, fmt.Errorf("notifications: Targets[%d].URL %q is configured twice", i, t.URL)
+			return nil, fmt.Errorf("notifications: Targets[%d].URL %q is configured twice", i, redact.URL(t.URL))
 		}
 		d.targets[name] = &t
 		d.names = append(d.names, name)
@@ -175,9 +191,14 @@ func New(opts Options) (*Deliverer, error) {
 				TLSHandshakeTimeout:    5 * time.Second,
 				MaxResponseHeaderBytes: 64 << 10,
 			},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
+	// A copy, so that the caller's client keeps its own policy for its other
+	// uses. net/http copies custom headers such as Countersign-Signature to
+	// any host a redirect names, and resends the body on 307 and 308.
+	client := *opts.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	opts.Client = &client
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -303,6 +324,9 @@ func (d *Deliverer) deliver(ctx context.Context, e *store.OutboxEntry) {
 		}
 	}
 	if attemptErr != nil {
+		// Whatever failed, its text is stored, shown to operators and
+		// logged: no URL in it keeps a token.
+		attemptErr = redact.Error(attemptErr)
 		rec.Error = truncate(attemptErr.Error(), 500)
 		d.o.Logger.Warn("notifications: attempt failed", "notification", e.ID, "attempt", e.Attempts, "result", rec.Result, "err", attemptErr)
 	}
@@ -351,11 +375,19 @@ func (d *Deliverer) post(ctx context.Context, t *Target, id string, payload []by
 	}
 	resp, err := d.o.Client.Do(req)
 	if err != nil {
-		return err
+		// net/http's *url.Error repeats the whole URL, token and all: the
+		// target is known by its name, so keep only what went wrong.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return fmt.Errorf("no answer from the receiver: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
+		return fmt.Errorf("receiver answered %s: redirects are not followed; configure the URL it names", resp.Status)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return nil

@@ -12,6 +12,12 @@
 // Backoff.Initial up to Backoff.Max, until MaxAttempts attempts were made,
 // then the notification is failed and waits for an operator's retry.
 //
+// A redirect is never followed, whatever Options.Client: a 3xx answer is a
+// failed attempt, so the signed request never reaches a host the receiver's
+// answer names. The text of a failed attempt, stored as the notification's
+// last error and logged, never holds a URL's userinfo, query values or
+// fragment: a receiver's URL may carry a token there.
+//
 // Delivery is at least once. A worker that dies mid-delivery leaves its
 // lease to run out; another worker claims the notification again as a new
 // attempt, with the same id, so receivers deduplicate by Idempotency-Key.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
 )
 
@@ -28,10 +29,12 @@ type Notification struct {
 }
 
 func wireNotification(n *store.OutboxEntry) *Notification {
+	// The deliverer stores errors redacted; a row an older version wrote
+	// may still hold a receiver's URL with its token.
 	return &Notification{
 		ID: n.ID, Type: string(n.EventType), ProposalID: n.ProposalID, Target: n.Target,
 		Status: string(n.Status), Attempts: n.Attempts, NextAttemptAt: n.NextAttemptAt.UTC(),
-		LastError: n.LastError, At: n.At.UTC(), UpdatedAt: n.UpdatedAt.UTC(),
+		LastError: redact.URLs(n.LastError), At: n.At.UTC(), UpdatedAt: n.UpdatedAt.UTC(),
 	}
 }
 

@@ -106,3 +106,52 @@ func TestNotificationsFailedListedAndRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestNotificationErrorsHideURLSecrets: a last_error that holds a receiver's
+// URL with a token, as versions before the deliverer redacted its errors
+// stored them, is answered with the URL's userinfo and query values
+// redacted; what went wrong still reads.
+func TestNotificationErrorsHideURLSecrets(t *testing.T) {
+	for _, kind := range allStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			h := newHarness(t, kind, harnessOptions{})
+			const target = "http://127.0.0.1:1/in?token=qs-t0ken-1234"
+			st := h.engine.Store()
+			d, err := notifications.New(notifications.Options{
+				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
+				Targets: []notifications.Target{{URL: target, Events: []store.EventType{store.EventCreated}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			h.pending("call_n", "c_1")
+			claimed, err := st.ClaimNotifications(t.Context(), &store.ClaimNotificationsParams{
+				Owner: "old-version", LeaseDuration: time.Minute, Limit: 1, Targets: []string{notifications.TargetName(target)},
+			})
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("claim: %v, %v", claimed, err)
+			}
+			c := claimed[0]
+			if _, err := st.RecordDelivery(t.Context(), &store.RecordDeliveryParams{
+				Tenant: c.Tenant, ID: c.ID, LeaseToken: c.LeaseToken, Result: store.DeliveryFailed,
+				Error: `Post "http://alice:pw-1234@127.0.0.1:1/in?token=qs-t0ken-1234": dial tcp 127.0.0.1:1: connect: connection refused`,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got := h.must(200, req{method: "GET", path: "/v1/notifications?status=failed", token: "carol"})
+			if strings.Contains(string(got.body), "qs-t0ken-1234") || strings.Contains(string(got.body), "pw-1234") {
+				t.Errorf("the answer holds the URL's secrets: %s", got.body)
+			}
+			ns := got.json(t)["notifications"].([]any)
+			if len(ns) != 1 {
+				t.Fatalf("failed notifications: %v", ns)
+			}
+			if e := ns[0].(map[string]any)["last_error"].(string); e != `Post "http://REDACTED@127.0.0.1:1/in?token=REDACTED": dial tcp 127.0.0.1:1: connect: connection refused` {
+				t.Errorf("last_error %q", e)
+			}
+		})
+	}
+}

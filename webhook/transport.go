@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/redact"
 )
 
 // MaxResponseBytes bounds a backend's response body. A longer body is an
@@ -50,7 +52,10 @@ func newDefaultClient() *http.Client {
 
 // noRedirects returns a copy of c that never follows a redirect: the 3xx
 // response itself is the answer. An action only ever calls its configured
-// URLs; a backend's answer can never send it elsewhere.
+// URLs; a backend's answer can never send it elsewhere. net/http would copy
+// the signature and the Idempotency-Key to any host a redirect names, and
+// resend the body on 307 and 308; signed requests are never redirected at
+// all (docs/decisions/0018-signing-secrets-and-redirects.md).
 func noRedirects(c *http.Client) *http.Client {
 	cc := *c
 	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -219,7 +224,8 @@ func (r *response) decode(v any) error {
 
 // describe makes a transport error readable, and drops the URL net/http puts
 // in it: a configured URL may carry a token in its query, and these messages
-// end up in outcomes an agent reads.
+// end up in outcomes an agent reads. Any other URL in the text (a proxy's,
+// one a wrapped error repeats) is redacted.
 func describe(ctx context.Context, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -227,9 +233,9 @@ func describe(ctx context.Context, err error) error {
 	}
 	var te *timeoutError
 	if errors.As(context.Cause(ctx), &te) && !errors.As(err, &te) {
-		return fmt.Errorf("%w: %w", te, err)
+		err = fmt.Errorf("%w: %w", te, err)
 	}
-	return err
+	return redact.Error(err)
 }
 
 // timeoutError is the cause of an endpoint's time-out.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/redact"
 )
 
 // DefaultTimeout bounds a request to an endpoint whose Timeout is zero.
@@ -20,8 +21,10 @@ const DefaultTimeout = 10 * time.Second
 
 // Endpoint is one of an action's URLs in the backend.
 type Endpoint struct {
-	// URL is an absolute http or https URL without userinfo or fragment. It
-	// is the only address this endpoint's hook ever calls.
+	// URL is an absolute http or https URL without userinfo or fragment,
+	// written in RFC 3986's characters. It is the only address this
+	// endpoint's hook ever calls: a redirect is never followed. A token in
+	// its query never appears in an error (errors show it REDACTED).
 	URL string
 	// Timeout bounds one request, from dialing to the end of the response
 	// body. Default DefaultTimeout.
@@ -61,6 +64,10 @@ type Spec struct {
 // Options configures how an action calls its backend.
 type Options struct {
 	// Secret is the HMAC key that signs every request (see Sign). Required.
+	// Every backend that verifies with it can sign a request any other
+	// verifier of it accepts: give an action whose backend others should
+	// not trust a secret of its own, and never give a notification
+	// receiver one a backend holds.
 	Secret []byte
 	// Client sends the requests. Default: a client shared by every action,
 	// with bounded dial, TLS handshake and response headers, that opens a new
@@ -169,24 +176,29 @@ type endpoint struct {
 }
 
 func parseEndpoint(field string, e *Endpoint) (*endpoint, error) {
+	// The URL may carry a token in its query: errors show it redacted.
+	shown := redact.URL(e.URL)
 	u, err := url.Parse(e.URL)
 	switch {
 	case e.URL == "":
 		return nil, fmt.Errorf("Spec.%s.URL is required", field)
 	case err != nil:
-		return nil, fmt.Errorf("Spec.%s.URL: %w", field, err)
+		return nil, fmt.Errorf("Spec.%s.URL: %w", field, redact.Error(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("Spec.%s.URL %q: want an http or https URL", field, e.URL)
+		return nil, fmt.Errorf("Spec.%s.URL %q: want an http or https URL", field, shown)
 	case u.Opaque != "" || u.Hostname() == "":
-		return nil, fmt.Errorf("Spec.%s.URL %q: want an absolute URL with a host", field, e.URL)
+		return nil, fmt.Errorf("Spec.%s.URL %q: want an absolute URL with a host", field, shown)
 	case u.User != nil:
 		// Credentials belong in the signature, not in a URL that logs and
 		// error messages repeat.
 		return nil, fmt.Errorf("Spec.%s.URL: must not carry userinfo", field)
 	case u.Fragment != "" || strings.Contains(e.URL, "#"):
-		return nil, fmt.Errorf("Spec.%s.URL %q: must not have a fragment", field, e.URL)
+		return nil, fmt.Errorf("Spec.%s.URL %q: must not have a fragment", field, shown)
 	case e.Timeout < 0:
 		return nil, fmt.Errorf("Spec.%s.Timeout %v: must be positive", field, e.Timeout)
+	}
+	if err := redact.CheckURL(e.URL); err != nil {
+		return nil, fmt.Errorf("Spec.%s.URL: %w", field, err)
 	}
 	return &endpoint{name: strings.ToLower(field), url: u.String(), timeout: cmp.Or(e.Timeout, DefaultTimeout)}, nil
 }

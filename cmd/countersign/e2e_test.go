@@ -273,8 +273,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("validate good: exit %d, %q", code, out)
 	}
 	// The agents and text decisions of Part 2, good and bad.
-	if out, code := cli(t, "config", "validate", "../../config/testdata/agents.yaml"); code != 0 || !strings.Contains(out, "valid") {
+	// Its actions call a backend: validate reads the webhook secret they
+	// sign with, unless told to check the file alone.
+	if out, code := cliEnv(t, []string{"COUNTERSIGN_WEBHOOK_SECRET=whsec-validate"}, "config", "validate", "../../config/testdata/agents.yaml"); code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("validate agents.yaml: exit %d, %q", code, out)
+	}
+	if out, code := cliEnv(t, []string{"COUNTERSIGN_WEBHOOK_SECRET="}, "config", "validate", "--no-env", "../../config/testdata/agents.yaml"); code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("validate --no-env agents.yaml: exit %d, %q", code, out)
 	}
 	agents := filepath.Join(dir, "agents.yaml")
 	if err := os.WriteFile(agents, []byte("default_agent: nobody\ntext_decisions: {language: fr}\nagents:\n  - name: a\n    model: {provider: scripted, rules: [{match: '(', say: hi}]}\n"), 0o600); err != nil {
@@ -293,7 +298,7 @@ func TestConfigValidate(t *testing.T) {
 // fingerprint, never the key (API.md Part 3); kinds given explicitly, or a
 // bad kind, are not warnings.
 func TestConfigValidateWarnsOfKinds(t *testing.T) {
-	out, code := cli(t, "config", "validate", "../../config/testdata/example.yaml")
+	out, code := cli(t, "config", "validate", "--no-env", "../../config/testdata/example.yaml")
 	if code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("validate example.yaml: exit %d, %q", code, out)
 	}

@@ -116,7 +116,7 @@ auth:
     - {key: key_alice, tenant: acme, actor: alice, roles: [agent]}
     - {key: key_bob, tenant: acme, actor: bob, roles: [finance]}
     - {key: key_olga, tenant: acme, actor: olga, roles: [operator]}
-webhook_secret_env: E2E_NOTIFY_SECRET
+webhook_secret_env: E2E_WEBHOOK_SECRET
 worker: {poll_interval: 50ms, lease: 5s}
 policy:
   rules:
@@ -129,6 +129,7 @@ actions:
 notifications:
   - url: %s/notify
     events: [proposal.created]
+    secret_env: E2E_NOTIFY_SECRET
     timeout: 1s
     max_attempts: 2
     backoff: {initial: 50ms, max: 50ms}
@@ -138,6 +139,9 @@ notifications:
 		t.Fatal(err)
 	}
 	t.Setenv("E2E_NOTIFY_SECRET", secret)
+	// The refund's backend is not what this test is about; its secret
+	// must differ from the receiver's all the same.
+	t.Setenv("E2E_WEBHOOK_SECRET", "webhook-secret-of-the-notifications-e2e-test")
 
 	first := startServer(t, "--config", path)
 	as := func(s *running, key string, args ...string) []string {

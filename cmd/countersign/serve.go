@@ -142,6 +142,11 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if err != nil {
 		return nil, err
 	}
+	// Before anything starts: a missing secret, or one shared where it
+	// must not be (a receiver holding a backend's), fails the start.
+	if err := cfg.CheckSecrets(os.Getenv); err != nil {
+		return nil, &exitErr{exitUsage, err.Error()}
+	}
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
@@ -223,21 +228,8 @@ func webhookActions(cfg *config.Config, observe func(action, endpoint string, d 
 	if len(cfg.Actions) == 0 {
 		return nil, nil
 	}
-	// The secret signs requests to the backend: actions that call none
-	// (executed by their caller, with no prepare or reconcile) need none.
-	var secret []byte
-	for _, a := range cfg.Actions {
-		if a.ExecutedByCaller() && a.Prepare == nil && a.Reconcile == nil {
-			continue
-		}
-		var err error
-		if secret, err = cfg.WebhookSecret(); err != nil {
-			return nil, &exitErr{exitUsage, err.Error()}
-		}
-		break
-	}
 	var out []*countersign.Action
-	for _, a := range cfg.Actions {
+	for i, a := range cfg.Actions {
 		spec := webhook.Spec{
 			Name: a.Name, Version: a.Version, Kind: a.Kind, Description: a.Description, InputSchema: a.InputSchema,
 			Confirmation:   countersign.Confirmation{Title: a.Confirmation.Title, Verb: a.Confirmation.Verb},
@@ -247,6 +239,16 @@ func webhookActions(cfg *config.Config, observe func(action, endpoint string, d 
 		}
 		if spec.ExecuteByCaller {
 			spec.Execute = nil
+		}
+		// Each action signs with its own webhook_secret_env, or the
+		// top-level one. An action that calls no backend (executed by its
+		// caller, with no prepare or reconcile) needs none.
+		var secret []byte
+		if spec.Execute != nil || spec.Prepare != nil || spec.Reconcile != nil {
+			var err error
+			if secret, err = cfg.ActionWebhookSecret(i); err != nil {
+				return nil, &exitErr{exitUsage, err.Error()}
+			}
 		}
 		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret, Observe: observe})
 		if err != nil {
@@ -537,12 +539,20 @@ func migrateCmd() *cobra.Command {
 
 func configCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
-	cmd.AddCommand(&cobra.Command{
+	var noEnv bool
+	validate := &cobra.Command{
 		Use:   "validate FILE",
-		Short: "Check a configuration file; errors name the file, the line and the reason",
-		Args:  exactArgs(1),
+		Short: "Check a configuration file and the secrets it names; errors name the file, the line and the reason",
+		Long: `Check a configuration file as serve reads it: every field, and the secrets
+the environment variables it names hold (set, and not shared where they must
+differ: each notification target's secret is its own). --no-env checks the
+file alone, where its secrets are not at hand.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(args[0])
+			if err == nil && !noEnv {
+				err = cfg.CheckSecrets(os.Getenv)
+			}
 			if err != nil {
 				return &exitErr{exitUsage, err.Error()}
 			}
@@ -552,7 +562,9 @@ func configCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", args[0])
 			return nil
 		},
-	})
+	}
+	validate.Flags().BoolVar(&noEnv, "no-env", false, "check the file alone: read no environment variable it names")
+	cmd.AddCommand(validate)
 	return cmd
 }
 
