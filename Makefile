@@ -11,7 +11,7 @@ SHELL := /bin/bash
 # TESTLOG holds each go test run's output, which slowest reads.
 TESTLOG := .testlog
 
-.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest
+.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest build install
 
 ## test: every test, with the race detector (what .ci/run calls): first the
 ## services and the Python environment, then lint, the Go suite, the
@@ -168,6 +168,15 @@ fuzz-smoke:
 # how it finds them, and what it makes of the Go 1.26 fuzzer's deadline race).
 fuzz-run:
 	@GO=$(GO) bash test/fuzzcorpus/fuzz.sh $(FUZZRUN)
+
+## build: the countersign binary (server and CLI) into bin/.
+build:
+	$(GO) build -o bin/countersign ./cmd/countersign
+
+## install: the countersign binary into $(go env GOPATH)/bin (on PATH, the
+## README's CLI commands work as printed).
+install:
+	$(GO) install ./cmd/countersign
 
 ## quickstart: the in-process walk through the three modes on SQLite.
 quickstart:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,11 +25,15 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", envOr("COUNTERSIGN_URL", "http://127.0.0.1:8080"), "server URL (env COUNTERSIGN_URL)")
-	cmd.Flags().StringVar(&f.token, "token", os.Getenv("COUNTERSIGN_TOKEN"), "API key or JWT (env COUNTERSIGN_TOKEN)")
+	// The token's default is read when the command runs, not here: a
+	// flag's default is printed by --help, and a secret never is.
+	cmd.Flags().StringVar(&f.token, "token", "", "API key or JWT (default: the environment variable COUNTERSIGN_TOKEN)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON for scripts")
 }
 
-func (f *clientFlags) client() (*client, error) { return newClient(f.server, f.token) }
+func (f *clientFlags) client() (*client, error) {
+	return newClient(f.server, cmp.Or(f.token, os.Getenv("COUNTERSIGN_TOKEN")))
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -466,3 +466,26 @@ func TestChatQuickstart(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpPrintsNoSecret: the token from COUNTERSIGN_TOKEN is read when a
+// command runs, so --help, which prints flags' defaults, and errors never
+// show it.
+func TestHelpPrintsNoSecret(t *testing.T) {
+	const secret = "ck_secret_do_not_print_4242"
+	for _, args := range [][]string{
+		{"proposals", "list", "--help"}, {"approve", "--help"}, {"mcp", "--help"}, {"grants", "list", "--help"},
+		{"audit", "verify", "--help"}, {"chat", "--help"}, {"--help"},
+		// An error: a server that cannot be reached.
+		{"proposals", "list", "--server", "http://127.0.0.1:1"},
+	} {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), "COUNTERSIGN_TOKEN="+secret)
+		out, _ := cmd.CombinedOutput()
+		if strings.Contains(string(out), secret) {
+			t.Errorf("countersign %s prints the token:\n%s", strings.Join(args, " "), out)
+		}
+		if len(out) == 0 {
+			t.Errorf("countersign %s printed nothing", strings.Join(args, " "))
+		}
+	}
+}

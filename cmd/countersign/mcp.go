@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,12 +92,13 @@ standard output is the MCP connection.`,
 			if f.config == "" {
 				return &exitErr{exitUsage, "mcp needs --config: the file's mcp section names the upstream servers"}
 			}
-			return serveMCP(cmd.Context(), &f, token, &mcp.StdioTransport{})
+			return serveMCP(cmd.Context(), &f, cmp.Or(token, os.Getenv("COUNTERSIGN_TOKEN")), &mcp.StdioTransport{})
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", "", "configuration file (YAML) with an mcp section")
 	cmd.Flags().StringVar(&f.store, "store", "", "store: sqlite:<path> or postgres://… (default: the file's)")
-	cmd.Flags().StringVar(&token, "token", os.Getenv("COUNTERSIGN_TOKEN"), "API key or JWT of the caller (env COUNTERSIGN_TOKEN)")
+	// Read from the environment when the command runs: --help never prints a secret.
+	cmd.Flags().StringVar(&token, "token", "", "API key or JWT of the caller (default: the environment variable COUNTERSIGN_TOKEN)")
 	return cmd
 }
 
