@@ -690,3 +690,25 @@ func TestElicitationMessageIsPlainText(t *testing.T) {
 		})
 	}
 }
+
+// An agent credential is never offered an elicitation, however willing its
+// client: the call holds for a person to decide, on either protocol
+// generation (API.md Part 3: "MCP: no elicitation is offered and the call
+// holds").
+func TestAgentIsNotAsked(t *testing.T) {
+	for _, pr := range protocols {
+		t.Run(pr.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{protocol: pr.version, hold: 20 * time.Millisecond})
+			agent := alice
+			agent.Kind = countersign.KindAgent
+			c := h.connect(agent, accept(true))
+			res := h.call(c, "up__send_email", email)
+			if sc := structured(t, res); sc["status"] != "pending" {
+				t.Fatalf("the agent's call: %v, want pending", sc)
+			}
+			if res.InputRequests != nil || len(c.elicitations()) != 0 || len(h.up.callsOf("send_email")) != 0 {
+				t.Fatalf("input requests %v, %d elicitations, %d upstream calls: want none", res.InputRequests, len(c.elicitations()), len(h.up.callsOf("send_email")))
+			}
+		})
+	}
+}
