@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -258,8 +259,32 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
 	}
 	x.p = tr.Proposal
+	x.logSettled(ctx, params)
 	x.e.changed(ctx, tr.Proposal, tr.From)
 	return tr.Proposal, nil
+}
+
+// logSettled tells the operator of an execution that did not succeed: a
+// failure at WARN, an outcome nobody knows (reconciling, unknown) at ERROR,
+// each with the proposal, the action, the attempt and the reason, so that a
+// failing backend is never silent.
+func (x *execution) logSettled(ctx context.Context, params *store.SettleParams) {
+	reason := ""
+	if params.Error != nil {
+		reason = *params.Error
+	}
+	level := slog.LevelWarn
+	msg := "execution failed"
+	switch params.Status {
+	case store.StatusFailed:
+	case store.StatusReconciling, store.StatusUnknown:
+		level, msg = slog.LevelError, "execution outcome uncertain"
+	default:
+		return
+	}
+	x.e.log.LogAttrs(ctx, level, msg, slog.String("proposal", x.p.ID), slog.String("tenant", x.p.Tenant),
+		slog.String("action", x.p.Action), slog.Int("attempt", x.p.Attempt), slog.String("status", string(params.Status)),
+		slog.String("reason", reason))
 }
 
 // settleRetrying writes a settlement, retrying failures that are not
