@@ -248,6 +248,10 @@ func TestCLIDecisionsAndExitCodes(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	// validate builds what serve builds: the agents' providers need their
+	// keys, as serve's start would.
+	t.Setenv("OPENAI_API_KEY", "sk-test-validate")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test-validate")
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("listen: 127.0.0.1:8080\npolicy:\n  rules:\n    - match: \"x.*\"\n      effect: maybe\n"), 0o600); err != nil {
@@ -487,5 +491,39 @@ func TestHelpPrintsNoSecret(t *testing.T) {
 		if len(out) == 0 {
 			t.Errorf("countersign %s printed nothing", strings.Join(args, " "))
 		}
+	}
+}
+
+// TestValidateRefusesWhatServeRefuses: config validate builds what serve
+// builds before it binds (dryRun), so a file serve refuses at start is a
+// validate error too, with the same reason; before, validate read the file
+// alone and passed these.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.json")
+	if err := os.WriteFile(garbage, []byte(`{"keys": [{"kty": "RSA", "n": "!!", "e": "AQAB"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ file, want string }{
+		"a JWKS file that is not there": {"jwt: {issuer: \"https://x\", audience: cs, jwks_file: " + filepath.Join(dir, "none.json") + ", default_kind: human}", "jwks_file"},
+		"a JWKS file with no usable key": {"jwt: {issuer: \"https://x\", audience: cs, jwks_file: " + garbage + ", default_kind: human}", "jwks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "c.yaml")
+			yaml := "store: sqlite:" + filepath.Join(filepath.Dir(path), "c.db") + "\nauth:\n  " + c.file + "\n"
+			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, code := cli(t, "serve", "--config", path, "--listen", "127.0.0.1:0")
+			if code != exitUsage || !strings.Contains(out, c.want) {
+				t.Fatalf("serve: exit %d, %q; want exit %d naming %s", code, out, exitUsage, c.want)
+			}
+			vout, vcode := cli(t, "config", "validate", path)
+			if vcode != exitUsage || !strings.Contains(vout, c.want) {
+				t.Errorf("validate: exit %d, %q; want exit %d naming %s, as serve refused it", vcode, vout, exitUsage, c.want)
+			}
+		})
 	}
 }

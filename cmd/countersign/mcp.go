@@ -34,6 +34,11 @@ func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error
 		}
 		ups = append(ups, u)
 	}
+	if rt.dryRun {
+		// The upstreams' settings are checked; their processes are not
+		// started.
+		return nil, nil
+	}
 	gw, err := mcpgateway.New(mcpgateway.Options{Engine: rt.engine, Upstreams: ups, Hold: m.Hold, Auth: authn, Logger: rt.log})
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}

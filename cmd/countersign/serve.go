@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/countersign/countersign/web"
@@ -41,6 +42,11 @@ func serverCommands() []*cobra.Command {
 // setupFlags are the flags of the commands that run the server side.
 type setupFlags struct {
 	config, listen, store string
+	// dryRun builds everything serve builds before it binds, on an
+	// in-memory store and without starting upstream MCP servers: what
+	// `config validate` runs, so that every refusal of serve's start is one
+	// of validate's too.
+	dryRun bool
 }
 
 // load reads the configuration: the file, then the environment, then flags.
@@ -120,6 +126,7 @@ func ready(st store.Store) func(context.Context) error {
 type runtime struct {
 	cfg     *config.Config
 	demo    bool
+	dryRun  bool // setupFlags.dryRun
 	store   store.Store
 	engine  *countersign.Engine
 	metrics *server.Metrics
@@ -150,14 +157,18 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
-	for _, w := range cfg.Warnings() {
-		log.Warn(w)
+	var st store.Store
+	if f.dryRun {
+		st = memstore.New(nil)
+	} else {
+		for _, w := range cfg.Warnings() {
+			log.Warn(w)
+		}
+		if st, err = openStoreWaiting(ctx, cfg, log); err != nil {
+			return nil, err
+		}
 	}
-	st, err := openStoreWaiting(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	rt := &runtime{cfg: cfg, demo: demo, store: st, log: log, reg: prometheus.NewRegistry()}
+	rt := &runtime{cfg: cfg, demo: demo, dryRun: f.dryRun, store: st, log: log, reg: prometheus.NewRegistry()}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
 	rt.counts = server.NewProposalCounts(st)
@@ -551,9 +562,12 @@ file alone, where its secrets are not at hand.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(args[0])
 			if err == nil && !noEnv {
-				err = cfg.CheckSecrets(os.Getenv)
+				err = dryRun(cmd.Context(), args[0])
 			}
 			if err != nil {
+				if ee, ok := errors.AsType[*exitErr](err); ok {
+					return ee
+				}
 				return &exitErr{exitUsage, err.Error()}
 			}
 			for _, w := range cfg.Warnings() {
@@ -566,6 +580,21 @@ file alone, where its secrets are not at hand.`,
 	validate.Flags().BoolVar(&noEnv, "no-env", false, "check the file alone: read no environment variable it names")
 	cmd.AddCommand(validate)
 	return cmd
+}
+
+// dryRun builds what serve builds from the file before it binds its
+// address: the secrets, the actions, the engine and its policy, the agents,
+// the notification targets, the authenticator (a JWKS file is read), the
+// API, the inbox, the worker and the MCP upstreams' settings, on an
+// in-memory store. Every refusal of serve's start is an error here.
+func dryRun(ctx context.Context, file string) error {
+	rt, err := build(ctx, &setupFlags{config: file, dryRun: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer rt.store.Close()
+	_, err = compose(rt, rt.log)
+	return err
 }
 
 // splitSchema takes the "schema" query parameter (Countersign's, not
