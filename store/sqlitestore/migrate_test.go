@@ -23,6 +23,7 @@ var applied = map[string]string{
 	"0011_rule_applied.sql":       "2d8cd6ada74c503558e785142fe1349480b146cf4ebe92ffcff8e3ef494880d9",
 	"0012_audit_chain_table.sql":  "9c7b771f0f110fa096890b89632ea757675523978bb8adaaa59397575582d712",
 	"0013_audit_chain_blocks.sql": "3de3b0758ceb12f60c3d49bab7e0e24e9fc3393ab47205e6d6eb13f522992bad",
+	"0014_audit_checkpoints.sql":  "fba447814e358e1ef69af999bf725f2e7facf579d855981ed422fde3db83d303",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {
