@@ -424,6 +424,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's signed checkpoints of its audit chain
+         * @description With a signing key (audit.signing_key_file), the server signs every checkpoint_every a checkpoint of the tenant's chain: the chain's hash at seq, at the time at, signed with Ed25519 over the RFC 8785 JSON of the checkpoint without signature. An idle chain is signed again at the same seq with a later at, in place of the last. key_id is the first 16 hex digits of the SHA-256 of the public key's SubjectPublicKeyInfo DER. A chain rewritten or cut short in the database no longer matches its checkpoints, and the newest goes stale: `countersign audit verify --public-key` checks both. Without a key there are none. Needs the operator role.
+         */
+        get: operations["listAuditCheckpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notifications": {
         parameters: {
             query?: never;
@@ -796,6 +816,28 @@ export interface components {
         AuditPage: {
             events: components["schemas"]["AuditEvent"][];
             /** @description The after of the next page; null when this page ends the chain as sealed so far. */
+            next: number | null;
+        };
+        /** @description A signed checkpoint of the tenant's chain. signature is over this object without signature, as RFC 8785 JSON. */
+        AuditCheckpoint: {
+            tenant: string;
+            /** @description The seq of the chain's event the checkpoint covers. */
+            seq: number;
+            /** @description The chain's hash at seq. */
+            hash: string;
+            /**
+             * Format: date-time
+             * @description When it was signed: RFC 3339 in UTC, to the microsecond at most; verify it as written.
+             */
+            at: string;
+            /** @description The first 16 hex digits of the SHA-256 of the signing key's public SubjectPublicKeyInfo DER. */
+            key_id: string;
+            /** @description Standard base64 of the Ed25519 signature. */
+            signature: string;
+        };
+        AuditCheckpointPage: {
+            checkpoints: components["schemas"]["AuditCheckpoint"][];
+            /** @description The after of the next page; null when this page holds the last checkpoint. */
             next: number | null;
         };
         EventList: {
@@ -1863,6 +1905,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAuditCheckpoints: {
+        parameters: {
+            query?: {
+                /** @description Return checkpoints with seq above this; default 0, every checkpoint. */
+                after?: number;
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page, ascending seq; at most one checkpoint a seq. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointPage"];
                 };
             };
             400: components["responses"]["BadRequest"];
