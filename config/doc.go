@@ -81,6 +81,9 @@
 //	        - match: '.*'
 //	          say: "I can refund payments."
 //	      after_tool: "{summary}"
+//	audit:                                # signed checkpoints of the audit chain (docs/audit.md)
+//	  signing_key_file: /etc/countersign/audit-ed25519.pem  # PKCS#8 Ed25519, mode 0600; default: none
+//	  checkpoint_every: 1m                # how often every tenant's chain is signed; at least 1s
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -145,7 +148,9 @@
 // fails clearly when its variable is empty. [Config.BuildAgents] reads the
 // variables the agents' api_key_env name, through the getenv it is given.
 // They are read when asked for, so that `countersign config validate` can
-// check a file anywhere.
+// check a file anywhere. So is audit.signing_key_file: serve and worker
+// read the key, and refuse one that is unreadable, not a PKCS#8 Ed25519
+// key, or readable by group or others.
 //
 // # Use
 //
