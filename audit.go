@@ -46,8 +46,8 @@ type SealerOptions struct {
 	// (see checkpoint.go and docs/audit.md). Nil: no checkpoint is signed.
 	SigningKey ed25519.PrivateKey
 	// CheckpointEvery is how often the checkpoints are signed. Default
-	// DefaultCheckpointEvery (1m). At least Interval: checkpoints are
-	// signed between seals.
+	// DefaultCheckpointEvery (1m). With a SigningKey, at least Interval:
+	// checkpoints are signed between seals.
 	CheckpointEvery time.Duration
 }
 
@@ -73,7 +73,10 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 		return o, fmt.Errorf("countersign: SealerOptions.Batch %d: must be positive", o.Batch)
 	case o.Interval >= o.LeaseDuration/3:
 		return o, fmt.Errorf("countersign: SealerOptions.Interval %v: must be less than a third of LeaseDuration %v", o.Interval, o.LeaseDuration)
-	case o.CheckpointEvery < o.Interval:
+	case o.CheckpointEvery < 0:
+		return o, fmt.Errorf("countersign: SealerOptions.CheckpointEvery %v: must be positive", o.CheckpointEvery)
+	case o.SigningKey != nil && o.CheckpointEvery < o.Interval:
+		// Without a key it is unused: a long Interval stays valid alone.
 		return o, fmt.Errorf("countersign: SealerOptions.CheckpointEvery %v: must be at least Interval %v", o.CheckpointEvery, o.Interval)
 	case o.SigningKey != nil && len(o.SigningKey) != ed25519.PrivateKeySize:
 		return o, fmt.Errorf("countersign: SealerOptions.SigningKey: %d bytes, not an Ed25519 private key (%d)", len(o.SigningKey), ed25519.PrivateKeySize)

@@ -313,11 +313,17 @@ func TestSealerCheckpointOptionsValidated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	for name, o := range map[string]countersign.SealerOptions{
-		"CheckpointEvery": {Interval: time.Second, CheckpointEvery: 500 * time.Millisecond},
-		"SigningKey":      {SigningKey: ed25519.PrivateKey("short")},
+		"CheckpointEvery":          {Interval: time.Second, CheckpointEvery: 500 * time.Millisecond, SigningKey: checkpointKey},
+		"CheckpointEvery negative": {CheckpointEvery: -time.Second},
+		"SigningKey":               {SigningKey: ed25519.PrivateKey("short")},
 	} {
-		if err := h.engine.RunSealer(t.Context(), o); err == nil || !strings.Contains(err.Error(), "SealerOptions."+name) {
+		if err := h.engine.RunSealer(t.Context(), o); err == nil || !strings.Contains(err.Error(), "SealerOptions."+strings.Fields(name)[0]) {
 			t.Errorf("%s: RunSealer = %v", name, err)
 		}
+	}
+	// Without a key, checkpoint_every is unused: a sealer of a long
+	// interval stays valid.
+	if _, err := h.engine.NewWorker(countersign.WorkerOptions{Sealer: countersign.SealerOptions{Interval: 2 * time.Minute, LeaseDuration: time.Hour}}); err != nil {
+		t.Errorf("a sealer every 2m without a key: %v", err)
 	}
 }
