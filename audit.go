@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"time"
@@ -39,6 +40,14 @@ type SealerOptions struct {
 	LeaseDuration time.Duration
 	// Batch bounds the events one seal writes. Default 1000.
 	Batch int
+	// SigningKey, when set, makes the sealer that holds the lease sign a
+	// checkpoint of every tenant's chain every CheckpointEvery, idle or not
+	// (see checkpoint.go and docs/audit.md). Nil: no checkpoint is signed.
+	SigningKey ed25519.PrivateKey
+	// CheckpointEvery is how often the checkpoints are signed. Default
+	// DefaultCheckpointEvery (1m). With a SigningKey, at least Interval:
+	// checkpoints are signed between seals.
+	CheckpointEvery time.Duration
 }
 
 func (o SealerOptions) withDefaults() (SealerOptions, error) {
@@ -51,6 +60,9 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 	if o.Batch == 0 {
 		o.Batch = store.DefaultSealBatch
 	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
+	}
 	switch {
 	case o.Interval < 0:
 		return o, fmt.Errorf("countersign: SealerOptions.Interval %v: must be positive", o.Interval)
@@ -60,6 +72,13 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 		return o, fmt.Errorf("countersign: SealerOptions.Batch %d: must be positive", o.Batch)
 	case o.Interval >= o.LeaseDuration/3:
 		return o, fmt.Errorf("countersign: SealerOptions.Interval %v: must be less than a third of LeaseDuration %v", o.Interval, o.LeaseDuration)
+	case o.CheckpointEvery < 0:
+		return o, fmt.Errorf("countersign: SealerOptions.CheckpointEvery %v: must be positive", o.CheckpointEvery)
+	case o.SigningKey != nil && o.CheckpointEvery < o.Interval:
+		// Without a key it is unused: a long Interval stays valid alone.
+		return o, fmt.Errorf("countersign: SealerOptions.CheckpointEvery %v: must be at least Interval %v", o.CheckpointEvery, o.Interval)
+	case o.SigningKey != nil && len(o.SigningKey) != ed25519.PrivateKeySize:
+		return o, fmt.Errorf("countersign: SealerOptions.SigningKey: %d bytes, not an Ed25519 private key (%d)", len(o.SigningKey), ed25519.PrivateKeySize)
 	}
 	return o, nil
 }
@@ -67,7 +86,8 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 // RunSealer builds the audit chain until ctx ends, then gives its lease up
 // and returns ctx's error. Every process may run one: they compete for the
 // store's sealing lease, one seals, and when it stops (or its process dies
-// and the lease lapses) another takes over. Worker.Run runs one unless
+// and the lease lapses) another takes over. With opts.SigningKey, the one
+// that seals also signs the chains' checkpoints. Worker.Run runs one unless
 // WorkerOptions.NoSealer is set.
 func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	opts, err := opts.withDefaults()
@@ -89,9 +109,17 @@ func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	out := outage{log: e.log, what: "sealer"}
+	var cp *checkpointer
+	if opts.SigningKey != nil {
+		cp = e.newCheckpointer(opts)
+	}
 	for {
 		var pause time.Duration
 		token, pause = e.seal(ctx, token, opts, &out)
+		if cp != nil && token != "" && pause == 0 {
+			// Between seals, so that the chains it reads do not move.
+			token = cp.run(ctx, token)
+		}
 		next := t.C
 		if pause > 0 {
 			// The store cannot be reached: back off rather than tick.
@@ -169,7 +197,7 @@ const MaxAuditPage = store.MaxPageSize
 // needs the operator role: it shows every proposal of the tenant, whoever
 // may see it otherwise.
 func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int) (*AuditPage, error) {
-	if err := requireOperator(id, "", "reading the audit log needs the operator role"); err != nil {
+	if err := auditReader(id); err != nil {
 		return nil, err
 	}
 	if limit == 0 {
@@ -193,6 +221,12 @@ func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int)
 		page.Next = evs[len(evs)-1].Seq
 	}
 	return page, nil
+}
+
+// auditReader checks that id may read its tenant's audit log: a person
+// with the operator role (authority.go).
+func auditReader(id Identity) error {
+	return requireOperator(id, "", "reading the audit log needs the operator role")
 }
 
 // MaxTrailCheck bounds the chain events one ProposalTrail reads to check

@@ -345,6 +345,21 @@ func (s *callCounter) ListProposalAudit(ctx context.Context, params *store.ListP
 	return s.Store.ListProposalAudit(ctx, params)
 }
 
+func (s *callCounter) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
+	s.count("ListChainHeads")
+	return s.Store.ListChainHeads(ctx, params)
+}
+
+func (s *callCounter) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpointsParams) (*store.SealLease, error) {
+	s.count("WriteCheckpoints")
+	return s.Store.WriteCheckpoints(ctx, params)
+}
+
+func (s *callCounter) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
+	s.count("ListCheckpoints")
+	return s.Store.ListCheckpoints(ctx, params)
+}
+
 func (s *callCounter) Close() error {
 	s.count("Close")
 	return s.Store.Close()

@@ -163,6 +163,8 @@ type Engine struct {
 	waits         waitWatch
 	vocab         *textdecision.Vocabulary
 	trailCheck    int64 // MaxTrailCheck, less in tests
+	// checkpointBudget is DefaultCheckpointBudget, less in tests.
+	checkpointBudget int64
 
 	mu      sync.RWMutex
 	actions map[string]*Action
@@ -194,6 +196,7 @@ func New(opts Options) (*Engine, error) {
 		actions:       map[string]*Action{},
 		rules:         map[string]*actionRules{},
 	}
+	e.checkpointBudget = DefaultCheckpointBudget
 	if e.now == nil {
 		e.now = time.Now
 	}

@@ -49,6 +49,13 @@ const (
 	DefaultSecureCookies       = SecureCookiesAuto // web.secure_cookies
 	DefaultProposalCountsEvery = 30 * time.Second  // metrics.proposal_counts_every
 
+	// DefaultCheckpointEvery is how often the sealer signs the audit
+	// chain's checkpoints (audit.checkpoint_every).
+	DefaultCheckpointEvery = countersign.DefaultCheckpointEvery
+	// MinCheckpointEvery is the shortest audit.checkpoint_every: the sealer
+	// signs between its seals, once a second.
+	MinCheckpointEvery = countersign.DefaultSealInterval
+
 	DefaultTenantClaim = "tid"     // auth.jwt.claims.tenant
 	DefaultActorClaim  = "sub"     // auth.jwt.claims.actor
 	DefaultRolesClaim  = "roles"   // auth.jwt.claims.roles
@@ -104,6 +111,8 @@ type Config struct {
 	// Notifications are the receivers of the notification outbox, in file
 	// order; without any, no notification is written.
 	Notifications []Notification
+	// Audit configures the audit chain's signed checkpoints.
+	Audit Audit
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.
@@ -312,6 +321,19 @@ const (
 	SecureCookiesNever = "never"
 )
 
+// Audit configures the audit chain's signed checkpoints (docs/audit.md).
+type Audit struct {
+	// SigningKeyFile is an Ed25519 private key, PKCS#8 PEM (`countersign
+	// audit keygen` writes one), relative to the working directory; serve
+	// refuses one that group or others may read. Empty: no checkpoint is
+	// signed.
+	SigningKeyFile string
+	// CheckpointEvery is how often the sealer signs every tenant's chain,
+	// idle or not. Default DefaultCheckpointEvery (1m); at least
+	// MinCheckpointEvery (1s).
+	CheckpointEvery time.Duration
+}
+
 // Web configures the approver's inbox.
 type Web struct {
 	// SecureCookies is auto, always or never. Default auto.
@@ -343,6 +365,7 @@ func Default() *Config {
 		Web:        Web{SecureCookies: DefaultSecureCookies},
 		Log:        Log{Level: DefaultLogLevel, Format: DefaultLogFormat, Requests: DefaultLogRequests},
 		MCP:        MCP{Path: DefaultMCPPath, Hold: DefaultMCPHold},
+		Audit:      Audit{CheckpointEvery: DefaultCheckpointEvery},
 	}
 }
 
@@ -380,12 +403,14 @@ func (c *Config) EngineOptions() countersign.Options {
 	}
 }
 
-// WorkerOptions returns the worker's options.
+// WorkerOptions returns the worker's options. The sealer's signing key is
+// the caller's to read (audit.signing_key_file) and add.
 func (c *Config) WorkerOptions() countersign.WorkerOptions {
 	return countersign.WorkerOptions{
 		PollInterval:   c.Worker.PollInterval,
 		LeaseDuration:  c.Worker.Lease,
 		MaxConcurrency: c.Worker.MaxConcurrency,
+		Sealer:         countersign.SealerOptions{CheckpointEvery: c.Audit.CheckpointEvery},
 	}
 }
 

@@ -77,6 +77,7 @@ func exampleConfig() *Config {
 		Web:     Web{SecureCookies: "auto"},
 		Log:     Log{Level: "info", Format: "text", Requests: true},
 		MCP:     MCP{Path: "/mcp", Hold: 50 * time.Second},
+		Audit:   Audit{CheckpointEvery: time.Minute},
 	}
 	return c
 }
@@ -134,6 +135,7 @@ func TestDefault(t *testing.T) {
 		Web:                 Web{SecureCookies: "auto"},
 		Log:                 Log{Level: "info", Format: "text", Requests: true},
 		MCP:                 MCP{Path: "/mcp", Hold: 50 * time.Second},
+		Audit:               Audit{CheckpointEvery: time.Minute},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -244,6 +246,14 @@ func TestErrors(t *testing.T) {
 			"policy.rules[0].remind_every: 1h0m0s is not before the proposal expires (ttl 10m0s): no reminder would be sent"},
 		{"remind_every zero", rule("{match: a, remind_every: 0s}"), 3, "policy.rules[0].remind_every: 0s: must be positive"},
 		{"list wanted", "cors:\n  allowed_origins: https://a.example\n", 2, "cors.allowed_origins: want a list"},
+		// audit
+		{"audit checkpoint_every short", "audit:\n  checkpoint_every: 500ms\n", 2, "audit.checkpoint_every: 500ms: at least 1s, the sealer's interval"},
+		{"audit checkpoint_every zero", "audit: {checkpoint_every: 0s}\n", 1, "audit.checkpoint_every: 0s: must be positive"},
+		{"audit checkpoint_every word", "audit:\n  checkpoint_every: hourly\n", 2, `audit.checkpoint_every: "hourly" is not a duration`},
+		{"audit empty key file", "audit:\n  signing_key_file: \"\"\n", 2, "audit.signing_key_file: is empty: name the key's file"},
+		{"audit key file type", "audit:\n  signing_key_file: [a]\n", 2, "audit.signing_key_file: want a string, not a list"},
+		{"audit key file NUL", "audit:\n  signing_key_file: \"a\\0b\"\n", 2, "audit.signing_key_file: the path holds a NUL byte"},
+		{"audit unknown key", "audit:\n  key: a.pem\n", 2, `unknown key "key" in audit (want signing_key_file, checkpoint_every)`},
 		{"mapping wanted", "auth: [a]\n", 1, "auth: want a mapping"},
 		{"list item type", "cors:\n  allowed_origins:\n    - [x]\n", 3, "cors.allowed_origins[0]: want a string"},
 		{"secret type", "auth:\n  api_keys:\n    - {key: 12345, tenant: t, actor: a}\n", 3, "auth.api_keys[0].key: want a string (quote it)"},
@@ -704,7 +714,8 @@ actions:
 		t.Fatalf("countersign.New: %v", err)
 	}
 	wo := c.WorkerOptions()
-	if wo != (countersign.WorkerOptions{PollInterval: 2 * time.Second, LeaseDuration: time.Minute, MaxConcurrency: 8}) {
+	if !reflect.DeepEqual(wo, countersign.WorkerOptions{PollInterval: 2 * time.Second, LeaseDuration: time.Minute, MaxConcurrency: 8,
+		Sealer: countersign.SealerOptions{CheckpointEvery: time.Minute}}) {
 		t.Errorf("WorkerOptions() = %+v", wo)
 	}
 	if _, err := e.NewWorker(wo); err != nil {
@@ -1000,5 +1011,26 @@ func TestStoreSection(t *testing.T) {
 	c.StoreConnectTimeout = 0
 	if err := c.Validate(); err == nil {
 		t.Error("Validate accepted store.connect_timeout 0")
+	}
+}
+
+// TestAuditSection: the audit section's fields, their defaults, and the
+// sealer's options they give the worker.
+func TestAuditSection(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, "audit:\n  signing_key_file: /etc/countersign/audit-ed25519.pem\n  checkpoint_every: 5m\n")
+	if c.Audit != (Audit{SigningKeyFile: "/etc/countersign/audit-ed25519.pem", CheckpointEvery: 5 * time.Minute}) {
+		t.Errorf("Audit = %+v", c.Audit)
+	}
+	if got := c.WorkerOptions().Sealer.CheckpointEvery; got != 5*time.Minute {
+		t.Errorf("WorkerOptions().Sealer.CheckpointEvery = %v, want 5m", got)
+	}
+	if d := parseOK(t, "audit: {}\n").Audit; d != (Audit{CheckpointEvery: DefaultCheckpointEvery}) || DefaultCheckpointEvery != time.Minute {
+		t.Errorf("an empty audit section = %+v, want no key, checkpoints every 1m", d)
+	}
+	built := Default()
+	built.Audit.CheckpointEvery = 0
+	if err := built.Validate(); err == nil || !strings.Contains(err.Error(), "audit.checkpoint_every: 0s: at least 1s") {
+		t.Errorf("Validate of a configuration built with checkpoint_every 0: %v", err)
 	}
 }

@@ -86,6 +86,9 @@
 //	  - url: https://hooks.internal/countersign
 //	    events: [proposal.created, proposal.settled]
 //	    secret_env: NOTIFY_SECRET         # required: this receiver's own secret
+//	audit:                                # signed checkpoints of the audit chain (docs/audit.md)
+//	  signing_key_file: /etc/countersign/audit-ed25519.pem  # PKCS#8 Ed25519, mode 0600; default: none
+//	  checkpoint_every: 1m                # how often every tenant's chain is signed; at least 1s
 //
 // Durations are Go durations ("1s", "10m", "1h30m") and must be positive.
 // Hook timeouts default to 10s. The defaults are exported constants, and
@@ -154,6 +157,10 @@
 // [Parse] reads none of them, so a file can be checked anywhere; it does
 // refuse a notification target without secret_env, and two fields naming
 // one variable when their secrets must differ.
+// They are read when asked for, so that `countersign config validate` can
+// check a file anywhere. So is audit.signing_key_file: serve and worker
+// read the key, and refuse one that is unreadable, not a PKCS#8 Ed25519
+// key, or readable by group or others.
 //
 // [Config.CheckSecrets] reads them all, as serve does at start and
 // `countersign config validate` does unless told --no-env: a secret serve

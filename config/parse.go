@@ -574,6 +574,12 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 		}},
 		{"mcp", func(p string, v *yaml.Node) { d.mcp(&c.MCP, p, v) }},
 		{"notifications", func(p string, v *yaml.Node) { d.notifications(c, p, v) }},
+		{"audit", func(p string, v *yaml.Node) {
+			d.mapping(p, v, []key{
+				{"signing_key_file", text(d, &c.Audit.SigningKeyFile)},
+				{"checkpoint_every", d.duration(&c.Audit.CheckpointEvery)},
+			})
+		}},
 	})
 }
 

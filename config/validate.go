@@ -127,6 +127,21 @@ func (v *validator) config(c *Config) {
 	v.mcp(&c.MCP)
 	v.notifications(c)
 	v.secretNames(c)
+	v.audit(&c.Audit)
+}
+
+// audit checks the audit section. The key file is read by serve and
+// worker, which run where it is, not by validate.
+func (v *validator) audit(a *Audit) {
+	if _, set := v.lines["audit.signing_key_file"]; set && a.SigningKeyFile == "" {
+		v.fail("audit.signing_key_file", `is empty: name the key's file, or leave the key out`)
+	}
+	if strings.ContainsRune(a.SigningKeyFile, 0) {
+		v.fail("audit.signing_key_file", "the path holds a NUL byte")
+	}
+	if e := a.CheckpointEvery; e < MinCheckpointEvery {
+		v.fail("audit.checkpoint_every", "%v: at least %v, the sealer's interval: checkpoints are signed between its seals", e, MinCheckpointEvery)
+	}
 }
 
 func (v *validator) web(w *Web) {

@@ -37,20 +37,9 @@ type AuditPage struct {
 // handleAudit answers GET /v1/audit?after=SEQ&limit=N: the caller's
 // tenant's chain, for operators.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
-	q, err := query(r)
+	after, limit, err := auditQuery(r)
 	if err != nil {
 		return err
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		return err
-	}
-	var after int64
-	if v := q.Get("after"); v != "" {
-		after, err = strconv.ParseInt(v, 10, 64)
-		if err != nil || after < 0 {
-			return errBadParam("after", "want a seq: an integer from 0")
-		}
 	}
 	page, err := s.engine.Audit(r.Context(), id, after, limit)
 	if ae := agentRefused(err); ae != nil {
@@ -67,6 +56,75 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, id counters
 		c := ae.Chained()
 		out.Events[i] = &AuditEvent{Seq: c.Seq, ID: c.ID, Type: c.Type, ProposalID: c.ProposalID, Actor: c.Actor, Via: c.Via,
 			Status: c.Status, Detail: c.Detail, At: c.At, PrevHash: c.PrevHash, Hash: c.Hash}
+	}
+	if page.Next != 0 {
+		out.Next = &page.Next
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// auditQuery reads after (a seq, default 0) and limit from a request of the
+// audit log or its checkpoints.
+func auditQuery(r *http.Request) (after int64, limit int, err error) {
+	q, err := query(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	if limit, err = parseLimit(q); err != nil {
+		return 0, 0, err
+	}
+	if v := q.Get("after"); v != "" {
+		after, err = strconv.ParseInt(v, 10, 64)
+		if err != nil || after < 0 {
+			return 0, 0, errBadParam("after", "want a seq: an integer from 0")
+		}
+	}
+	return after, limit, nil
+}
+
+// AuditCheckpoint is one signed checkpoint of the tenant's audit chain:
+// the signature covers exactly this object without signature, at in the
+// spelling signed, so that a client verifies what it received, as
+// `countersign audit verify --public-key` does.
+type AuditCheckpoint struct {
+	Tenant    string `json:"tenant"`
+	Seq       int64  `json:"seq"`
+	Hash      string `json:"hash"`
+	At        string `json:"at"`
+	KeyID     string `json:"key_id"`
+	Signature string `json:"signature"`
+}
+
+// AuditCheckpointPage is the answer of GET /v1/audit/checkpoints.
+type AuditCheckpointPage struct {
+	Checkpoints []*AuditCheckpoint `json:"checkpoints"`
+	// Next is the after of the next page; null when this page holds the
+	// last checkpoint.
+	Next *int64 `json:"next"`
+}
+
+// handleAuditCheckpoints answers GET /v1/audit/checkpoints?after=SEQ: the
+// caller's tenant's signed checkpoints, for operators.
+func (s *Server) handleAuditCheckpoints(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
+	after, limit, err := auditQuery(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.engine.AuditCheckpoints(r.Context(), id, after, limit)
+	if ae := agentRefused(err); ae != nil {
+		return ae
+	}
+	if errors.Is(err, countersign.ErrForbidden) {
+		return errForbidden("reading the audit log needs the operator role")
+	}
+	if err != nil {
+		return err
+	}
+	out := AuditCheckpointPage{Checkpoints: make([]*AuditCheckpoint, len(page.Checkpoints))}
+	for i, c := range page.Checkpoints {
+		sc := c.Signed()
+		out.Checkpoints[i] = &AuditCheckpoint{Tenant: sc.Tenant, Seq: sc.Seq, Hash: sc.Hash, At: sc.At, KeyID: sc.KeyID, Signature: sc.Signature}
 	}
 	if page.Next != 0 {
 		out.Next = &page.Next

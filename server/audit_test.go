@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,6 +103,129 @@ func TestAudit(t *testing.T) {
 				h.must(400, req{method: "GET", path: "/v1/audit" + q, token: "carol", invalid: true})
 			}
 			h.must(401, req{method: "GET", path: "/v1/audit"})
+		})
+	}
+}
+
+// checkpointAnswer is GET /v1/audit/checkpoints's body, its checkpoints
+// kept as sent.
+type checkpointAnswer struct {
+	Checkpoints []json.RawMessage `json:"checkpoints"`
+	Next        *int64            `json:"next"`
+}
+
+func (h *harness) checkpoints(token, query string) checkpointAnswer {
+	h.t.Helper()
+	var a checkpointAnswer
+	if err := json.Unmarshal(h.must(200, req{method: "GET", path: "/v1/audit/checkpoints" + query, token: token}).body, &a); err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+// TestAuditCheckpoints: with a key, the server's sealer signs checkpoints,
+// which operators read page by page; what the server answers verifies as it
+// is, with the events of GET /v1/audit, against the public key.
+func TestAuditCheckpoints(t *testing.T) {
+	t.Parallel()
+	key := ed25519.NewKeyFromSeed([]byte("countersign-server-checkpoint-ky"))
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, kind, harnessOptions{})
+			// Events, sealed and signed a few at a time: each round signs
+			// the head as the sealer found it.
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				_ = h.engine.RunSealer(ctx, countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute,
+					SigningKey: key, CheckpointEvery: 5 * time.Millisecond})
+			})
+			t.Cleanup(func() { cancel(); wg.Wait() })
+			if a := h.checkpoints("carol", ""); len(a.Checkpoints) != 0 || a.Next != nil {
+				t.Fatalf("checkpoints of an empty chain = %+v, want none, next null", a)
+			}
+			var n int
+			for i := range 3 {
+				id := h.pending(fmt.Sprint("call_", i), fmt.Sprint("c_", i))
+				h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "no"}})
+				evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(evs)
+				for {
+					a := h.checkpoints("carol", "")
+					if len(a.Checkpoints) > 0 && strings.Contains(string(a.Checkpoints[len(a.Checkpoints)-1]), fmt.Sprintf(`"seq":%d,`, n)) {
+						break
+					}
+					select {
+					case <-t.Context().Done():
+						t.Fatalf("no checkpoint of seq %d came: %s", n, a.Checkpoints)
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}
+			whole := h.checkpoints("carol", "")
+			if len(whole.Checkpoints) < 3 || whole.Next != nil {
+				t.Fatalf("GET /v1/audit/checkpoints = %d checkpoints, next %v; want one a round at least, null", len(whole.Checkpoints), whole.Next)
+			}
+			// Verified as received: the events, each checkpoint after the
+			// event it covers.
+			v := &auditchain.ExportVerifier{Keys: auditchain.NewKeys(key.Public().(ed25519.PublicKey)), Every: time.Second, Now: time.Now()}
+			cps := slices.Clone(whole.Checkpoints)
+			for _, raw := range h.audit("carol", "").Events {
+				if err := v.Line(raw); err != nil {
+					t.Fatalf("verify the events: %v", err)
+				}
+				var e struct{ Seq int64 }
+				_ = json.Unmarshal(raw, &e)
+				for len(cps) > 0 && strings.Contains(string(cps[0]), fmt.Sprintf(`"seq":%d,`, e.Seq)) {
+					if err := v.Checkpoint(cps[0]); err != nil {
+						t.Fatalf("verify the checkpoint %s: %v", cps[0], err)
+					}
+					cps = cps[1:]
+				}
+			}
+			if res, err := v.Finish(); err != nil || len(cps) != 0 || res.Checkpoints != len(whole.Checkpoints) {
+				t.Fatalf("verify the answer: %+v, %v, %d left over; want every checkpoint verified", res, err, len(cps))
+			}
+			// Pages of one, joined, are the whole list.
+			var joined []json.RawMessage
+			for after := "0"; ; {
+				page := h.checkpoints("carol", "?limit=1&after="+after)
+				joined = append(joined, page.Checkpoints...)
+				if page.Next == nil {
+					break
+				}
+				after = fmt.Sprint(*page.Next)
+			}
+			// (The head's checkpoint is signed again meanwhile, with a new
+			// time: the seqs are what pages must agree on.)
+			seqs := func(raws []json.RawMessage) []int64 {
+				var out []int64
+				for _, raw := range raws {
+					var c struct{ Seq int64 }
+					_ = json.Unmarshal(raw, &c)
+					out = append(out, c.Seq)
+				}
+				return out
+			}
+			if !slices.Equal(seqs(joined), seqs(whole.Checkpoints)) || !slices.IsSorted(seqs(joined)) {
+				t.Errorf("pages of one hold seqs %v, the whole list %v", seqs(joined), seqs(whole.Checkpoints))
+			}
+			for _, tok := range []string{"alice", "bob", "dave"} {
+				if code := h.must(403, req{method: "GET", path: "/v1/audit/checkpoints", token: tok}).errorCode(t); code != CodeForbidden {
+					t.Errorf("GET /v1/audit/checkpoints as %s: %s, want FORBIDDEN", tok, code)
+				}
+			}
+			if other := h.checkpoints("x_eve", ""); len(other.Checkpoints) != 0 || other.Next != nil {
+				t.Errorf("another tenant's checkpoints = %d, want none", len(other.Checkpoints))
+			}
+			for _, q := range []string{"?after=-1", "?after=x", "?limit=0", "?limit=1001"} {
+				h.must(400, req{method: "GET", path: "/v1/audit/checkpoints" + q, token: "carol", invalid: true})
+			}
+			h.must(401, req{method: "GET", path: "/v1/audit/checkpoints"})
 		})
 	}
 }

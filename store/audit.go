@@ -56,6 +56,110 @@ type Audit interface {
 	// with its place in its tenant's chain; an event not sealed yet has
 	// Seq 0 and no hashes.
 	ListProposalAudit(ctx context.Context, params *ListProposalAuditParams) ([]*AuditEvent, error)
+
+	// ListChainHeads returns the tenants whose chains hold a sealed event,
+	// in byte order of their names, after AfterTenant, at most Limit
+	// (1..MaxPageSize; 0 means MaxPageSize): each with its chain's last
+	// seq and hash, and its newest checkpoint (the one of the highest seq;
+	// nil when it has none). The sealer reads it to sign checkpoints.
+	ListChainHeads(ctx context.Context, params *ListChainHeadsParams) ([]*TenantChain, error)
+
+	// WriteCheckpoints renews the sealing lease (Token, for LeaseDuration)
+	// and stores signed checkpoints, in one transaction: only the lease's
+	// holder writes them. A token that is no longer the lease's is
+	// ErrLeaseLost, and nothing is written. A tenant has at most one
+	// checkpoint a seq: one for a seq already stored replaces it when it
+	// has the same hash and a later At (an idle chain signed again), and
+	// is otherwise dropped, so that a stored checkpoint never comes to
+	// vouch for another hash.
+	WriteCheckpoints(ctx context.Context, params *WriteCheckpointsParams) (*SealLease, error)
+
+	// ListCheckpoints returns a tenant's checkpoints with seq > After, in
+	// seq order, at most Limit (1..MaxPageSize; 0 means MaxPageSize).
+	ListCheckpoints(ctx context.Context, params *ListCheckpointsParams) ([]*Checkpoint, error)
+}
+
+// Checkpoint is a signed statement that a tenant's chain held Hash at Seq
+// at the time At (auditchain.Checkpoint). A store keeps At to the
+// microsecond: the signature covers its RFC 3339 spelling, so the sealer
+// signs times no finer than that.
+type Checkpoint struct {
+	Tenant    string
+	Seq       int64
+	Hash      string
+	At        time.Time
+	KeyID     string
+	Signature string
+}
+
+// Signed returns the checkpoint in its exported form, the form its
+// signature covers.
+func (c *Checkpoint) Signed() *auditchain.Checkpoint {
+	return &auditchain.Checkpoint{Tenant: c.Tenant, Seq: c.Seq, Hash: c.Hash, At: auditchain.FormatTime(c.At), KeyID: c.KeyID, Signature: c.Signature}
+}
+
+// TenantChain is where one tenant's chain ends, and its newest checkpoint.
+type TenantChain struct {
+	Tenant string
+	Head   ChainHead
+	// Checkpoint is the tenant's checkpoint of the highest seq; nil when it
+	// has none.
+	Checkpoint *Checkpoint
+}
+
+// ListChainHeadsParams selects a page of tenants.
+type ListChainHeadsParams struct {
+	AfterTenant string
+	Limit       int
+}
+
+// WriteCheckpointsParams stores checkpoints under the sealing lease.
+type WriteCheckpointsParams struct {
+	Token         string
+	LeaseDuration time.Duration
+	Checkpoints   []*Checkpoint
+}
+
+// ListCheckpointsParams selects a page of a tenant's checkpoints.
+type ListCheckpointsParams struct {
+	Tenant string
+	After  int64
+	Limit  int
+}
+
+// ValidateCheckpoints checks the parameters of WriteCheckpoints: a lease,
+// and checkpoints a chain can have.
+func ValidateCheckpoints(params *WriteCheckpointsParams) error {
+	if err := ValidateSealParams("", params.Token, params.LeaseDuration, 0); err != nil {
+		return err
+	}
+	type place struct {
+		tenant string
+		seq    int64
+	}
+	seen := map[place]bool{}
+	for _, c := range params.Checkpoints {
+		switch {
+		case c == nil:
+			return invalidParams("a nil checkpoint")
+		case c.Tenant == "":
+			return invalidParams("a checkpoint needs a tenant")
+		case c.Seq < 1:
+			return invalidParams("a checkpoint of %s at seq %d: seqs start at 1", c.Tenant, c.Seq)
+		case len(c.Hash) != 64 || c.At.IsZero() || c.KeyID == "" || c.Signature == "":
+			return invalidParams("a checkpoint of %s at seq %d needs a hash of 64 hex digits, a time, a key id and a signature", c.Tenant, c.Seq)
+		case seen[place{c.Tenant, c.Seq}]:
+			return invalidParams("two checkpoints of %s at seq %d in one write", c.Tenant, c.Seq)
+		}
+		seen[place{c.Tenant, c.Seq}] = true
+	}
+	return nil
+}
+
+// CheckpointLeaseLost returns the error WriteCheckpoints answers when its
+// token is no longer the lease's; it matches ErrLeaseLost.
+func CheckpointLeaseLost() error {
+	return fmt.Errorf("write audit checkpoints: the sealing lease is another's: %w", ErrLeaseLost)
 }
 
 // AuditEvent is an event sealed into its tenant's chain.

@@ -55,14 +55,21 @@ func TestAuditExportAndVerify(t *testing.T) {
 		postOK(t, s.base, "ck_dev_bob", "/v1/proposals/"+id[1]+"/reject", `{"reason":"a <reason> & \"quotes\""}`)
 	}
 	// Two creations and two rejections: four events, sealed within about a
-	// second by the server's sealer.
+	// second by the server's sealer. An export ends with its exported_at
+	// line; the demo signs no checkpoints.
 	var export string
+	var lines []string
 	for {
 		out, code := cli(t, append([]string{"audit", "export"}, srv...)...)
 		if code != 0 {
 			t.Fatalf("audit export: exit %d: %s", code, out)
 		}
-		if export = out; strings.Count(export, "\n") >= 4 {
+		export = out
+		all := strings.Split(strings.TrimSuffix(export, "\n"), "\n")
+		if !regexp.MustCompile(`^\{"exported_at":"[0-9T:.Z-]+"\}$`).MatchString(all[len(all)-1]) {
+			t.Fatalf("export = %q, want it to end with an exported_at line", export)
+		}
+		if lines = all[:len(all)-1]; len(lines) >= 4 {
 			break
 		}
 		select {
@@ -71,7 +78,6 @@ func TestAuditExportAndVerify(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	lines := strings.Split(strings.TrimSuffix(export, "\n"), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], `{"seq":1,`) {
 		t.Fatalf("export = %q, want four JSON lines from seq 1", export)
 	}

@@ -506,7 +506,7 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct{ file, want string }{
-		"a JWKS file that is not there": {"jwt: {issuer: \"https://x\", audience: cs, jwks_file: " + filepath.Join(dir, "none.json") + ", default_kind: human}", "jwks_file"},
+		"a JWKS file that is not there":  {"jwt: {issuer: \"https://x\", audience: cs, jwks_file: " + filepath.Join(dir, "none.json") + ", default_kind: human}", "jwks_file"},
 		"a JWKS file with no usable key": {"jwt: {issuer: \"https://x\", audience: cs, jwks_file: " + garbage + ", default_kind: human}", "jwks"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/mcpgateway"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
@@ -140,6 +142,16 @@ type runtime struct {
 	// notify delivers the notification outbox; its targets are synced
 	// to the store by build.
 	notify *notifications.Deliverer
+	// signingKey signs the audit chain's checkpoints
+	// (audit.signing_key_file); nil: none are signed.
+	signingKey ed25519.PrivateKey
+}
+
+// workerOptions are the configured worker's, with the checkpoint key.
+func (rt *runtime) workerOptions() countersign.WorkerOptions {
+	o := rt.cfg.WorkerOptions()
+	o.Sealer.SigningKey = rt.signingKey
+	return o
 }
 
 // build loads the configuration and builds the engine on its store. A nil
@@ -157,6 +169,17 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
 	}
+	// Before the store: a key the process cannot use is a configuration
+	// error, found at once (by config validate's dry run too).
+	var key ed25519.PrivateKey
+	if path := cfg.Audit.SigningKeyFile; path != "" {
+		if key, err = readSigningKey(path); err != nil {
+			return nil, err
+		}
+		if !f.dryRun {
+			log.Info("audit checkpoints are signed", "key_id", auditchain.KeyID(key.Public().(ed25519.PublicKey)), "every", cfg.Audit.CheckpointEvery)
+		}
+	}
 	var st store.Store
 	if f.dryRun {
 		st = memstore.New(nil)
@@ -168,7 +191,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 			return nil, err
 		}
 	}
-	rt := &runtime{cfg: cfg, demo: demo, dryRun: f.dryRun, store: st, log: log, reg: prometheus.NewRegistry()}
+	rt := &runtime{cfg: cfg, demo: demo, dryRun: f.dryRun, store: st, log: log, reg: prometheus.NewRegistry(), signingKey: key}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
 	rt.counts = server.NewProposalCounts(st)
@@ -379,7 +402,7 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
+	w, err := rt.engine.NewWorker(rt.workerOptions())
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
@@ -497,7 +520,7 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer rt.store.Close()
-			w, err := rt.engine.NewWorker(rt.cfg.WorkerOptions())
+			w, err := rt.engine.NewWorker(rt.workerOptions())
 			if err != nil {
 				return &exitErr{exitUsage, err.Error()}
 			}

@@ -154,20 +154,24 @@ type Verifier struct {
 // Line checks one exported event: one JSON object. It returns a
 // *BreakError for the first event whose seq, link or hash does not hold.
 func (v *Verifier) Line(raw []byte) error {
-	want := v.head.Seq + 1
+	want := v.next()
+	canon, fields, brk := object(raw, want, "event")
+	if brk != nil {
+		return brk
+	}
+	return v.line(canon, fields, want)
+}
+
+// next is the seq the next event must have.
+func (v *Verifier) next() int64 {
 	if !v.started {
-		want = v.After + 1
+		return v.After + 1
 	}
-	// The canonical form rejects what RFC 8785 cannot hash unambiguously:
-	// duplicate keys, invalid UTF-8, trailing data.
-	canon, err := canonjson.Canonicalize(raw)
-	if err != nil {
-		return &BreakError{Seq: want, Reason: fmt.Sprintf("not a JSON event: %v", err)}
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &fields); err != nil {
-		return &BreakError{Seq: want, Reason: "not a JSON object"}
-	}
+	return v.head.Seq + 1
+}
+
+// line checks one event, given its canonical form and its members.
+func (v *Verifier) line(canon []byte, fields map[string]json.RawMessage, want int64) error {
 	var e Event
 	if err := json.Unmarshal(canon, &e); err != nil {
 		return &BreakError{Seq: want, Reason: fmt.Sprintf("not an event: %v", err)}

@@ -1,7 +1,10 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"time"
 
 	"github.com/countersign/countersign/store"
 )
@@ -120,6 +123,83 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 			ae = new(*c)
 		}
 		out = append(out, ae)
+	}
+	return out, nil
+}
+
+// ListChainHeads implements store.Store.
+func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var tenants []string
+	for tn, c := range s.chains {
+		if len(c) > 0 && tn > params.AfterTenant {
+			tenants = append(tenants, tn)
+		}
+	}
+	slices.Sort(tenants)
+	var out []*store.TenantChain
+	for _, tn := range tenants[:min(len(tenants), limit)] {
+		c := s.chains[tn]
+		tc := &store.TenantChain{Tenant: tn, Head: store.ChainHead{Seq: c[len(c)-1].Seq, Hash: c[len(c)-1].Hash}}
+		if cps := s.checkpts[tn]; len(cps) > 0 {
+			tc.Checkpoint = new(*cps[len(cps)-1])
+		}
+		out = append(out, tc)
+	}
+	return out, nil
+}
+
+// WriteCheckpoints implements store.Store.
+func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpointsParams) (*store.SealLease, error) {
+	if err := store.ValidateCheckpoints(params); err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if s.seal.Token != params.Token {
+		return nil, store.CheckpointLeaseLost()
+	}
+	s.seal.ExpiresAt = s.clock().Add(params.LeaseDuration)
+	for _, c := range params.Checkpoints {
+		cp := *c
+		cp.At = cp.At.UTC().Truncate(time.Microsecond) // as the SQL stores keep it
+		cps := s.checkpts[c.Tenant]
+		i, found := slices.BinarySearchFunc(cps, c.Seq, func(x *store.Checkpoint, seq int64) int { return cmp.Compare(x.Seq, seq) })
+		switch {
+		case !found:
+			s.checkpts[c.Tenant] = slices.Insert(cps, i, &cp)
+		case cps[i].Hash == cp.Hash && cps[i].At.Before(cp.At):
+			cps[i] = &cp
+		}
+	}
+	l := s.seal
+	return &l, nil
+}
+
+// ListCheckpoints implements store.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	cps := s.checkpts[params.Tenant]
+	i, _ := slices.BinarySearchFunc(cps, params.After+1, func(x *store.Checkpoint, seq int64) int { return cmp.Compare(x.Seq, seq) })
+	var out []*store.Checkpoint
+	for _, c := range cps[i:min(len(cps), i+limit)] {
+		out = append(out, new(*c))
 	}
 	return out, nil
 }

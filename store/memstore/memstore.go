@@ -42,6 +42,7 @@ type Store struct {
 	sealed     int                            // events[:sealed] are chained; see audit.go
 	chains     map[string][]*store.AuditEvent // tenant → its chain, in seq order
 	chained    map[int64]*store.AuditEvent    // event id → its place in its chain
+	checkpts   map[string][]*store.Checkpoint // tenant → its checkpoints, in seq order
 	seal       store.SealLease
 	nextGrant  int
 	sessions   map[string]*store.Session // by id; see sessions.go
@@ -77,6 +78,7 @@ func New(opts *Options) *Store {
 		messageIDs: map[string]bool{},
 		chains:     map[string][]*store.AuditEvent{},
 		chained:    map[int64]*store.AuditEvent{},
+		checkpts:   map[string][]*store.Checkpoint{},
 	}
 }
 

@@ -269,3 +269,126 @@ func (s *Store) listAudit(ctx context.Context, what, query, tenant string, args 
 	}
 	return out, nil
 }
+
+// The checkpoints (migration 0012): the chains' heads, each tenant's newest
+// checkpoint, and a tenant's checkpoints.
+const (
+	// chainHeadsSQL walks the tenants of audit_chain in byte order (its
+	// tenant is COLLATE "C"), one probe of the primary key each rather than
+	// a scan of every link, and reads each one's last link and newest
+	// checkpoint. The walk counts its steps (n) and stops at the page's
+	// limit, $2, so that the page's sort sorts no more than the page.
+	chainHeadsSQL = `WITH RECURSIVE t(tenant, n) AS (
+			(SELECT tenant, 1 FROM _S_.audit_chain WHERE tenant > $1 ORDER BY tenant LIMIT 1)
+			UNION ALL
+			SELECT (SELECT c.tenant FROM _S_.audit_chain c WHERE c.tenant > t.tenant ORDER BY c.tenant LIMIT 1), t.n + 1
+			FROM t WHERE t.tenant IS NOT NULL AND t.n < $2
+		)
+		SELECT t.tenant, h.seq, h.hash, k.seq, k.hash, k.at, k.key_id, k.signature
+		FROM t
+		CROSS JOIN LATERAL (SELECT c.seq, c.hash FROM _S_.audit_chain c WHERE c.tenant = t.tenant ORDER BY c.seq DESC LIMIT 1) h
+		LEFT JOIN LATERAL (SELECT k.seq, k.hash, k.at, k.key_id, k.signature FROM _S_.audit_checkpoints k
+			WHERE k.tenant = t.tenant ORDER BY k.seq DESC LIMIT 1) k ON true
+		WHERE t.tenant IS NOT NULL
+		ORDER BY t.tenant`
+	// writeCheckpointsSQL renews the lease, fenced by its token ($1, $2 for
+	// $3 µs), and stores the checkpoints, or signs idle chains again: one
+	// for a stored seq replaces it only with the same hash and a later
+	// time. The renewal locks the lease row, as a seal's does, and the
+	// checkpoints are written only when it renewed. It returns the renewed
+	// lease, or no row when the token is no longer the lease's.
+	writeCheckpointsSQL = `WITH l AS (
+			UPDATE _S_.seal_lease SET expires_at = statement_timestamp() + $3 * interval '1 microsecond'
+			WHERE name = $1 AND token = $2 RETURNING owner, expires_at
+		), w AS (
+			INSERT INTO _S_.audit_checkpoints AS k (tenant, seq, hash, at, key_id, signature)
+			SELECT c.* FROM unnest($4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[], $9::text[]) c, l
+			ON CONFLICT (tenant, seq) DO UPDATE SET at = EXCLUDED.at, key_id = EXCLUDED.key_id, signature = EXCLUDED.signature
+			WHERE k.hash = EXCLUDED.hash AND k.at < EXCLUDED.at
+		)
+		SELECT owner, expires_at FROM l`
+	listCheckpointsSQL = `SELECT seq, hash, at, key_id, signature FROM _S_.audit_checkpoints
+		WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+)
+
+// ListChainHeads implements store.Store.
+func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	rows, err := s.pool.Query(ctx, s.sql(chainHeadsSQL), params.AfterTenant, limit)
+	if err != nil {
+		return nil, wrap("list chain heads", err)
+	}
+	defer rows.Close()
+	var out []*store.TenantChain
+	for rows.Next() {
+		tc := &store.TenantChain{}
+		var seq *int64
+		var at *time.Time
+		var hash, keyID, sig *string
+		if err := rows.Scan(&tc.Tenant, &tc.Head.Seq, &tc.Head.Hash, &seq, &hash, &at, &keyID, &sig); err != nil {
+			return nil, wrap("list chain heads", err)
+		}
+		if seq != nil && hash != nil && at != nil && keyID != nil && sig != nil {
+			tc.Checkpoint = &store.Checkpoint{Tenant: tc.Tenant, Seq: *seq, Hash: *hash, At: at.UTC(), KeyID: *keyID, Signature: *sig}
+		}
+		out = append(out, tc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list chain heads", err)
+	}
+	return out, nil
+}
+
+// WriteCheckpoints implements store.Store: one statement renews the lease
+// and writes the checkpoints.
+func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpointsParams) (*store.SealLease, error) {
+	if err := store.ValidateCheckpoints(params); err != nil {
+		return nil, wrap("write audit checkpoints", err)
+	}
+	n := len(params.Checkpoints)
+	tenants, seqs, hashes, ats := make([]string, n), make([]int64, n), make([]string, n), make([]time.Time, n)
+	keyIDs, sigs := make([]string, n), make([]string, n)
+	for i, c := range params.Checkpoints {
+		tenants[i], seqs[i], hashes[i], ats[i], keyIDs[i], sigs[i] = c.Tenant, c.Seq, c.Hash, c.At, c.KeyID, c.Signature
+	}
+	l := &store.SealLease{Token: params.Token}
+	err := s.pool.QueryRow(ctx, s.sql(writeCheckpointsSQL), sealLeaseName, params.Token, micros(params.LeaseDuration),
+		tenants, seqs, hashes, ats, keyIDs, sigs).Scan(&l.Owner, &l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.CheckpointLeaseLost()
+	}
+	if err != nil {
+		return nil, wrap("write audit checkpoints", err)
+	}
+	l.ExpiresAt = l.ExpiresAt.UTC()
+	return l, nil
+}
+
+// ListCheckpoints implements store.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	rows, err := s.pool.Query(ctx, s.sql(listCheckpointsSQL), params.Tenant, params.After, limit)
+	if err != nil {
+		return nil, wrap("list audit checkpoints", err)
+	}
+	defer rows.Close()
+	var out []*store.Checkpoint
+	for rows.Next() {
+		c := &store.Checkpoint{Tenant: params.Tenant}
+		if err := rows.Scan(&c.Seq, &c.Hash, &c.At, &c.KeyID, &c.Signature); err != nil {
+			return nil, wrap("list audit checkpoints", err)
+		}
+		c.At = c.At.UTC()
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list audit checkpoints", err)
+	}
+	return out, nil
+}

@@ -231,3 +231,38 @@ func TestAuditHoleThroughTheFirstWrite(t *testing.T) {
 		t.Fatalf("events.id defaults to %s, want next_event_id(…)", def)
 	}
 }
+
+// TestAuditRewriting rewrites a sealed chain consistently with raw SQL (an
+// event edited and every later link recomputed, or the chain cut short),
+// with and without deleting the checkpoints that would show it: the
+// chain's own check holds, the signed checkpoints' fails.
+func TestAuditRewriting(t *testing.T) {
+	t.Parallel()
+	s, dsn := openTestStore(t, nil)
+	conn := rawConn(t, dsn, s.Schema())
+	exec := func(t *testing.T, query string, args ...any) {
+		t.Helper()
+		tag, err := conn.Exec(t.Context(), query, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		if tag.RowsAffected() == 0 {
+			t.Fatalf("%s %v: no row changed", query, args)
+		}
+	}
+	storetest.AuditRewriting(t, s, storetest.AuditRewrite{
+		Edit: func(t *testing.T, tenant string, seq int64, detail string) {
+			exec(t, `UPDATE events SET detail = $3 WHERE id = (SELECT event_id FROM audit_chain WHERE tenant = $1 AND seq = $2)`, tenant, seq, detail)
+		},
+		Relink: func(t *testing.T, tenant string, seq int64, prevHash, hash string) {
+			exec(t, `UPDATE audit_chain SET prev_hash = $3, hash = $4 WHERE tenant = $1 AND seq = $2`, tenant, seq, prevHash, hash)
+		},
+		Truncate: func(t *testing.T, tenant string, from int64) {
+			exec(t, `DELETE FROM events WHERE id IN (SELECT event_id FROM audit_chain WHERE tenant = $1 AND seq >= $2)`, tenant, from)
+			exec(t, `DELETE FROM audit_chain WHERE tenant = $1 AND seq >= $2`, tenant, from)
+		},
+		DeleteCheckpoints: func(t *testing.T, tenant string, from int64) {
+			exec(t, `DELETE FROM audit_checkpoints WHERE tenant = $1 AND seq >= $2`, tenant, from)
+		},
+	})
+}

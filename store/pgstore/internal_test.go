@@ -18,17 +18,18 @@ import (
 // field have run these files; editing one would leave them with a schema no
 // build describes. Change the schema with a new file, and add its sum here.
 var applied = map[string]string{
-	"0001_init.sql":             "2d40531bcae0e67f481b47cb93478591cf0c12a92e478fdb9fd90a3362aa20df",
-	"0002_list_pending.sql":     "680ecd5ae43f2508ef0b080992e063cc6d9ea63bb15da40ca2c314f583efeb9e",
-	"0003_sessions.sql":         "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
-	"0004_rule_fingerprint.sql": "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
-	"0005_runs.sql":             "3df5cefb15c2bc91b0bdc8b5439d1fcedfba557b74816000da08d6f1f64c67ce",
-	"0008_escalation.sql":       "c1915e7738d7f889d0474a77e29a41b1fcbfd20030de57008b4f6c6e9a6119e6",
-	"0006_client_tools.sql":     "5e06ce525ef6dd1f60790d1611213674b8b5a695b308fcd1a69f866b8777c7c2",
-	"0007_notifications.sql":    "671c6ea87fd21da9ce794e74647f6269935b0dc286b3a0d471a0a643ddc7d0a9",
-	"0009_audit_chain.sql":      "d24080c19a7bca0878a9b0db1c41bfd349eb684aa1ce92221b13566d82ffe76c",
-	"0010_rule_applied.sql":     "d38e641abb237065630b9245e2a351f31e740fe6cc072872c1b925b8c9b8c600",
-	"0011_credential_kinds.sql": "0471c2d7037426855e7ee72f7a6f446554fc5abe1a2c13b308df0a95d9fd4327",
+	"0001_init.sql":              "2d40531bcae0e67f481b47cb93478591cf0c12a92e478fdb9fd90a3362aa20df",
+	"0002_list_pending.sql":      "680ecd5ae43f2508ef0b080992e063cc6d9ea63bb15da40ca2c314f583efeb9e",
+	"0003_sessions.sql":          "48bb1dc1f5743aebca8980b1bee91902127843fec8c45c6d253b0f60039a2b08",
+	"0004_rule_fingerprint.sql":  "549a285a9e547c997efeed18da1f546b2f44d6ab13022352a78333e1fb3915cb",
+	"0005_runs.sql":              "3df5cefb15c2bc91b0bdc8b5439d1fcedfba557b74816000da08d6f1f64c67ce",
+	"0008_escalation.sql":        "c1915e7738d7f889d0474a77e29a41b1fcbfd20030de57008b4f6c6e9a6119e6",
+	"0006_client_tools.sql":      "5e06ce525ef6dd1f60790d1611213674b8b5a695b308fcd1a69f866b8777c7c2",
+	"0007_notifications.sql":     "671c6ea87fd21da9ce794e74647f6269935b0dc286b3a0d471a0a643ddc7d0a9",
+	"0009_audit_chain.sql":       "d24080c19a7bca0878a9b0db1c41bfd349eb684aa1ce92221b13566d82ffe76c",
+	"0010_rule_applied.sql":      "d38e641abb237065630b9245e2a351f31e740fe6cc072872c1b925b8c9b8c600",
+	"0011_credential_kinds.sql":  "0471c2d7037426855e7ee72f7a6f446554fc5abe1a2c13b308df0a95d9fd4327",
+	"0012_audit_checkpoints.sql": "1328558a1d4a0e7cdb8a75c1e854103ea5907d4de456c3b203ecdb6901c807d2",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

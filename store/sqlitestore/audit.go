@@ -323,3 +323,123 @@ func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args 
 	}
 	return out, nil
 }
+
+// The checkpoints (migration 0015): the chains' heads, each tenant's newest
+// checkpoint, and a tenant's checkpoints.
+const (
+	// chainHeadsSQL walks the tenants of audit_blocks in byte order, one
+	// index probe each (not a scan of every block), and reads each one's
+	// last block and newest checkpoint. The walk stops after ?2 rows, or at
+	// the NULL that ends it when fewer tenants are left.
+	chainHeadsSQL = `WITH RECURSIVE t(tenant) AS (
+			SELECT (SELECT min(tenant) FROM audit_blocks WHERE tenant > ?1)
+			UNION ALL
+			SELECT (SELECT min(b.tenant) FROM audit_blocks b WHERE b.tenant > t.tenant) FROM t WHERE t.tenant IS NOT NULL
+			LIMIT ?2
+		)
+		SELECT t.tenant, h.last_seq, substr(h.hashes, -32, 32),
+			k.seq, k.hash, k.at, k.key_id, k.signature
+		FROM t
+		JOIN audit_blocks h ON h.tenant = t.tenant AND h.last_seq = (SELECT max(last_seq) FROM audit_blocks x WHERE x.tenant = t.tenant)
+		LEFT JOIN audit_checkpoints k ON k.tenant = t.tenant AND k.seq = (SELECT max(seq) FROM audit_checkpoints y WHERE y.tenant = t.tenant)
+		WHERE t.tenant IS NOT NULL
+		ORDER BY t.tenant`
+	// writeCheckpointSQL stores a checkpoint, or signs an idle chain's
+	// again: one for a stored seq replaces it only with the same hash and a
+	// later time.
+	writeCheckpointSQL = `INSERT INTO audit_checkpoints (tenant, seq, hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, seq) DO UPDATE SET at = excluded.at, key_id = excluded.key_id, signature = excluded.signature
+		WHERE audit_checkpoints.hash = excluded.hash AND audit_checkpoints.at < excluded.at`
+	listCheckpointsSQL = `SELECT seq, hash, at, key_id, signature FROM audit_checkpoints
+		WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`
+)
+
+// ListChainHeads implements store.Store.
+func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	rows, err := s.rq.QueryContext(ctx, chainHeadsSQL, params.AfterTenant, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list chain heads: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*store.TenantChain
+	for rows.Next() {
+		tc := &store.TenantChain{}
+		var hash []byte
+		var seq, at sql.NullInt64
+		var cpHash, keyID, sig sql.NullString
+		if err := rows.Scan(&tc.Tenant, &tc.Head.Seq, &hash, &seq, &cpHash, &at, &keyID, &sig); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list chain heads: %w", classify(err))
+		}
+		tc.Head.Hash = hex.EncodeToString(hash)
+		if seq.Valid {
+			tc.Checkpoint = &store.Checkpoint{Tenant: tc.Tenant, Seq: seq.Int64, Hash: cpHash.String, At: fromNanos(at.Int64), KeyID: keyID.String, Signature: sig.String}
+		}
+		out = append(out, tc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: list chain heads: %w", classify(err))
+	}
+	return out, nil
+}
+
+// WriteCheckpoints implements store.Store: the lease is renewed, fenced by
+// its token, and the checkpoints stored, in one write.
+func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpointsParams) (*store.SealLease, error) {
+	if err := store.ValidateCheckpoints(params); err != nil {
+		return nil, err
+	}
+	var out *store.SealLease
+	err := s.write(ctx, func(tx *wtx, now time.Time) error {
+		l := &store.SealLease{Token: params.Token, ExpiresAt: now.Add(params.LeaseDuration)}
+		err := tx.QueryRowContext(ctx, `UPDATE seal_lease SET expires_at = ? WHERE name = ? AND token = ? RETURNING owner`,
+			l.ExpiresAt.UnixNano(), sealLeaseName, params.Token).Scan(&l.Owner)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.CheckpointLeaseLost()
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range params.Checkpoints {
+			if _, err := tx.ExecContext(ctx, writeCheckpointSQL, c.Tenant, c.Seq, c.Hash, c.At.UnixNano(), c.KeyID, c.Signature); err != nil {
+				return fmt.Errorf("checkpoint of %s at seq %d: %w", c.Tenant, c.Seq, err)
+			}
+		}
+		out = l
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: write audit checkpoints: %w", classify(err))
+	}
+	return out, nil
+}
+
+// ListCheckpoints implements store.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
+	limit := params.Limit
+	if limit <= 0 || limit > store.MaxPageSize {
+		limit = store.MaxPageSize
+	}
+	rows, err := s.rq.QueryContext(ctx, listCheckpointsSQL, params.Tenant, params.After, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list audit checkpoints: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*store.Checkpoint
+	for rows.Next() {
+		c := &store.Checkpoint{Tenant: params.Tenant}
+		var at int64
+		if err := rows.Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.Signature); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list audit checkpoints: %w", classify(err))
+		}
+		c.At = fromNanos(at)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: list audit checkpoints: %w", classify(err))
+	}
+	return out, nil
+}

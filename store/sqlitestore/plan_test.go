@@ -55,6 +55,15 @@ func TestQueryPlans(t *testing.T) {
 		// The sealer and the chain's readers.
 		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_blocks USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=?)"},
 		{"unsealed", q(unsealedSQL, 1, 10), "SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},
+		// The checkpointer's walk probes the tenants' index once a tenant,
+		// and each tenant's last block and checkpoint by their keys; only
+		// the page (at most its limit of tenants) is sorted.
+		{"chain heads", q(chainHeadsSQL, "", 10), "SEARCH audit_blocks USING COVERING INDEX audit_blocks_tenant (tenant>?); RECURSIVE STEP; SCAN t; " +
+			"CORRELATED SCALAR SUBQUERY 3; SEARCH b USING COVERING INDEX audit_blocks_tenant (tenant>?); SCAN t; " +
+			"SEARCH h USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=? AND last_seq=?); CORRELATED SCALAR SUBQUERY 5; " +
+			"SEARCH x USING COVERING INDEX sqlite_autoindex_audit_blocks_1 (tenant=?); SEARCH k USING PRIMARY KEY (tenant=? AND seq=?) LEFT-JOIN; " +
+			"CORRELATED SCALAR SUBQUERY 6; SEARCH y USING PRIMARY KEY (tenant=?); USE TEMP B-TREE FOR ORDER BY"},
+		{"list checkpoints", q(listCheckpointsSQL, "t", 1, 10), "SEARCH audit_checkpoints USING PRIMARY KEY (tenant=? AND seq>?)"},
 		// A page of the chain walks the tenant's blocks in order; only each
 		// block's events are sorted, by their place in it (at most a seal's
 		// batch), and the page stops at its limit.

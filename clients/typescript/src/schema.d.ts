@@ -424,6 +424,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's signed checkpoints of its audit chain
+         * @description With a signing key (audit.signing_key_file), the server signs every checkpoint_every a checkpoint of the tenant's chain: the chain's hash at seq, at the time at, signed with Ed25519 over the RFC 8785 JSON of the checkpoint without signature. An idle chain is signed again at the same seq with a later at, in place of the last. key_id is the first 16 hex digits of the SHA-256 of the public key's SubjectPublicKeyInfo DER. A chain rewritten or cut short in the database no longer matches its checkpoints, and the newest goes stale: `countersign audit verify --public-key` checks both. Without a key there are none. Needs the operator role.
+         */
+        get: operations["listAuditCheckpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the credential is
+         * @description The tenant, actor, kind (human or agent) and roles of the presented credential. Any credential may ask; framework adapters refuse to run with one that is not an agent's.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notifications": {
         parameters: {
             query?: never;
@@ -562,7 +602,7 @@ export interface components {
         /** @description What went wrong: a stable code, a message for people, and details for programs. */
         ErrorObject: {
             /** @enum {string} */
-            code: "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
+            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
             message: string;
             /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. */
             details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"];
@@ -582,6 +622,11 @@ export interface components {
         };
         Decision: {
             actor: string;
+            /**
+             * @description The decider's credential kind; absent on decisions recorded before kinds were.
+             * @enum {string}
+             */
+            actor_kind?: "human" | "agent";
             /** @enum {string} */
             decision: "approved" | "rejected";
             /** @description api, web, cli, text, mcp, or grant for a remembered approval */
@@ -613,6 +658,11 @@ export interface components {
             id: string;
             tenant: string;
             requester: string;
+            /**
+             * @description The kind of credential that made the call (API.md Part 3); absent on proposals made before kinds were recorded.
+             * @enum {string}
+             */
+            requester_kind?: "human" | "agent";
             thread_id: string;
             run_id: string;
             tool_call_id: string;
@@ -796,6 +846,28 @@ export interface components {
         AuditPage: {
             events: components["schemas"]["AuditEvent"][];
             /** @description The after of the next page; null when this page ends the chain as sealed so far. */
+            next: number | null;
+        };
+        /** @description A signed checkpoint of the tenant's chain. signature is over this object without signature, as RFC 8785 JSON. */
+        AuditCheckpoint: {
+            tenant: string;
+            /** @description The seq of the chain's event the checkpoint covers. */
+            seq: number;
+            /** @description The chain's hash at seq. */
+            hash: string;
+            /**
+             * Format: date-time
+             * @description When it was signed: RFC 3339 in UTC, to the microsecond at most; verify it as written.
+             */
+            at: string;
+            /** @description The first 16 hex digits of the SHA-256 of the signing key's public SubjectPublicKeyInfo DER. */
+            key_id: string;
+            /** @description Standard base64 of the Ed25519 signature. */
+            signature: string;
+        };
+        AuditCheckpointPage: {
+            checkpoints: components["schemas"]["AuditCheckpoint"][];
+            /** @description The after of the next page; null when this page holds the last checkpoint. */
             next: number | null;
         };
         EventList: {
@@ -1028,6 +1100,17 @@ export interface components {
             status: "applied" | "conflict";
             lease?: components["schemas"]["Lease"];
             proposal: components["schemas"]["Proposal"];
+        };
+        /** @description Who the presented credential stands for. */
+        Me: {
+            tenant: string;
+            actor: string;
+            /**
+             * @description human: a person's credential; agent: an agent acting for actor, which never decides.
+             * @enum {string}
+             */
+            kind: "human" | "agent";
+            roles: string[];
         };
     };
     responses: {
@@ -1868,6 +1951,58 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAuditCheckpoints: {
+        parameters: {
+            query?: {
+                /** @description Return checkpoints with seq above this; default 0, every checkpoint. */
+                after?: number;
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page, ascending seq; at most one checkpoint a seq. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditCheckpointPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
