@@ -970,7 +970,7 @@ func TestGrants(t *testing.T) {
 	in := `{"amount":40,"customer":"c_9"}`
 	first := h.call(refundCall("call_1", countersign.ModeWait, in))
 	// The rule allows only thread grants.
-	if _, err := h.engine.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: first.ProposalID, Verdict: countersign.Approve, Remember: countersign.ScopeRun}); !errors.Is(err, countersign.ErrForbidden) {
+	if _, err := h.engine.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: first.ProposalID, Verdict: countersign.Approve, Remember: countersign.ScopeRun}); !errors.Is(err, countersign.ErrInvalidRemember) {
 		t.Fatalf("run grant: %v", err)
 	}
 	if _, err := h.engine.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: first.ProposalID, Verdict: countersign.Reject, Remember: countersign.ScopeThread}); !errors.Is(err, countersign.ErrInvalidCall) {

@@ -1254,21 +1254,27 @@ func (h *propHarness) opDecide(t *rapid.T) {
 		return
 	}
 	forbidden := !mayDecide(p, actor, verdict) || (via != "" && len(p.Channels) > 0 && !slices.Contains(p.Channels, via)) ||
-		(via == "" && len(p.Channels) > 0 && !slices.Contains(p.Channels, "api")) ||
-		(remember != "" && !slices.Contains(p.RememberScopes, remember))
+		(via == "" && len(p.Channels) > 0 && !slices.Contains(p.Channels, "api"))
+	// Past the decider's check: a scope the rule does not allow, or a run
+	// grant of a proposal made outside a run, is INVALID_REMEMBER.
+	invalidRemember := !forbidden && remember != "" &&
+		(!slices.Contains(p.RememberScopes, remember) || (remember == countersign.ScopeRun && p.RunID == ""))
 	var fe *countersign.ForbiddenError
+	var ire *countersign.InvalidRememberError
 	switch {
 	case errors.As(err, &fe):
 		h.cov.add("decide → forbidden")
+	case errors.As(err, &ire):
+		h.cov.add("decide → invalid remember")
 	case err != nil:
 		h.cov.add("decide → error")
 	default:
 		h.cov.add("decide → " + string(res.Status))
 	}
-	if forbidden != errors.As(err, &fe) {
-		h.fatalf(t, "Decide by %s (%s via %q remember %q) on %s: forbidden=%v, got %v", actor, verdict, via, remember, p.ID, forbidden, err)
+	if forbidden != errors.As(err, &fe) || invalidRemember != errors.As(err, &ire) {
+		h.fatalf(t, "Decide by %s (%s via %q remember %q) on %s: forbidden=%v invalid remember=%v, got %v", actor, verdict, via, remember, p.ID, forbidden, invalidRemember, err)
 	}
-	if forbidden {
+	if forbidden || invalidRemember {
 		return
 	}
 	if err != nil {
