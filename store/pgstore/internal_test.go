@@ -29,6 +29,7 @@ var applied = map[string]string{
 	"0009_audit_chain.sql":      "d24080c19a7bca0878a9b0db1c41bfd349eb684aa1ce92221b13566d82ffe76c",
 	"0010_rule_applied.sql":     "d38e641abb237065630b9245e2a351f31e740fe6cc072872c1b925b8c9b8c600",
 	"0011_credential_kinds.sql": "0471c2d7037426855e7ee72f7a6f446554fc5abe1a2c13b308df0a95d9fd4327",
+	"0012_message_keys.sql":     "a3a2057a3c68223063de5d5d83f7da4d92414719cae35eb49bb35ae0265cff7d",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -24,6 +24,7 @@ var applied = map[string]string{
 	"0012_audit_chain_table.sql":  "9c7b771f0f110fa096890b89632ea757675523978bb8adaaa59397575582d712",
 	"0013_audit_chain_blocks.sql": "3de3b0758ceb12f60c3d49bab7e0e24e9fc3393ab47205e6d6eb13f522992bad",
 	"0014_credential_kinds.sql":   "46dd1cb4026ce5aa075e642c4c3112de9eb2a9ff0ca0813dd00cf56e70e4b0bc",
+	"0015_message_keys.sql":       "56f155ff194ecd1b4fa3a09b6497a0b98b7659f47d410b15f59ff2bf6f521b81",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {
