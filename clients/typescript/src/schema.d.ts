@@ -255,7 +255,7 @@ export interface paths {
         put?: never;
         /**
          * Post a message: a text decision, a run of an agent, or a message stored for an external agent
-         * @description A human's message (role user). Exactly a decision command ("yes", "sim", "no #prp_…") decides a proposal, by its sender, via text. Otherwise the thread's owner only: with an agent, a run starts and the answer comes once it finishes or parks; with Accept: text/event-stream the run streams as AG-UI events. While a run holds the thread, 409 THREAD_BUSY (a text decision is always taken).
+         * @description A human's message (role user). Exactly a decision command ("yes", "sim", "no #prp_…") decides a proposal, by its sender, via text. Otherwise the thread's owner only: with an agent, a run starts and the answer comes once it finishes or parks; with Accept: text/event-stream the run streams as AG-UI events. While a run holds the thread, 409 THREAD_BUSY (a text decision is always taken). An id the thread already holds is 409 MESSAGE_ID_TAKEN.
          */
         post: operations["postMessage"];
         delete?: never;
@@ -315,7 +315,7 @@ export interface paths {
         put?: never;
         /**
          * Run the default agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUI"];
         delete?: never;
@@ -335,7 +335,7 @@ export interface paths {
         put?: never;
         /**
          * Run an agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUIAgent"];
         delete?: never;
@@ -416,6 +416,26 @@ export interface paths {
          * @description Every event of the caller's tenant in seq order (1, 2, 3, …), each hashed into the chain: hash is the lowercase hex SHA-256 of prev_hash (UTF-8) followed by the RFC 8785 JSON of the event without hash; the first event's prev_hash is "". Events are chained a moment after they commit, so the newest seconds may not be in it yet. Needs the operator role.
          */
         get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the credential is
+         * @description The tenant, actor, kind (human or agent) and roles of the presented credential. Any credential may ask; framework adapters refuse to run with one that is not an agent's.
+         */
+        get: operations["getMe"];
         put?: never;
         post?: never;
         delete?: never;
@@ -562,7 +582,7 @@ export interface components {
         /** @description What went wrong: a stable code, a message for people, and details for programs. */
         ErrorObject: {
             /** @enum {string} */
-            code: "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
+            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "MESSAGE_ID_TAKEN" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
             message: string;
             /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. */
             details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"];
@@ -582,6 +602,11 @@ export interface components {
         };
         Decision: {
             actor: string;
+            /**
+             * @description The decider's credential kind; absent on decisions recorded before kinds were.
+             * @enum {string}
+             */
+            actor_kind?: "human" | "agent";
             /** @enum {string} */
             decision: "approved" | "rejected";
             /** @description api, web, cli, text, mcp, or grant for a remembered approval */
@@ -613,6 +638,11 @@ export interface components {
             id: string;
             tenant: string;
             requester: string;
+            /**
+             * @description The kind of credential that made the call (API.md Part 3); absent on proposals made before kinds were recorded.
+             * @enum {string}
+             */
+            requester_kind?: "human" | "agent";
             thread_id: string;
             run_id: string;
             tool_call_id: string;
@@ -896,6 +926,8 @@ export interface components {
             run: components["schemas"]["Run"];
         };
         MessageRequest: {
+            /** @description The caller's id for the message: 1 to 128 characters, no control characters; the server makes one when it is absent. Ids are the thread's: one the thread already holds is 409 MESSAGE_ID_TAKEN (nothing is stored or decided); the same id in another thread or tenant is another message. */
+            id?: string;
             /** @description 1 to 32 KiB. */
             text: string;
             /** @description The agent to run; default the configured default_agent. */
@@ -1029,6 +1061,17 @@ export interface components {
             lease?: components["schemas"]["Lease"];
             proposal: components["schemas"]["Proposal"];
         };
+        /** @description Who the presented credential stands for. */
+        Me: {
+            tenant: string;
+            actor: string;
+            /**
+             * @description human: a person's credential; agent: an agent acting for actor, which never decides.
+             * @enum {string}
+             */
+            kind: "human" | "agent";
+            roles: string[];
+        };
     };
     responses: {
         /** @description INVALID_BODY (a malformed body, an unknown field, a wrong type, a missing field, or a bad Countersign-Via header), INVALID_INPUT (the input fails the action's schema, or a query parameter is out of range) or INVALID_CURSOR. */
@@ -1144,8 +1187,8 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A run holds the thread (THREAD_BUSY). */
-        ThreadBusy: {
+        /** @description A run holds the thread (THREAD_BUSY), or the thread already holds a message with the body's id (MESSAGE_ID_TAKEN). Nothing is stored or decided. */
+        MessageConflict: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1626,7 +1669,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["ThreadBusy"];
+            409: components["responses"]["MessageConflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
@@ -1868,6 +1911,29 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
