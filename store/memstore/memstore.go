@@ -140,9 +140,9 @@ func (s *Store) apply(p *store.Proposal, c *store.Change, now time.Time) {
 		// Once per proposal and outcome status, keyed apart from the
 		// message's id, and only into a thread that still exists.
 		tk := key(m.Tenant, m.ThreadID)
-		ok := key(m.Tenant, m.ProposalID, string(m.Outcome.Status))
-		if _, live := s.threads[tk]; live && !s.outcomes[ok] {
-			s.outcomes[ok] = true
+		settled := key(m.Tenant, m.ProposalID, string(m.Outcome.Status))
+		if _, live := s.threads[tk]; live && !s.outcomes[settled] {
+			s.outcomes[settled] = true
 			s.messageIDs[key(m.Tenant, m.ThreadID, m.ID)] = true
 			s.messages[tk] = append(s.messages[tk], m.Clone())
 		}
