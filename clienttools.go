@@ -1,8 +1,10 @@
 package countersign
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -102,11 +104,10 @@ func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Th
 	}
 	var pending []store.ToolCall
 	if t != nil {
-		msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: m.Identity.Tenant, ThreadID: t.ID})
-		if err != nil {
-			return nil, fmt.Errorf("list messages: %w", err)
+		var err error
+		if pending, err = e.awaitingCaller(ctx, m.Identity.Tenant, t.ID); err != nil {
+			return nil, err
 		}
-		pending = store.PendingClientCalls(msgs)
 	}
 	calls := map[string]store.ToolCall{}
 	for _, c := range pending {
@@ -121,10 +122,12 @@ func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Th
 			return nil, fmt.Errorf("%w: tool results[%d]: %q is not a tool call awaiting the caller's result", ErrInvalidCall, i, r.ToolCallID)
 		case answered[r.ToolCallID]:
 			return nil, fmt.Errorf("%w: tool results[%d]: %q answered twice", ErrInvalidCall, i, r.ToolCallID)
-		case r.ID != "" && !validID(r.ID):
-			return nil, fmt.Errorf("%w: tool results[%d]: message id %q", ErrInvalidCall, i, r.ID)
+		case r.ID != "" && !validMessageID(r.ID):
+			return nil, fmt.Errorf("%w: tool results[%d]: id: must be 1 to %d characters of UTF-8, no control characters", ErrInvalidCall, i, MaxMessageIDLen)
 		case len(r.Content)+len(r.Error) > MaxMessageText || !utf8.ValidString(r.Content) || !utf8.ValidString(r.Error):
 			return nil, fmt.Errorf("%w: tool results[%d]: at most %d bytes of UTF-8", ErrInvalidCall, i, MaxMessageText)
+		case strings.ContainsRune(r.Content, 0) || strings.ContainsRune(r.Error, 0):
+			return nil, fmt.Errorf("%w: tool results[%d]: must not contain NUL", ErrInvalidCall, i)
 		}
 		answered[r.ToolCallID] = true
 		id := r.ID
@@ -136,6 +139,60 @@ func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Th
 			ToolCallID: r.ToolCallID, Result: result, Text: line, Sender: m.Identity.Actor})
 	}
 	return out, nil
+}
+
+// awaitingCaller are the client tool calls a result may answer: those the
+// thread's latest run left to its caller when it finished (AG-UI's
+// pendingToolCallIds). A run that failed or was cancelled reported none, so
+// its calls take no result: the next message starts afresh.
+func (e *Engine) awaitingCaller(ctx context.Context, tenant, threadID string) ([]store.ToolCall, error) {
+	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: threadID})
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	pending := store.PendingClientCalls(msgs)
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	// The calls are one run's: the one whose assistant message made them.
+	runID := ""
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if c.ID == pending[0].ID && m.Role == store.RoleAssistant {
+				runID = m.RunID
+			}
+		}
+	}
+	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get run: %w", err)
+	case r.Status != store.RunFinished:
+		return nil, nil
+	}
+	return pending, nil
+}
+
+// Resent reports whether r, a result a front end sends again with its
+// history (AG-UI's messages), is the tool message m the thread holds: a
+// result the front end posted (as this engine stores it), or one a run
+// wrote and streamed to it (its result object, or its text).
+func (r ToolResult) Resent(m *store.Message) bool {
+	if m.Role != store.RoleTool || m.ToolCallID != r.ToolCallID {
+		return false
+	}
+	if result, _ := clientResult("", r); bytes.Equal(result, m.Result) {
+		return true
+	}
+	if r.Error != "" {
+		return false
+	}
+	if len(m.Result) > 0 {
+		return r.Content == string(m.Result)
+	}
+	return r.Content == m.Text
 }
 
 // clientResult is a client tool's result as a tool message holds it: the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/store"
@@ -34,13 +36,48 @@ func (e *ThreadBusyError) Error() string {
 // Is makes errors.Is(err, ErrThreadBusy) hold.
 func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy }
 
+// ErrMessageIDTaken matches a *MessageIDTakenError.
+var ErrMessageIDTaken = errors.New("message id taken")
+
+// MessageIDTakenError refuses a message whose id its thread already holds
+// (API.md Part 3: 409 MESSAGE_ID_TAKEN). Message ids are keyed by tenant,
+// thread and id, so it says nothing of any other thread: the same id there
+// is simply another message. Nothing was stored or decided.
+type MessageIDTakenError struct {
+	ThreadID  string
+	MessageID string
+}
+
+func (e *MessageIDTakenError) Error() string {
+	return fmt.Sprintf("thread %s already holds a message with id %s", e.ThreadID, e.MessageID)
+}
+
+// Is makes errors.Is(err, ErrMessageIDTaken) hold.
+func (e *MessageIDTakenError) Is(target error) bool { return target == ErrMessageIDTaken }
+
+// MaxMessageIDLen bounds the id a client chooses for its message, in
+// characters (API.md Part 3: 1..128).
+const MaxMessageIDLen = 128
+
+// validMessageID reports whether s may be a client's message id: 1 to
+// MaxMessageIDLen characters of UTF-8, none of them a control character
+// (an id is echoed in JSON, event streams and logs, and PostgreSQL cannot
+// store a NUL).
+func validMessageID(s string) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > MaxMessageIDLen {
+		return false
+	}
+	return !strings.ContainsFunc(s, unicode.IsControl)
+}
+
 // Message is a human's message to a thread.
 type Message struct {
 	Identity Identity
 	ThreadID string
 	// ID, when set, is the message's id (a front end's own, as AG-UI
-	// sends them); by default the engine makes one. An id the store holds
-	// already is ErrInvalidCall.
+	// sends them): 1 to MaxMessageIDLen characters, no control character.
+	// By default the engine makes one. An id the thread holds already is
+	// a *MessageIDTakenError, and nothing is stored or decided.
 	ID   string
 	Text string
 	// Agent, when set, starts a run of that agent on the message (unless
@@ -97,8 +134,12 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 		return nil, fmt.Errorf("%w: client tools are offered to a run: name its agent", ErrInvalidCall)
 	case !utf8.ValidString(m.Text):
 		return nil, fmt.Errorf("%w: text: must be UTF-8", ErrInvalidCall)
-	case m.ID != "" && !validID(m.ID):
-		return nil, fmt.Errorf("%w: message id %q", ErrInvalidCall, m.ID)
+	case strings.ContainsRune(m.Text, 0):
+		// Every store would not keep it alike (PostgreSQL's text refuses
+		// it): refused here, for all of them.
+		return nil, fmt.Errorf("%w: text: must not contain NUL", ErrInvalidCall)
+	case m.ID != "" && !validMessageID(m.ID):
+		return nil, fmt.Errorf("%w: id: must be 1 to %d characters of UTF-8, no control characters", ErrInvalidCall, MaxMessageIDLen)
 	}
 	// A user message (or a text decision) is a person's; an agent
 	// credential may only deliver client-tool results. Refused before the
@@ -146,6 +187,20 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	return &MessageAnswer{Thread: res.Thread, Message: res.Message, Results: res.Results, Run: res.Run}, nil
 }
 
+// messageIDFree refuses an id the thread already holds.
+func (e *Engine) messageIDFree(ctx context.Context, tenant, threadID, id string) error {
+	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: threadID})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("list messages: %w", err)
+	}
+	for _, held := range msgs {
+		if held.ID == id {
+			return &MessageIDTakenError{ThreadID: threadID, MessageID: id}
+		}
+	}
+	return nil
+}
+
 func (e *Engine) userMessage(m *Message) *store.Message {
 	id := m.ID
 	if id == "" {
@@ -159,15 +214,20 @@ func (e *Engine) userMessage(m *Message) *store.Message {
 // engine's.
 func (e *Engine) conversationError(threadID string, err error) error {
 	var busy *store.ThreadBusyError
+	var taken *store.MessageIDTakenError
 	switch {
 	case errors.As(err, &busy):
 		return &ThreadBusyError{ThreadID: busy.ThreadID, RunID: busy.RunID}
+	case errors.As(err, &taken):
+		return &MessageIDTakenError{ThreadID: threadID, MessageID: taken.ID}
 	case errors.Is(err, store.ErrNotThreadOwner):
 		return &ForbiddenError{Reason: "only the thread's owner posts in it"}
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
 	case errors.Is(err, store.ErrInvalidParams):
-		return fmt.Errorf("%w: %v", ErrInvalidCall, err)
+		// Both stay in the chain: the store's words may be a driver's,
+		// which a surface does not show its caller.
+		return fmt.Errorf("%w: post message: %w", ErrInvalidCall, err)
 	}
 	return fmt.Errorf("post message: %w", err)
 }
@@ -203,11 +263,26 @@ func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) 
 	if res.Remember {
 		d.Remember = ScopeThread
 	}
-	dr, err := e.Decide(ctx, d)
+	// A client's id the thread holds refuses the decision before it is
+	// made, and only once the sender is known to be allowed to make it:
+	// whoever may not decide learns nothing of the thread's ids.
+	var free func(context.Context) error
+	if m.ID != "" {
+		free = func(ctx context.Context) error { return e.messageIDFree(ctx, m.Identity.Tenant, t.ID, m.ID) }
+	}
+	dr, err := e.decide(ctx, d, free)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := e.store.PostMessage(ctx, &store.PostMessageParams{Message: e.userMessage(m), Decision: true})
+	msg := e.userMessage(m)
+	stored, err := e.store.PostMessage(ctx, &store.PostMessageParams{Message: msg, Decision: true})
+	if errors.Is(err, store.ErrMessageIDTaken) {
+		// Taken between the check and now, by a post racing this one: the
+		// decision stands, so its record keeps the words under an id of
+		// the engine's rather than being lost.
+		msg.ID = "msg_" + newID()
+		stored, err = e.store.PostMessage(ctx, &store.PostMessageParams{Message: msg, Decision: true})
+	}
 	if err != nil {
 		return nil, e.conversationError(m.ThreadID, err)
 	}

@@ -54,6 +54,13 @@ type DecideResult struct {
 // ErrNotFound for a missing proposal, and otherwise applied, unchanged,
 // conflict or expired.
 func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error) {
+	return e.decide(ctx, d, nil)
+}
+
+// decide is Decide with a last check, run once the decider is known to be
+// allowed and before anything is written: when it fails, nothing is
+// decided (a text decision whose message id is taken).
+func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Context) error) (*DecideResult, error) {
 	// Before the proposal is looked up: an agent learns nothing of it.
 	if err := mayAct(d.Identity, ActDecide); err != nil {
 		return nil, err
@@ -87,6 +94,11 @@ func (e *Engine) Decide(ctx context.Context, d *Decision) (*DecideResult, error)
 			return nil, err
 		}
 		params.Grant = e.grantFor(p, d)
+	}
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return nil, err
+		}
 	}
 	res, err := e.store.Decide(ctx, params)
 	if err != nil {

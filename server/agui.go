@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -117,44 +118,79 @@ func (s *Server) handleAGUI(w http.ResponseWriter, r *http.Request, id countersi
 		_ = ew.Write(&event.RunError{Message: message, Code: code, Timestamp: now()})
 		return nil
 	}
+	// failWith ends the run with an engine error, in words fit for the
+	// caller (aguiError).
+	failWith := func(err error) error {
+		return fail(s.aguiError(r, err))
+	}
 	// Everything from here is the caller's and is not abandoned with its
 	// client.
 	ctx := context.WithoutCancel(r.Context())
 	if len(in.Resume) > 0 {
-		return s.aguiResume(ctx, w, r, ew, started, id, &in, fail)
+		return s.aguiResume(ctx, w, r, ew, started, id, &in, fail, failWith)
 	}
 	m, err := s.newInput(ctx, id, &in)
 	if err != nil {
-		return fail("INVALID_INPUT", err.Error())
+		return failWith(err)
 	}
 	m.Identity, m.ThreadID, m.Agent = id, in.ThreadID, agentName
 	ans, err := s.engine.PostMessage(ctx, m)
 	if err != nil {
-		code := aguiErrorCode(err)
-		if code == CodeInvalidBody {
-			code = "INVALID_INPUT"
-		}
-		return fail(code, err.Error())
+		return failWith(err)
 	}
 	if ans.IsDecision() {
 		return s.aguiDecisionRun(ew, started, &in, ans)
 	}
 	if ans.Run == nil {
-		return fail("INVALID_INPUT", "no run was started")
+		return fail(CodeInvalidInput, "no run was started")
 	}
 	return s.streamRunAs(w, r, id, ans.Run, in.ThreadID, in.RunID, nil)
+}
+
+// aguiInputError is a RunAgentInput the endpoint refuses as it reads it
+// (RUN_ERROR INVALID_INPUT); its words are the endpoint's own.
+type aguiInputError struct{ msg string }
+
+func (e *aguiInputError) Error() string { return e.msg }
+
+func badInput(format string, args ...any) error {
+	return &aguiInputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// resent reports whether an input message whose id the thread holds is the
+// stored message held, sent again: a front end resends its history with
+// every input. Its role and content must be the stored message's: a user's
+// text, an assistant's text (its tool calls are the stored ones, whatever
+// the front end says), a tool's result. Any other role is never stored.
+func resent(m *aguiMessage, held *store.Message) bool {
+	switch m.Role {
+	case store.RoleUser, store.RoleAssistant:
+		return held.Role == m.Role && held.Text == m.text()
+	case store.RoleTool:
+		var content string
+		if json.Unmarshal(m.Content, &content) != nil {
+			return false
+		}
+		return countersign.ToolResult{ToolCallID: m.ToolCallID, Content: content, Error: m.Error}.Resent(held)
+	}
+	return false
 }
 
 // newInput is what the input brings the thread: the tool messages whose
 // ids the thread does not hold yet (the results of the client tools the
 // last run called, in order) and the last user message it does not hold,
-// with the input's tools as the run's client tools. The engine checks that
-// the results answer calls it waits for.
+// with the input's tools as the run's client tools. A message whose id the
+// thread holds is the history sent again and is passed over when it is the
+// stored message (resent); with other content it is refused, as a
+// *countersign.MessageIDTakenError, before anything is stored. Nothing else
+// of the input reaches the thread, nor the model, which reads only what the
+// thread holds. The engine checks that the results answer the calls the
+// last run left to the caller (pendingToolCallIds).
 func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *aguiInput) (*countersign.Message, error) {
-	held := map[string]bool{}
+	held := map[string]*store.Message{}
 	if v, err := s.engine.Thread(ctx, id, in.ThreadID); err == nil {
 		for _, m := range v.Messages {
-			held[m.ID] = true
+			held[m.ID] = m
 		}
 	} else if !errors.Is(err, countersign.ErrNotFound) {
 		return nil, err
@@ -164,9 +200,12 @@ func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *agui
 	for i, raw := range in.Messages {
 		var m aguiMessage
 		if err := json.Unmarshal(raw, &m); err != nil || m.ID == "" || m.Role == "" {
-			return nil, fmt.Errorf("messages[%d]: each message is an object with an id and a role", i)
+			return nil, badInput("messages[%d]: each message is an object with an id and a role", i)
 		}
-		if held[m.ID] {
+		if h := held[m.ID]; h != nil {
+			if !resent(&m, h) {
+				return nil, &countersign.MessageIDTakenError{ThreadID: in.ThreadID, MessageID: m.ID}
+			}
 			continue
 		}
 		switch m.Role {
@@ -175,24 +214,24 @@ func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *agui
 		case "tool":
 			var content string
 			if err := json.Unmarshal(m.Content, &content); err != nil || m.ToolCallID == "" {
-				return nil, fmt.Errorf("messages[%d]: a tool message has a toolCallId and a string content", i)
+				return nil, badInput("messages[%d]: a tool message has a toolCallId and a string content", i)
 			}
 			out.ToolResults = append(out.ToolResults, countersign.ToolResult{ID: m.ID, ToolCallID: m.ToolCallID, Content: content, Error: m.Error})
 		}
 	}
 	if user != nil {
 		if out.Text = user.text(); out.Text == "" {
-			return nil, errors.New("the newest user message has no text")
+			return nil, badInput("the newest user message has no text")
 		}
 		out.ID = user.ID
 	}
 	if user == nil && len(out.ToolResults) == 0 {
-		return nil, errors.New("the input holds no user message, nor tool result, the thread does not have yet")
+		return nil, badInput("the input holds no user message, nor tool result, the thread does not have yet")
 	}
 	for i, raw := range in.Tools {
 		var t aguiTool
 		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-			return nil, fmt.Errorf("tools[%d]: a tool is an object with a name, a description and parameters", i)
+			return nil, badInput("tools[%d]: a tool is an object with a name, a description and parameters", i)
 		}
 		params := t.Parameters
 		if string(params) == "null" {
@@ -236,14 +275,14 @@ func (s *Server) aguiDecisionRun(ew *event.Writer, started *event.RunStarted, in
 // meanwhile keeps the decision that stands, even when the caller could not
 // have made it: the resume then only asks for the continuation.
 func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.Request, ew *event.Writer, started *event.RunStarted,
-	id countersign.Identity, in *aguiInput, fail func(code, message string) error) error {
+	id countersign.Identity, in *aguiInput, fail func(code, message string) error, failWith func(error) error) error {
 	// A resume is a decision: an agent credential is refused before any
 	// interrupt is looked up.
 	if err := s.engine.MayAct(id, countersign.ActResume); err != nil {
-		return fail(CodeAgentCannotDecide, err.Error())
+		return failWith(err)
 	}
 	if _, err := s.engine.Thread(ctx, id, in.ThreadID); err != nil {
-		return fail(aguiErrorCode(err), err.Error())
+		return failWith(err)
 	}
 	type entry struct {
 		p        *store.Proposal
@@ -297,7 +336,7 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 			// to see, though the decision was not theirs to make.
 			continue
 		case err != nil:
-			return fail(aguiErrorCode(err), err.Error())
+			return failWith(err)
 		case dr.Status == countersign.DecideExpired && e.resolved:
 			// The engine judges the deadline by its clock; a cancelled
 			// resume of an expired interrupt is taken (the run goes on with
@@ -319,22 +358,47 @@ func (s *Server) decidedAlready(ctx context.Context, id countersign.Identity, pr
 	return err == nil && p.Status != store.StatusPending
 }
 
-// aguiErrorCode is the RUN_ERROR code of an engine error.
-func aguiErrorCode(err error) string {
-	var busy *countersign.ThreadBusyError
-	switch {
-	case agentRefused(err) != nil:
-		return CodeAgentCannotDecide
-	case invalidRemember(err) != nil:
-		return CodeInvalidRemember
-	case errors.As(err, &busy):
-		return CodeThreadBusy
-	case errors.Is(err, countersign.ErrForbidden):
-		return CodeForbidden
-	case errors.Is(err, countersign.ErrNotFound):
-		return CodeNotFound
-	case errors.Is(err, countersign.ErrInvalidCall):
-		return CodeInvalidBody
+// aguiError is the RUN_ERROR code and message of an error that ends an
+// AG-UI run: the same refusals as the HTTP routes', in words fit for the
+// caller. The engine's refusals say what the caller sent and may not do;
+// whatever comes from below (a store's or driver's words, an unexpected
+// failure) is a fixed text, and its cause is logged here.
+func (s *Server) aguiError(r *http.Request, err error) (code, message string) {
+	var (
+		input  *aguiInputError
+		busy   *countersign.ThreadBusyError
+		taken  *countersign.MessageIDTakenError
+		denied *countersign.ForbiddenError
+	)
+	logged := func(level slog.Level, code, message string) (string, string) {
+		s.log.LogAttrs(r.Context(), level, "AG-UI run refused; the answer says less than the cause",
+			slog.String("path", r.URL.Path), slog.String("code", code), slog.Any("err", err))
+		return code, message
 	}
-	return CodeInternal
+	switch {
+	case errors.As(err, &input):
+		return CodeInvalidInput, input.msg
+	case agentRefused(err) != nil:
+		return CodeAgentCannotDecide, agentRefused(err).message
+	case invalidRemember(err) != nil:
+		return CodeInvalidRemember, invalidRemember(err).message
+	case errors.As(err, &busy):
+		return CodeThreadBusy, fmt.Sprintf("run %s holds thread %s; wait for it to end or cancel it", busy.RunID, busy.ThreadID)
+	case errors.As(err, &taken):
+		return CodeMessageIDTaken, fmt.Sprintf("this thread already holds a message with id %q, with other content; choose another id", taken.MessageID)
+	case errors.As(err, &denied):
+		return CodeForbidden, denied.Reason
+	case errors.Is(err, countersign.ErrForbidden):
+		return CodeForbidden, "forbidden"
+	case errors.Is(err, countersign.ErrNotFound):
+		return CodeNotFound, "not found"
+	case errors.Is(err, store.ErrInvalidParams):
+		// Before ErrInvalidCall, which the engine wraps it in.
+		return logged(slog.LevelWarn, CodeInvalidInput, storeRefusedText)
+	case errors.Is(err, countersign.ErrInvalidCall):
+		return CodeInvalidInput, err.Error()
+	case errors.Is(err, store.ErrUnavailable):
+		return logged(slog.LevelWarn, CodeUnavailable, unavailableMessage)
+	}
+	return logged(slog.LevelError, CodeInternal, internalMessage)
 }

@@ -23,8 +23,15 @@ func aguiHarness(t testing.TB) *harness { return aguiHarnessAt(t, nil) }
 // aguiHarnessAt is aguiHarness on the clock now (nil: time.Now).
 func aguiHarnessAt(t testing.TB, now func() time.Time) *harness {
 	t.Helper()
+	return aguiHarnessOn(t, "mem", harnessOptions{now: now})
+}
+
+// aguiHarnessOn is aguiHarness on a store of kind, with ho's clock and
+// store.
+func aguiHarnessOn(t testing.TB, kind string, ho harnessOptions) *harness {
+	t.Helper()
 	var rt *agent.Runtime
-	h := newHarness(t, "mem", harnessOptions{now: now,
+	h := newHarness(t, kind, harnessOptions{now: ho.now, store: ho.store,
 		engine: func(o *countersign.Options) {
 			o.Policy = &countersign.Policy{Rules: []countersign.Rule{
 				{Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"requester"}},

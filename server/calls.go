@@ -138,7 +138,11 @@ func callError(err error) error {
 	switch {
 	case errors.Is(err, countersign.ErrActionNotFound):
 		return newError(http.StatusNotFound, CodeActionNotFound, "no action of that name")
-	case errors.Is(err, countersign.ErrInvalidCall), errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, store.ErrInvalidParams):
+		// The store's words may be its driver's: a fixed text, the cause
+		// logged.
+		return errStoreRefused(err)
+	case errors.Is(err, countersign.ErrInvalidCall):
 		return errBadBody("", err.Error())
 	}
 	return err

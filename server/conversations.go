@@ -27,6 +27,9 @@ type Agents interface {
 const maxRunDrive = 5 * time.Minute
 
 type messageRequest struct {
+	// ID is the caller's id for the message, unique in the thread; the
+	// server makes one when it is absent.
+	ID    *string `json:"id"`
 	Text  *string `json:"text"`
 	Agent string  `json:"agent"`
 }
@@ -63,11 +66,18 @@ func wireRuns(rs []*store.Run) []*Run {
 // conversationError maps the engine's refusals of a conversation request.
 func conversationError(err error, threadID string) error {
 	var busy *countersign.ThreadBusyError
+	var taken *countersign.MessageIDTakenError
 	switch {
 	case errors.As(err, &busy):
 		return newError(http.StatusConflict, CodeThreadBusy, "run %s holds thread %s; wait for it to end or cancel it", busy.RunID, busy.ThreadID)
+	case errors.As(err, &taken):
+		return errMessageIDTaken(taken)
+	case errors.Is(err, store.ErrInvalidParams):
+		// Before ErrInvalidCall, which the engine wraps it in: the store's
+		// words are not the caller's to read.
+		return errStoreRefused(err)
 	case errors.Is(err, countersign.ErrInvalidCall):
-		return errBadBody("text", strings.TrimPrefix(err.Error(), countersign.ErrInvalidCall.Error()+": text: "))
+		return invalidMessage(err)
 	}
 	if ae := agentRefused(err); ae != nil {
 		return ae
@@ -84,6 +94,19 @@ func conversationError(err error, threadID string) error {
 	return err
 }
 
+// invalidMessage is the 400 INVALID_BODY of a message the engine refused
+// as malformed, naming the field its words name (the engine's own words,
+// "invalid call: id: …").
+func invalidMessage(err error) *apiError {
+	msg := strings.TrimPrefix(err.Error(), countersign.ErrInvalidCall.Error()+": ")
+	for _, field := range []string{"id", "text"} {
+		if rest, ok := strings.CutPrefix(msg, field+": "); ok {
+			return errBadBody(field, rest)
+		}
+	}
+	return errBadBody("", msg)
+}
+
 func (s *Server) handlePostMessage(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
 	var req messageRequest
 	if err := readBody(w, r, &req, false); err != nil {
@@ -91,6 +114,13 @@ func (s *Server) handlePostMessage(w http.ResponseWriter, r *http.Request, id co
 	}
 	if req.Text == nil {
 		return errBadBody("text", "required")
+	}
+	msgID := ""
+	if req.ID != nil {
+		if *req.ID == "" {
+			return errBadBody("id", "must be 1 to 128 characters; leave it out for the server to choose one")
+		}
+		msgID = *req.ID
 	}
 	agentName := req.Agent
 	if agentName == "" {
@@ -105,7 +135,7 @@ func (s *Server) handlePostMessage(w http.ResponseWriter, r *http.Request, id co
 	threadID := r.PathValue("thread_id")
 	// A message, once taken, is not abandoned with its client.
 	ctx := context.WithoutCancel(r.Context())
-	ans, err := s.engine.PostMessage(ctx, &countersign.Message{Identity: id, ThreadID: threadID, Text: *req.Text, Agent: agentName})
+	ans, err := s.engine.PostMessage(ctx, &countersign.Message{Identity: id, ThreadID: threadID, ID: msgID, Text: *req.Text, Agent: agentName})
 	if err != nil {
 		return conversationError(err, threadID)
 	}

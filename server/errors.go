@@ -25,6 +25,7 @@ const (
 	CodeInvalidState      = "INVALID_STATE"          // 409
 	CodeCallMismatch      = "CALL_MISMATCH"          // 409
 	CodeThreadBusy        = "THREAD_BUSY"            // 409
+	CodeMessageIDTaken    = "MESSAGE_ID_TAKEN"       // 409
 	CodeTooManyRequests   = "TOO_MANY_REQUESTS"      // 429
 	CodeUnsupportedMedia  = "UNSUPPORTED_MEDIA_TYPE" // 415
 	CodeNotReady          = "NOT_READY"              // 503
@@ -44,6 +45,9 @@ type apiError struct {
 	bodyStatus string
 	// header, when set, adds response headers (WWW-Authenticate, Allow).
 	header http.Header
+	// cause, when set, is the error behind an answer whose message is a
+	// fixed text: the route wrapper logs it, the caller never reads it.
+	cause error
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
@@ -134,12 +138,40 @@ const unavailableRetryAfter = "2"
 // errUnavailable answers a request the store could not serve because it
 // cannot be reached (store.ErrUnavailable): 503 with Retry-After, never 500.
 func errUnavailable() *apiError {
-	e := newError(http.StatusServiceUnavailable, CodeUnavailable, "the store cannot be reached; try again shortly")
+	e := newError(http.StatusServiceUnavailable, CodeUnavailable, unavailableMessage)
 	e.header = http.Header{"Retry-After": {unavailableRetryAfter}}
 	return e
 }
 
-var errInternal = newError(http.StatusInternalServerError, CodeInternal, "internal error; the server logged the cause")
+var errInternal = newError(http.StatusInternalServerError, CodeInternal, internalMessage)
+
+// The fixed texts of answers whose cause is the server's own: a store's or
+// driver's words (a constraint, a SQLSTATE, a file name) never reach a
+// caller, on any surface; the server logs them.
+const (
+	internalMessage    = "internal error; the server logged the cause"
+	unavailableMessage = "the store cannot be reached; try again shortly"
+	storeRefusedText   = "the request holds a value the server cannot store"
+)
+
+// errStoreRefused answers a request the store refused as invalid
+// (store.ErrInvalidParams: a value the database cannot hold, an id the
+// caller chose that exists): 400 INVALID_BODY with a fixed text, since the
+// store's words may be its driver's, and the cause logged.
+func errStoreRefused(err error) *apiError {
+	e := newError(http.StatusBadRequest, CodeInvalidBody, storeRefusedText)
+	e.cause = err
+	return e
+}
+
+// errMessageIDTaken answers a message whose id its thread holds (409
+// MESSAGE_ID_TAKEN). It names only the id the caller sent and the thread
+// the caller posts in.
+func errMessageIDTaken(te *countersign.MessageIDTakenError) *apiError {
+	e := newError(http.StatusConflict, CodeMessageIDTaken, "this thread already holds a message with id %q; choose another id", te.MessageID)
+	e.details = []problem{{Path: "id", Message: "taken in this thread"}}
+	return e
+}
 
 // writeError writes e as the JSON error body.
 func writeError(w http.ResponseWriter, e *apiError) {

@@ -61,7 +61,9 @@ func list(w http.ResponseWriter, page *store.ProposalPage, err error) error {
 	case errors.Is(err, store.ErrInvalidCursor):
 		return newError(http.StatusBadRequest, CodeInvalidCursor, "after: not a cursor this server issued, or altered")
 	case errors.Is(err, store.ErrInvalidParams):
-		return errBadParam("query", err.Error())
+		e := errBadParam("query", "a value the server cannot look up")
+		e.cause = err
+		return e
 	case err != nil:
 		return err
 	}
@@ -242,7 +244,11 @@ func decisionError(err error) error {
 		e := errNotFound("no such proposal")
 		e.bodyStatus = "not_found"
 		return e
-	case errors.Is(err, countersign.ErrInvalidCall), errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, store.ErrInvalidParams):
+		// The store's words may be its driver's: a fixed text, the cause
+		// logged.
+		return errStoreRefused(err)
+	case errors.Is(err, countersign.ErrInvalidCall):
 		return errBadBody("", err.Error())
 	}
 	return err

@@ -292,6 +292,9 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	ae, ok := errors.AsType[*apiError](err)
 	switch {
+	case ok && ae.cause != nil:
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "request refused; the answer says less than the cause",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("code", ae.code), slog.Any("err", ae.cause))
 	case ok:
 	case agentRefused(err) != nil:
 		ae = agentRefused(err)

@@ -26,7 +26,11 @@ type Conversations interface {
 	// Owner, if it does not exist; when it exists and Owner is not its
 	// owner, nothing is stored and the error wraps ErrNotThreadOwner. When
 	// a run holds the thread, nothing is stored and the error is a
-	// *ThreadBusyError (ErrThreadBusy) — unless Decision is set.
+	// *ThreadBusyError (ErrThreadBusy) — unless Decision is set. When the
+	// thread already holds a message of one of the posted ids, nothing is
+	// stored and the error is a *MessageIDTakenError (ErrMessageIDTaken);
+	// ownership and a busy thread are judged first, so that only who may
+	// post learns which ids the thread holds.
 	PostMessage(ctx context.Context, params *PostMessageParams) (*PostMessageResult, error)
 
 	// GetRun returns one run, or ErrNotFound.
@@ -37,7 +41,9 @@ type Conversations interface {
 
 	// UpdateRun changes a running run as its lease holder (ApplyRunUpdate):
 	// appends its messages, records its proposals and steps, renews its
-	// lease, parks it or ends it. Ending it releases the thread.
+	// lease, parks it or ends it. Ending it releases the thread. A message
+	// id the thread holds already is a *MessageIDTakenError, and nothing
+	// is written.
 	UpdateRun(ctx context.Context, params *UpdateRunParams) (*Run, error)
 
 	// ClaimRuns leases up to Limit runs that are ready to go on (see
@@ -66,6 +72,31 @@ func (e *ThreadBusyError) Error() string {
 
 // Is makes errors.Is(err, ErrThreadBusy) hold.
 func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy }
+
+// ErrMessageIDTaken matches a *MessageIDTakenError.
+var ErrMessageIDTaken = errors.New("message id taken")
+
+// MessageIDTakenError reports a message refused because its thread already
+// holds a message of that id. Message ids are keyed by tenant, thread and
+// id: the same id in another thread, or another tenant's thread of the same
+// name, is another message and never this error. Nothing of the write that
+// met it was stored.
+type MessageIDTakenError struct {
+	ThreadID string
+	ID       string // the message id the thread holds
+}
+
+func (e *MessageIDTakenError) Error() string {
+	return fmt.Sprintf("thread %s already holds message %s", e.ThreadID, e.ID)
+}
+
+// Is makes errors.Is(err, ErrMessageIDTaken) hold.
+func (e *MessageIDTakenError) Is(target error) bool { return target == ErrMessageIDTaken }
+
+// NewMessageID returns an id for a message the server writes on its own
+// account (an outcome admitted to the thread): "msg_" and 128 random bits,
+// so that no client can choose or predict it and take it first.
+func NewMessageID() string { return "msg_" + NewToken() }
 
 // RunConflictError reports a run change refused: the run was not in a state
 // the change may start from, or the caller's lease is no longer the run's.
@@ -394,10 +425,15 @@ func ApplyRunUpdate(r *Run, p *UpdateRunParams, now time.Time) (*RunChange, erro
 	if p.Steps < 0 {
 		return nil, invalidParams("steps %d", p.Steps)
 	}
+	ids := map[string]bool{}
 	for _, m := range p.Messages {
 		if m == nil || m.ID == "" || (m.Role != RoleAssistant && m.Role != RoleTool) {
 			return nil, invalidParams("a run's messages are the assistant's or tools', with an id")
 		}
+		if ids[m.ID] {
+			return nil, invalidParams("message id %s twice in one update", m.ID)
+		}
+		ids[m.ID] = true
 	}
 	if r.Status != RunRunning {
 		return nil, &RunConflictError{ID: r.ID, Op: "update", Got: r.Status, LeaseLost: r.Lease == nil || r.Lease.Token != p.Fence.Token}

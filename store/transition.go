@@ -21,8 +21,10 @@ type Change struct {
 	// Events to append to the audit trail. The driver fills ID, Tenant,
 	// ProposalID, Status and At.
 	Events []Event
-	// Admit asks for the outcome message to be admitted to the thread (once
-	// per key; dropped if the thread is gone).
+	// Admit asks for the outcome message to be admitted to the thread:
+	// always, except into a thread that is gone (then it is dropped). At
+	// most one outcome message is kept per tenant, proposal and outcome
+	// status, whatever its id.
 	Admit *Message
 	// Grant is stored, inactive, with the row.
 	Grant *Grant
@@ -107,7 +109,9 @@ func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
 		p.Lease = nil
 		p.NextAttemptAt = nil
 		c.Admit = &Message{
-			ID:         "msg_" + p.ID + ":" + string(status),
+			// The server's own id, never derived from the proposal: a
+			// client that could name it beforehand could take it first.
+			ID:         NewMessageID(),
 			Tenant:     p.Tenant,
 			ThreadID:   p.ThreadID,
 			Role:       "assistant",

@@ -36,7 +36,8 @@ type Store struct {
 	order      []*store.Proposal          // in insertion order
 	threads    map[string]*store.Thread   // tenant\x00thread
 	messages   map[string][]*store.Message
-	messageIDs map[string]bool
+	messageIDs map[string]bool // tenant\x00thread\x00message id: a thread's ids
+	outcomes   map[string]bool // tenant\x00proposal\x00status: the outcome messages admitted
 	grants     []*store.Grant
 	events     []*store.Event
 	sealed     int                            // events[:sealed] are chained; see audit.go
@@ -76,6 +77,7 @@ func New(opts *Options) *Store {
 		threads:    map[string]*store.Thread{},
 		messages:   map[string][]*store.Message{},
 		messageIDs: map[string]bool{},
+		outcomes:   map[string]bool{},
 		chains:     map[string][]*store.AuditEvent{},
 		chained:    map[int64]*store.AuditEvent{},
 		checkpts:   map[string][]*store.Checkpoint{},
@@ -137,9 +139,13 @@ func (s *Store) apply(p *store.Proposal, c *store.Change, now time.Time) {
 		s.announce(&e)
 	}
 	if m := c.Admit; m != nil {
+		// Once per proposal and outcome status, keyed apart from the
+		// message's id, and only into a thread that still exists.
 		tk := key(m.Tenant, m.ThreadID)
-		if _, ok := s.threads[tk]; ok && !s.messageIDs[m.ID] {
-			s.messageIDs[m.ID] = true
+		settled := key(m.Tenant, m.ProposalID, string(m.Outcome.Status))
+		if _, live := s.threads[tk]; live && !s.outcomes[settled] {
+			s.outcomes[settled] = true
+			s.messageIDs[key(m.Tenant, m.ThreadID, m.ID)] = true
 			s.messages[tk] = append(s.messages[tk], m.Clone())
 		}
 	}
@@ -644,6 +650,11 @@ func (s *Store) DeleteThread(ctx context.Context, params *store.GetThreadParams)
 		return fmt.Errorf("thread %s: %w", params.ID, store.ErrNotFound)
 	}
 	delete(s.threads, tk)
+	// The thread's ids go with its messages: a thread made again under
+	// the same id starts with none.
+	for _, m := range s.messages[tk] {
+		delete(s.messageIDs, key(m.Tenant, m.ThreadID, m.ID))
+	}
 	delete(s.messages, tk)
 	for _, id := range s.threadRuns[tk] {
 		delete(s.runs, id)

@@ -35,12 +35,10 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	case params.Run != nil && s.runs[params.Run.ID] != nil:
 		return nil, fmt.Errorf("memstore: post message: %w: run id %s is taken", store.ErrInvalidParams, params.Run.ID)
 	}
-	seen := map[string]bool{}
 	for _, m := range posted {
-		if s.messageIDs[m.ID] || seen[m.ID] {
-			return nil, fmt.Errorf("memstore: post message: %w: message id %s is taken", store.ErrInvalidParams, m.ID)
+		if s.messageIDs[key(tenant, thread, m.ID)] {
+			return nil, fmt.Errorf("memstore: post message: %w", &store.MessageIDTakenError{ThreadID: thread, ID: m.ID})
 		}
-		seen[m.ID] = true
 	}
 	if !ok {
 		t = &store.Thread{Tenant: tenant, ID: thread, Owner: params.Owner, CreatedAt: now}
@@ -60,7 +58,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 	for _, m := range posted {
 		mc := m.Clone()
 		mc.CreatedAt, mc.Decision = now, params.Decision
-		s.messageIDs[mc.ID] = true
+		s.messageIDs[key(tenant, thread, mc.ID)] = true
 		s.messages[tk] = append(s.messages[tk], mc)
 		if m == params.Message {
 			res.Message = mc.Clone()
@@ -119,8 +117,8 @@ func (s *Store) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*
 		return nil, fmt.Errorf("memstore: update run: %w", err)
 	}
 	for _, m := range params.Messages {
-		if m != nil && s.messageIDs[m.ID] {
-			return nil, fmt.Errorf("memstore: update run: %w: message id %s is taken", store.ErrInvalidParams, m.ID)
+		if m != nil && s.messageIDs[key(r.Tenant, r.ThreadID, m.ID)] {
+			return nil, fmt.Errorf("memstore: update run: %w", &store.MessageIDTakenError{ThreadID: r.ThreadID, ID: m.ID})
 		}
 	}
 	next := r.Clone()
@@ -141,7 +139,7 @@ func (s *Store) applyRun(r *store.Run, c *store.RunChange) {
 		return
 	}
 	for _, m := range c.Messages {
-		s.messageIDs[m.ID] = true
+		s.messageIDs[key(r.Tenant, r.ThreadID, m.ID)] = true
 		s.messages[tk] = append(s.messages[tk], m)
 	}
 	if c.Release && t.RunID == r.ID {

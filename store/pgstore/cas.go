@@ -374,14 +374,17 @@ ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, via, status,
 	ORDER BY e.n)`)
 	}
 	if len(msg) > 0 {
-		// An outcome is admitted once per message id, and only into a
-		// thread that still exists: FOR KEY SHARE waits for a concurrent
-		// DeleteThread, and if the thread goes, nothing is admitted (rather
-		// than the foreign key failing the transition).
+		// An outcome is admitted once per proposal and outcome status (the
+		// key messages_outcome, never the message id: that is the server's
+		// own and unguessable, so no message a client posted can stand in
+		// for it), and only into a thread that still exists: FOR KEY SHARE
+		// waits for a concurrent DeleteThread, and if the thread goes,
+		// nothing is admitted (rather than the foreign key failing the
+		// transition).
 		m := func(w *rowWrite) *store.Message { return w.c.Admit }
 		q.w(`,
-msg AS (INSERT INTO `, S, `messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
-	SELECT m.id, t.tenant, t.id, m.role, m.text, m.proposal_id, m.outcome::jsonb, m.created_at
+msg AS (INSERT INTO `, S, `messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at, outcome_status)
+	SELECT m.id, t.tenant, t.id, m.role, m.text, m.proposal_id, m.outcome::jsonb, m.created_at, m.outcome_status
 	FROM unnest(`,
 			q.arg(column(msg, func(w *rowWrite) string { return m(w).ID }), "text[]"), `, `,
 			q.arg(column(msg, func(w *rowWrite) string { return m(w).Tenant }), "text[]"), `, `,
@@ -390,13 +393,14 @@ msg AS (INSERT INTO `, S, `messages (id, tenant, thread_id, role, text, proposal
 			q.arg(column(msg, func(w *rowWrite) string { return m(w).Text }), "text[]"), `, `,
 			q.arg(column(msg, func(w *rowWrite) string { return m(w).ProposalID }), "text[]"), `, `,
 			q.arg(column(msg, messageOutcome), "text[]"), `, `,
-			q.arg(column(msg, func(w *rowWrite) time.Time { return dbTime(m(w).CreatedAt) }), "timestamptz[]"), `)
-		WITH ORDINALITY AS m(id, tenant, thread_id, role, text, proposal_id, outcome, created_at, n)
+			q.arg(column(msg, func(w *rowWrite) time.Time { return dbTime(m(w).CreatedAt) }), "timestamptz[]"), `, `,
+			q.arg(column(msg, func(w *rowWrite) string { return string(m(w).Outcome.Status) }), "text[]"), `)
+		WITH ORDINALITY AS m(id, tenant, thread_id, role, text, proposal_id, outcome, created_at, outcome_status, n)
 	JOIN `, S, `threads t ON t.tenant = m.tenant AND t.id = m.thread_id
 	WHERE m.proposal_id IN (SELECT id FROM upd)
 	ORDER BY m.n
 	FOR KEY SHARE OF t
-	ON CONFLICT (id) DO NOTHING)`)
+	ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING)`)
 	}
 	if len(gr) > 0 {
 		g := func(w *rowWrite) *store.Grant { return w.c.Grant }

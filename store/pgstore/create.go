@@ -255,7 +255,9 @@ func columnIndex(name string) int {
 // ($6), oldest first, locked, become superseded: no lease, no next attempt,
 // the outcome $7 (the proposal id filled in), one more version, updated at
 // $8; each gets its event ($9 type, $10 status, $11 detail) and its outcome
-// message ($12 text), once, if its thread still exists. It supersedes only
+// message ($12 text, an id of 122 random bits: store.NewMessageID's kind,
+// made by the database, which alone knows how many it supersedes), once, if
+// its thread still exists. It supersedes only
 // when the new proposal was inserted by this transaction. It returns the
 // superseded rows as they now stand.
 const supersedeSQL = `WITH old AS (
@@ -276,12 +278,12 @@ const supersedeSQL = `WITH old AS (
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
 	SELECT tenant, id, $9, '', '', status, $11, $8 FROM sup ORDER BY created_at, id
 ), msg AS (
-	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
-	SELECT 'msg_' || sup.id || ':' || sup.status, t.tenant, t.id, 'assistant', $12, sup.id, sup.outcome, $8
+	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at, outcome_status)
+	SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), t.tenant, t.id, 'assistant', $12, sup.id, sup.outcome, $8, sup.status
 	FROM sup JOIN _S_.threads t ON t.tenant = sup.tenant AND t.id = sup.thread_id
 	ORDER BY sup.created_at, sup.id
 	FOR KEY SHARE OF t
-	ON CONFLICT (id) DO NOTHING
+	ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING
 ), rdy AS (
 	UPDATE _S_.runs r SET ready = true FROM sup
 	WHERE r.awaiting = sup.id AND r.tenant = sup.tenant AND r.status = 'parked' AND NOT r.ready

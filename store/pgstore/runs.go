@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,11 +119,10 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		})
 	})
 	if c, dup := uniqueViolation(err); dup {
-		what := "a message id"
-		if strings.HasPrefix(c, "runs_") {
-			what = "run id " + run.ID
+		if c == messageKey {
+			return nil, wrap("post message", s.messageIDTaken(ctx, tenant, thread, posted))
 		}
-		return nil, wrap("post message", fmt.Errorf("%w: %s is taken", store.ErrInvalidParams, what))
+		return nil, wrap("post message", fmt.Errorf("%w: run id %s is taken", store.ErrInvalidParams, run.ID))
 	}
 	if err != nil {
 		return nil, wrap("post message", err)
@@ -156,6 +156,36 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		res.Run = run
 	}
 	return res, nil
+}
+
+// messageKey is the constraint that keys a message by tenant, thread and
+// id (migration 0013).
+const messageKey = "messages_thread_message_key"
+
+// messageIDTaken is the error of a write refused by messageKey: it names
+// the first of msgs whose id the thread holds. The write waited for the
+// one that took the id to commit, so that one is there to be read; should
+// the read fail, the error names the thread alone.
+func (s *Store) messageIDTaken(ctx context.Context, tenant, thread string, msgs []*store.Message) error {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	taken := &store.MessageIDTakenError{ThreadID: thread}
+	var held []string
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT id FROM _S_.messages WHERE tenant = $1 AND thread_id = $2 AND id = ANY($3)`), tenant, thread, ids)
+	if err == nil {
+		held, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err == nil {
+		for _, id := range ids {
+			if slices.Contains(held, id) {
+				taken.ID = id
+				break
+			}
+		}
+	}
+	return taken
 }
 
 func nilIfEmpty(b []byte) []byte {
@@ -364,8 +394,8 @@ func (s *Store) casRun(ctx context.Context, r *store.Run, read int64, c *store.R
 	args = append(args, ids, roles, texts, calls, callIDs, results, props, c.Release)
 	var wrote int
 	err := s.pool.QueryRow(ctx, s.sql(casRunSQL), args...).Scan(&wrote)
-	if _, dup := uniqueViolation(err); dup {
-		return false, fmt.Errorf("%w: a message id of the run's step is taken", store.ErrInvalidParams)
+	if key, dup := uniqueViolation(err); dup && key == messageKey {
+		return false, s.messageIDTaken(ctx, r.Tenant, r.ThreadID, c.Messages)
 	}
 	if err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -154,4 +155,98 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestMessageKeysUpgrade: messages written while their ids were unique in
+// the whole schema (version 12) keep every field and their order through
+// migration 0013. Afterwards an id is its thread's: another tenant's thread
+// of the same name takes an id acme's holds, acme's thread refuses it, and
+// the old outcome message holds its proposal's settlement key.
+func TestMessageKeysUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema, SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:12] {
+		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+	}
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	S := s.q.schema
+	for _, stmt := range []string{
+		`INSERT INTO ` + S + `.threads (tenant, id, owner, created_at) VALUES ('acme', 't1', 'alice', $1), ('globex', 't1', 'eve', $1)`,
+		// Rows as version 12 holds them, written column by column.
+		`INSERT INTO ` + S + `.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision) VALUES
+			('m1', 'acme', 't1', 'user', 'hello', '', NULL, $1, 'alice', '', NULL, '', NULL, false),
+			('msg_prp_old:succeeded', 'acme', 't1', 'assistant', 'Done.', 'prp_old',
+				'{"proposal_id":"prp_old","status":"succeeded","executed":true,"error":null,"summary":"Done.","at":"2026-12-01T12:00:00Z"}', $1, '', '', NULL, '', NULL, false),
+			('m_asst', 'acme', 't1', 'assistant', 'Let me look.', '', NULL, $1, '', 'run_1',
+				'[{"id":"call_1","action":"get_weather","input":{"city":"Lisbon"},"client":true}]', '', NULL, false),
+			('m_tool', 'acme', 't1', 'tool', 'sunny', '', NULL, $1, 'alice', '', NULL, 'call_1', '"sunny"'::bytea, false),
+			('m2', 'globex', 't1', 'user', 'yes', '', NULL, $1, 'eve', '', NULL, '', NULL, true)`,
+	} {
+		if _, err := s.pool.Exec(ctx, stmt, at); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list := func(tenant string) []*store.Message {
+		t.Helper()
+		msgs, err := s.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: "t1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	acme := list("acme")
+	if len(acme) != 4 || acme[0].ID != "m1" || acme[1].ID != "msg_prp_old:succeeded" || acme[2].ID != "m_asst" || acme[3].ID != "m_tool" {
+		t.Fatalf("acme's messages after the upgrade = %+v, want m1, the outcome, m_asst, m_tool", acme)
+	}
+	switch m := acme; {
+	case m[0].Text != "hello" || m[0].Sender != "alice" || m[0].Role != store.RoleUser || !m[0].CreatedAt.Equal(at):
+		t.Errorf("m1 after the upgrade = %+v", m[0])
+	case m[1].Outcome == nil || m[1].Outcome.Status != store.StatusSucceeded || m[1].ProposalID != "prp_old" || m[1].Text != "Done.":
+		t.Errorf("the outcome message after the upgrade = %+v", m[1])
+	case len(m[2].ToolCalls) != 1 || !m[2].ToolCalls[0].Client || m[2].RunID != "run_1":
+		t.Errorf("m_asst after the upgrade = %+v", m[2])
+	case m[3].ToolCallID != "call_1" || string(m[3].Result) != `"sunny"`:
+		t.Errorf("m_tool after the upgrade = %+v", m[3])
+	}
+	if g := list("globex"); len(g) != 1 || g[0].ID != "m2" || !g[0].Decision || g[0].Sender != "eve" {
+		t.Fatalf("globex's messages after the upgrade = %+v", g)
+	}
+	post := func(tenant, owner string) error {
+		_, err := s.PostMessage(ctx, &store.PostMessageParams{Owner: owner,
+			Message: &store.Message{ID: "m1", Tenant: tenant, ThreadID: "t1", Role: store.RoleUser, Text: "again", Sender: owner}})
+		return err
+	}
+	if err := post("globex", "eve"); err != nil {
+		t.Fatalf("globex's t1 taking m1 after the upgrade: %v", err)
+	}
+	if err := post("acme", "alice"); !errors.Is(err, store.ErrMessageIDTaken) {
+		t.Fatalf("acme's t1 taking m1 again after the upgrade: %v, want ErrMessageIDTaken", err)
+	}
+	if g := list("globex"); len(g) != 2 || g[1].ID != "m1" {
+		t.Errorf("globex's messages after a new post = %+v, want m2 then m1", g)
+	}
+	var status string
+	if err := s.pool.QueryRow(ctx, `SELECT outcome_status FROM `+S+`.messages WHERE id = 'msg_prp_old:succeeded'`).Scan(&status); err != nil || status != "succeeded" {
+		t.Errorf("the old outcome's outcome_status = %q, %v; want succeeded", status, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO `+S+`.messages (id, tenant, thread_id, role, text, proposal_id, created_at, outcome_status)
+		VALUES ('msg_again', 'acme', 't1', 'assistant', 'again', 'prp_old', $1, 'succeeded')`, at)
+	if _, dup := uniqueViolation(err); !dup {
+		t.Errorf("a second outcome message of prp_old's success: %v, want a unique violation", err)
+	}
 }

@@ -188,13 +188,17 @@ func persistChange(ctx context.Context, tx *wtx, p *store.Proposal, c *store.Cha
 		if err != nil {
 			return fmt.Errorf("admit message: %w", err)
 		}
-		// Once per message id, and only into a thread that still exists:
-		// an outcome settled after its thread was deleted is dropped.
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO messages
-				(id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
-			SELECT ?, ?, ?, ?, ?, ?, ?, ?
-			WHERE EXISTS (SELECT 1 FROM threads WHERE tenant = ? AND id = ?)`,
-			m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.ProposalID, outcome, created,
+		// Only into a thread that still exists (an outcome settled after
+		// its thread was deleted is dropped), and once per proposal and
+		// outcome status: the key is messages_outcome, never the message
+		// id, which is the server's own and unguessable (store.settle), so
+		// no message a client posted can stand in for the outcome.
+		_, err = tx.ExecContext(ctx, `INSERT INTO messages
+				(id, tenant, thread_id, role, text, proposal_id, outcome, created_at, outcome_status)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM threads WHERE tenant = ? AND id = ?)
+			ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING`,
+			m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.ProposalID, outcome, created, string(m.Outcome.Status),
 			m.Tenant, m.ThreadID)
 		if err != nil {
 			return fmt.Errorf("admit message: %w", err)

@@ -102,7 +102,9 @@ func insertMessage(ctx context.Context, tx *wtx, m *store.Message) error {
 	_, err := tx.ExecContext(ctx, insertMessageSQL, m.ID, m.Tenant, m.ThreadID, m.Role, m.Text, m.Sender, m.RunID,
 		calls, m.ToolCallID, result, m.ProposalID, m.CreatedAt.UnixNano(), m.Decision)
 	if _, dup := uniqueViolation(err); dup {
-		return fmt.Errorf("%w: message id %s is taken", store.ErrInvalidParams, m.ID)
+		// The only key a posted or run message can meet: (tenant,
+		// thread_id, id). Outcome messages are admitted elsewhere.
+		return &store.MessageIDTakenError{ThreadID: m.ThreadID, ID: m.ID}
 	}
 	return err
 }

@@ -287,3 +287,99 @@ func TestAuditBlocksUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageKeysUpgrade: messages written while their ids were unique in
+// the whole database (schema 14) keep every field, their order and
+// AUTOINCREMENT's high-water mark through migration 0016, which rebuilds
+// the table. Afterwards an id is its thread's: another tenant's thread of
+// the same name takes an id acme's holds, acme's thread refuses it, and the
+// old outcome message holds its proposal's settlement key.
+func TestMessageKeysUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano()
+	s := atSchema(t, 15, func(ctx context.Context, tx *wtx) error {
+		for _, stmt := range []string{
+			`INSERT INTO threads (tenant, id, owner, run_id, created_at) VALUES ('acme', 't1', 'alice', '', ?1)`,
+			`INSERT INTO threads (tenant, id, owner, run_id, created_at) VALUES ('globex', 't1', 'eve', '', ?1)`,
+			// Rows as schema 15 holds them, written column by column, seq
+			// with gaps.
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision)
+				VALUES (3, 'm1', 'acme', 't1', 'user', 'hello', '', NULL, ?1, 'alice', '', NULL, '', NULL, 0)`,
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision)
+				VALUES (5, 'msg_prp_fmt:succeeded', 'acme', 't1', 'assistant', 'Done.', 'prp_fmt', '` + storedOutcomeJSON + `', ?1, '', '', NULL, '', NULL, 0)`,
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision)
+				VALUES (6, 'm_asst', 'acme', 't1', 'assistant', 'Let me look.', '', NULL, ?1, '', 'run_1',
+					'[{"id":"call_1","action":"get_weather","input":{"city":"Lisbon"},"client":true}]', '', NULL, 0)`,
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision)
+				VALUES (7, 'm_tool', 'acme', 't1', 'tool', 'sunny', '', NULL, ?1, 'alice', '', NULL, 'call_1', CAST('"sunny"' AS BLOB), 0)`,
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, outcome, created_at, sender, run_id, tool_calls, tool_call_id, result, decision)
+				VALUES (9, 'm2', 'globex', 't1', 'user', 'yes', '', NULL, ?1, 'eve', '', NULL, '', NULL, 1)`,
+			// A message deleted since: the high-water mark stays at 20.
+			`INSERT INTO messages (seq, id, tenant, thread_id, role, text, proposal_id, created_at) VALUES (20, 'm_gone', 'acme', 't1', 'user', 'x', '', ?1)`,
+			`DELETE FROM messages WHERE id = 'm_gone'`,
+		} {
+			if _, err := tx.ExecContext(ctx, stmt, at); err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		return nil
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list := func(tenant string) []*store.Message {
+		t.Helper()
+		msgs, err := s.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: "t1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	acme := list("acme")
+	if len(acme) != 4 || acme[0].ID != "m1" || acme[1].ID != "msg_prp_fmt:succeeded" || acme[2].ID != "m_asst" || acme[3].ID != "m_tool" {
+		t.Fatalf("acme's messages after the upgrade = %+v, want m1, the outcome, m_asst, m_tool", acme)
+	}
+	switch m := acme; {
+	case m[0].Text != "hello" || m[0].Sender != "alice" || m[0].Role != store.RoleUser || !m[0].CreatedAt.Equal(time.Unix(0, at)):
+		t.Errorf("m1 after the upgrade = %+v", m[0])
+	case m[1].Outcome == nil || m[1].Outcome.Status != store.StatusSucceeded || m[1].ProposalID != "prp_fmt" || m[1].Text != "Done.":
+		t.Errorf("the outcome message after the upgrade = %+v", m[1])
+	case len(m[2].ToolCalls) != 1 || !m[2].ToolCalls[0].Client || m[2].RunID != "run_1":
+		t.Errorf("m_asst after the upgrade = %+v", m[2])
+	case m[3].ToolCallID != "call_1" || string(m[3].Result) != `"sunny"`:
+		t.Errorf("m_tool after the upgrade = %+v", m[3])
+	}
+	if g := list("globex"); len(g) != 1 || g[0].ID != "m2" || !g[0].Decision || g[0].Sender != "eve" {
+		t.Fatalf("globex's messages after the upgrade = %+v", g)
+	}
+	// An id is the thread's now.
+	post := func(tenant, owner string) error {
+		_, err := s.PostMessage(ctx, &store.PostMessageParams{Owner: owner,
+			Message: &store.Message{ID: "m1", Tenant: tenant, ThreadID: "t1", Role: store.RoleUser, Text: "again", Sender: owner}})
+		return err
+	}
+	if err := post("globex", "eve"); err != nil {
+		t.Fatalf("globex's t1 taking m1 after the upgrade: %v", err)
+	}
+	if err := post("acme", "alice"); !errors.Is(err, store.ErrMessageIDTaken) {
+		t.Fatalf("acme's t1 taking m1 again after the upgrade: %v, want ErrMessageIDTaken", err)
+	}
+	var seq int64
+	if err := s.rq.QueryRowContext(ctx, `SELECT seq FROM messages WHERE tenant = 'globex' AND id = 'm1'`).Scan(&seq); err != nil || seq <= 20 {
+		t.Errorf("a new message's seq after the upgrade = %d, %v; want above the old high-water mark 20", seq, err)
+	}
+	// The old outcome holds its settlement's key.
+	var status string
+	if err := s.rq.QueryRowContext(ctx, `SELECT outcome_status FROM messages WHERE id = 'msg_prp_fmt:succeeded'`).Scan(&status); err != nil || status != "succeeded" {
+		t.Errorf("the old outcome's outcome_status = %q, %v; want succeeded", status, err)
+	}
+	err := s.write(ctx, func(tx *wtx, _ time.Time) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant, thread_id, role, text, proposal_id, created_at, outcome_status)
+			VALUES ('msg_again', 'acme', 't1', 'assistant', 'again', 'prp_fmt', 0, 'succeeded')`)
+		return err
+	})
+	if _, dup := uniqueViolation(err); !dup {
+		t.Errorf("a second outcome message of prp_fmt's success: %v, want a unique violation", err)
+	}
+}

@@ -138,12 +138,22 @@ func testClientTools(t *testing.T, newStore Factory) {
 		p.Results = []*store.Message{result("t-busy", "call_b", `{}`)}
 		_, err = fx.store.PostMessage(fx.ctx, p)
 		requireErrorIs(t, err, store.ErrNotThreadOwner)
-		// A taken id anywhere in the post refuses all of it.
+		// A taken id anywhere in the post refuses all of it: the
+		// message's, or a result's.
+		held := fx.messages("t-busy")[0].ID
 		p = fx.postParams("t-busy", requester, "again", newRun())
 		p.Results = []*store.Message{result("t-busy", "call_b", `{}`)}
-		p.Message.ID = fx.messages("t-busy")[0].ID
+		p.Message.ID = held
 		_, err = fx.store.PostMessage(fx.ctx, p)
-		requireErrorIs(t, err, store.ErrInvalidParams)
+		requireMessageIDTaken(t, "the message", err, "t-busy", held)
+		p = fx.postParams("t-busy", requester, "again", newRun())
+		p.Results = []*store.Message{result("t-busy", "call_b", `{}`)}
+		p.Results[0].ID = held
+		_, err = fx.store.PostMessage(fx.ctx, p)
+		requireMessageIDTaken(t, "a result", err, "t-busy", held)
+		if pending := store.PendingClientCalls(fx.messages("t-busy")); len(pending) != 1 || pending[0].ID != "call_b" {
+			t.Fatalf("pending calls %+v after refused posts, want call_b", pending)
+		}
 		if msgs := fx.messages("t-busy"); len(msgs) != 2 {
 			t.Fatalf("%d messages after refused posts, want 2: %+v", len(msgs), msgs)
 		}

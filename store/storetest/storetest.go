@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Runs", testRuns},
 		{"Escalation", testEscalation},
 		{"ClientTools", testClientTools},
+		{"MessageIDs", testMessageIDs},
 		{"Notifications", testNotifications},
 	}
 	for _, g := range groups {

@@ -255,7 +255,7 @@ export interface paths {
         put?: never;
         /**
          * Post a message: a text decision, a run of an agent, or a message stored for an external agent
-         * @description A human's message (role user). Exactly a decision command ("yes", "sim", "no #prp_…") decides a proposal, by its sender, via text. Otherwise the thread's owner only: with an agent, a run starts and the answer comes once it finishes or parks; with Accept: text/event-stream the run streams as AG-UI events. While a run holds the thread, 409 THREAD_BUSY (a text decision is always taken).
+         * @description A human's message (role user). Exactly a decision command ("yes", "sim", "no #prp_…") decides a proposal, by its sender, via text. Otherwise the thread's owner only: with an agent, a run starts and the answer comes once it finishes or parks; with Accept: text/event-stream the run streams as AG-UI events. While a run holds the thread, 409 THREAD_BUSY (a text decision is always taken). An id the thread already holds is 409 MESSAGE_ID_TAKEN.
          */
         post: operations["postMessage"];
         delete?: never;
@@ -315,7 +315,7 @@ export interface paths {
         put?: never;
         /**
          * Run the default agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUI"];
         delete?: never;
@@ -335,7 +335,7 @@ export interface paths {
         put?: never;
         /**
          * Run an agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUIAgent"];
         delete?: never;
@@ -602,7 +602,7 @@ export interface components {
         /** @description What went wrong: a stable code, a message for people, and details for programs. */
         ErrorObject: {
             /** @enum {string} */
-            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
+            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "MESSAGE_ID_TAKEN" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
             message: string;
             /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. */
             details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"];
@@ -968,6 +968,8 @@ export interface components {
             run: components["schemas"]["Run"];
         };
         MessageRequest: {
+            /** @description The caller's id for the message: 1 to 128 characters, no control characters; the server makes one when it is absent. Ids are the thread's: one the thread already holds is 409 MESSAGE_ID_TAKEN (nothing is stored or decided); the same id in another thread or tenant is another message. */
+            id?: string;
             /** @description 1 to 32 KiB. */
             text: string;
             /** @description The agent to run; default the configured default_agent. */
@@ -1227,8 +1229,8 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A run holds the thread (THREAD_BUSY). */
-        ThreadBusy: {
+        /** @description A run holds the thread (THREAD_BUSY), or the thread already holds a message with the body's id (MESSAGE_ID_TAKEN). Nothing is stored or decided. */
+        MessageConflict: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1709,7 +1711,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["ThreadBusy"];
+            409: components["responses"]["MessageConflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
