@@ -352,6 +352,9 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return in.showProposal(w, r, http.StatusForbidden, "", "You may not decide this proposal: "+fe.Reason+".")
 	}
+	if ie, ok := errors.AsType[*countersign.InvalidRememberError](err); ok {
+		return in.showProposal(w, r, http.StatusBadRequest, "", "That approval cannot be remembered so: "+ie.Reason+". Nothing was decided.")
+	}
 	switch {
 	case errors.Is(err, countersign.ErrInvalidCall):
 		return in.showProposal(w, r, http.StatusBadRequest, "", "That decision is not valid: choose approve or reject, and remember only with an approval.")

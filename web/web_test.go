@@ -185,9 +185,9 @@ func TestRememberOffered(t *testing.T) {
 		t.Errorf("remember choices: want thread only:\n%s", body)
 	}
 	tok := c.csrf("/proposals/" + id)
-	resp, _ := c.post("/proposals/"+id+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}, "remember": {"run"}}, nil)
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("remember run, which the rule does not allow: %d", resp.StatusCode)
+	resp, body := c.post("/proposals/"+id+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}, "remember": {"run"}}, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Nothing was decided") {
+		t.Errorf("remember run, which the rule does not allow: %d, want 400 saying nothing was decided", resp.StatusCode)
 	}
 }
 
