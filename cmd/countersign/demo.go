@@ -207,13 +207,13 @@ func printDemo(w io.Writer, base string) {
 Try it (bash):
   export COUNTERSIGN_URL=%[1]s
   # alice's agent asks for a refund; the demo policy asks finance, and the worker executes
-  curl -s -X POST "$COUNTERSIGN_URL/v1/calls" -H 'Authorization: Bearer ck_agent_alice' -H 'Content-Type: application/json' \
-    -d '{"thread_id":"t1","tool_call_id":"call_1","action":"payments.refund","input":{"amount":40,"customer":"c_9"}}'
-  # bob (finance) lists what waits for him, and approves it
-  ID=$(curl -s "$COUNTERSIGN_URL/v1/proposals?status=pending" -H 'Authorization: Bearer ck_dev_bob' | grep -o '"id":"prp_[^"]*"' | head -1 | cut -d'"' -f4)
+  CALL=$(curl -s -X POST "$COUNTERSIGN_URL/v1/calls" -H 'Authorization: Bearer ck_agent_alice' -H 'Content-Type: application/json' \
+    -d '{"thread_id":"t1","tool_call_id":"call_'$RANDOM$RANDOM'","action":"payments.refund","input":{"amount":40,"customer":"c_9"}}'); echo "$CALL"
+  # bob (finance) approves the proposal the call's answer names
+  ID=$(echo "$CALL" | grep -o '"proposal_id":"prp_[^"]*"' | cut -d'"' -f4)
   curl -s -X POST "$COUNTERSIGN_URL/v1/proposals/$ID/approve" -H 'Authorization: Bearer ck_dev_bob' -H 'Content-Type: application/json' -d '{"reason":"looks right"}'
-  # the worker executed it; alice's thread holds the outcome
-  curl -s "$COUNTERSIGN_URL/v1/threads/t1" -H 'Authorization: Bearer ck_agent_alice'
+  # the worker executed it; the proposal holds the outcome
+  curl -s "$COUNTERSIGN_URL/v1/proposals/$ID" -H 'Authorization: Bearer ck_agent_alice'
   # or from the command line
   countersign proposals list --server "$COUNTERSIGN_URL" --token ck_dev_bob
   # chat with the demo agent (scripted: no API key); bob answers "yes" in the thread

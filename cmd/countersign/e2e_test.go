@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,19 +131,53 @@ func quickstart(t *testing.T) string {
 	return string(m[1])
 }
 
+// runQuickstart runs the README's quickstart block twice on one server, as
+// a reader who tries it again would: each run approves the proposal its own
+// call made, and each ends with that proposal's outcome.
 func runQuickstart(t *testing.T, s *running) {
 	t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", quickstart(t))
+	var ids []string
+	for run := 1; run <= 2; run++ {
+		got := runBlock(t, s, "quickstart", quickstart(t))
+		for _, want := range []string{`"status":"pending"`, `"status":"applied"`, `"status":"succeeded"`, `"receipt":"rf_`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("quickstart run %d lacks %s:\n%s", run, want, got)
+			}
+		}
+		ids = append(ids, proposalIDs(got)...)
+	}
+	checkEachRunOwnProposal(t, "quickstart", ids)
+}
+
+// runBlock runs a README block against s and returns its output.
+func runBlock(t *testing.T, s *running, name, block string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("quickstart: %v\n%s\nserver:\n%s", err, out, s.output())
+		t.Fatalf("%s block: %v\n%s\nserver:\n%s", name, err, out, s.output())
 	}
-	got := string(out)
-	for _, want := range []string{`"status":"pending"`, `"status":"applied"`, `"status":"succeeded"`, `"receipt":"rf_`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("quickstart output lacks %s:\n%s", want, got)
+	return string(out)
+}
+
+// proposalIDs lists the distinct proposal ids an output names, in order.
+func proposalIDs(out string) []string {
+	var ids []string
+	for _, m := range regexp.MustCompile(`"(?:proposal_)?id":"(prp_[^"]+)"`).FindAllStringSubmatch(out, -1) {
+		if !slices.Contains(ids, m[1]) {
+			ids = append(ids, m[1])
 		}
+	}
+	return ids
+}
+
+// checkEachRunOwnProposal checks that two runs of a block each dealt with
+// one proposal of their own (the second did not approve the first's).
+func checkEachRunOwnProposal(t *testing.T, name string, ids []string) {
+	t.Helper()
+	if len(ids) != 2 || ids[0] == ids[1] {
+		t.Errorf("%s run twice named the proposals %v: want one of its own each run", name, ids)
 	}
 }
 
@@ -421,12 +456,17 @@ func readmeBlock(t *testing.T, name string) string {
 // one approval, and runs after the second.
 func TestConditionsQuickstart(t *testing.T) {
 	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "conditions.db"))
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeBlock(t, "conditions"))
-	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("conditions block: %v\n%s\nserver:\n%s", err, out, s.output())
+	var ids []string
+	for run := 1; run <= 2; run++ {
+		out := runBlock(t, s, "conditions", readmeBlock(t, "conditions"))
+		checkConditionsAnswers(t, out)
+		ids = append(ids, proposalIDs(out)...)
 	}
+	checkEachRunOwnProposal(t, "conditions", ids)
+}
+
+func checkConditionsAnswers(t *testing.T, out string) {
+	t.Helper()
 	var answers []string // the four answers, one a line
 	for l := range strings.Lines(string(out)) {
 		if l = strings.TrimSpace(l); l != "" {
@@ -455,18 +495,16 @@ func TestConditionsQuickstart(t *testing.T) {
 // it by text, and the outcome message reaches the thread.
 func TestChatQuickstart(t *testing.T) {
 	s := startServer(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "chat.db"))
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeBlock(t, "chat"))
-	cmd.Env = append(os.Environ(), "COUNTERSIGN_URL="+s.base)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("chat block: %v\n%s\nserver:\n%s", err, out, s.output())
-	}
-	got := string(out)
-	for _, want := range []string{`"status":"finished"`, `"tool_calls":[{`, `"status":"pending"`, // the run and the call's receipt
-		`"status":"applied"},"text":"Proposal approved and queued to run."`, `"via":"text"`, // bob's yes
-		`"role":"assistant"`, `"receipt":"rf_`} { // the outcome message
-		if !strings.Contains(got, want) {
-			t.Errorf("chat output lacks %s:\n%s", want, got)
+	// Twice in the same thread, as a reader who tries it again would: the
+	// second "yes" decides the second run's call.
+	for run := 1; run <= 2; run++ {
+		got := runBlock(t, s, "chat", readmeBlock(t, "chat"))
+		for _, want := range []string{`"status":"finished"`, `"tool_calls":[{`, `"status":"pending"`, // the run and the call's receipt
+			`"status":"applied"},"text":"Proposal approved and queued to run."`, `"via":"text"`, // bob's yes
+			`"role":"assistant"`, `"receipt":"rf_`} { // the outcome message
+			if !strings.Contains(got, want) {
+				t.Errorf("chat run %d lacks %s:\n%s", run, want, got)
+			}
 		}
 	}
 }
