@@ -10,7 +10,7 @@ import (
 	"github.com/countersign/countersign/textdecision"
 )
 
-// MaxMessageText bounds a posted message's text (API.md: 1..32 KiB).
+// MaxMessageText bounds a posted message's text (docs/api.md: 1..32 KiB).
 const MaxMessageText = 32 << 10
 
 // maxDecisionCandidates bounds the thread's proposals a text decision
@@ -20,7 +20,7 @@ const maxDecisionCandidates = 200
 // ErrThreadBusy matches a *ThreadBusyError.
 var ErrThreadBusy = errors.New("thread busy")
 
-// ThreadBusyError refuses a message while a run holds the thread (API.md:
+// ThreadBusyError refuses a message while a run holds the thread (docs/api.md:
 // 409 THREAD_BUSY). A text decision is never refused for it.
 type ThreadBusyError struct {
 	ThreadID string
@@ -80,7 +80,7 @@ type MessageAnswer struct {
 // IsDecision reports whether the message was read as a text decision.
 func (a *MessageAnswer) IsDecision() bool { return a.Decision != nil || a.Pending != nil }
 
-// PostMessage takes a human's message to a thread (API.md, Messages and
+// PostMessage takes a human's message to a thread (docs/api.md, Messages and
 // runs). A message that is exactly a decision command (textdecision) is a
 // decision by its sender, via "text", checked like any other: it may come
 // from someone other than the thread's owner (an approver answering in the
