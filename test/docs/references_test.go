@@ -31,8 +31,8 @@ var (
 	// named from the root.
 	cited = regexp.MustCompile(`(?i)(^|/)(api|design|style)\.md$|^docs/`)
 	// linkText is the text of an inline Markdown link, which may name its
-	// target as the reader sees it ([api.md](../api.md)): the target is
-	// what TestMarkdownLinksResolve checks.
+	// target as a reader in the linking file's folder sees it: the target
+	// is what TestMarkdownLinksResolve checks.
 	linkText = regexp.MustCompile(`\[([^\[\]]*)\]\(`)
 	// scheme starts an absolute URL.
 	scheme = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
@@ -43,8 +43,8 @@ var (
 // notes or the style notes in any spelling, or of a docs/ file from the
 // root, must be a tracked file, either from the repository's root or from
 // the naming file's folder. So the contract and the design notes are cited
-// only as docs/api.md and docs/design.md (or as api.md and design.md from
-// docs/ itself), the files a reader has.
+// only as docs/api.md and docs/design.md (or by a name relative to the
+// citing file's folder), the files a reader has.
 func TestNoReferenceOutsideTheRepository(t *testing.T) {
 	r := tracked(t)
 	checked := 0
