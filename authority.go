@@ -8,8 +8,8 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// Who may do what, by the kind of credential that asks (API.md Part 3,
-// "Credentials: humans and agents"; DESIGN.md §18).
+// Who may do what, by the kind of credential that asks (docs/api.md Part 3,
+// "Credentials: humans and agents"; docs/design.md §18).
 //
 // A credential is a person's or an agent's, fixed by the credential like its
 // tenant and roles. An agent credential acts for its actor: it calls
@@ -62,7 +62,7 @@ func (id Identity) KindOrHuman() CredentialKind {
 // Act is something only a person may do.
 type Act string
 
-// The decision-shaped acts (API.md Part 3): an agent credential gets an
+// The decision-shaped acts (docs/api.md Part 3): an agent credential gets an
 // *AgentCannotDecideError for each, before anything is looked up.
 const (
 	ActDecide            Act = "decide a proposal"
@@ -80,7 +80,7 @@ const (
 var ErrAgentCannotDecide = errors.New("an agent credential cannot decide")
 
 // AgentCannotDecideError refuses a decision-shaped act to an agent
-// credential (API.md: 403 AGENT_CANNOT_DECIDE). It names only what the
+// credential (docs/api.md: 403 AGENT_CANNOT_DECIDE). It names only what the
 // caller sent.
 type AgentCannotDecideError struct {
 	Actor string

@@ -13,7 +13,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The authority table (API.md Part 3; DESIGN.md §18): every credential kind
+// The authority table (docs/api.md Part 3; docs/design.md §18): every credential kind
 // × role × relation to the thread × channel × operation, with the answer a
 // reading of the contract gives, written here without the engine's code and
 // checked against the engine on every store.

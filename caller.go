@@ -115,7 +115,7 @@ func (e *Engine) callerExecuting(ctx context.Context, c *Call, p *store.Proposal
 }
 
 // callerLapsed routes a caller's execution whose lease lapsed, which a
-// worker recovered: an uncertain outcome (DESIGN.md §6). An idempotent
+// worker recovered: an uncertain outcome (docs/design.md §6). An idempotent
 // action with attempts left is released for the caller's next identical
 // call to claim, for callerRetryWindow; one released before whose caller
 // never came back is unknown; otherwise it is reconciled if the action can

@@ -12,7 +12,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// Client tools are tools the caller executes, not the engine (API.md,
+// Client tools are tools the caller executes, not the engine (docs/api.md,
 // AG-UI: the input's tools). A run offers them to its model besides the
 // agent's actions; a model's call of one is recorded, not made, and ends the
 // run with the call pending; the caller runs it and posts its result with

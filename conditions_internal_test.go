@@ -44,7 +44,7 @@ var (
 	propActions = []string{"payments.refund", "payments.refund_full", "payments.eu.refund", "crm.lookup"}
 )
 
-// referenceRule is API.md's order, written out without the engine's code:
+// referenceRule is docs/api.md's order, written out without the engine's code:
 // among the rules whose match fits (a glob as a regular expression), exact
 // names first, then globs by the length of their literal text, longest
 // first, equals in file order; the first whose when holds or is absent.
@@ -85,7 +85,7 @@ func referenceRule(rules []Rule, conds []int, c *propCall) int {
 
 // TestPropertyExactlyOneRuleApplies checks, for random policies and
 // calls, that exactly one rule applies (or none, and the defaults decide)
-// and that it is the one API.md's order names.
+// and that it is the one docs/api.md's order names.
 func TestPropertyExactlyOneRuleApplies(t *testing.T) {
 	t.Parallel()
 	schema := json.RawMessage(`{"type":"object","required":["amount"],"additionalProperties":false,"properties":{"amount":{"type":"number"}}}`)
@@ -136,7 +136,7 @@ func TestPropertyExactlyOneRuleApplies(t *testing.T) {
 			}
 		}
 		if want := referenceRule(p.Rules, conds, c); gotIndex != want {
-			rt.Fatalf("call %+v: rule %d applies, API.md's order names %d (rules %+v)", c, gotIndex, want, p.Rules)
+			rt.Fatalf("call %+v: rule %d applies, docs/api.md's order names %d (rules %+v)", c, gotIndex, want, p.Rules)
 		}
 	})
 }

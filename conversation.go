@@ -12,7 +12,7 @@ import (
 	"github.com/countersign/countersign/textdecision"
 )
 
-// MaxMessageText bounds a posted message's text (API.md: 1..32 KiB).
+// MaxMessageText bounds a posted message's text (docs/api.md: 1..32 KiB).
 const MaxMessageText = 32 << 10
 
 // maxDecisionCandidates bounds the thread's proposals a text decision
@@ -22,7 +22,7 @@ const maxDecisionCandidates = 200
 // ErrThreadBusy matches a *ThreadBusyError.
 var ErrThreadBusy = errors.New("thread busy")
 
-// ThreadBusyError refuses a message while a run holds the thread (API.md:
+// ThreadBusyError refuses a message while a run holds the thread (docs/api.md:
 // 409 THREAD_BUSY). A text decision is never refused for it.
 type ThreadBusyError struct {
 	ThreadID string
@@ -40,7 +40,7 @@ func (e *ThreadBusyError) Is(target error) bool { return target == ErrThreadBusy
 var ErrMessageIDTaken = errors.New("message id taken")
 
 // MessageIDTakenError refuses a message whose id its thread already holds
-// (API.md Part 3: 409 MESSAGE_ID_TAKEN). Message ids are keyed by tenant,
+// (docs/api.md Part 3: 409 MESSAGE_ID_TAKEN). Message ids are keyed by tenant,
 // thread and id, so it says nothing of any other thread: the same id there
 // is simply another message. Nothing was stored or decided.
 type MessageIDTakenError struct {
@@ -56,7 +56,7 @@ func (e *MessageIDTakenError) Error() string {
 func (e *MessageIDTakenError) Is(target error) bool { return target == ErrMessageIDTaken }
 
 // MaxMessageIDLen bounds the id a client chooses for its message, in
-// characters (API.md Part 3: 1..128).
+// characters (docs/api.md Part 3: 1..128).
 const MaxMessageIDLen = 128
 
 // validMessageID reports whether s may be a client's message id: 1 to
@@ -117,7 +117,7 @@ type MessageAnswer struct {
 // IsDecision reports whether the message was read as a text decision.
 func (a *MessageAnswer) IsDecision() bool { return a.Decision != nil || a.Pending != nil }
 
-// PostMessage takes a human's message to a thread (API.md, Messages and
+// PostMessage takes a human's message to a thread (docs/api.md, Messages and
 // runs). A message that is exactly a decision command (textdecision) is a
 // decision by its sender, via "text", checked like any other: it may come
 // from someone other than the thread's owner (an approver answering in the

@@ -32,7 +32,7 @@ type Decision struct {
 	Remember Scope
 }
 
-// DecideStatus is the answer to a decision (API.md §Decisions).
+// DecideStatus is the answer to a decision (docs/api.md §Decisions).
 type DecideStatus = store.DecideOutcome
 
 // The decision answers. A missing proposal is an error wrapping ErrNotFound.

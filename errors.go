@@ -81,7 +81,7 @@ func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
 // EvidenceReason says why two-phase evidence was refused.
 type EvidenceReason string
 
-// The reasons evidence can be refused (DESIGN.md §4).
+// The reasons evidence can be refused (docs/design.md §4).
 const (
 	EvidenceMismatch EvidenceReason = "mismatch"
 	EvidenceConsumed EvidenceReason = "consumed"

@@ -89,7 +89,7 @@ func (e *Engine) executeHeld(ctx context.Context, p *store.Proposal, asked time.
 	return resultOf(settled), nil
 }
 
-// executeClaimed runs a claimed proposal to its next resting state (DESIGN.md
+// executeClaimed runs a claimed proposal to its next resting state (docs/design.md
 // §6) and returns it. From says what the claim took over: approved (a first
 // execution), executing (a lease that lapsed: the outcome is uncertain) or
 // reconciling. asked is when the claim was asked for: the lease is reckoned
@@ -151,7 +151,7 @@ type checked struct {
 }
 
 // checkBeforeExecute re-checks an approved proposal p of action a (nil when
-// not registered) before it executes, whoever executes it (DESIGN.md §6):
+// not registered) before it executes, whoever executes it (docs/design.md §6):
 // the requester still resolves, the action is registered at the approved
 // version, authorization, the stored input still parses to the approved
 // snapshot, and preflight. ctx bounds the resolver, lctx the hooks. An

@@ -9,7 +9,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The one tail of the audit log (DESIGN.md §11). Waiters, event streams and
+// The one tail of the audit log (docs/design.md §11). Waiters, event streams and
 // everything else that follows what happens to proposals read it through
 // auditTail; nothing else re-scans a tenant's history.
 //

@@ -4,7 +4,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// Outcome admission waits while a run holds the thread (DESIGN.md §12): an
+// Outcome admission waits while a run holds the thread (docs/design.md §12): an
 // outcome settled while a run is running or parked is not part of the
 // conversation until that run ends, and then it follows the run's messages.
 // A run is one turn; an outcome that arrived during the turn is news for

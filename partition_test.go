@@ -139,7 +139,7 @@ func TestPartition(t *testing.T) {
 		most = max(most, c)
 		total += c
 	}
-	// The fence (DESIGN.md §6): once another holder took a proposal over,
+	// The fence (docs/design.md §6): once another holder took a proposal over,
 	// nothing the partitioned worker wrote to it may land; what it sent
 	// meanwhile was refused (lease lost) or never arrived (its context or
 	// the partition ended it).

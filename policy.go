@@ -27,7 +27,7 @@ const (
 	EffectDeny Effect = "deny"
 )
 
-// Mode is who executes an approved call and what the caller sees (DESIGN.md §4).
+// Mode is who executes an approved call and what the caller sees (docs/design.md §4).
 type Mode = store.Mode
 
 // The call modes.

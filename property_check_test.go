@@ -14,7 +14,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// propEdges is the state machine of DESIGN.md §3 (docs/state-machine.md).
+// propEdges is the state machine of docs/design.md §3 (docs/state-machine.md).
 // approved→expired holds only for modes whose caller executes;
 // unknown→succeeded|failed only by an operator's resolution. A proposal
 // starts pending ([*]→pending), or approved ([*]→approved) when a live grant
@@ -60,7 +60,7 @@ var neverExecuted = []store.Status{store.StatusRejected, store.StatusExpired, st
 // checkStep lists every proposal of the tenant from the store and checks:
 //
 //  1. every status change since the previous step is a path of the state
-//     machine (DESIGN.md §3), new proposals start pending, or approved by
+//     machine (docs/design.md §3), new proposals start pending, or approved by
 //     exactly one grant decision (then never two_phase, and already claimed
 //     by their caller), and decide, cancel, resolve, clock and revoke steps
 //     change nothing but what they act on; the frozen fields of a proposal
@@ -598,7 +598,7 @@ func (h *propHarness) checkGrants(t *rapid.T, ctx context.Context, byID map[stri
 }
 
 // grantMatches reports whether grant g, which originates in proposal o,
-// approves the call of proposal p (DESIGN.md §5): same requester, thread,
+// approves the call of proposal p (docs/design.md §5): same requester, thread,
 // action and version; same run for a run grant; same input unless the rule
 // let the grant cover any input.
 func grantMatches(g *store.Grant, o, p *store.Proposal) bool {
@@ -612,7 +612,7 @@ func grantMatches(g *store.Grant, o, p *store.Proposal) bool {
 	return g.InputDigest == p.InputDigest && o != nil && string(o.Input) == string(p.Input)
 }
 
-// checkSupersede checks DESIGN.md §2.7: a new proposal with a replacement key
+// checkSupersede checks docs/design.md §2.7: a new proposal with a replacement key
 // supersedes the pending proposals of the same requester, thread, action and
 // key, and only those.
 func (h *propHarness) checkSupersede(t *rapid.T, cur []*store.Proposal) {

@@ -24,7 +24,7 @@ import (
 // cancellations, clock moves, sweeps, worker runs, operator resolutions,
 // grant revocations, thread deletions and stale lease holders against a real
 // Engine on memstore, and checks after every step, from the store itself, the
-// state machine of DESIGN.md §3 and the promises of §4–§7 (see checkStep in
+// state machine of docs/design.md §3 and the promises of §4–§7 (see checkStep in
 // property_check_test.go for the list).
 //
 // Scenarios that expose open engine bugs run only on demand: see propExpose.
@@ -1139,7 +1139,7 @@ func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string,
 	}
 }
 
-// checkEvidence checks DESIGN.md §4's evidence rules against the state
+// checkEvidence checks docs/design.md §4's evidence rules against the state
 // before the call: evidence from another thread or actor (or of a proposal
 // that is not two-phase) is inert, and a refusal names the right reason.
 func (h *propHarness) checkEvidence(t *rapid.T, c countersign.Call, canon string, existing, ev *store.Proposal, now time.Time, res *countersign.Result, err error) {
@@ -1246,7 +1246,7 @@ func (h *propHarness) opDecide(t *rapid.T) {
 		h.logf(t, "Decide %s %s by %s via %q remember %q → %s (%s)", p.ID, verdict, actor, via, remember, res.Status, res.Proposal.Status)
 	}
 
-	// The answer DESIGN.md §5 asks for.
+	// The answer docs/design.md §5 asks for.
 	if remember != "" && verdict == countersign.Reject {
 		if !errors.Is(err, countersign.ErrInvalidCall) {
 			h.fatalf(t, "remember with a rejection: want ErrInvalidCall, got %v", err)
@@ -1287,7 +1287,7 @@ func (h *propHarness) opDecide(t *rapid.T) {
 	}
 }
 
-// mayDecide reports whether actor may take the verdict on p (DESIGN.md §5).
+// mayDecide reports whether actor may take the verdict on p (docs/design.md §5).
 func mayDecide(p *store.Proposal, actor string, verdict countersign.Verdict) bool {
 	id := propIdentities[actor]
 	if verdict == countersign.Approve && p.ForbidSelfApproval && actor == p.Requester {

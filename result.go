@@ -8,7 +8,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// ResultStatus is what a call came to. It mirrors API.md's call statuses.
+// ResultStatus is what a call came to. It mirrors docs/api.md's call statuses.
 type ResultStatus string
 
 // The call result statuses. Denials and invalid evidence are errors

@@ -9,7 +9,7 @@ import (
 // DefaultMaxSteps is an agent's model calls per run when its MaxSteps is 0.
 const DefaultMaxSteps = 8
 
-// Agent is a configured agent (API.md, Agents): who it is, the model that
+// Agent is a configured agent (docs/api.md, Agents): who it is, the model that
 // answers for it, and the actions it may offer that model.
 type Agent struct {
 	// Name names the agent in messages, runs and the AG-UI route.

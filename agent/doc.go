@@ -1,7 +1,7 @@
 // Package agent runs agents inside Countersign: a [Model] (one method: given
 // the conversation and the tools, return the assistant's text and tool
 // calls), the tool loop over the engine's Call, and the run lifecycle
-// (DESIGN.md §12, API.md "Agents").
+// (docs/design.md §12, docs/api.md "Agents").
 //
 // The model providers are subpackages, each on its provider's official SDK:
 // agent/openai (chat completions, any OpenAI-compatible endpoint),

@@ -8,7 +8,7 @@ import (
 // Role is who wrote a message of the conversation.
 type Role string
 
-// The roles of a conversation (API.md, Messages and runs).
+// The roles of a conversation (docs/api.md, Messages and runs).
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"

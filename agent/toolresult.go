@@ -14,7 +14,7 @@ import (
 )
 
 // ToolOutput is the result object a tool message carries, and the model
-// reads, for one call: what Engine.Call answered. The shapes follow API.md:
+// reads, for one call: what Engine.Call answered. The shapes follow docs/api.md:
 // an independent call answers {proposal_id, status: "pending", executed:
 // false}; a two-phase one {status: "confirmation_required",
 // confirmation_id, …}; a refusal {status: "denied", error}.

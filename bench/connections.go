@@ -49,7 +49,7 @@ const (
 	connOpeners = 64
 	// connDeciders approve the proposals over HTTP.
 	connDeciders = 32
-	// connWait is each call's wait_seconds: API.md's maximum.
+	// connWait is each call's wait_seconds: docs/api.md's maximum.
 	connWait = 60
 	// connDeadline bounds each phase; past it the scenario fails.
 	connDeadline = 5 * time.Minute
@@ -68,7 +68,7 @@ func init() {
 			"`GET /v1/events` stream each, which sees every proposal of its tenant. First the S streams are opened (%d at a time; established "+
 			"when the `retry:` frame arrived), then the N calls are sent (`POST /v1/calls`, mode wait, wait_seconds %d, at most %d sent and "+
 			"not yet stored); each stores its proposal and blocks. A call answered `pending` (its wait ran out) is repeated with the same tool "+
-			"call id, as API.md says, and counted as a re-poll; a call or a decision answered 503 or 429 is an error, and is repeated after its Retry-After (at most %d times) so that the run completes. Memory is the server's: VmRSS (/proc/PID/status) and Go heap objects + "+
+			"call id, as docs/api.md says, and counted as a re-poll; a call or a decision answered 503 or 429 is an error, and is repeated after its Retry-After (at most %d times) so that the run completes. Memory is the server's: VmRSS (/proc/PID/status) and Go heap objects + "+
 			"goroutine stacks (runtime/metrics after GCs until they stop shrinking), with the streams open minus before (÷ S), then with the "+
 			"calls blocked as well minus with the streams alone (÷ N); file descriptors are /proc/PID/fd of each process. Then %d clients "+
 			"list each tenant's pending proposals and approve every one over HTTP; every call must return succeeded with its own proposal "+
@@ -430,7 +430,7 @@ func connections(e *env) ([]Figure, error) {
 					}
 					errs.add("call %s: %v", p.tool, err)
 					if d, ok := retryLater(err); ok && p.retries < connRetries {
-						// As API.md asks of a client: repeat it later.
+						// As docs/api.md asks of a client: repeat it later.
 						p.retries++
 						time.Sleep(d)
 						continue
@@ -543,7 +543,7 @@ func connections(e *env) ([]Figure, error) {
 			if !ok || try >= connRetries {
 				return nil
 			}
-			// As API.md asks of a client: repeat it later.
+			// As docs/api.md asks of a client: repeat it later.
 			decideRetries.Add(1)
 			time.Sleep(d)
 		}
@@ -665,7 +665,7 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".server_rss", Label: "server RSS with everything open", Value: float64(all.rss) / (1 << 20), Unit: "MiB"},
 		{Key: k + ".establish_s", Label: fmt.Sprintf("first call sent → all %s stored (blocked 0.5 s later)", nn), Value: established.Seconds(), Unit: "s"},
 		{Key: k + ".repolls", Label: fmt.Sprintf("re-polls (a call's %d s wait ran out, repeated)", connWait), Value: float64(repolls), Unit: "re-polls"},
-		{Key: k + ".retries", Label: "requests repeated after a 503 or 429, as API.md asks (calls, decisions; each is also an error)", Value: float64(callRetries) + float64(decideRetries.Load()), Unit: "requests"},
+		{Key: k + ".retries", Label: "requests repeated after a 503 or 429, as docs/api.md asks (calls, decisions; each is also an error)", Value: float64(callRetries) + float64(decideRetries.Load()), Unit: "requests"},
 		{Key: k + ".approve_s", Label: fmt.Sprintf("first approval sent → last of %s approved (%d clients)", nn, connDeciders), Value: time.Duration(lastApproved.Load() - approveStart.UnixNano()).Seconds(), Unit: "s"},
 		{Key: k + ".release_ms", Label: "last approval → last call returned succeeded", Value: ms(time.Duration(lastReturned - lastApproved.Load())), Unit: "ms"},
 		{Key: k + ".reads_per_approval", Label: "server store reads (proposals, events) from the first approval until every call returned and every stream is complete, ÷ N",
@@ -837,7 +837,7 @@ type statusError struct {
 func (e *statusError) Error() string { return e.msg }
 
 // retryLater is how long to wait before repeating a request that failed
-// with err, if API.md says to repeat it (503 and 429 carry Retry-After).
+// with err, if docs/api.md says to repeat it (503 and 429 carry Retry-After).
 func retryLater(err error) (time.Duration, bool) {
 	var se *statusError
 	if !errors.As(err, &se) || (se.code != http.StatusServiceUnavailable && se.code != http.StatusTooManyRequests) {

@@ -25,7 +25,7 @@ func env(vars map[string]string) func(string) string {
 	return func(name string) string { return vars[name] }
 }
 
-// exampleAgents is what testdata/agents.yaml (API.md's Part 2) holds.
+// exampleAgents is what testdata/agents.yaml (docs/api.md's Part 2) holds.
 func exampleAgents() []AgentSpec {
 	return []AgentSpec{
 		{

@@ -16,7 +16,7 @@ import (
 	"github.com/countersign/countersign/textdecision"
 )
 
-// Defaults of the fields a file leaves out (API.md, Configuration).
+// Defaults of the fields a file leaves out (docs/api.md, Configuration).
 const (
 	DefaultListen           = "127.0.0.1:8080"
 	DefaultStore            = "sqlite:countersign.db"
@@ -138,7 +138,7 @@ type APIKey struct {
 	Tenant    string
 	Actor     string
 	Roles     []string
-	// Kind is "human" or "agent" (API.md Part 3, "Credentials: humans and
+	// Kind is "human" or "agent" (docs/api.md Part 3, "Credentials: humans and
 	// agents"). Empty: human, with a warning (Warnings).
 	Kind string
 }
@@ -250,7 +250,7 @@ type Rule struct {
 }
 
 // Action is a webhook action: an action whose hooks are HTTP endpoints of
-// the caller's backend (API.md, Webhook actions).
+// the caller's backend (docs/api.md, Webhook actions).
 type Action struct {
 	Name        string
 	Version     string // default "1"
@@ -277,7 +277,7 @@ type Action struct {
 }
 
 // ExecutedByCaller reports whether the calling agent runs the action
-// itself (`execute: {by: caller}`, API.md: Caller-executed actions).
+// itself (`execute: {by: caller}`, docs/api.md: Caller-executed actions).
 func (a *Action) ExecutedByCaller() bool { return a.Execute != nil && a.Execute.By == ExecuteByCaller }
 
 // ExecuteByCaller is the value of `execute.by` for a caller-executed action.

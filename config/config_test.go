@@ -22,7 +22,7 @@ import (
 	"github.com/countersign/countersign/store/pgstore"
 )
 
-// exampleConfig is what testdata/example.yaml (API.md's example) holds.
+// exampleConfig is what testdata/example.yaml (docs/api.md's example) holds.
 func exampleConfig() *Config {
 	c := &Config{
 		Listen:      "127.0.0.1:8080",

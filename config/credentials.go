@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The credential kinds a key or a token may carry (API.md Part 3,
+// The credential kinds a key or a token may carry (docs/api.md Part 3,
 // "Credentials: humans and agents").
 const (
 	kindHuman = "human"

@@ -1,5 +1,5 @@
 // Package config reads Countersign's server configuration: a YAML file
-// (API.md, Configuration) in which every field has a default.
+// (docs/api.md, Configuration) in which every field has a default.
 //
 //	listen: 127.0.0.1:8080                # host:port
 //	store: sqlite:countersign.db          # sqlite:PATH (relative to the working directory),

@@ -11,7 +11,7 @@ import (
 	"github.com/countersign/countersign/mcpgateway"
 )
 
-// apiMCP is API.md's mcp section.
+// apiMCP is docs/api.md's mcp section.
 const apiMCP = `mcp:
   path: /mcp                       # streamable HTTP on the server's listener (bearer auth)
   hold: 50s                        # how long a tools/call waits for an out-of-band decision
@@ -65,7 +65,7 @@ func TestMCPHeaders(t *testing.T) {
 	}
 }
 
-// apiMCPTrust is API.md Part 3's server: what its operator vouches for.
+// apiMCPTrust is docs/api.md Part 3's server: what its operator vouches for.
 const apiMCPTrust = `mcp:
   servers:
     - name: fs

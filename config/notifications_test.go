@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// apiNotifications is API.md's notifications section.
+// apiNotifications is docs/api.md's notifications section.
 const apiNotifications = `notifications:
   - url: https://hooks.internal/countersign
     events: [proposal.created, proposal.decided, proposal.settled, proposal.expired, proposal.escalated, proposal.reminder]

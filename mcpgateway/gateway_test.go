@@ -693,7 +693,7 @@ func TestElicitationMessageIsPlainText(t *testing.T) {
 
 // An agent credential is never offered an elicitation, however willing its
 // client: the call holds for a person to decide, on either protocol
-// generation (API.md Part 3: "MCP: no elicitation is offered and the call
+// generation (docs/api.md Part 3: "MCP: no elicitation is offered and the call
 // holds").
 func TestAgentIsNotAsked(t *testing.T) {
 	for _, pr := range protocols {

@@ -15,7 +15,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The AG-UI endpoint (API.md, AG-UI): POST /v1/agui and /v1/agui/{agent}
+// The AG-UI endpoint (docs/api.md, AG-UI): POST /v1/agui and /v1/agui/{agent}
 // take an AG-UI 1.0 RunAgentInput and answer with the run as AG-UI events,
 // on the engine's conversations: the input's newest user message is a
 // message to the thread (a text decision, or a run of the agent), and a

@@ -100,7 +100,7 @@ func refusal(err error) map[string]any {
 	return nil
 }
 
-// callError maps the engine's other errors to API.md's answers.
+// callError maps the engine's other errors to docs/api.md's answers.
 func callError(err error) error {
 	if ae := agentRefused(err); ae != nil {
 		return ae
@@ -148,7 +148,7 @@ func callError(err error) error {
 	return err
 }
 
-// callResponse is API.md's call answer for res.Status.
+// callResponse is docs/api.md's call answer for res.Status.
 func callResponse(res *countersign.Result) map[string]any {
 	p := wireProposal(res.Proposal)
 	var proposal any = p

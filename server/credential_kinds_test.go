@@ -41,7 +41,7 @@ func TestMe(t *testing.T) {
 	h.must(401, req{method: "GET", path: "/v1/me"})
 }
 
-// TestAgentNeverDecides walks API.md Part 3's rule over HTTP on every
+// TestAgentNeverDecides walks docs/api.md Part 3's rule over HTTP on every
 // store: an agent credential calls and reads its actor's threads, and is
 // refused every decision-shaped act with 403 AGENT_CANNOT_DECIDE before the
 // proposal is looked up, with nothing stored; the visibility its actor has

@@ -13,14 +13,14 @@ import (
 
 // credentialRecheck is how often a stream asks the authenticator again
 // whether the credential that opened it still stands: a revocation ends the
-// stream within this, and API.md asks for a second.
+// stream within this, and docs/api.md asks for a second.
 const credentialRecheck = 500 * time.Millisecond
 
 // guardStream returns the context a stream of r runs under: it ends when
 // the request's does, when the credential that opened the stream expires
 // (a JWT's exp), and within s.recheck of the credential being revoked (its
 // token no longer authenticates, or stands for someone else). Nothing is
-// sent after it ends (API.md Part 3, "Grants, streams, secrets and what
+// sent after it ends (docs/api.md Part 3, "Grants, streams, secrets and what
 // approvers read"). id is who the request authenticated as.
 func (s *Server) guardStream(r *http.Request, id countersign.Identity) (context.Context, context.CancelFunc) {
 	ctx, cancel := s.requestContext(r)

@@ -63,7 +63,7 @@ func closedWithin(ch <-chan sseEvent, d time.Duration) bool {
 }
 
 // TestStreamEndsWithItsCredential: GET /v1/events ends when the credential
-// that opened it expires or is revoked (API.md Part 3), and while it stands
+// that opened it expires or is revoked (docs/api.md Part 3), and while it stands
 // the stream goes on.
 func TestStreamEndsWithItsCredential(t *testing.T) {
 	t.Parallel()

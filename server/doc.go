@@ -1,4 +1,4 @@
-// Package server is Countersign's HTTP API, the contract in API.md: calls,
+// Package server is Countersign's HTTP API, the contract in docs/api.md: calls,
 // proposals and their decisions, threads, grants, a Server-Sent Events
 // stream, health and readiness probes, Prometheus metrics and the OpenAPI 3.1
 // document that describes all of it (served at /openapi.json).

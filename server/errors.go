@@ -9,7 +9,7 @@ import (
 	"github.com/countersign/countersign"
 )
 
-// The error codes of API.md, and the statuses they answer with.
+// The error codes of docs/api.md, and the statuses they answer with.
 const (
 	CodeUnauthenticated   = "UNAUTHENTICATED"        // 401
 	CodeForbidden         = "FORBIDDEN"              // 403

@@ -21,7 +21,7 @@ func fuzzServer(f *testing.F) *Server {
 }
 
 // serve runs one request through the handler and fails on a 500 (a panic
-// answers 500 too) or an answer that is not one of API.md's shapes.
+// answers 500 too) or an answer that is not one of docs/api.md's shapes.
 func serve(t *testing.T, s *Server, r *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()

@@ -8,7 +8,7 @@ import (
 // TestTenantIsolation walks every route with tokens of another tenant
 // ("globex": x_alice has alice's actor name and every role, x_eve is a
 // finance operator) against acme's records, and checks that each answers as
-// API.md says (403 for another tenant's proposal, 404 for a thread or grant,
+// docs/api.md says (403 for another tenant's proposal, 404 for a thread or grant,
 // since those are namespaced by tenant) and that no answer carries anything
 // of acme's.
 func TestTenantIsolation(t *testing.T) {

@@ -82,7 +82,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request, id counters
 	return nil
 }
 
-// wireLease is a caller's lease as API.md writes it.
+// wireLease is a caller's lease as docs/api.md writes it.
 func wireLease(l *store.Lease, attempt int) map[string]any {
 	return map[string]any{"token": l.Token, "expires_at": l.ExpiresAt.UTC(), "attempt": attempt}
 }

@@ -110,7 +110,7 @@ const (
 )
 
 // withCORS applies the configured origins. Access-Control-Expose-Headers is
-// on every answer (API.md), so a browser may read the next-page cursor.
+// on every answer (docs/api.md), so a browser may read the next-page cursor.
 func (s *Server) withCORS(next http.Handler) http.Handler {
 	anyOrigin := slices.Contains(s.cors, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

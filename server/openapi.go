@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// openAPI is the OpenAPI 3.1 description of this API (API.md), served at
+// openAPI is the OpenAPI 3.1 description of this API (docs/api.md), served at
 // /openapi.json. The tests validate every request and answer they make
 // against it, so an undocumented route, status or field fails them.
 //

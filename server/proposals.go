@@ -213,7 +213,7 @@ func via(r *http.Request) (string, error) {
 	return "", e
 }
 
-// decisionError maps the engine's errors for a decision to API.md's
+// decisionError maps the engine's errors for a decision to docs/api.md's
 // answers.
 func decisionError(err error) error {
 	if ae := agentRefused(err); ae != nil {

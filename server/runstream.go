@@ -11,7 +11,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// interruptSchema is the responseSchema of an approval interrupt (API.md,
+// interruptSchema is the responseSchema of an approval interrupt (docs/api.md,
 // AG-UI): what a front end sends back to decide.
 var interruptSchema = map[string]any{
 	"type": "object", "required": []string{"approved"},

@@ -199,7 +199,8 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	return srv
 }
 
-// routes registers every route of API.md.
+// routes registers the routes of docs/api.md this server serves; server/openapi.json
+// describes exactly these, and test/docs checks that the two agree.
 func (s *Server) routes() {
 	m := s.mux
 	m.Handle("POST /v1/calls", s.authed(s.handleCall))

@@ -10,7 +10,7 @@ import (
 )
 
 // Conversations stores what people and agents say in a thread, and the runs
-// (one model turn each) that hold it. DESIGN.md §12, API.md "Messages and
+// (one model turn each) that hold it. docs/design.md §12, docs/api.md "Messages and
 // runs".
 //
 // A run is running → parked → running → finished | failed | cancelled. At
@@ -123,7 +123,7 @@ func (e *RunConflictError) Is(target error) bool {
 // RunStatus is where a run is in its life.
 type RunStatus string
 
-// The run statuses (API.md, Messages and runs).
+// The run statuses (docs/api.md, Messages and runs).
 const (
 	RunRunning   RunStatus = "running"
 	RunParked    RunStatus = "parked"

@@ -53,7 +53,7 @@ type Store interface {
 
 	// ProposalTenant returns the tenant that owns a proposal id, or
 	// ErrNotFound. A server uses it to answer "forbidden" rather than "not
-	// found" for another tenant's proposal, as API.md asks.
+	// found" for another tenant's proposal, as docs/api.md asks.
 	ProposalTenant(ctx context.Context, id string) (string, error)
 
 	// GetProposalByToolCall returns the proposal created for a tool call, or ErrNotFound.
@@ -332,7 +332,7 @@ type DecideParams struct {
 // DecideOutcome is the answer to a decision.
 type DecideOutcome string
 
-// The answers to a decision (API.md §Decisions).
+// The answers to a decision (docs/api.md §Decisions).
 const (
 	DecideApplied   DecideOutcome = "applied"
 	DecideUnchanged DecideOutcome = "unchanged"

@@ -639,7 +639,7 @@ func Escalatable(p *Proposal, now time.Time) bool {
 }
 
 // ApplyEscalate adds a pending proposal's EscalateTo to its approvers once
-// its EscalateAt has come (DESIGN.md §14: a due time swept like expiry),
+// its EscalateAt has come (docs/design.md §14: a due time swept like expiry),
 // and records a proposal.escalated event naming who was added. It happens
 // once: EscalateAt is cleared. nil: nothing is due.
 func ApplyEscalate(p *Proposal, now time.Time) (*Change, error) {

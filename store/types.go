@@ -48,7 +48,7 @@ func (s Status) Terminal() bool {
 // Mode says who executes an approved proposal and what the caller sees.
 type Mode string
 
-// The modes (DESIGN.md §4).
+// The modes (docs/design.md §4).
 const (
 	ModeWait        Mode = "wait"
 	ModeTwoPhase    Mode = "two_phase"
@@ -138,7 +138,7 @@ type Outcome struct {
 }
 
 // Proposal is the durable approval record for one call that needs a decision.
-// Field names follow API.md's proposal object.
+// Field names follow docs/api.md's proposal object.
 type Proposal struct {
 	ID             string
 	Tenant         string
@@ -368,7 +368,7 @@ type Message struct {
 // EventType names an entry of a proposal's audit trail.
 type EventType string
 
-// The audit events. The first five are also streamed to clients (API.md).
+// The audit events. The first five are also streamed to clients (docs/api.md).
 const (
 	EventCreated    EventType = "proposal.created"
 	EventDecided    EventType = "proposal.decided"

@@ -325,7 +325,7 @@ func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // sessionRecheck is how often a live event stream checks that its session
-// still stands: API.md asks that a stream end within a second of its
+// still stands: docs/api.md asks that a stream end within a second of its
 // credential being revoked (a sign-out, a key removed). One indexed session
 // read per open inbox stream twice a second.
 const sessionRecheck = 500 * time.Millisecond

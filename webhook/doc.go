@@ -1,5 +1,5 @@
 // Package webhook builds actions whose prepare, execute and reconcile hooks
-// live in the user's backend, called over HTTP as API.md's "Webhook actions"
+// live in the user's backend, called over HTTP as docs/api.md's "Webhook actions"
 // specifies.
 //
 // Every request is a POST of a JSON body, signed with the Countersign-Signature

@@ -138,7 +138,7 @@ var errNoResend = errors.New("the request was sent once and is not sent again")
 // With a pooled client, net/http resends a request on a new connection when
 // a reused one fails before any answer, if the request looks idempotent to
 // it, and an Idempotency-Key header is enough. Resending is the engine's
-// decision alone (DESIGN.md §6: bounded, counted attempts, never for a
+// decision alone (docs/design.md §6: bounded, counted attempts, never for a
 // non-idempotent action), so the body cannot be rewound once it was written
 // in full and no answer came. (Once an answer came, the client rewinds the
 // body only to prepare a 307 or 308 redirect, which it then does not follow.)

@@ -32,7 +32,7 @@ type Endpoint struct {
 }
 
 // Spec describes an action whose hooks live in the backend. The fields
-// mirror countersign.RawActionSpec and API.md's `actions` configuration.
+// mirror countersign.RawActionSpec and docs/api.md's `actions` configuration.
 type Spec struct {
 	Name        string
 	Version     string // default "1"
@@ -87,7 +87,7 @@ type Options struct {
 }
 
 // NewAction returns an action whose hooks POST to the spec's endpoints, as
-// API.md's "Webhook actions" describes:
+// docs/api.md's "Webhook actions" describes:
 //
 //   - prepare: 200 is the preview and state version; 403 denies the call
 //     (DeniedByAuthorize), 409 and 422 deny it (DeniedByPreflight), with the
@@ -214,7 +214,7 @@ type caller struct {
 	prepare, execute, reconcile *endpoint
 }
 
-// The request bodies, field for field as API.md lists them.
+// The request bodies, field for field as docs/api.md lists them.
 type (
 	prepareBody struct {
 		Action        string          `json:"action"`

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// demoYAML is the demo agent's model section, as API.md gives it.
+// demoYAML is the demo agent's model section, as docs/api.md gives it.
 const demoYAML = `
 rules:
   - match: '(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)'

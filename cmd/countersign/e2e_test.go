@@ -334,7 +334,7 @@ func TestConfigValidate(t *testing.T) {
 
 // TestConfigValidateWarnsOfKinds: keys without a kind, and JWTs without
 // default_kind, are valid but warned of, naming tenant, actor and the key's
-// fingerprint, never the key (API.md Part 3); kinds given explicitly, or a
+// fingerprint, never the key (docs/api.md Part 3); kinds given explicitly, or a
 // bad kind, are not warnings.
 func TestConfigValidateWarnsOfKinds(t *testing.T) {
 	out, code := cli(t, "config", "validate", "--no-env", "../../config/testdata/example.yaml")

@@ -339,7 +339,7 @@ func serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API and the workers (SQLite ./countersign.db on 127.0.0.1:8080 by default)",
-		Long: `Run the HTTP API of API.md, with workers, on the configured store.
+		Long: `Run the HTTP API of docs/api.md, with workers, on the configured store.
 
 Without --config it runs a self-contained demo: demo actions with a built-in
 backend, and development API keys printed at start with curl commands that

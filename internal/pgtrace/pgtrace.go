@@ -1,6 +1,6 @@
 // Package pgtrace counts round trips to PostgreSQL: a pgx tracer, for the
 // tests and benchmarks that hold the store to its round-trip budget
-// (DESIGN.md §15), with no server extension.
+// (docs/design.md §15), with no server extension.
 //
 //	rt := &pgtrace.Counter{}
 //	cfg.ConnConfig.Tracer = rt // a pgxpool.Config's

@@ -35,7 +35,7 @@ import (
 //     worth before anyone builds it.
 //
 //   - writes=rows leaves out the audit events and the outcome message, to
-//     show what they cost; DESIGN.md requires both.
+//     show what they cost; docs/design.md requires both.
 //
 //     go test -run '^$' -bench DrainFloor -benchtime 30000x ./store/pgstore
 func BenchmarkDrainFloor(b *testing.B) {

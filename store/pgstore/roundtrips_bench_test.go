@@ -16,7 +16,7 @@ import (
 )
 
 // BenchmarkRoundTrips reports how many round trips to PostgreSQL each store
-// operation costs (roundtrips/op), the figure DESIGN.md §15 holds to one per
+// operation costs (roundtrips/op), the figure docs/design.md §15 holds to one per
 // transition: create, decide, claim, renew and settle one proposal, and a
 // worker's batched claim and settlement per proposal; and the notification
 // batches the store sent meanwhile (notes), which a busy store shares among

@@ -15,7 +15,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// Runs and the messages they write, one round trip per change (DESIGN.md
+// Runs and the messages they write, one round trip per change (docs/design.md
 // §15), as the proposals' transitions are (cas.go):
 //
 //   - PostMessage is one pipelined batch, run as one implicit transaction:

@@ -9,7 +9,7 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// TestRunTransitionsAreOneRoundTrip pins DESIGN.md §15 for runs: posting a
+// TestRunTransitionsAreOneRoundTrip pins docs/design.md §15 for runs: posting a
 // message that starts a run, a step, a claim of a parked run, the run's end
 // and a cancellation each cost one round trip (the pool has one connection,
 // and a first round warms its prepared statements).

@@ -11,7 +11,7 @@ import (
 )
 
 // testMessageIDs pins how messages are keyed: by tenant, thread and id
-// (API.md Part 3, "Messages, outcomes and ids"). A thread holds an id once;
+// (docs/api.md Part 3, "Messages, outcomes and ids"). A thread holds an id once;
 // any other thread, of this tenant or another, may hold the same id; and an
 // outcome message is admitted whatever ids clients chose before it.
 func testMessageIDs(t *testing.T, newStore Factory) {

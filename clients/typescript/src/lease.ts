@@ -1,4 +1,4 @@
-// Running work under a caller-executed action's lease (API.md,
+// Running work under a caller-executed action's lease (docs/api.md,
 // "Caller-executed actions"): the answer `execute` is the claim; the work
 // runs under it once, the lease renewed while it runs and the outcome
 // settled after, through the fence. The agent-framework packages

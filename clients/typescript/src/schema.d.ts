@@ -659,7 +659,7 @@ export interface components {
             tenant: string;
             requester: string;
             /**
-             * @description The kind of credential that made the call (API.md Part 3); absent on proposals made before kinds were recorded.
+             * @description The kind of credential that made the call (docs/api.md Part 3); absent on proposals made before kinds were recorded.
              * @enum {string}
              */
             requester_kind?: "human" | "agent";
@@ -789,7 +789,7 @@ export interface components {
             error: string;
             proposal: components["schemas"]["Proposal"] | null;
         };
-        /** @description The call's answer, by status (API.md). */
+        /** @description The call's answer, by status (docs/api.md). */
         CallResponse: components["schemas"]["CallSucceeded"] | components["schemas"]["CallFailed"] | components["schemas"]["CallPending"] | components["schemas"]["CallConfirmationRequired"] | components["schemas"]["CallConfirmationInvalid"] | components["schemas"]["CallDenied"] | components["schemas"]["CallClosed"] | components["schemas"]["CallUncertain"] | components["schemas"]["CallExecute"] | components["schemas"]["CallExecuting"];
         ApproveRequest: {
             reason?: string;
