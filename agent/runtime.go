@@ -259,7 +259,7 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 			err = &countersign.ToolCallIDReusedError{ToolCallID: c.ID}
 		} else {
 			res, err = d.rt.engine.Call(ctx, &countersign.Call{
-				Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: c.ID, FreshToolCallID: true,
+				Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.recordedAs(ctx, st, c), FreshToolCallID: true,
 				Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, c.Action), WaitTimeout: callWait,
 			})
 		}
@@ -291,6 +291,24 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
 	}
 	return nil
+}
+
+// recordedAs is the tool call id c is made with: the model's own, unless
+// the run parked on c before this version, when its proposal was recorded
+// as "RUN_ID/MODEL_ID"; that run goes on with that record (its approval
+// executes, once) rather than proposing the call again. Only the run's
+// last proposal can be that one: a parked run's is added last.
+func (d *drive) recordedAs(ctx context.Context, st *countersign.RunState, c store.ToolCall) string {
+	n := len(d.run.ProposalIDs)
+	if n == 0 {
+		return c.ID
+	}
+	legacy := d.run.ID + "/" + c.ID
+	p, err := d.rt.engine.Proposal(ctx, st.Identity, d.run.ProposalIDs[n-1])
+	if err == nil && p.RunID == d.run.ID && p.ToolCallID == legacy {
+		return legacy
+	}
+	return c.ID
 }
 
 // tools are the actions the agent offers its model. An action executed by

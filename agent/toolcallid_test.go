@@ -257,3 +257,50 @@ func (againModel) Generate(_ context.Context, req *agent.Request) (*agent.Reply,
 	return &agent.Reply{ToolCalls: []agent.ToolCall{{ID: "same", Action: "payments.refund",
 		Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}}}, nil
 }
+
+// TestRunParkedBeforeTheOneIdentityGoesOn: a run that parked on a proposal
+// recorded under "RUN_ID/MODEL_ID" (before a call's id was the model's
+// own) goes on with that proposal once it is decided: its approval
+// executes once, and nothing is proposed again.
+func TestRunParkedBeforeTheOneIdentityGoesOn(t *testing.T) {
+	h := newHarness(t, countersign.ModeWait, "en")
+	ctx := context.Background()
+	r := h.post(alice, "refund", true).Run
+	fence := store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}
+	// What the runtime wrote then: the reply, the call under the run's
+	// prefix, the park.
+	input := json.RawMessage(`{"amount":40,"customer":"c_9"}`)
+	if _, err := h.engine.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: r.ID, Fence: fence, Steps: 1,
+		LeaseDuration: h.engine.LeaseDuration(), Messages: []*store.Message{{ID: "msg_old", Role: store.RoleAssistant,
+			ToolCalls: []store.ToolCall{{ID: "call_1", Action: "payments.refund", Input: input}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.engine.RunState(ctx, "acme", r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.engine.Call(ctx, &countersign.Call{Identity: st.Identity, ThreadID: "th1", RunID: r.ID, ToolCallID: r.ID + "/call_1",
+		Action: "payments.refund", Input: input, WaitTimeout: 1})
+	if err != nil || res.Status != countersign.ResultPending {
+		t.Fatalf("call: %+v, %v", res, err)
+	}
+	if _, err := h.engine.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: r.ID, Fence: fence, To: store.RunParked,
+		Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}}); err != nil {
+		t.Fatal(err)
+	}
+	h.post(bob, "yes", false)
+	runs, err := h.engine.ClaimRuns(ctx, 10)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
+	}
+	if r, err = h.runtime(idModel{}).Drive(ctx, runs[0]); err != nil || r.Status != store.RunFinished {
+		t.Fatalf("run %+v, %v; want finished", r, err)
+	}
+	_, results := h.callsOf(r.ID)
+	if len(results) != 1 || results[0].ToolCallID != "call_1" || results[0].ProposalID != res.ProposalID {
+		t.Fatalf("results %+v, want call_1's, of the parked proposal", results)
+	}
+	if h.executed.Load() != 1 || len(h.threadProposals()) != 1 {
+		t.Fatalf("%d executions, %d proposals; want the parked proposal executed once", h.executed.Load(), len(h.threadProposals()))
+	}
+}
