@@ -27,6 +27,15 @@ type Call struct {
 	// WaitTimeout bounds a wait-mode call; when it passes, the call returns
 	// status pending and can be resumed by repeating it. Zero: until ctx ends.
 	WaitTimeout time.Duration
+	// FreshToolCallID makes ToolCallID one that only RunID may repeat: a
+	// record of it that another run of the thread made, or a call made
+	// without a run, is not this call's to replay, and Call refuses it with
+	// *ToolCallIDReusedError. The built-in agent runtime sets it, so that a
+	// model's tool-call id, which is the proposal's tool_call_id as it is,
+	// names one call of the thread, and a run that repeats its own call
+	// after a crash still replays it. Without it a repeated id replays, as
+	// POST /v1/calls does.
+	FreshToolCallID bool
 }
 
 func (c *Call) validate() error {
@@ -271,6 +280,9 @@ func (e *Engine) replay(c *Call, r *callRun, p *store.Proposal) (*store.Proposal
 		// hold another requester's record: it is not the caller's.
 		return nil, notOwner(c)
 	}
+	if err := notReused(c, p); err != nil {
+		return nil, err
+	}
 	if err := sameCall(c, r, p); err != nil {
 		return nil, err
 	}
@@ -278,6 +290,17 @@ func (e *Engine) replay(c *Call, r *callRun, p *store.Proposal) (*store.Proposal
 		return nil, err
 	}
 	return p, nil
+}
+
+// notReused refuses p, the record of c's tool call id, to a call that
+// must be new to its thread (Call.FreshToolCallID) when p is not its own
+// run's: it is checked before the action and input are compared, so that
+// the refusal says the id is taken, whatever the other call was.
+func notReused(c *Call, p *store.Proposal) error {
+	if c.FreshToolCallID && (c.RunID == "" || p.RunID != c.RunID) {
+		return &ToolCallIDReusedError{ToolCallID: c.ToolCallID}
+	}
+	return nil
 }
 
 // sameCall refuses a repeat of p's tool call that names another action or
@@ -509,6 +532,9 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 	if !cr.Created {
 		if cr.Proposal.Requester != c.Identity.Actor {
 			return nil, false, notOwner(c)
+		}
+		if err := notReused(c, cr.Proposal); err != nil {
+			return nil, false, err
 		}
 		return cr.Proposal, false, nil
 	}

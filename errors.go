@@ -195,3 +195,26 @@ func (e *MismatchError) Error() string {
 
 // Is matches ErrCallMismatch.
 func (e *MismatchError) Is(target error) bool { return target == ErrCallMismatch }
+
+// ErrToolCallIDReused: a call that had to be new to its thread
+// (Call.FreshToolCallID) named a tool call id another call of the thread
+// made (*ToolCallIDReusedError). Nothing was stored, replayed or run.
+var ErrToolCallIDReused = errors.New("tool call id reused")
+
+// CodeToolCallIDReused is the code a built-in run's tool result carries
+// for a *ToolCallIDReusedError (API.md, One tool-call identity).
+const CodeToolCallIDReused = "TOOL_CALL_ID_REUSED"
+
+// ToolCallIDReusedError reports a run's call whose tool call id another
+// call of the thread already used: the id names that call, so this one is
+// refused rather than answered with that call's proposal.
+type ToolCallIDReusedError struct {
+	ToolCallID string
+}
+
+func (e *ToolCallIDReusedError) Error() string {
+	return fmt.Sprintf("tool call id %q was already used by another call in this thread: call again with a new id", e.ToolCallID)
+}
+
+// Is matches ErrToolCallIDReused.
+func (e *ToolCallIDReusedError) Is(target error) bool { return target == ErrToolCallIDReused }

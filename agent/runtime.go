@@ -194,11 +194,25 @@ func (d *drive) step(ctx context.Context) error {
 		isClient[t.Name] = true
 	}
 	msg := &store.Message{ID: "msg_" + randomID(), Role: store.RoleAssistant, Text: reply.Text}
+	ids := map[string]bool{}
 	for _, c := range reply.ToolCalls {
-		if !offered[c.Action] || c.ID == "" {
+		if !offered[c.Action] {
 			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
 				Error: fmt.Sprintf("model: a tool call of %q (id %q), which was not offered", c.Action, c.ID)})
 		}
+		if c.ID == "" {
+			// The id is what the proposal, the AG-UI events and the
+			// model's next request name the call by: one the model did not
+			// give is minted, as the scripted model mints its own.
+			c.ID = NewToolCallID()
+		}
+		if ids[c.ID] {
+			// Two calls of one reply under one id cannot each get their
+			// own result: no provider does this, and nothing is called.
+			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
+				Error: fmt.Sprintf("model: two tool calls with id %q in one reply", c.ID)})
+		}
+		ids[c.ID] = true
 		msg.ToolCalls = append(msg.ToolCalls, store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: isClient[c.Action]})
 	}
 	p := &store.UpdateRunParams{Steps: 1, Messages: []*store.Message{msg}}
@@ -226,13 +240,29 @@ func clientTools(r *store.Run) []Tool {
 // wait-mode call still waiting for a human parks the run, an independent
 // one ends the turn once every call is answered, as calls left to the
 // caller (clientLeft) do.
+//
+// A call's id is the model's own, and the proposal's tool_call_id: an id
+// an earlier message of the thread already used gets the tool error
+// TOOL_CALL_ID_REUSED and nothing is called, and the engine refuses a
+// record of the id that another run made (Call.FreshToolCallID), so one
+// id names one call of the thread while a call this run repeats after a
+// crash still replays its own record.
 func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []store.ToolCall, clientLeft bool) error {
 	endTurn := clientLeft
+	used := usedBefore(st.Messages, d.run.ID)
 	for _, c := range calls {
-		res, err := d.rt.engine.Call(ctx, &countersign.Call{
-			Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.run.ID + "/" + c.ID,
-			Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, c.Action), WaitTimeout: callWait,
-		})
+		var (
+			res *countersign.Result
+			err error
+		)
+		if used[c.ID] {
+			err = &countersign.ToolCallIDReusedError{ToolCallID: c.ID}
+		} else {
+			res, err = d.rt.engine.Call(ctx, &countersign.Call{
+				Identity: st.Identity, ThreadID: d.run.ThreadID, RunID: d.run.ID, ToolCallID: d.recordedAs(ctx, st, c), FreshToolCallID: true,
+				Action: c.Action, Input: c.Input, Evidence: evidenceFor(st.Messages, c.Action), WaitTimeout: callWait,
+			})
+		}
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -261,6 +291,24 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
 	}
 	return nil
+}
+
+// recordedAs is the tool call id c is made with: the model's own, unless
+// the run parked on c before this version, when its proposal was recorded
+// as "RUN_ID/MODEL_ID"; that run goes on with that record (its approval
+// executes, once) rather than proposing the call again. Only the run's
+// last proposal can be that one: a parked run's is added last.
+func (d *drive) recordedAs(ctx context.Context, st *countersign.RunState, c store.ToolCall) string {
+	n := len(d.run.ProposalIDs)
+	if n == 0 {
+		return c.ID
+	}
+	legacy := d.run.ID + "/" + c.ID
+	p, err := d.rt.engine.Proposal(ctx, st.Identity, d.run.ProposalIDs[n-1])
+	if err == nil && p.RunID == d.run.ID && p.ToolCallID == legacy {
+		return legacy
+	}
+	return c.ID
 }
 
 // tools are the actions the agent offers its model. An action executed by

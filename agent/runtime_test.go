@@ -207,7 +207,7 @@ func TestCrashedRunResumesWithoutExecutingTwice(t *testing.T) {
 		}
 	}
 	if _, err := h.engine.Call(context.Background(), &countersign.Call{Identity: st.Identity, ThreadID: "th1", RunID: r.ID,
-		ToolCallID: r.ID + "/" + callID, Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}); err != nil {
+		ToolCallID: callID, FreshToolCallID: true, Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if h.executed.Load() != 1 {

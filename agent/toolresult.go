@@ -19,8 +19,10 @@ import (
 // false}; a two-phase one {status: "confirmation_required",
 // confirmation_id, …}; a refusal {status: "denied", error}.
 type ToolOutput struct {
-	ProposalID     string          `json:"proposal_id,omitempty"`
-	Status         string          `json:"status"`
+	ProposalID string `json:"proposal_id,omitempty"`
+	Status     string `json:"status"`
+	// Code names a refusal the model can act on: TOOL_CALL_ID_REUSED.
+	Code           string          `json:"code,omitempty"`
 	Executed       *bool           `json:"executed,omitempty"`
 	Receipt        string          `json:"receipt,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty"`
@@ -40,9 +42,12 @@ func toolResult(res *countersign.Result, err error) (*ToolOutput, bool) {
 		input    *countersign.InvalidInputError
 		mismatch *countersign.MismatchError
 		forbid   *countersign.ForbiddenError
+		reused   *countersign.ToolCallIDReusedError
 	)
 	switch {
 	case err == nil:
+	case errors.As(err, &reused):
+		return &ToolOutput{Status: "error", Code: countersign.CodeToolCallIDReused, Executed: new(bool), Error: err.Error()}, true
 	case errors.As(err, &denied):
 		return &ToolOutput{Status: "denied", Error: err.Error()}, true
 	case errors.As(err, &evidence):
@@ -117,6 +122,33 @@ func unanswered(msgs []*store.Message, runID string) (calls, client []store.Tool
 	}
 	return calls, client
 }
+
+// usedBefore is the set of tool call ids that messages of the thread
+// other than the run's last assistant message (the one being answered)
+// name: another run's calls, and this run's earlier ones.
+func usedBefore(msgs []*store.Message, runID string) map[string]bool {
+	last := -1
+	for i, m := range msgs {
+		if m.RunID == runID && m.Role == store.RoleAssistant {
+			last = i
+		}
+	}
+	used := map[string]bool{}
+	for i, m := range msgs {
+		if i == last {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			used[c.ID] = true
+		}
+	}
+	return used
+}
+
+// NewToolCallID mints a tool call id: "call_" and 96 random bits in hex,
+// unique in a thread (and anywhere) without looking, for a model's call
+// that came without one and for the scripted model's calls.
+func NewToolCallID() string { return "call_" + randomID() }
 
 // evidenceFor is the confirmation id the thread last got for action: a
 // two-phase call the model makes again (in this run or a later one, once

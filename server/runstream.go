@@ -244,9 +244,14 @@ func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *counte
 	case store.RunParked:
 		in := event.Interrupt{ID: run.Awaiting, Reason: "tool_call", ResponseSchema: interruptSchema}
 		for callID := range rs.open {
-			in.ToolCallID = callID
+			in.ToolCallID = callID // unless the proposal says which, below
 		}
 		if p, err := s.engine.Proposal(ctx, id, run.Awaiting); err == nil {
+			// The proposal's tool_call_id is the model's own id, the one
+			// the run's TOOL_CALL_START named (API.md, One tool-call
+			// identity): of several calls streamed, it names the one that
+			// waits.
+			in.ToolCallID = p.ToolCallID
 			// The message is for a person: plain text. The proposal in
 			// the metadata is for programs, exact.
 			in.Message, in.ExpiresAt = plaintext.Line(p.Confirmation.Title), p.ExpiresAt.UTC()

@@ -34,11 +34,15 @@
 //
 // # Determinism
 //
-// Nothing depends on time, randomness or the network. A tool call's ID is
-// "call_" and the number of messages in the conversation, so replaying a
-// conversation replays its IDs, which the engine turns into the same
-// idempotent tool-call ids, while each turn of a conversation gets a new
-// one.
+// Nothing depends on time or the network: the same conversation gets the
+// same text, action and input bytes. Only a tool call's ID is random:
+// "call_" and 96 random bits (24 hex digits, agent.NewToolCallID), unique
+// in its thread. The ID is the proposal's tool_call_id and the AG-UI
+// toolCallId as it is, and the runtime refuses (TOOL_CALL_ID_REUSED) an id
+// an earlier call of the thread used, so an ID that a replayed
+// conversation repeated would be refused. A run does not need its model
+// to repeat itself: every reply is stored before its calls are made, and a
+// run that goes on after a crash answers the stored calls.
 //
 // # Failures
 //

@@ -35,7 +35,8 @@ func Example() {
 	}
 	call := reply.ToolCalls[0]
 	fmt.Println(reply.Text)
-	fmt.Println(call.ID, call.Action, string(call.Input))
+	fmt.Println(call.Action, string(call.Input))
+	fmt.Println(len(call.ID), call.ID[:5]) // "call_" and 96 random bits in hex
 
 	req.Messages = append(req.Messages,
 		agent.Message{Role: agent.RoleAssistant, Text: reply.Text, ToolCalls: reply.ToolCalls},
@@ -48,6 +49,7 @@ func Example() {
 	fmt.Println(reply.Text)
 	// Output:
 	// I'll ask for that refund.
-	// call_1 payments.refund {"amount":40,"customer":"c_9"}
+	// payments.refund {"amount":40,"customer":"c_9"}
+	// 29 call_
 	// Refunded 40 EUR to c_9.
 }

@@ -126,7 +126,7 @@ func FuzzNew(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(reply.ToolCalls) != 1 || reply.ToolCalls[0].Action != "a.b" || reply.ToolCalls[0].ID != "call_1" {
+		if len(reply.ToolCalls) != 1 || reply.ToolCalls[0].Action != "a.b" || !mintedID.MatchString(reply.ToolCalls[0].ID) {
 			t.Fatalf("reply %s", show(reply))
 		}
 		checkInput(t, reply.ToolCalls[0].Input)

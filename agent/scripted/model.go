@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign/agent"
@@ -48,9 +47,9 @@ func New(cfg Config) (*Model, error) {
 // Summary, and no tool call. Otherwise the first rule whose match matches
 // the latest user message answers: its say as the text and, if it has a
 // call, one tool call whose input is the rule's template filled with the
-// match's groups. The call's ID is "call_" followed by the number of
-// messages in the conversation, so a replayed conversation gets the same
-// ID and each turn of one conversation a new one.
+// match's groups. The call's ID is minted (agent.NewToolCallID: "call_"
+// and 96 random bits), so that no two calls of a thread share one: the
+// runtime refuses an id an earlier call of the thread used.
 //
 // It fails with ErrNoRuleMatches when no rule matches, with an error when
 // the conversation has no user message, and with an error naming the rule
@@ -95,7 +94,7 @@ func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Reply,
 			return nil, fmt.Errorf("scripted: %s: input is not a JSON object after substitution: %w", r.name, err)
 		}
 		reply.ToolCalls = []agent.ToolCall{{
-			ID:     "call_" + strconv.Itoa(len(msgs)),
+			ID:     agent.NewToolCallID(),
 			Action: r.action,
 			Input:  input,
 		}}

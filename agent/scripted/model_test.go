@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,21 +37,21 @@ func TestGenerateDemoRules(t *testing.T) {
 	}{
 		{"refund", []agent.Message{user("refund 40 EUR to c_9")}, agent.Reply{
 			Text:      "I'll ask for that refund.",
-			ToolCalls: []agent.ToolCall{{ID: "call_1", Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}},
+			ToolCalls: []agent.ToolCall{{Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)}},
 		}},
 		{"refund, any case, mid-sentence", []agent.Message{user("Please REFUND 7 dollars, sent by card, to bob now")}, agent.Reply{
 			Text:      "I'll ask for that refund.",
-			ToolCalls: []agent.ToolCall{{ID: "call_1", Action: "payments.refund", Input: json.RawMessage(`{"amount":7,"customer":"bob"}`)}},
+			ToolCalls: []agent.ToolCall{{Action: "payments.refund", Input: json.RawMessage(`{"amount":7,"customer":"bob"}`)}},
 		}},
 		{"fallback", []agent.Message{user("hello")}, agent.Reply{Text: "I can refund payments."}},
 		{"empty message hits the fallback", []agent.Message{user("")}, agent.Reply{Text: "I can refund payments."}},
 		{"tool result", []agent.Message{user("refund 40 EUR to c_9"), refundCall,
 			{Role: agent.RoleTool, ToolCallID: "call_1", Result: json.RawMessage(`{"refund_id":"r_1"}`), Summary: "Refunded 40 EUR to c_9 (r_1)."}},
 			agent.Reply{Text: "Refunded 40 EUR to c_9 (r_1)."}},
-		{"latest user message answers, later turn gets a new id", []agent.Message{user("hello"),
+		{"latest user message answers", []agent.Message{user("hello"),
 			{Role: agent.RoleAssistant, Text: "I can refund payments."}, user("refund 5 to ann")}, agent.Reply{
 			Text:      "I'll ask for that refund.",
-			ToolCalls: []agent.ToolCall{{ID: "call_3", Action: "payments.refund", Input: json.RawMessage(`{"amount":5,"customer":"ann"}`)}},
+			ToolCalls: []agent.ToolCall{{Action: "payments.refund", Input: json.RawMessage(`{"amount":5,"customer":"ann"}`)}},
 		}},
 		{"a user message after a tool result is matched", []agent.Message{user("refund 40 EUR to c_9"), refundCall,
 			{Role: agent.RoleTool, ToolCallID: "call_1", Summary: "done"}, {Role: agent.RoleAssistant, Text: "done"}, user("thanks")},
@@ -64,16 +65,44 @@ func TestGenerateDemoRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			gotIDs := mintedIDs(t, got)
 			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("reply %s, want %s", show(got), show(&tt.want))
 			}
+			// The same conversation gets the same reply, but never the same
+			// tool call id: each call is one of its own.
 			again, err := m.Generate(context.Background(), req)
+			againIDs := mintedIDs(t, again)
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("replayed: %s, %v; first: %s", show(again), err, show(got))
+			}
+			for i := range gotIDs {
+				if gotIDs[i] == againIDs[i] {
+					t.Errorf("call %d: the same id %q twice", i, gotIDs[i])
+				}
 			}
 		})
 	}
 }
+
+// mintedIDs checks that each of reply's tool call ids is "call_" and 24
+// lowercase hex digits (96 random bits), returns them, and blanks them in
+// reply so that the rest compares exactly.
+func mintedIDs(t *testing.T, reply *agent.Reply) []string {
+	t.Helper()
+	var ids []string
+	for i := range reply.ToolCalls {
+		id := reply.ToolCalls[i].ID
+		if !mintedID.MatchString(id) {
+			t.Errorf("tool call id %q: want call_ and 24 hex digits", id)
+		}
+		ids = append(ids, id)
+		reply.ToolCalls[i].ID = ""
+	}
+	return ids
+}
+
+var mintedID = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
 
 func show(r *agent.Reply) string {
 	if r == nil {

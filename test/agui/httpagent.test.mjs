@@ -136,6 +136,28 @@ async function runOf(p) {
   return body.run;
 }
 
+// sameToolCall checks the one tool-call identity (docs/agui.md): the
+// proposal the interrupt names, fetched over the HTTP API, carries
+// toolCallId as its tool_call_id; the thread's messages hold the call
+// under that id, and once answered (answered true) its result too; and the
+// client's own transcript holds the call, and its result, under it.
+async function sameToolCall(a, interruptId, toolCallId, { answered = false } = {}) {
+  const p = await proposal(interruptId);
+  assert.equal(p.tool_call_id, toolCallId, "the proposal's tool_call_id is not the stream's toolCallId");
+  const { status, body } = await api("GET", `/v1/threads/${p.thread_id}`);
+  assert.equal(status, 200, JSON.stringify(body));
+  const calls = body.messages.filter((m) => (m.tool_calls ?? []).some((c) => c.id === toolCallId));
+  assert.equal(calls.length, 1, `the thread's messages hold the call ${toolCallId} ${calls.length} times: ${JSON.stringify(body.messages)}`);
+  assert.equal(calls[0].role, "assistant");
+  const results = body.messages.filter((m) => m.role === "tool" && m.tool_call_id === toolCallId);
+  assert.equal(results.length, answered ? 1 : 0, `the thread's results for ${toolCallId}: ${JSON.stringify(results)}`);
+  const mine = a.messages.filter((m) => (m.toolCalls ?? []).some((c) => c.id === toolCallId));
+  assert.equal(mine.length, 1, `the client's transcript lacks the call ${toolCallId}: ${JSON.stringify(a.messages)}`);
+  const myResults = a.messages.filter((m) => m.role === "tool" && m.toolCallId === toolCallId);
+  assert.equal(myResults.length, answered ? 1 : 0, `the client's results for ${toolCallId}: ${JSON.stringify(myResults)}`);
+  return p;
+}
+
 // interrupted runs text on a new thread, a refund of customer by action,
 // and returns the agent, its interrupt and the call's toolCallId.
 async function interrupted(threadId, customer, { action = "payments.refund", text = `refund 40 EUR to ${customer}` } = {}) {
@@ -144,6 +166,12 @@ async function interrupted(threadId, customer, { action = "payments.refund", tex
   const start = events.find((e) => e.type === EventType.TOOL_CALL_START);
   assert.ok(start, "no TOOL_CALL_START");
   assert.equal(start.toolCallName, action);
+  // The model's own id (the scripted model mints call_ and 96 random
+  // bits), on every event of the call.
+  assert.match(start.toolCallId, /^call_[0-9a-f]{24}$/);
+  for (const e of events.filter((e) => e.type.startsWith("TOOL_CALL_"))) {
+    assert.equal(e.toolCallId, start.toolCallId, `${e.type} names another call`);
+  }
   const outcome = events.at(-1).outcome;
   assert.equal(outcome?.type, "interrupt", `outcome ${JSON.stringify(outcome)}`);
   assert.equal(outcome.interrupts.length, 1);
@@ -151,11 +179,13 @@ async function interrupted(threadId, customer, { action = "payments.refund", tex
   assert.match(interrupt.id, /^prp_/);
   assert.equal(interrupt.toolCallId, start.toolCallId);
   assert.equal(interrupt.metadata?.proposal?.action, action);
+  assert.equal(interrupt.metadata.proposal.tool_call_id, start.toolCallId);
   assert.equal(interrupt.metadata.proposal.status, "pending");
   assert.equal(Date.parse(interrupt.expiresAt), Date.parse(interrupt.metadata.proposal.expires_at));
   assert.deepEqual(a.pendingInterrupts.map((i) => i.id), [interrupt.id], "the client does not hold the interrupt");
   assert.equal(events.some((e) => e.type === EventType.TOOL_CALL_RESULT), false, "a result before the decision");
   assert.equal(await executions(customer), 0);
+  await sameToolCall(a, interrupt.id, start.toolCallId);
   return { a, interrupt, toolCallId: start.toolCallId };
 }
 
@@ -167,6 +197,7 @@ async function resumed(a, interrupt, toolCallId, entry, runId = `${a.threadId}_r
   assert.equal(events[1].toolCallId, toolCallId);
   assert.equal(events.at(-1).outcome?.type ?? "success", "success");
   assert.deepEqual(a.pendingInterrupts, []);
+  await sameToolCall(a, interrupt.id, toolCallId, { answered: true });
   return events;
 }
 
@@ -207,6 +238,7 @@ test("a text decision is a short run with the decision as a CUSTOM event", async
   assert.equal(custom.value.threadId, "th_yes");
   assert.equal(custom.value.proposalDecision?.status, "applied", JSON.stringify(custom.value));
   assert.equal(custom.value.proposalDecision.proposal.id, interrupt.id);
+  assert.equal(custom.value.proposalDecision.proposal.tool_call_id, toolCallId);
   // The first front end resumes: the decision that stands is the "yes",
   // and its stream carries the continuation, which executed once.
   await resumed(a, interrupt, toolCallId, { status: "resolved", payload: { approved: true } });
