@@ -202,7 +202,7 @@ func (e *MismatchError) Is(target error) bool { return target == ErrCallMismatch
 var ErrToolCallIDReused = errors.New("tool call id reused")
 
 // CodeToolCallIDReused is the code a built-in run's tool result carries
-// for a *ToolCallIDReusedError (API.md, One tool-call identity).
+// for a *ToolCallIDReusedError (docs/api.md, One tool-call identity).
 const CodeToolCallIDReused = "TOOL_CALL_ID_REUSED"
 
 // ToolCallIDReusedError reports a run's call whose tool call id another

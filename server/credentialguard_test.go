@@ -13,11 +13,14 @@ import (
 )
 
 // changingAuth is fakeAuth whose tokens can be withdrawn, and whose
-// "short_" tokens expire at a set time, as a JWT's exp.
+// "short_alice" token expires life after it is first presented, as a JWT's
+// exp (counted from its first use, so that a slow start cannot expire it
+// before its stream opens).
 type changingAuth struct {
 	mu      sync.Mutex
 	revoked map[string]bool
-	expires time.Time
+	life    time.Duration
+	expires time.Time // set at the first use of short_alice
 }
 
 func (a *changingAuth) Authenticate(ctx context.Context, token string) (countersign.Identity, error) {
@@ -32,6 +35,9 @@ func (a *changingAuth) AuthenticateCredential(ctx context.Context, token string)
 		return auth.Credential{}, fmt.Errorf("%w: revoked", auth.ErrUnauthenticated)
 	}
 	if token == "short_alice" {
+		if a.expires.IsZero() {
+			a.expires = time.Now().Add(a.life)
+		}
 		if !time.Now().Before(a.expires) {
 			return auth.Credential{}, fmt.Errorf("%w: expired", auth.ErrUnauthenticated)
 		}
@@ -67,7 +73,7 @@ func closedWithin(ch <-chan sseEvent, d time.Duration) bool {
 // the stream goes on.
 func TestStreamEndsWithItsCredential(t *testing.T) {
 	t.Parallel()
-	a := &changingAuth{revoked: map[string]bool{}, expires: time.Now().Add(2 * time.Second)}
+	a := &changingAuth{revoked: map[string]bool{}, life: time.Second}
 	h := newHarness(t, "sqlite", harnessOptions{server: func(o *Options) { o.Auth = a }})
 	h.srv.recheck = 20 * time.Millisecond
 
@@ -82,7 +88,10 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 	if !closedWithin(short, 10*time.Second) {
 		t.Fatal("the stream of an expired token did not end")
 	}
-	if !time.Now().After(a.expires) {
+	a.mu.Lock()
+	expires := a.expires
+	a.mu.Unlock()
+	if !time.Now().After(expires) {
 		t.Fatal("the expiring token's stream ended before it expired")
 	}
 	// bob's credential stands: his stream carries what happens next.

@@ -248,7 +248,7 @@ func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *counte
 		}
 		if p, err := s.engine.Proposal(ctx, id, run.Awaiting); err == nil {
 			// The proposal's tool_call_id is the model's own id, the one
-			// the run's TOOL_CALL_START named (API.md, One tool-call
+			// the run's TOOL_CALL_START named (docs/api.md, One tool-call
 			// identity): of several calls streamed, it names the one that
 			// waits.
 			in.ToolCallID = p.ToolCallID

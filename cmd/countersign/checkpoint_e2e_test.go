@@ -399,7 +399,8 @@ func testAuditCheckpoints(t *testing.T, storeURL string, db chainDB) {
 
 // TestServeRefusesABadSigningKey: serve does not start with a key file
 // that group or others may read, that is not a PKCS#8 Ed25519 key, or that
-// it cannot read; `config validate` does not read the key.
+// it cannot read; and `config validate`, which builds what serve builds
+// before it binds, refuses it the same way.
 func TestServeRefusesABadSigningKey(t *testing.T) {
 	priv, pub := keygen(t)
 	dir := t.TempDir()
@@ -424,8 +425,11 @@ func TestServeRefusesABadSigningKey(t *testing.T) {
 		{"no file", filepath.Join(dir, "none.pem"), "audit.signing_key_file " + filepath.Join(dir, "none.pem") + ": no such file or directory"},
 	} {
 		cfg := signedConfig(t, "sqlite:"+filepath.Join(t.TempDir(), "db"), tc.key)
-		if out, code := cli(t, "config", "validate", cfg); code != 0 {
-			t.Errorf("%s: config validate: exit %d, %q; want valid (the key is read where it is used)", tc.name, code, out)
+		if out, code := cli(t, "config", "validate", cfg); code != exitUsage || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: config validate: exit %d, %q; want exit %d and %q, as serve refuses it", tc.name, code, out, exitUsage, tc.want)
+		}
+		if out, code := cli(t, "config", "validate", "--no-env", cfg); code != 0 {
+			t.Errorf("%s: config validate --no-env: exit %d, %q; want valid (the file alone)", tc.name, code, out)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		cmd := exec.CommandContext(ctx, binary, "serve", "--config", cfg, "--listen", "127.0.0.1:0")
