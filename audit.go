@@ -83,6 +83,9 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 	return o, nil
 }
 
+// sealReleaseTimeout bounds a stopping sealer's release of its lease.
+const sealReleaseTimeout = 5 * time.Second
+
 // RunSealer builds the audit chain until ctx ends, then gives its lease up
 // and returns ctx's error. Every process may run one: they compete for the
 // store's sealing lease, one seals, and when it stops (or its process dies
@@ -98,8 +101,11 @@ func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	defer func() {
 		if token != "" {
 			// Let another process's sealer take over at once rather than
-			// after the lease lapses.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Interval)
+			// after the lease lapses. The release waits for the store's
+			// writer like any write: bounded by sealReleaseTimeout, not by
+			// the seal interval, which a loaded machine's writer queue can
+			// outlast (the lease then stayed held until it lapsed).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealReleaseTimeout)
 			defer cancel()
 			if err := e.store.ReleaseSealLease(rctx, &store.ReleaseSealLeaseParams{Token: token}); err != nil {
 				e.log.Warn("release the sealing lease", "err", err)
