@@ -181,7 +181,7 @@ class Client:
 
     def proposal_events(self, proposal_id: str) -> List[Dict[str, Any]]:
         """A proposal's audit trail: GET /v1/proposals/{id}/events."""
-        return self._json("GET", f"/v1/proposals/{_seg(proposal_id)}/events")["events"]
+        return self._list("GET", f"/v1/proposals/{_seg(proposal_id)}/events", "events")
 
     # -- decisions ---------------------------------------------------------
 
@@ -245,16 +245,16 @@ class Client:
 
     def get_run(self, thread_id: str, run_id: str) -> Dict[str, Any]:
         """GET /v1/threads/{id}/runs/{run_id}: the run."""
-        return self._json("GET", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}")["run"]
+        return self._run(self._json("GET", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}"))
 
     def cancel_run(self, thread_id: str, run_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
         """POST /v1/threads/{id}/runs/{run_id}/cancel (the thread's owner): the run."""
         body = {"reason": reason} if reason is not None else {}
-        return self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body)["run"]
+        return self._run(self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body))
 
     def list_grants(self, *, thread_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """GET /v1/grants."""
-        return self._json("GET", "/v1/grants", query={"thread_id": thread_id})["grants"]
+        return self._list("GET", "/v1/grants", "grants", query={"thread_id": thread_id})
 
     def revoke_grant(self, grant_id: str) -> Dict[str, Any]:
         """DELETE /v1/grants/{id}."""
@@ -437,7 +437,8 @@ class Client:
             h.update(headers)
         req = urllib.request.Request(url, data=data, headers=h, method=method)
         try:
-            return self._opener.open(req, timeout=self.timeout if timeout is None else timeout)
+            resp: http.client.HTTPResponse = self._opener.open(req, timeout=self.timeout if timeout is None else timeout)
+            return resp
         except urllib.error.HTTPError as e:
             try:
                 raw = e.read()
@@ -445,11 +446,29 @@ class Client:
                 raw = b""
             finally:
                 e.close()
-            raise CountersignError.from_response(e.code, dict(e.headers.items()), raw) from None
+            raise CountersignError.from_response(e.code, dict(e.headers.items()), raw, self.pacing.wall()) from None
 
-    def _json(self, method: str, path: str, *, query: Optional[Query] = None, body: Any = None) -> Any:
+    def _json(self, method: str, path: str, *, query: Optional[Query] = None, body: Any = None) -> Dict[str, Any]:
+        """The answer's body, which every route of the API gives as a JSON object."""
         r = self.request(method, path, query=query, body=body)
-        return r.json()
+        doc = r.json()
+        if not isinstance(doc, dict):
+            raise CountersignError(r.status, "INVALID_RESPONSE", f"{method} {path}: the answer is not a JSON object")
+        return doc
+
+    @staticmethod
+    def _run(doc: Dict[str, Any]) -> Dict[str, Any]:
+        run = doc.get("run")
+        if not isinstance(run, dict):
+            raise CountersignError(200, "INVALID_RESPONSE", "no run in the answer")
+        return run
+
+    def _list(self, method: str, path: str, key: str, *, query: Optional[Query] = None) -> List[Dict[str, Any]]:
+        """The list under ``key`` of the answer's body."""
+        items = self._json(method, path, query=query).get(key)
+        if not isinstance(items, list):
+            raise CountersignError(200, "INVALID_RESPONSE", f"{method} {path}: no {key} in the answer")
+        return items
 
     def _pages(self, path: str, query: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
         after: Optional[str] = None
@@ -498,7 +517,8 @@ class _Frame:
 
 def _sse_frames(resp: http.client.HTTPResponse) -> Iterator[_Frame]:
     """Parses a text/event-stream (the WHATWG rules the API uses)."""
-    event, data, eid, retry = "", [], None, None
+    event, eid, retry = "", None, None
+    data: List[str] = []
     while True:
         try:
             raw = resp.readline()

@@ -43,9 +43,12 @@ class CountersignError(Exception):
         return f"CountersignError({self.status}, {self.code!r}, {self.message!r})"
 
     @classmethod
-    def from_response(cls, status: int, headers: Mapping[str, str], body: bytes) -> "CountersignError":
-        """Reads an error answer; it never raises."""
-        retry_after = parse_retry_after(_header(headers, "Retry-After"))
+    def from_response(
+        cls, status: int, headers: Mapping[str, str], body: bytes, now: Optional[float] = None
+    ) -> "CountersignError":
+        """Reads an error answer; it never raises. ``now`` is the time of day
+        a Retry-After date is counted from (default the real one)."""
+        retry_after = parse_retry_after(_header(headers, "Retry-After"), now)
         text = body.decode("utf-8", "replace")
         try:
             doc = json.loads(text)

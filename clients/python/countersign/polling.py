@@ -90,9 +90,10 @@ class Pacing:
     """The schedule's numbers, and the clock it runs on.
 
     ``clock`` is a monotonic clock in seconds, ``sleep(seconds)`` waits on
-    it, ``random()`` draws the jitter in [0, 1) and ``wall()`` is the time of
-    day (for Retry-After's HTTP dates). The defaults are the real ones; a test
-    passes a fake clock's. ``min_interval`` is never below 1 s: that bound is
+    it (None: the real sleep, which a waiter's stop event cuts short),
+    ``random()`` draws the jitter in [0, 1) and ``wall()`` is the time of day
+    (what a Retry-After HTTP date is counted from). The defaults are the real
+    ones; a test passes a fake clock's. ``min_interval`` is never below 1 s: that bound is
     the API's promise to the server (one request a second for one pending
     call, at most)."""
 

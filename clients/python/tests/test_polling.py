@@ -390,11 +390,13 @@ class ClientHelpersOnAFakeClock(unittest.TestCase):
         self.assertTrue(s.paths[0].endswith("wait_seconds=10"))
 
     def test_watch_backs_off_then_stops_when_unsupported(self) -> None:
-        # Failing three times (503, the second with Retry-After: 5), then
+        # Failing three times (503, the second with a Retry-After 5 s after
+        # the fake time of day it is answered at, as an HTTP date), then
         # lacking the route (404).
-        s = self.serve([error(503, "UNAVAILABLE"), (503, {"Retry-After": "5"}, {"error": {"code": "UNAVAILABLE", "message": "x"}}),
-                        error(503, "UNAVAILABLE"), error(404, "NOT_FOUND")])
         fc = FakeClock()
+        date = email.utils.formatdate(fc.pacing().wall() + 1 + 5, usegmt=True)
+        s = self.serve([error(503, "UNAVAILABLE"), (503, {"Retry-After": date}, {"error": {"code": "UNAVAILABLE", "message": "x"}}),
+                        error(503, "UNAVAILABLE"), error(404, "NOT_FOUND")])
         errors: List[tuple] = []
         c = Client(s.url, "t", pacing=fc.pacing())
         snaps = list(c.watch_proposals("t1", on_error=lambda e, unsupported: errors.append((e.status, unsupported))))
