@@ -424,6 +424,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the credential is
+         * @description The tenant, actor, kind (human or agent) and roles of the presented credential. Any credential may ask; framework adapters refuse to run with one that is not an agent's.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notifications": {
         parameters: {
             query?: never;
@@ -562,7 +582,7 @@ export interface components {
         /** @description What went wrong: a stable code, a message for people, and details for programs. */
         ErrorObject: {
             /** @enum {string} */
-            code: "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
+            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
             message: string;
             /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. */
             details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"];
@@ -582,6 +602,11 @@ export interface components {
         };
         Decision: {
             actor: string;
+            /**
+             * @description The decider's credential kind; absent on decisions recorded before kinds were.
+             * @enum {string}
+             */
+            actor_kind?: "human" | "agent";
             /** @enum {string} */
             decision: "approved" | "rejected";
             /** @description api, web, cli, text, mcp, or grant for a remembered approval */
@@ -613,6 +638,11 @@ export interface components {
             id: string;
             tenant: string;
             requester: string;
+            /**
+             * @description The kind of credential that made the call (API.md Part 3); absent on proposals made before kinds were recorded.
+             * @enum {string}
+             */
+            requester_kind?: "human" | "agent";
             thread_id: string;
             run_id: string;
             tool_call_id: string;
@@ -1028,6 +1058,17 @@ export interface components {
             status: "applied" | "conflict";
             lease?: components["schemas"]["Lease"];
             proposal: components["schemas"]["Proposal"];
+        };
+        /** @description Who the presented credential stands for. */
+        Me: {
+            tenant: string;
+            actor: string;
+            /**
+             * @description human: a person's credential; agent: an agent acting for actor, which never decides.
+             * @enum {string}
+             */
+            kind: "human" | "agent";
+            roles: string[];
         };
     };
     responses: {
@@ -1868,6 +1909,29 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
