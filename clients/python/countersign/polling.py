@@ -177,9 +177,11 @@ class Pacer:
         """Waits until the next request may start and counts it as started.
         False, without waiting, when that is after ``deadline`` (a time on the
         pacing's clock): no request fits in the time left; False too when
-        ``stop`` is set meanwhile."""
+        ``stop`` is set meanwhile. The first request goes at once whatever
+        the deadline (a timeout of 0 still asks once)."""
+        first = self._last is None
         start = self.next_start()
-        if deadline is not None and start > deadline:
+        if deadline is not None and start > deadline and not (first and start <= self.pacing.clock()):
             return False
         if self.pacing.pause(start - self.pacing.clock(), stop):
             return False

@@ -132,6 +132,12 @@ class Schedule(unittest.TestCase):
         self.assertFalse(pacer.wait(deadline=17.5), "no request fits before the deadline")
         self.assertEqual(len(fc.sleeps), slept, "nor is the time slept away")
 
+    def test_the_first_request_goes_whatever_the_deadline(self) -> None:
+        fc = FakeClock()
+        pacer = fc.pacing().pacer()
+        self.assertTrue(pacer.wait(deadline=-1), "a timeout of 0 still asks once")
+        self.assertFalse(pacer.wait(deadline=0.5))
+
     def test_retry_after_holds_the_next_request_back(self) -> None:
         fc = FakeClock()
         pacer = fc.pacing().pacer()
@@ -323,6 +329,15 @@ class GatedOnAFakeClock(unittest.TestCase):
         self.assertEqual(refund("call_1", amount=1), 5)
         self.assertEqual(runs, [])
         self.assertEqual(gaps(srv.calls), [1, 1, 2, 4, 8])
+
+    def test_timeout_zero_asks_once(self) -> None:
+        fc = FakeClock()
+        srv = FakeServer(fc, lambda n, wait: pending())
+        refund, _ = self.gate(srv, fc, timeout=0)
+        with self.assertRaises(StillPending) as cm:
+            refund("call_1", amount=1)
+        self.assertEqual(len(srv.calls), 1)
+        self.assertIn("no decision yet (proposal prp_1)", str(cm.exception))
 
     def test_arguments_checked_when_decorating(self) -> None:
         fc = FakeClock()
