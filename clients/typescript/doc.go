@@ -4,7 +4,10 @@
 // cmd/countersign, serves the demo on a temporary SQLite file and runs
 // npm test with the server's URL in COUNTERSIGN_URL. TestLangGraph runs
 // @countersign/langgraph's (langgraph/, its own package.json) the same way,
-// against testdata/caller.yaml's caller-executed actions.
+// against testdata/caller.yaml's caller-executed actions, and
+// TestOpenAIAgents @countersign/openai-agents'. TestInstallFromTarball
+// packs each package (npm pack), installs the tarballs --offline into a new
+// project and imports them, as users install them from the repository.
 //
 // The npm packages are pinned by package-lock.json and installed with npm
 // ci (the Makefile does it; the test does it too when node_modules does

@@ -1,7 +1,7 @@
 """Countersign's Python client: the HTTP API, and ``gated`` functions that
 run as caller-executed actions. Standard library only; Python 3.10+."""
 
-from .polling import MAX_BACKOFF, backoff
+from .polling import MAX_BACKOFF, MAX_DELAY, MIN_DELAY, MIN_INTERVAL, Pacer, Pacing
 from .client import NEXT_HEADER, SETTLED, Client, ProposalEvent, Response, WatchSnapshot
 from .errors import CountersignError
 from .gated import (
@@ -16,6 +16,7 @@ from .gated import (
     NotExecuted,
     OutcomeUnknown,
     Receipt,
+    ServerExecuted,
     StillPending,
     gated,
 )
@@ -31,7 +32,11 @@ __all__ = [
     "NEXT_HEADER",
     "SETTLED",
     "MAX_BACKOFF",
-    "backoff",
+    "MAX_DELAY",
+    "MIN_DELAY",
+    "MIN_INTERVAL",
+    "Pacing",
+    "Pacer",
     "gated",
     "Gated",
     "Execution",
@@ -45,4 +50,5 @@ __all__ = [
     "StillPending",
     "ConfirmationRequired",
     "LeaseLost",
+    "ServerExecuted",
 ]

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import polling as _backoff
+from . import polling as _polling
 from .errors import CountersignError
+from .polling import Pacing
 
 __all__ = ["Client", "Response", "ProposalEvent", "WatchSnapshot", "NEXT_HEADER", "SETTLED"]
 
@@ -88,9 +89,12 @@ class Client:
     Every method returns the answer's body (parsed JSON) and raises
     :class:`CountersignError` for an error answer; a server that cannot be
     reached raises the ``OSError`` urllib raised.
+
+    ``pacing`` is the schedule every waiting method follows (and ``gated``,
+    unless given its own): see :mod:`countersign.polling`.
     """
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 90.0) -> None:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 90.0, pacing: Optional[Pacing] = None) -> None:
         if not isinstance(base_url, str) or not base_url:
             raise TypeError("Client: base_url is required")
         if not isinstance(token, str) or not token:
@@ -99,6 +103,8 @@ class Client:
         self._token = token
         #: Bounds one request; a long-poll asks the server for less.
         self.timeout = timeout
+        #: The schedule of every poll and retry (countersign.polling).
+        self.pacing = pacing if pacing is not None else Pacing()
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     # -- calls -------------------------------------------------------------
@@ -131,15 +137,23 @@ class Client:
     def wait_for_proposal(self, proposal_id: str, timeout_seconds: float = 25) -> Dict[str, Any]:
         """Long-polls a proposal (GET /v1/proposals/{id}?wait_seconds=N) until it is
         terminal or reconciling, or ``timeout_seconds`` have passed, and returns it
-        as it then stands. Each long-poll waits at most 60 s."""
+        as it was last read. Each long-poll waits at most 60 s; one the server
+        answers early is asked again on the client's schedule (at most one
+        request a second, see countersign.polling), and the last read is
+        returned once no further request fits before the deadline."""
         if not (timeout_seconds >= 0) or timeout_seconds == float("inf"):
             raise TypeError("wait_for_proposal: timeout_seconds must be a finite number >= 0")
-        deadline = time.monotonic() + timeout_seconds
+        clock = self.pacing.clock
+        deadline = clock() + timeout_seconds
+        pacer = self.pacing.pacer()
+        p: Optional[Dict[str, Any]] = None
         while True:
-            left = max(0.0, deadline - time.monotonic())
-            wait = min(_backoff.MAX_WAIT_SECONDS, int(-(-left // 1)))  # ceil
+            if not pacer.wait(deadline) and p is not None:
+                return p
+            left = max(0.0, deadline - clock())
+            wait = min(_polling.MAX_WAIT_SECONDS, math.ceil(left))
             p = self._json("GET", f"/v1/proposals/{_seg(proposal_id)}", query={"wait_seconds": wait})
-            if p.get("status") in SETTLED or time.monotonic() >= deadline or wait == 0:
+            if p.get("status") in SETTLED or clock() >= deadline or wait == 0:
                 return p
 
     def iter_proposals(
@@ -167,7 +181,7 @@ class Client:
 
     def proposal_events(self, proposal_id: str) -> List[Dict[str, Any]]:
         """A proposal's audit trail: GET /v1/proposals/{id}/events."""
-        return self._json("GET", f"/v1/proposals/{_seg(proposal_id)}/events")["events"]
+        return self._list("GET", f"/v1/proposals/{_seg(proposal_id)}/events", "events")
 
     # -- decisions ---------------------------------------------------------
 
@@ -231,16 +245,16 @@ class Client:
 
     def get_run(self, thread_id: str, run_id: str) -> Dict[str, Any]:
         """GET /v1/threads/{id}/runs/{run_id}: the run."""
-        return self._json("GET", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}")["run"]
+        return self._run(self._json("GET", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}"))
 
     def cancel_run(self, thread_id: str, run_id: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
         """POST /v1/threads/{id}/runs/{run_id}/cancel (the thread's owner): the run."""
         body = {"reason": reason} if reason is not None else {}
-        return self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body)["run"]
+        return self._run(self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body))
 
     def list_grants(self, *, thread_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """GET /v1/grants."""
-        return self._json("GET", "/v1/grants", query={"thread_id": thread_id})["grants"]
+        return self._list("GET", "/v1/grants", "grants", query={"thread_id": thread_id})
 
     def revoke_grant(self, grant_id: str) -> Dict[str, Any]:
         """DELETE /v1/grants/{id}."""
@@ -261,13 +275,20 @@ class Client:
         reconnecting after a dropped connection with Last-Event-ID, each event
         once. An answer the server gives for good (401, 403, 400 INVALID_CURSOR,
         ...) raises CountersignError; 429, 5xx, a network failure or a stream
-        that ends are followed by a reconnect (see backoff.reconnect_delay).
-        Stop by leaving the loop, or by setting ``stop`` (seen at the next
-        event, reconnect or read timeout)."""
+        that ends are followed by a reconnect (countersign.polling's
+        reconnect_pause: Retry-After, else ``reconnect_delay``, else the
+        server's ``retry:``, else 2 s; longer on the client's schedule while
+        connections keep failing, and never two connections less than a
+        second apart). Stop by leaving the loop, or by setting ``stop`` (seen
+        at the next event, reconnect or read timeout)."""
         last_id = None if after is None else str(after)
         last_num = _event_number(last_id)
         server_retry: Optional[float] = None
+        pacing = self.pacing
+        failures = 0  # connections in a row that delivered no event
         while not (stop and stop.is_set()):
+            opened = pacing.clock()
+            delivered = False
             failure: Optional[BaseException] = None
             retry_after: Optional[float] = None
             headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
@@ -276,7 +297,7 @@ class Client:
             try:
                 resp = self._open("GET", "/v1/events", headers=headers, timeout=read_timeout)
             except CountersignError as e:
-                if not _backoff.transient(e.status):
+                if not _polling.transient(e.status):
                     raise
                 failure, retry_after = e, (float(e.retry_after) if e.retry_after is not None else None)
             except OSError as e:
@@ -297,6 +318,7 @@ class Client:
                         except ValueError:
                             continue
                         last_id, last_num = frame.id, n
+                        delivered = True
                         yield ProposalEvent(id=frame.id, type=frame.event, proposal=proposal)
                         if stop and stop.is_set():
                             return
@@ -308,12 +330,11 @@ class Client:
                 return
             if on_reconnect is not None:
                 on_reconnect(failure, last_id)
-            delay = _backoff.reconnect_delay(retry_after, reconnect_delay, server_retry)
-            if stop is not None:
-                if stop.wait(delay):
-                    return
-            else:
-                time.sleep(delay)
+            failures = 0 if delivered else failures + 1
+            wait = _polling.reconnect_pause(retry_after, reconnect_delay, server_retry, max(1, failures), pacing)
+            wait = max(wait, opened + pacing.min_interval - pacing.clock())
+            if pacing.pause(wait, stop):
+                return
 
     # -- polling -------------------------------------------------------------
 
@@ -321,46 +342,45 @@ class Client:
         self,
         thread_id: str,
         *,
-        interval: float = 1.0,
         on_error: Optional[Callable[[BaseException, bool], None]] = None,
         stop: Optional[threading.Event] = None,
     ) -> Iterator[WatchSnapshot]:
-        """Reads a thread's proposals and messages now, then every ``interval``
-        seconds while any proposal is unsettled, and yields each read that
-        differs from the one before (the first included); it ends once nothing
-        is unsettled. Failing reads (429, 5xx, the network) double the wait up
-        to 30 s, and a success returns it to ``interval``; ``on_error(err,
+        """Reads a thread's proposals and messages now, then again while any
+        proposal is unsettled, and yields each read that differs from the one
+        before (the first included); it ends once nothing is unsettled. The
+        reads follow the client's schedule (countersign.polling): the pause
+        doubles from 0.5 s to 30 s (jittered, never under 1 s) while nothing
+        changes or reads fail (429, 5xx, the network; Retry-After honoured),
+        and a read that shows a change starts it again. ``on_error(err,
         False)`` hears the first failure of each run. A 404, 405 or 501 means
-        the server lacks the routes: ``on_error(err, True)``, and it ends."""
-        if not (interval > 0) or interval == float("inf"):
-            raise TypeError("watch_proposals: interval must be a positive number")
-        failures, reported, last = 0, False, None
-        while not (stop and stop.is_set()):
+        the server lacks the routes: ``on_error(err, True)``, and it ends.
+        For prompt news, follow events() instead."""
+        pacer = self.pacing.pacer()
+        reported, last = False, None
+        while pacer.wait(stop=stop):
             try:
                 proposals = self.list_thread_proposals(thread_id)
                 messages = self.get_thread(thread_id).get("messages") or []
             except CountersignError as e:
-                if _backoff.unsupported(e.status):
+                if _polling.unsupported(e.status):
                     if on_error:
                         on_error(e, True)
                     return
-                if not _backoff.transient(e.status):
+                if not _polling.transient(e.status):
                     raise
+                pacer.retry_after(e.retry_after)
                 failure: Optional[BaseException] = e
             except OSError as e:
                 failure = e
             else:
                 failure = None
             if failure is not None:
-                failures += 1
                 if not reported:
                     reported = True
                     if on_error:
                         on_error(failure, False)
-                if _sleep(_backoff.backoff(interval, failures), stop):
-                    return
                 continue
-            failures, reported = 0, False
+            reported = False
             admitted = {m["outcome"]["proposal_id"] for m in messages if (m.get("outcome") or {}).get("proposal_id")}
             active = any(unsettled(p, admitted) for p in proposals)
             snap = WatchSnapshot(proposals=proposals, messages=messages, active=active)
@@ -369,10 +389,9 @@ class Client:
             )
             if sig != last:
                 last = sig
+                pacer.reset()
                 yield snap
             if not active:
-                return
-            if _sleep(interval, stop):
                 return
 
     # -- the wire ------------------------------------------------------------
@@ -418,7 +437,8 @@ class Client:
             h.update(headers)
         req = urllib.request.Request(url, data=data, headers=h, method=method)
         try:
-            return self._opener.open(req, timeout=self.timeout if timeout is None else timeout)
+            resp: http.client.HTTPResponse = self._opener.open(req, timeout=self.timeout if timeout is None else timeout)
+            return resp
         except urllib.error.HTTPError as e:
             try:
                 raw = e.read()
@@ -426,11 +446,29 @@ class Client:
                 raw = b""
             finally:
                 e.close()
-            raise CountersignError.from_response(e.code, dict(e.headers.items()), raw) from None
+            raise CountersignError.from_response(e.code, dict(e.headers.items()), raw, self.pacing.wall()) from None
 
-    def _json(self, method: str, path: str, *, query: Optional[Query] = None, body: Any = None) -> Any:
+    def _json(self, method: str, path: str, *, query: Optional[Query] = None, body: Any = None) -> Dict[str, Any]:
+        """The answer's body, which every route of the API gives as a JSON object."""
         r = self.request(method, path, query=query, body=body)
-        return r.json()
+        doc = r.json()
+        if not isinstance(doc, dict):
+            raise CountersignError(r.status, "INVALID_RESPONSE", f"{method} {path}: the answer is not a JSON object")
+        return doc
+
+    @staticmethod
+    def _run(doc: Dict[str, Any]) -> Dict[str, Any]:
+        run = doc.get("run")
+        if not isinstance(run, dict):
+            raise CountersignError(200, "INVALID_RESPONSE", "no run in the answer")
+        return run
+
+    def _list(self, method: str, path: str, key: str, *, query: Optional[Query] = None) -> List[Dict[str, Any]]:
+        """The list under ``key`` of the answer's body."""
+        items = self._json(method, path, query=query).get(key)
+        if not isinstance(items, list):
+            raise CountersignError(200, "INVALID_RESPONSE", f"{method} {path}: no {key} in the answer")
+        return items
 
     def _pages(self, path: str, query: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
         after: Optional[str] = None
@@ -450,7 +488,7 @@ class Client:
             after = decoded
 
 
-def unsettled(p: Mapping[str, Any], admitted: set) -> bool:
+def unsettled(p: Mapping[str, Any], admitted: AbstractSet[str]) -> bool:
     """Whether p is still to be watched: pending, approved, executing or
     reconciling, or with an outcome the thread does not hold yet as a message."""
     return p.get("status") in LIVE or (p.get("outcome") is not None and p.get("id") not in admitted)
@@ -461,14 +499,6 @@ def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
         if k.lower() == name.lower():
             return v
     return None
-
-
-def _sleep(seconds: float, stop: Optional[threading.Event]) -> bool:
-    """Sleeps; True when stop was set meanwhile."""
-    if stop is not None:
-        return stop.wait(seconds)
-    time.sleep(seconds)
-    return False
 
 
 def _event_number(event_id: Optional[str]) -> Optional[int]:
@@ -487,7 +517,8 @@ class _Frame:
 
 def _sse_frames(resp: http.client.HTTPResponse) -> Iterator[_Frame]:
     """Parses a text/event-stream (the WHATWG rules the API uses)."""
-    event, data, eid, retry = "", [], None, None
+    event, eid, retry = "", None, None
+    data: List[str] = []
     while True:
         try:
             raw = resp.readline()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import re
+import time
 from typing import Any, Mapping, Optional
 
 __all__ = ["CountersignError", "parse_retry_after"]
@@ -40,9 +43,12 @@ class CountersignError(Exception):
         return f"CountersignError({self.status}, {self.code!r}, {self.message!r})"
 
     @classmethod
-    def from_response(cls, status: int, headers: Mapping[str, str], body: bytes) -> "CountersignError":
-        """Reads an error answer; it never raises."""
-        retry_after = parse_retry_after(headers.get("Retry-After"))
+    def from_response(
+        cls, status: int, headers: Mapping[str, str], body: bytes, now: Optional[float] = None
+    ) -> "CountersignError":
+        """Reads an error answer; it never raises. ``now`` is the time of day
+        a Retry-After date is counted from (default the real one)."""
+        retry_after = parse_retry_after(_header(headers, "Retry-After"), now)
         text = body.decode("utf-8", "replace")
         try:
             doc = json.loads(text)
@@ -58,8 +64,26 @@ class CountersignError(Exception):
 _SECONDS = re.compile(r"^\s*\d+\s*$")
 
 
-def parse_retry_after(value: Optional[str]) -> Optional[int]:
-    """Reads Retry-After's delay-seconds form; anything else is None."""
-    if value is None or not _SECONDS.match(value):
+def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[int]:
+    """Reads Retry-After: delay-seconds, or an HTTP date (RFC 9110), which
+    becomes the seconds from ``now`` (the time of day, default the real one)
+    to it, rounded up, 0 for a date past. Anything else is None."""
+    if value is None:
         return None
-    return int(value.strip())
+    if _SECONDS.match(value):
+        return int(value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None  # an HTTP date is always GMT; one without a zone is not one
+    left = when.timestamp() - (time.time() if now is None else now)
+    return max(0, math.ceil(left))
+
+
+def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
+    for k, v in headers.items():
+        if k.lower() == name.lower():
+            return v
+    return None

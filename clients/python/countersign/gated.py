@@ -8,6 +8,14 @@ result is then settled under the lease, which is renewed while the function
 runs. Repeating the same call (the same tool call id) never runs the function
 again: it answers the recorded outcome, or, while another process holds the
 lease, waits for it.
+
+An action the server executes itself (a webhook action, a read) is refused:
+the function never runs for it, and ServerExecuted says so, instead of
+handing back the server's result as if the function had produced it.
+
+Every request of a gated call follows the client's schedule
+(countersign.polling): at most one a second, the pauses growing from 0.5 s
+to 30 s while the call stays pending, Retry-After honoured.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
-from . import polling as _backoff
+from . import polling as _polling
 from .client import Client
 from .errors import CountersignError
+from .polling import Pacer, Pacing
 
 __all__ = [
     "gated",
@@ -39,6 +48,7 @@ __all__ = [
     "StillPending",
     "ConfirmationRequired",
     "LeaseLost",
+    "ServerExecuted",
 ]
 
 
@@ -80,6 +90,16 @@ class LeaseLost(GateError):
     """The function ran, but its lease was lost before the outcome could be settled (the fence decided)."""
 
 
+class ServerExecuted(GateError):
+    """The action is not caller-executed: the server runs it (a webhook
+    action, an ``independent`` rule's worker, a read), so the gated function
+    was not run, and never will be for it. ``answer`` is the call's answer:
+    for a pending proposal the server executes it once approved; for a
+    settled one it holds the server's outcome, which is not the function's.
+    Gate only actions configured ``execute: {by: caller}``; follow others with
+    Client.call and Client.wait_for_proposal."""
+
+
 class NotApplied(Exception):
     """Raise it from a gated function when the change certainly did not happen:
     the call is settled ``failed``. Any other exception leaves the outcome
@@ -115,6 +135,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ThreadID = Union[str, Callable[[], str]]
 
+#: The lease owner the server records for a caller's claim (docs/state-machine.md).
+_CALLER_OWNER = "caller:"
+
 
 def gated(
     client: Client,
@@ -123,8 +146,8 @@ def gated(
     thread_id: Optional[ThreadID] = None,
     wait_seconds: float = 25,
     timeout: Optional[float] = None,
-    poll_interval: float = 1.0,
-) -> Callable[[F], "Gated"]:
+    pacing: Optional[Pacing] = None,
+) -> Callable[[Callable[..., Any]], "Gated"]:
     """Decorates ``fn`` to run as the caller-executed action ``action``.
 
     The wrapper is called ``wrapper(tool_call_id, /, **input)`` (the default
@@ -132,16 +155,25 @@ def gated(
     receives the input's fields as keyword arguments, and ``execution`` too
     when it takes it. It returns what the settled call recorded: the
     function's result (as JSON gave it back), or, on a repeat, the recorded
-    one. Other outcomes raise a GateError.
+    one. Other outcomes raise a GateError; an action the server executes
+    raises ServerExecuted, and the function does not run.
 
-    ``wait_seconds`` bounds each long-poll of the call; ``timeout`` (None:
-    no bound) the whole wait for a decision, after which StillPending is
-    raised. Failing requests (429, 5xx, the network) are retried after
-    ``poll_interval`` doubled for each failure in a row, up to 30 s, as the
-    TypeScript client polls (see countersign.polling)."""
+    ``wait_seconds`` (0 to 60) is how long each call asks the server to hold
+    it while the proposal is pending; ``timeout`` (None: no bound) bounds the
+    whole wait for a decision, after which StillPending is raised. Requests
+    follow ``pacing`` (default the client's; see countersign.polling): at most
+    one a second for the call, the pauses growing from 0.5 s to 30 s while it
+    stays pending or requests fail (429, 5xx, the network), Retry-After
+    honoured."""
+    if not isinstance(action, str) or not action:
+        raise TypeError("gated: action must be a non-empty string")
+    if not (0 <= wait_seconds <= _polling.MAX_WAIT_SECONDS):
+        raise ValueError(f"gated {action}: wait_seconds must be from 0 to {_polling.MAX_WAIT_SECONDS}")
+    if timeout is not None and not (timeout >= 0):
+        raise ValueError(f"gated {action}: timeout must be None or a number >= 0")
 
-    def wrap(fn: F) -> Gated:
-        return Gated(client, action, fn, thread_id=thread_id, wait_seconds=wait_seconds, timeout=timeout, poll_interval=poll_interval)
+    def wrap(fn: Callable[..., Any]) -> Gated:
+        return Gated(client, action, fn, thread_id=thread_id, wait_seconds=wait_seconds, timeout=timeout, pacing=pacing)
 
     return wrap
 
@@ -155,16 +187,16 @@ class Gated:
         action: str,
         fn: Callable[..., Any],
         *,
-        thread_id: Optional[ThreadID],
-        wait_seconds: float,
-        timeout: Optional[float],
-        poll_interval: float,
+        thread_id: Optional[ThreadID] = None,
+        wait_seconds: float = 25,
+        timeout: Optional[float] = None,
+        pacing: Optional[Pacing] = None,
     ) -> None:
         self.client, self.action, self.fn = client, action, fn
         self.thread_id = thread_id
-        self.wait_seconds = min(wait_seconds, _backoff.MAX_WAIT_SECONDS)
+        self.wait_seconds = min(wait_seconds, _polling.MAX_WAIT_SECONDS)
         self.timeout = timeout
-        self.poll_interval = poll_interval
+        self.pacing = pacing if pacing is not None else client.pacing
         params = inspect.signature(fn).parameters
         self._takes_execution = "execution" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         functools.update_wrapper(self, fn)
@@ -185,62 +217,87 @@ class Gated:
         thread = thread_id or (self.thread_id() if callable(self.thread_id) else self.thread_id)
         if not thread:
             raise TypeError(f"gated {self.action}: no thread_id")
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        failures = 0
-        executing_waits = 0
+        clock = self.pacing.clock
+        deadline = None if self.timeout is None else clock() + self.timeout
+        # One schedule for every request of this call: the repeated calls
+        # while it is pending or executing elsewhere, and retries after
+        # failures. It is what keeps a call the server answers at once (a
+        # long-poll cut short, wait_seconds 0) from becoming a flood.
+        pacer = self.pacing.pacer()
+        last: Optional[Dict[str, Any]] = None
+        unreachable = False
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not pacer.wait(deadline):
+                raise _still_pending(self.action, last, unreachable)
+            left = None if deadline is None else max(0.0, deadline - clock())
             wait = self.wait_seconds if left is None else min(self.wait_seconds, left)
             try:
                 ans = self.client.call(
                     thread, tool_call_id, self.action, input, run_id=run_id, evidence=evidence, wait_seconds=wait
                 )
             except CountersignError as e:
-                if not _backoff.transient(e.status):
+                if not _polling.transient(e.status):
                     raise
-                failures += 1
-                self._pause(e.retry_after, failures, deadline)
+                pacer.retry_after(e.retry_after)
+                unreachable = True
                 continue
             except OSError:
-                failures += 1
-                self._pause(None, failures, deadline)
+                unreachable = True
                 continue
-            failures = 0
+            unreachable = False
             status = ans.get("status")
+            if last is not None and last.get("status") != status:
+                pacer.reset()  # progress: the pauses start again
+            last = ans
+            _refuse_independent(self.action, ans)
             if status == "execute":
                 return self._run(ans)
-            if status == "succeeded":
-                return ans.get("result")
-            if status == "executing":
-                # Someone holds the lease (another process, or this one's
-                # earlier attempt): wait for it to settle, or to lapse and be
-                # released to the next identical call, then ask again.
-                executing_waits += 1
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise StillPending(f"{self.action}: still executing under another lease", ans)
-                span = _backoff.backoff(self.poll_interval, executing_waits - 1)
-                if deadline is not None:
-                    span = min(span, max(0.0, deadline - time.monotonic()))
-                try:
-                    self.client.wait_for_proposal(ans["proposal_id"], timeout_seconds=span)
-                except (CountersignError, OSError):
-                    time.sleep(span)
-                continue
-            executing_waits = 0
-            if status == "pending":
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise StillPending(f"{self.action}: no decision yet (proposal {ans.get('proposal_id')})", ans)
+            if status == "succeeded" or (status == "failed" and ans.get("executed") is True):
+                # A settled outcome this call did not produce: a repeat of a
+                # call this function ran (here or in another process), or an
+                # execution by the server, which is not this function's.
+                self._check_caller_executed(ans, pacer, deadline)
+                if status == "succeeded":
+                    return ans.get("result")
+            if status in ("pending", "executing"):
+                # pending: the server held the call up to wait_seconds and no
+                # one decided; executing: another process (or this one's
+                # earlier attempt) holds the lease: ask again until it
+                # settles, or lapses and is released to the next identical call.
                 continue
             raise _error(self.action, ans)
 
-    def _pause(self, retry_after: Optional[int], failures: int, deadline: Optional[float]) -> None:
-        span = float(retry_after) if retry_after is not None else _backoff.backoff(self.poll_interval, failures)
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StillPending(f"{self.action}: the server could not be reached in time", {"status": "pending"})
-            span = min(span, left)
-        time.sleep(span)
+    def _check_caller_executed(self, ans: Dict[str, Any], pacer: Pacer, deadline: Optional[float]) -> None:
+        """Raises ServerExecuted unless a caller ran ans's proposal: the audit
+        trail of a caller-executed action shows a claim by ``caller:<requester>``
+        (a worker's or the server's own claim is not one). A read action
+        leaves no record (its answer has no proposal): the server ran it."""
+        p = ans.get("proposal")
+        if not isinstance(p, dict) or not p.get("id"):
+            raise ServerExecuted(_server_executed_message(self.action, "the server ran it (a read action leaves no proposal)"), ans)
+        first = True
+        while True:
+            # The first read follows the call's answer at once (a second
+            # request, not a poll); a retry waits its turn on the schedule.
+            if not first and not pacer.wait(deadline):
+                raise StillPending(f"{self.action}: the proposal's audit trail could not be read in time", ans)
+            first = False
+            try:
+                events: List[Dict[str, Any]] = self.client.proposal_events(p["id"])
+            except CountersignError as e:
+                if not _polling.transient(e.status):
+                    raise
+                pacer.retry_after(e.retry_after)
+                continue
+            except OSError:
+                continue
+            break
+        if any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(_CALLER_OWNER) for e in events):
+            return
+        raise ServerExecuted(
+            _server_executed_message(self.action, f"the server ran proposal {p['id']} ({ans.get('status')}); no caller ever claimed it"),
+            ans,
+        )
 
     def _run(self, ans: Dict[str, Any]) -> Any:
         lease = ans["lease"]
@@ -270,27 +327,56 @@ class Gated:
 
     def _settle(self, ex: Execution, renewer: "_Renewer", outcome: str, **fields: Any) -> Any:
         # The work is done: record it while the lease may still be held,
-        # retrying failures that are not verdicts. The fence decides.
-        failures = 0
+        # retrying failures that are not verdicts on the schedule. The fence
+        # decides.
+        pacer = self.pacing.pacer()
         while True:
+            pacer.wait()
             try:
                 res = self.client.settle(ex.proposal_id, ex.lease_token, outcome, **fields)
                 break
             except CountersignError as e:
-                if not _backoff.transient(e.status) or renewer.expired():
+                if not _polling.transient(e.status) or renewer.expired():
                     raise
-                failures += 1
-                time.sleep(float(e.retry_after) if e.retry_after is not None else _backoff.backoff(0.1, failures))
+                pacer.retry_after(e.retry_after)
             except OSError:
                 if renewer.expired():
                     raise
-                failures += 1
-                time.sleep(_backoff.backoff(0.1, failures))
         if res.get("status") != "applied":
             raise LeaseLost(f"{self.action}: the lease was lost; the outcome was not recorded", res)
         if outcome == "failed":
             raise Failed(f"{self.action}: {fields.get('error')}", res)
         return (res.get("proposal") or {}).get("outcome", {}).get("result")
+
+
+def _server_executed_message(action: str, why: str) -> str:
+    return (
+        f"{action} is executed by the server, not by this process: {why}. "
+        f"@gated runs its function only for actions configured execute: {{by: caller}}, "
+        f"so the function was not run; follow a server-executed action with Client.call and Client.wait_for_proposal"
+    )
+
+
+def _refuse_independent(action: str, ans: Dict[str, Any]) -> None:
+    """A caller-executed action's proposals are never independent (the
+    server waits for its caller instead): an independent one is for the
+    workers to execute once approved."""
+    p = ans.get("proposal")
+    if isinstance(p, dict) and p.get("mode") == "independent":
+        raise ServerExecuted(
+            _server_executed_message(
+                action, f"its proposal {p.get('id')} is independent ({ans.get('status')}): a worker executes it once approved"
+            ),
+            ans,
+        )
+
+
+def _still_pending(action: str, last: Optional[Dict[str, Any]], unreachable: bool) -> StillPending:
+    if unreachable or last is None:
+        return StillPending(f"{action}: the server could not be reached in time", last or {"status": "pending"})
+    if last.get("status") == "executing":
+        return StillPending(f"{action}: still executing under another lease (proposal {last.get('proposal_id')})", last)
+    return StillPending(f"{action}: no decision yet (proposal {last.get('proposal_id')})", last)
 
 
 def _error(action: str, ans: Dict[str, Any]) -> GateError:

@@ -1,12 +1,17 @@
 """The real server for the tests: `go build ./cmd/countersign` once, then
 `countersign serve` on a free port with a configuration and a SQLite file of
-its own, for each test class.
+its own, for each test class. CountingProxy stands between a client and it
+and records every request (how the tests count what a client sent), and
+Backend is a webhook backend for the actions the server executes itself.
 
 COUNTERSIGN_BIN names a binary to use instead of building one.
 """
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import json
 import os
 import re
 import shutil
@@ -16,8 +21,9 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 import urllib.request
-from typing import List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -36,6 +42,7 @@ auth:
     - {key: ck_py_alice, tenant: acme, actor: alice, roles: [agent]}
     - {key: ck_py_bob, tenant: acme, actor: bob, roles: [finance, operator]}
     - {key: ck_py_dave, tenant: acme, actor: dave, roles: [agent]}
+    - {key: ck_py_agent, tenant: acme, actor: alice, kind: agent}
 worker: {poll_interval: 100ms, lease: 2s, max_attempts: 3}
 policy:
   rules:
@@ -88,7 +95,7 @@ _listening = re.compile(r"countersign listening on (http://127\.0\.0\.1:[0-9]+)"
 class Server:
     """One `countersign serve`, stopped by close()."""
 
-    def __init__(self, config: str = CONFIG) -> None:
+    def __init__(self, config: str = CONFIG, env: Optional[Mapping[str, str]] = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="countersign-py-")
         path = os.path.join(self.dir, "countersign.yaml")
         with open(path, "w") as f:
@@ -96,6 +103,7 @@ class Server:
         self.proc = subprocess.Popen(
             [binary(), "serve", "--config", path, "--listen", "127.0.0.1:0"],
             cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})},
         )
         self.logs: List[str] = []
         found = threading.Event()
@@ -145,9 +153,106 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class CountingProxy:
+    """An HTTP proxy in front of upstream that records each request it
+    forwards: (monotonic time it arrived, method, path without the query).
+    Stopped by close()."""
+
+    def __init__(self, upstream: str) -> None:
+        u = urllib.parse.urlsplit(upstream)
+        host, port = u.hostname or "127.0.0.1", u.port or 80
+        self.lock = threading.Lock()
+        self.seen: List[Tuple[float, str, str]] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                with proxy.lock:
+                    proxy.seen.append((time.monotonic(), self.command, self.path.split("?", 1)[0]))
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                skip = {"host", "connection", "content-length", "transfer-encoding"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+                conn = http.client.HTTPConnection(host, port, timeout=120)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in skip | {"date", "server"}:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = _forward
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def requests(self, method: str, path: str) -> List[float]:
+        """When each request of method to path arrived (monotonic seconds)."""
+        with self.lock:
+            return [t for t, m, p in self.seen if m == method and p == path]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Backend:
+    """A webhook backend for the actions the server executes: each POST
+    /execute is recorded and answered 2xx with a receipt and the result
+    {"paid_by": "the server", "input": …}. It does not check signatures (the
+    Go tests do). Stopped by close()."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.executed: List[Dict[str, Any]] = []
+        backend = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                n = int(self.headers.get("Content-Length") or 0)
+                req = json.loads(self.rfile.read(n) or b"{}")
+                if self.path != "/execute":
+                    self.send_error(404)
+                    return
+                with backend.lock:
+                    backend.executed.append(req)
+                body = json.dumps({"receipt": "wh_" + str(req.get("operation_id")), "result": {"paid_by": "the server", "input": req.get("input")}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 class ServerTest(unittest.TestCase):
     """A test class with a server of its own (self.server), and clients for
-    alice (an agent), bob (finance and operator) and dave (an agent)."""
+    alice (a human, the owner of the threads she calls in), agent (alice's
+    agent credential, kind agent), bob (finance and operator) and dave."""
 
     server: Server
 
@@ -155,6 +260,7 @@ class ServerTest(unittest.TestCase):
     def setUpClass(cls) -> None:
         cls.server = Server()
         cls.alice = cls.server.client("alice")
+        cls.agent = cls.server.client("agent")
         cls.bob = cls.server.client("bob")
         cls.dave = cls.server.client("dave")
 

@@ -4,8 +4,6 @@ polling."""
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
 import time
 import unittest
@@ -14,9 +12,7 @@ from typing import List
 from server import LEASE, ServerTest  # noqa: F401  (sets sys.path)
 
 import countersign
-from countersign import Client, CountersignError, backoff
-from countersign import client as client_module
-from countersign.polling import reconnect_delay
+from countersign import Client, CountersignError
 
 
 def refund(amount: float = 40, customer: str = "c_9") -> dict:
@@ -156,7 +152,7 @@ class MessagesEventsPolling(ServerTest):
         thread = self.unique("t")
         a = self.alice.call(thread, self.unique("call"), "payments.refund", refund(), wait_seconds=0)
         threading.Timer(0.5, lambda: self.bob.reject(a["proposal_id"])).start()
-        snaps = list(self.alice.watch_proposals(thread, interval=0.1))
+        snaps = list(self.alice.watch_proposals(thread))
         self.assertEqual(snaps[0].proposals[0]["status"], "pending")
         last = snaps[-1]
         self.assertFalse(last.active)
@@ -173,50 +169,6 @@ class LeaseClock(unittest.TestCase):
         self.assertAlmostEqual(_lease_seconds("2020-01-01T00:00:30.5Z", "2020-01-01T00:00:00.5Z"), 30.0)
         self.assertAlmostEqual(_lease_seconds("2020-01-01T00:00:30.123456789Z", "2020-01-01T00:00:00.123456789Z"), 30.0)
         self.assertEqual(_lease_seconds("2020-01-01T00:00:30Z"), 1.0)  # long past by the local clock: at least a second
-
-
-class Backoff(unittest.TestCase):
-    """The TypeScript client's rules: double per failure from the interval, at most 30 s."""
-
-    def test_backoff(self) -> None:
-        self.assertEqual([backoff(1, n) for n in range(7)], [1, 2, 4, 8, 16, 30, 30])
-        self.assertEqual(backoff(0.5, 3), 4)
-        self.assertEqual(reconnect_delay(None, None, None), 2.0)
-        self.assertEqual(reconnect_delay(None, None, 1.5), 1.5)
-        self.assertEqual(reconnect_delay(None, 3, 1.5), 3)
-        self.assertEqual(reconnect_delay(7, 3, 1.5), 7)
-
-    def test_watch_backs_off_then_stops_when_unsupported(self) -> None:
-        # A server that fails twice (503), then lacks the route (404).
-        answers = [503, 503, 404]
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                code = answers.pop(0) if answers else 404
-                body = json.dumps({"error": {"code": "UNAVAILABLE" if code == 503 else "NOT_FOUND", "message": "x"}}).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        self.addCleanup(httpd.server_close)
-        self.addCleanup(httpd.shutdown)
-        sleeps: List[float] = []
-        errors: List[tuple] = []
-        real = client_module._sleep
-        client_module._sleep = lambda s, stop: sleeps.append(s) or False
-        self.addCleanup(setattr, client_module, "_sleep", real)
-        c = Client(f"http://127.0.0.1:{httpd.server_address[1]}", "t")
-        snaps = list(c.watch_proposals("t1", interval=1, on_error=lambda e, unsupported: errors.append((e.status, unsupported))))
-        self.assertEqual(snaps, [])
-        self.assertEqual(sleeps, [2, 4])  # doubled per failure
-        self.assertEqual(errors, [(503, False), (404, True)])  # the failure reported once, then unsupported
 
 
 if __name__ == "__main__":

@@ -1,17 +1,32 @@
 """gated against `countersign serve`: the function runs once when approved,
 never when rejected, once for identical calls at once and for repeats, under
-a lease it renews; an uncertain failure is routed by the server."""
+a lease it renews; an uncertain failure is routed by the server. A pending
+call is asked again at most once a second. An action the server executes
+(a webhook action, an independent rule's, a read) raises ServerExecuted and
+never runs the function."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import unittest
 from typing import Any, Dict, List
 
-from server import LEASE, ServerTest  # noqa: F401  (sets sys.path)
+from server import LEASE, Backend, CountingProxy, Server, ServerTest  # noqa: F401  (sets sys.path)
 
-from countersign import Execution, Failed, NotApplied, NotExecuted, OutcomeUnknown, Receipt, StillPending, gated
+from countersign import (
+    Client,
+    Execution,
+    Failed,
+    NotApplied,
+    NotExecuted,
+    OutcomeUnknown,
+    Receipt,
+    ServerExecuted,
+    StillPending,
+    gated,
+)
 
 
 class Ledger:
@@ -47,7 +62,8 @@ class Gated(ServerTest):
         thread, tool = self.unique("t"), self.unique("call")
         led = Ledger()
 
-        @gated(self.alice, "payments.refund", thread_id=thread, wait_seconds=1)
+        # alice's agent credential (kind agent) makes the call, as agents do.
+        @gated(self.agent, "payments.refund", thread_id=thread, wait_seconds=1)
         def refund(amount: float, customer: str, execution: Execution) -> Receipt:
             led.add(execution)
             return Receipt(id="rf_" + customer, result={"refunded": amount})
@@ -55,8 +71,11 @@ class Gated(ServerTest):
         approver = self.approve_when_pending(thread)
         self.assertEqual(refund(tool, amount=40, customer="c_9"), {"refunded": 40})
         approver.join()
-        # A repeat (a resumed graph, a retried step) replays the outcome.
+        # A repeat (a resumed graph, a retried step, another process) replays
+        # the outcome: the audit trail shows the caller's claim.
         self.assertEqual(refund(tool, amount=40, customer="c_9"), {"refunded": 40})
+        again = gated(self.agent, "payments.refund", thread_id=thread)(lambda **kw: led.runs.append(("again", 0)))
+        self.assertEqual(again(tool, amount=40, customer="c_9"), {"refunded": 40})
         self.assertEqual(len(led.runs), 1)
         p = self.alice.list_thread_proposals(thread)[0]
         self.assertEqual((p["status"], p["outcome"]["receipt"]), ("succeeded", "rf_c_9"))
@@ -101,7 +120,7 @@ class Gated(ServerTest):
         thread, tool = self.unique("t"), self.unique("call")
         led = Ledger()
 
-        @gated(self.alice, "mail.send", thread_id=thread, poll_interval=0.05)
+        @gated(self.alice, "mail.send", thread_id=thread)
         def send(to: str, execution: Execution) -> Dict[str, str]:
             led.add(execution)
             time.sleep(0.5)
@@ -147,7 +166,7 @@ class Gated(ServerTest):
         thread, tool = self.unique("t"), self.unique("call")
         runs: List[str] = []
 
-        @gated(self.alice, "mail.send", thread_id=thread, poll_interval=0.1)
+        @gated(self.alice, "mail.send", thread_id=thread)
         def flaky(to: str) -> None:
             runs.append(to)
             raise ConnectionResetError("the SMTP connection broke after DATA")
@@ -162,7 +181,7 @@ class Gated(ServerTest):
         thread, tool = self.unique("t"), self.unique("call")
         led = Ledger()
 
-        @gated(self.alice, "mail.sync", thread_id=thread, poll_interval=0.1)
+        @gated(self.alice, "mail.sync", thread_id=thread)
         def sync(box: str, execution: Execution) -> Dict[str, int]:
             led.add(execution)
             if execution.attempt == 1:
@@ -175,6 +194,162 @@ class Gated(ServerTest):
         self.assertEqual(sync(tool, box="inbox"), {"synced": 2})
         self.assertEqual([a for _, a in led.runs], [1, 2])
         self.assertEqual(len({op for op, _ in led.runs}), 1, "both attempts carry the same operation id")
+
+    def test_pending_call_asks_at_most_once_a_second(self) -> None:
+        # The flood: a call the server answers at once (wait_seconds 0, as a
+        # long-poll cut short) was asked again at once, thousands of times a
+        # second. Left pending for 5 s it now makes at most one request a
+        # second, fewer as the pauses grow.
+        proxy = CountingProxy(self.server.url)
+        self.addCleanup(proxy.close)
+        thread = self.unique("t")
+        runs: List[Any] = []
+
+        @gated(Client(proxy.url, "ck_py_agent"), "payments.refund", thread_id=thread, wait_seconds=0, timeout=5)
+        def refund(amount: float, customer: str) -> None:
+            runs.append(amount)
+
+        began = time.monotonic()
+        with self.assertRaises(StillPending) as cm:
+            refund(self.unique("call"), amount=5, customer="c_5")
+        took = time.monotonic() - began
+        self.assertLessEqual(took, 6, "StillPending comes once no request fits in the timeout")
+        calls = proxy.requests("POST", "/v1/calls")
+        self.assertGreaterEqual(len(calls), 2)
+        self.assertLessEqual(len(calls), 6, f"{len(calls)} calls in {took:.1f} s")
+        gaps = [b - a for a, b in zip(calls, calls[1:])]
+        self.assertTrue(all(g >= 0.95 for g in gaps), f"gaps between calls: {gaps}")
+        self.assertEqual(runs, [])
+        self.assertEqual(cm.exception.status, "pending")
+        self.assertEqual(self.alice.get_proposal(cm.exception.answer["proposal_id"])["status"], "pending")
+
+
+#: The server-executed actions: payments.wire (a webhook, wait mode),
+#: payouts.send (a webhook under an independent rule, as the demo's refunds)
+#: and crm.lookup (a read), beside a caller-executed one.
+SERVER_CONFIG = """\
+store: sqlite:countersign.db
+auto_migrate: true
+auth:
+  api_keys:
+    - {{key: ck_py_agent, tenant: acme, actor: alice, kind: agent}}
+    - {{key: ck_py_bob, tenant: acme, actor: bob, roles: [finance], kind: human}}
+webhook_secret_env: PY_WEBHOOK_SECRET
+worker: {{poll_interval: 100ms, lease: 2s}}
+policy:
+  rules:
+    - {{match: "payments.*", effect: ask, approvers: ["role:finance"]}}
+    - {{match: "payouts.*", effect: ask, approvers: ["role:finance"], mode: independent}}
+actions:
+  - name: payments.wire
+    execute: {{url: "{backend}/execute", timeout: 5s}}
+  - name: payouts.send
+    execute: {{url: "{backend}/execute", timeout: 5s}}
+  - name: crm.lookup
+    kind: read
+    execute: {{url: "{backend}/execute", timeout: 5s}}
+"""
+
+
+class ServerExecutedActions(unittest.TestCase):
+    """@gated over actions the server runs: it says so, and never runs the
+    function or hands back the server's result as the function's."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.backend = Backend()
+        try:
+            cls.server = Server(SERVER_CONFIG.format(backend=cls.backend.url), env={"PY_WEBHOOK_SECRET": "py-test-webhook-secret"})
+        except BaseException:
+            cls.backend.close()
+            raise
+        cls.agent = cls.server.client("agent")
+        cls.bob = cls.server.client("bob")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+        cls.backend.close()
+
+    def thread(self, name: str) -> str:
+        return f"{name}_{os.getpid()}_{time.monotonic_ns()}"
+
+    def approve_when_pending(self, thread: str) -> threading.Thread:
+        def run() -> None:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                ps = self.bob.list_proposals(status="pending", thread_id=thread)
+                if ps:
+                    self.bob.approve(ps[0]["id"], reason="fine")
+                    return
+                time.sleep(0.05)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t
+
+    def test_independent_action_refused_on_the_first_answer(self) -> None:
+        # The demo's refunds: an independent rule, the worker executes. The
+        # first answer says so; nothing is asked again, nothing runs here.
+        proxy = CountingProxy(self.server.url)
+        self.addCleanup(proxy.close)
+        thread, runs = self.thread("t"), []
+
+        @gated(Client(proxy.url, "ck_py_agent"), "payouts.send", thread_id=thread)
+        def send(amount: int) -> str:
+            runs.append(amount)
+            return "sent by the function"
+
+        with self.assertRaises(ServerExecuted) as cm:
+            send("call_1", amount=7)
+        self.assertIn("executed by the server", str(cm.exception))
+        self.assertIn("execute: {by: caller}", str(cm.exception))
+        self.assertEqual(cm.exception.status, "pending")
+        self.assertEqual(len(proxy.requests("POST", "/v1/calls")), 1)
+        # Approved, the worker executes it: still never the function.
+        pid = cm.exception.answer["proposal_id"]
+        self.assertEqual(self.bob.approve(pid)["status"], "applied")
+        p = self.agent.wait_for_proposal(pid, timeout_seconds=20)
+        self.assertEqual(p["status"], "succeeded")
+        self.assertEqual(p["outcome"]["result"]["paid_by"], "the server")
+        with self.assertRaises(ServerExecuted):
+            send("call_1", amount=7)  # the repeat: the server's outcome is not the function's
+        self.assertEqual(runs, [])
+
+    def test_webhook_result_is_not_returned_as_the_functions(self) -> None:
+        thread, runs = self.thread("t"), []
+
+        @gated(self.agent, "payments.wire", thread_id=thread, wait_seconds=5)
+        def wire(amount: int) -> str:
+            runs.append(amount)
+            return "wired by the function"
+
+        approver = self.approve_when_pending(thread)
+        with self.assertRaises(ServerExecuted) as cm:
+            wire("call_1", amount=9)
+        approver.join()
+        self.assertEqual(cm.exception.status, "succeeded")
+        self.assertEqual(cm.exception.answer["result"]["paid_by"], "the server")
+        self.assertIn("no caller ever claimed it", str(cm.exception))
+        with self.assertRaises(ServerExecuted):
+            wire("call_1", amount=9)
+        self.assertEqual(runs, [])
+        with self.backend.lock:
+            self.assertEqual(sum(1 for r in self.backend.executed if r.get("action") == "payments.wire"), 1)
+
+    def test_read_action_refused(self) -> None:
+        runs: List[Any] = []
+
+        @gated(self.agent, "crm.lookup", thread_id=self.thread("t"))
+        def lookup(customer: str) -> str:
+            runs.append(customer)
+            return "looked up by the function"
+
+        with self.assertRaises(ServerExecuted) as cm:
+            lookup("call_1", customer="c_1")
+        self.assertEqual(cm.exception.status, "succeeded")
+        self.assertIsNone(cm.exception.answer.get("proposal"))
+        self.assertEqual(runs, [])
 
 
 if __name__ == "__main__":
