@@ -149,7 +149,7 @@ func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reaso
 	if p.Requester != id.Actor {
 		return nil, &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
 	}
-	tr, err := e.store.Cancel(ctx, &store.CancelParams{Tenant: id.Tenant, ID: p.ID, Actor: id.Actor, Via: via, Reason: reason})
+	tr, err := e.store.Cancel(ctx, &store.CancelParams{Tenant: id.Tenant, ID: p.ID, Actor: id.Actor, ActorKind: string(id.KindOrHuman()), Via: via, Reason: reason})
 	if tr != nil && tr.Changed {
 		e.changed(ctx, tr.Proposal, tr.From)
 	}
@@ -173,7 +173,7 @@ func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, st
 		return nil, fmt.Errorf("resolve: %w", err)
 	}
 	tr, err := e.store.Resolve(ctx, &store.ResolveParams{
-		Tenant: id.Tenant, ID: proposalID, Actor: id.Actor, Via: via, Status: status, Receipt: receipt, Note: note,
+		Tenant: id.Tenant, ID: proposalID, Actor: id.Actor, ActorKind: string(id.KindOrHuman()), Via: via, Status: status, Receipt: receipt, Note: note,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("resolve: %w", err)

@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/internal/auditchain"
+	"github.com/countersign/countersign/store"
 )
 
 // Agent credentials of the tests: each acts for an actor of acme whose
@@ -194,5 +198,101 @@ func TestInvalidRemember(t *testing.T) {
 		}
 		// The scope the proposal can have is taken.
 		h.decide(200, "bob", id, "approve", map[string]any{"remember": "thread"}, nil)
+	})
+}
+
+// TestAuditActorKinds: each audit event records the kind of credential
+// behind it (API.md Part 3), over HTTP on every store: an agent's call is
+// created by an agent, a person's approval is a human's, the agent's
+// cancellation an agent's, an operator's resolution a human's; the events
+// no credential is behind (a claim, a settlement) have no actor_kind member
+// at all, not null. The chain as GET /v1/audit answers it, mixing both,
+// verifies as it is, and a proposal's trail shows the same kinds.
+func TestAuditActorKinds(t *testing.T) {
+	t.Parallel()
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
+		body := map[string]any{"thread_id": "t1", "tool_call_id": "ak1", "action": "flaky.write", "input": map[string]any{}, "wait_seconds": 0}
+		id, _ := h.call("agent_alice", body)["proposal_id"].(string)
+		if id == "" {
+			t.Fatal("the agent's call made no proposal")
+		}
+		h.decide(200, "alice", id, "approve", map[string]any{}, nil)
+		// The agent runs the approved call: it fails uncertainly (unknown),
+		// and an operator resolves it.
+		if res := h.call("agent_alice", body); res["status"] != "unknown" {
+			t.Fatalf("the agent's run of the approved call: %v, want unknown", res["status"])
+		}
+		h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/resolve", token: "carol", body: map[string]any{"outcome": "succeeded", "note": "seen"}})
+		cid, _ := h.call("agent_alice", map[string]any{
+			"thread_id": "t1", "tool_call_id": "ak2", "action": "flaky.write", "input": map[string]any{}, "wait_seconds": 0,
+		})["proposal_id"].(string)
+		h.must(200, req{method: "POST", path: "/v1/proposals/" + cid + "/cancel", token: "agent_alice", body: map[string]any{}})
+		hid := h.pending("ak3", "c_ak3") // alice's own call, as a person
+
+		want := map[string]map[string]string{ // proposal, event type: kind ("" for none)
+			id:  {"proposal.created": "agent", "proposal.decided": "human", "proposal.claimed": "", "proposal.settled": "", "proposal.resolved": "human"},
+			cid: {"proposal.created": "agent", "proposal.cancelled": "agent"},
+			hid: {"proposal.created": "human"},
+		}
+		evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.runSealer()
+		var whole auditAnswer
+		for whole = h.audit("carol", ""); len(whole.Events) < len(evs); whole = h.audit("carol", "") {
+			select {
+			case <-t.Context().Done():
+				t.Fatalf("the chain holds %d events, want %d", len(whole.Events), len(evs))
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		var v auditchain.Verifier
+		seen := map[string]map[string]bool{}
+		for _, raw := range whole.Events {
+			if err := v.Line(raw); err != nil {
+				t.Fatalf("verify the answer: %v", err)
+			}
+			var e map[string]any
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatal(err)
+			}
+			pid, typ := e["proposal_id"].(string), e["type"].(string)
+			kinds, ok := want[pid]
+			if !ok {
+				continue
+			}
+			wk, ok := kinds[typ]
+			if !ok {
+				t.Errorf("unexpected event %s", raw)
+				continue
+			}
+			if seen[pid] == nil {
+				seen[pid] = map[string]bool{}
+			}
+			seen[pid][typ] = true
+			got, present := e["actor_kind"]
+			switch {
+			case wk == "" && present:
+				t.Errorf("%s of %s has actor_kind %v, want the member absent: %s", typ, pid, got, raw)
+			case wk != "" && got != wk:
+				t.Errorf("%s of %s has actor_kind %v, want %s: %s", typ, pid, got, wk, raw)
+			}
+		}
+		if _, err := v.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		for pid, kinds := range want {
+			for typ := range kinds {
+				if !seen[pid][typ] {
+					t.Errorf("the chain has no %s of %s", typ, pid)
+				}
+			}
+		}
+		// A proposal's trail shows the kinds too.
+		trail := h.must(200, req{method: "GET", path: "/v1/proposals/" + cid + "/events", token: "alice"}).json(t)["events"].([]any)
+		if len(trail) != 2 || trail[0].(map[string]any)["actor_kind"] != "agent" || trail[1].(map[string]any)["actor_kind"] != "agent" {
+			t.Errorf("the cancelled call's trail = %v, want created and cancelled by an agent", trail)
+		}
 	})
 }

@@ -144,14 +144,17 @@ type ToolCall struct {
 
 // Event is one entry of a proposal's audit trail.
 type Event struct {
-	ID         int64     `json:"id"`
-	ProposalID string    `json:"proposal_id"`
-	Type       string    `json:"type"`
-	Actor      string    `json:"actor,omitempty"`
-	Via        string    `json:"via,omitempty"`
-	Status     string    `json:"status"`
-	Detail     string    `json:"detail,omitempty"`
-	At         time.Time `json:"at"`
+	ID         int64  `json:"id"`
+	ProposalID string `json:"proposal_id"`
+	Type       string `json:"type"`
+	Actor      string `json:"actor,omitempty"`
+	// ActorKind is the kind of credential behind the event; absent on
+	// events no credential is behind and on events from before kinds.
+	ActorKind string    `json:"actor_kind,omitempty"`
+	Via       string    `json:"via,omitempty"`
+	Status    string    `json:"status"`
+	Detail    string    `json:"detail,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -272,7 +275,7 @@ func wireGrant(g *store.Grant) *Grant {
 func wireEvents(es []*store.Event) []*Event {
 	out := make([]*Event, len(es))
 	for i, e := range es {
-		out[i] = &Event{ID: e.ID, ProposalID: e.ProposalID, Type: string(e.Type), Actor: e.Actor,
+		out[i] = &Event{ID: e.ID, ProposalID: e.ProposalID, Type: string(e.Type), Actor: e.Actor, ActorKind: e.ActorKind,
 			Via: e.Via, Status: string(e.Status), Detail: e.Detail, At: e.At.UTC()}
 	}
 	return out

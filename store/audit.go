@@ -174,7 +174,7 @@ type AuditEvent struct {
 // covers.
 func (e *AuditEvent) Chained() *auditchain.Event {
 	return &auditchain.Event{
-		Seq: e.Seq, ID: e.ID, Type: string(e.Type), ProposalID: e.ProposalID, Actor: e.Actor, Via: e.Via,
+		Seq: e.Seq, ID: e.ID, Type: string(e.Type), ProposalID: e.ProposalID, Actor: e.Actor, ActorKind: e.ActorKind, Via: e.Via,
 		Status: string(e.Status), Detail: e.Detail, At: auditchain.FormatTime(e.At), PrevHash: e.PrevHash, Hash: e.Hash,
 	}
 }

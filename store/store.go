@@ -354,8 +354,10 @@ type CancelParams struct {
 	Tenant string
 	ID     string
 	Actor  string
-	Via    string
-	Reason string
+	// ActorKind is the canceller's credential kind, recorded on the event.
+	ActorKind string
+	Via       string
+	Reason    string
 }
 
 // ExpireParams expires one proposal if it is due.
@@ -447,13 +449,16 @@ type SettleParams struct {
 
 // ResolveParams is an operator's verdict on an uncertain proposal.
 type ResolveParams struct {
-	Tenant  string
-	ID      string
-	Actor   string
-	Via     string
-	Status  Status // succeeded or failed
-	Receipt string
-	Note    string
+	Tenant string
+	ID     string
+	Actor  string
+	// ActorKind is the operator's credential kind, recorded on the event
+	// (an operator is a person: "human").
+	ActorKind string
+	Via       string
+	Status    Status // succeeded or failed
+	Receipt   string
+	Note      string
 }
 
 // FindGrantParams describes a call that a grant could approve.

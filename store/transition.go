@@ -32,8 +32,10 @@ type Change struct {
 	ActivateGrants bool
 }
 
-func (c *Change) event(t EventType, actor, via, detail string) {
-	c.Events = append(c.Events, Event{Type: t, Actor: actor, Via: via, Detail: detail})
+// event appends an event by actor, whose credential is of kind ("" for an
+// event no credential is behind: a worker's, an expiry, the server's own).
+func (c *Change) event(t EventType, actor, kind, via, detail string) {
+	c.Events = append(c.Events, Event{Type: t, Actor: actor, ActorKind: kind, Via: via, Detail: detail})
 }
 
 // NewToken returns a random lease token.
@@ -125,7 +127,7 @@ func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
 
 func expire(p *Proposal, c *Change, now time.Time) {
 	settle(p, c, StatusExpired, Outcome{Executed: boolPtr(false)}, now)
-	c.event(EventExpired, "", "", "")
+	c.event(EventExpired, "", "", "", "")
 }
 
 // ApplyDecision applies one decision to p. The change is nil when nothing is
@@ -163,7 +165,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 		p.Decisions = append(p.Decisions, Decision{
 			Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember,
 		})
-		c.event(EventDecided, d.Actor, d.Via, string(d.Verdict))
+		c.event(EventDecided, d.Actor, d.ActorKind, d.Via, string(d.Verdict))
 		if d.Verdict == VerdictRejected {
 			detail := ""
 			if d.Reason != "" {
@@ -286,7 +288,7 @@ func ApplyCancel(p *Proposal, params *CancelParams, now time.Time) (*Change, err
 		detail = "Reason: " + params.Reason
 	}
 	settle(p, c, StatusCancelled, Outcome{Executed: boolPtr(false), Summary: DefaultSummary(p.Action, StatusCancelled, detail)}, now)
-	c.event(EventCancelled, params.Actor, params.Via, params.Reason)
+	c.event(EventCancelled, params.Actor, params.ActorKind, params.Via, params.Reason)
 	return c, nil
 }
 
@@ -308,7 +310,7 @@ func ApplyExpire(p *Proposal, now time.Time) (*Change, error) {
 func ApplySupersede(p *Proposal, byID string, now time.Time) *Change {
 	c := &Change{}
 	settle(p, c, StatusSuperseded, Outcome{Executed: boolPtr(false)}, now)
-	c.event(EventSuperseded, "", "", "by "+byID)
+	c.event(EventSuperseded, "", "", "", "by "+byID)
 	return c
 }
 
@@ -340,7 +342,7 @@ func ApplyClaim(p *Proposal, params *ClaimParams, now time.Time) (*Change, error
 	// waiting for its caller.
 	p.NextAttemptAt = nil
 	newLease(p, params.Owner, params.LeaseDuration, now)
-	c.event(EventClaimed, params.Owner, "", fmt.Sprintf("attempt %d", p.Attempt))
+	c.event(EventClaimed, params.Owner, "", "", fmt.Sprintf("attempt %d", p.Attempt))
 	return c, nil
 }
 
@@ -381,7 +383,7 @@ func ApplyClaimBatch(p *Proposal, params *ClaimBatchParams, now time.Time) (*Cla
 		p.Attempt++
 	}
 	newLease(p, params.Owner, params.LeaseDuration, now)
-	c.event(EventClaimed, params.Owner, "", fmt.Sprintf("from %s, attempt %d", from, p.Attempt))
+	c.event(EventClaimed, params.Owner, "", "", fmt.Sprintf("from %s, attempt %d", from, p.Attempt))
 	return &Claimed{Proposal: p, From: from}, c
 }
 
@@ -413,7 +415,7 @@ func ApplyBeginRetry(p *Proposal, params *BeginRetryParams, now time.Time) (*Cha
 	p.Attempt++
 	p.Lease.ExpiresAt = now.Add(params.LeaseDuration)
 	c := &Change{}
-	c.event(EventRetried, p.Lease.Owner, "", fmt.Sprintf("attempt %d", p.Attempt))
+	c.event(EventRetried, p.Lease.Owner, "", "", fmt.Sprintf("attempt %d", p.Attempt))
 	return c, nil
 }
 
@@ -454,7 +456,7 @@ func ApplySettle(p *Proposal, params *SettleParams, now time.Time) (*Change, err
 		}
 	}
 	c.ActivateGrants = params.Status == StatusSucceeded
-	c.event(EventSettled, holder, "", string(params.Status))
+	c.event(EventSettled, holder, "", "", string(params.Status))
 	return c, nil
 }
 
@@ -474,7 +476,7 @@ func applyRelease(p *Proposal, params *SettleParams) (*Change, error) {
 	t := *params.NextAttemptAt
 	p.NextAttemptAt = &t
 	detail := fmt.Sprintf("attempt %d may be claimed again by its caller until %s", p.Attempt+1, t.UTC().Format(time.RFC3339))
-	c.event(EventReleased, holder, "", detail)
+	c.event(EventReleased, holder, "", "", detail)
 	return c, nil
 }
 
@@ -508,7 +510,7 @@ func ApplyResolve(p *Proposal, params *ResolveParams, now time.Time) (*Change, e
 		ResolvedBy: params.Actor,
 	}, now)
 	c.ActivateGrants = params.Status == StatusSucceeded
-	c.event(EventResolved, params.Actor, params.Via, string(params.Status)+": "+params.Note)
+	c.event(EventResolved, params.Actor, params.ActorKind, params.Via, string(params.Status)+": "+params.Note)
 	return c, nil
 }
 
@@ -585,14 +587,14 @@ func PrepareCreate(p *Proposal, params *CreateProposalParams, now time.Time) *Ch
 	p.CreatedAt = now
 	p.UpdatedAt = now
 	c := &Change{}
-	c.event(EventCreated, p.Requester, "", "")
+	c.event(EventCreated, p.Requester, p.RequesterKind, "", "")
 	if approvedBy := params.ApprovedBy; approvedBy != nil {
 		d := *approvedBy
 		d.Decision = VerdictApproved
 		d.At = now
 		p.Decisions = []Decision{d}
 		p.Status = StatusApproved
-		c.event(EventDecided, d.Actor, d.Via, string(VerdictApproved))
+		c.event(EventDecided, d.Actor, d.ActorKind, d.Via, string(VerdictApproved))
 	}
 	if a := params.Allowed; a != nil {
 		p.Status = StatusExecuting
@@ -600,7 +602,7 @@ func PrepareCreate(p *Proposal, params *CreateProposalParams, now time.Time) *Ch
 		p.ConsumedBy = p.ToolCallID
 		// The generation is the version the creation writes, as for a claim.
 		p.Lease = &Lease{Owner: a.Owner, Token: NewToken(), Generation: p.Version, ExpiresAt: now.Add(a.LeaseDuration)}
-		c.event(EventClaimed, a.Owner, "", fmt.Sprintf("allowed, attempt %d", p.Attempt))
+		c.event(EventClaimed, a.Owner, "", "", fmt.Sprintf("allowed, attempt %d", p.Attempt))
 	}
 	return c
 }
@@ -659,7 +661,7 @@ func ApplyEscalate(p *Proposal, now time.Time) (*Change, error) {
 	if len(added) > 0 {
 		detail = "approvers added: " + strings.Join(added, ", ")
 	}
-	c.event(EventEscalated, "", "", detail)
+	c.event(EventEscalated, "", "", "", detail)
 	return c, nil
 }
 
@@ -683,6 +685,6 @@ func ApplyRemind(p *Proposal, now time.Time) (*Change, error) {
 	}
 	p.RemindAt = &next
 	c := &Change{}
-	c.event(EventReminder, "", "", "still pending since "+p.CreatedAt.UTC().Format(time.RFC3339))
+	c.event(EventReminder, "", "", "", "still pending since "+p.CreatedAt.UTC().Format(time.RFC3339))
 	return c, nil
 }

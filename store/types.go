@@ -394,8 +394,15 @@ type Event struct {
 	ProposalID string
 	Type       EventType
 	Actor      string
-	Via        string
-	Status     Status
-	Detail     string
-	At         time.Time
+	// ActorKind is the kind of credential behind the event ("human" or
+	// "agent"): the requester's for a creation, the decider's, the
+	// canceller's, the resolving operator's. Empty on events no credential
+	// is behind (a worker's claim, an expiry, the server's own) and on
+	// events written before kinds were recorded; the chain hashes it only
+	// when it is not empty (auditchain.Event), so those hash as they did.
+	ActorKind string
+	Via       string
+	Status    Status
+	Detail    string
+	At        time.Time
 }

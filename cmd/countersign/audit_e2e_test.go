@@ -160,3 +160,68 @@ func hashOf(t *testing.T, line string) string {
 	}
 	return m[1]
 }
+
+// TestAuditVerifyMixedKinds: `countersign audit verify` holds a chain that
+// mixes events with actor_kind (an agent's call, a person's rejection) and
+// an event without it, written as a build from before kinds wrote events
+// (no actor_kind column named, so the column's default): each line is
+// hashed exactly as exported, the old one without the member, and taking
+// the member out of a new line breaks the chain there.
+func TestAuditVerifyMixedKinds(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "audit.db")
+	s := startServer(t, "--store", "sqlite:"+db)
+	srv := []string{"--server", s.base, "--token", "ck_dev_bob"}
+	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
+		VALUES ('acme', 'prp_before_kinds', 'proposal.created', 'alice', '', 'pending', '', ?)`, time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	out := postOK(t, s.base, "ck_agent_alice", "/v1/calls",
+		`{"thread_id":"t1","tool_call_id":"k1","action":"payments.refund","input":{"amount":5,"customer":"c_k1"},"wait_seconds":0}`)
+	id := regexp.MustCompile(`"proposal_id":"(prp_[^"]+)"`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("no proposal id in %s", out)
+	}
+	postOK(t, s.base, "ck_dev_bob", "/v1/proposals/"+id[1]+"/reject", `{"reason":"no"}`)
+	var lines []string
+	for {
+		out, code := cli(t, append([]string{"audit", "export"}, srv...)...)
+		if code != 0 {
+			t.Fatalf("audit export: exit %d: %s", code, out)
+		}
+		all := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if lines = all[:len(all)-1]; len(lines) >= 3 {
+			break
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("the chain holds %q, want three events", out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if len(lines) != 3 || strings.Contains(lines[0], "actor_kind") ||
+		!strings.Contains(lines[1], `"actor":"alice","actor_kind":"agent"`) || !strings.Contains(lines[2], `"actor":"bob","actor_kind":"human"`) {
+		t.Fatalf("export = %q, want the old event without actor_kind, then the agent's call and bob's rejection with theirs", lines)
+	}
+	write := func(name string, ls []string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(strings.Join(ls, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if out, code := cli(t, "audit", "verify", write("mixed.jsonl", lines)); code != 0 || !strings.Contains(out, "holds: seq 1 to 3") {
+		t.Errorf("audit verify of the mixed export: exit %d, %q; want 0, holds to seq 3", code, out)
+	}
+	if out, code := cli(t, append([]string{"audit", "verify"}, srv...)...); code != 0 || !strings.Contains(out, "holds: seq 1 to 3") {
+		t.Errorf("audit verify against the server: exit %d, %q; want 0, holds to seq 3", code, out)
+	}
+	stripped := slicesWith(lines, 1, strings.Replace(lines[1], `,"actor_kind":"agent"`, "", 1))
+	if out, code := cli(t, "audit", "verify", write("stripped.jsonl", stripped)); code != exitBroken || out != "broken at seq 2: hash does not match the event\n" {
+		t.Errorf("audit verify with the kind taken out: exit %d, %q; want broken at seq 2", code, out)
+	}
+}

@@ -14,12 +14,18 @@ import (
 
 // Event is one chained event in its exported form. Its JSON is the form
 // the hash covers (without Hash).
+//
+// ActorKind, the kind of credential behind the event, came after the chain
+// did: it is a member of the event only when it is not empty, so that an
+// event sealed before it existed (and one no credential is behind) hashes
+// exactly as it did, and every chain sealed before still verifies.
 type Event struct {
 	Seq        int64  `json:"seq"`
 	ID         int64  `json:"id"`
 	Type       string `json:"type"`
 	ProposalID string `json:"proposal_id"`
 	Actor      string `json:"actor"`
+	ActorKind  string `json:"actor_kind,omitempty"`
 	Via        string `json:"via"`
 	Status     string `json:"status"`
 	Detail     string `json:"detail"`
@@ -35,6 +41,7 @@ type unhashed struct {
 	Type       string `json:"type"`
 	ProposalID string `json:"proposal_id"`
 	Actor      string `json:"actor"`
+	ActorKind  string `json:"actor_kind,omitempty"`
 	Via        string `json:"via"`
 	Status     string `json:"status"`
 	Detail     string `json:"detail"`
@@ -58,10 +65,16 @@ func Hash(e *Event) string {
 	}
 	// The hash's input in one buffer, PrevHash and then the event, so that
 	// hashing it allocates nothing.
-	b := make([]byte, 0, 160+len(e.Actor)+len(e.Detail)+2*len(e.PrevHash)+len(e.ProposalID))
+	b := make([]byte, 0, 176+len(e.Actor)+len(e.ActorKind)+len(e.Detail)+2*len(e.PrevHash)+len(e.ProposalID))
 	b = append(b, e.PrevHash...)
 	b = append(b, `{"actor":`...)
 	b = canonjson.AppendString(b, e.Actor)
+	// Present only when set (see Event); "actor_kind" sorts between
+	// "actor" and "at".
+	if e.ActorKind != "" {
+		b = append(b, `,"actor_kind":`...)
+		b = canonjson.AppendString(b, e.ActorKind)
+	}
 	b = append(b, `,"at":`...)
 	b = canonjson.AppendString(b, e.At)
 	b = append(b, `,"detail":`...)
@@ -92,7 +105,7 @@ func exact(n int64) bool { return n >= -1<<53 && n <= 1<<53 }
 // canonicalHash is Hash by definition: the event marshalled, then
 // canonicalised.
 func canonicalHash(e *Event) string {
-	raw, err := json.Marshal(unhashed{e.Seq, e.ID, e.Type, e.ProposalID, e.Actor, e.Via, e.Status, e.Detail, e.At, e.PrevHash})
+	raw, err := json.Marshal(unhashed{e.Seq, e.ID, e.Type, e.ProposalID, e.Actor, e.ActorKind, e.Via, e.Status, e.Detail, e.At, e.PrevHash})
 	if err != nil {
 		panic(fmt.Sprintf("auditchain: marshal an event: %v", err)) // strings and integers always marshal
 	}

@@ -14,9 +14,12 @@ import (
 func TestHashWritesTheCanonicalForm(t *testing.T) {
 	hostile := []string{"", `"`, `\`, "\x00\x1f\x7f", "<a & b>", "\u2028\u2029", "é😀", "\xff\xfe", "a\xc3", "\ud7ff", strings.Repeat("x", 300)}
 	for _, s := range hostile {
-		e := &Event{Seq: 1, ID: 2, Type: s, ProposalID: s, Actor: s, Via: s, Status: s, Detail: s, At: s, PrevHash: s}
-		if got, want := Hash(e), canonicalHash(e); got != want {
-			t.Errorf("Hash of an event of %q = %s, want %s", s, got, want)
+		// With and without actor_kind, the member only some events have.
+		for _, kind := range []string{"", "agent", s} {
+			e := &Event{Seq: 1, ID: 2, Type: s, ProposalID: s, Actor: s, ActorKind: kind, Via: s, Status: s, Detail: s, At: s, PrevHash: s}
+			if got, want := Hash(e), canonicalHash(e); got != want {
+				t.Errorf("Hash of an event of %q, kind %q = %s, want %s", s, kind, got, want)
+			}
 		}
 	}
 	for _, n := range []int64{0, -1, 1 << 53, 1<<53 + 1, -(1 << 53) - 1, 1<<63 - 1} {
@@ -29,6 +32,11 @@ func TestHashWritesTheCanonicalForm(t *testing.T) {
 		str := rapid.OneOf(rapid.String(), rapid.Custom(func(t *rapid.T) string { return string(rapid.SliceOf(rapid.Byte()).Draw(t, "bytes")) }))
 		e := &Event{Seq: rapid.Int64().Draw(t, "seq"), ID: rapid.Int64().Draw(t, "id"), Type: str.Draw(t, "type"), ProposalID: str.Draw(t, "proposal"),
 			Actor: str.Draw(t, "actor"), Via: str.Draw(t, "via"), Status: str.Draw(t, "status"), Detail: str.Draw(t, "detail"), At: str.Draw(t, "at"), PrevHash: str.Draw(t, "prev")}
+		// Half the events have no kind (as every event sealed before kinds
+		// were), half any string.
+		if rapid.Bool().Draw(t, "kinded") {
+			e.ActorKind = str.Draw(t, "kind")
+		}
 		if got, want := Hash(e), canonicalHash(e); got != want {
 			t.Fatalf("Hash(%+v) = %s, want %s", e, got, want)
 		}

@@ -61,6 +61,67 @@ func TestHashIsTheContractsDefinition(t *testing.T) {
 	if got, want := Hash(e), hashOf("ab", []byte(strings.Replace(canon, `"prev_hash":""`, `"prev_hash":"ab"`, 1))); got != want {
 		t.Errorf("Hash with prev_hash = %s, want %s", got, want)
 	}
+	// actor_kind is a member only when set: between actor and at.
+	e.PrevHash, e.ActorKind = "", "agent"
+	if got, want := Hash(e), hashOf("", []byte(strings.Replace(canon, `"actor":"alice",`, `"actor":"alice","actor_kind":"agent",`, 1))); got != want {
+		t.Errorf("Hash with actor_kind = %s, want %s", got, want)
+	}
+}
+
+// TestActorKindOnlyWhenSet: an event sealed before actor_kind existed (no
+// such member) and one with it chain together and verify, each hashed
+// exactly as written; the kind is covered by the hash, so adding, removing
+// or changing it breaks the chain.
+func TestActorKindOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	// The hash of seq 1 as sealed before kinds existed, pinned: it must
+	// never change, or every old chain would break.
+	old := &Event{Seq: 1, ID: 7, Type: "proposal.created", ProposalID: "prp_1", Actor: "alice", Via: "", Status: "pending",
+		Detail: "", At: "2026-01-02T03:04:05.123456Z"}
+	const oldHash = "5a641ca994a0be19f05b0a8501de26e4a2f51e9ac8bbb2a2c93bdd389daa9da9"
+	if old.Hash = Hash(old); old.Hash != oldHash {
+		t.Fatalf("an event without a kind hashes %s, not %s as it did before kinds", old.Hash, oldHash)
+	}
+	kinded := &Event{Seq: 2, ID: 8, Type: "proposal.decided", ProposalID: "prp_1", Actor: "bob", ActorKind: "human", Via: "api", Status: "approved",
+		Detail: "approved", At: "2026-01-02T03:04:06Z", PrevHash: old.Hash}
+	kinded.Hash = Hash(kinded)
+	claimed := &Event{Seq: 3, ID: 9, Type: "proposal.claimed", ProposalID: "prp_1", Actor: "worker", Status: "executing",
+		Detail: "attempt 1", At: "2026-01-02T03:04:07Z", PrevHash: kinded.Hash}
+	claimed.Hash = Hash(claimed)
+	ls := lines(t, []*Event{old, kinded, claimed})
+	if strings.Contains(string(ls[0]), "actor_kind") || strings.Contains(string(ls[2]), "actor_kind") || !strings.Contains(string(ls[1]), `"actor_kind":"human"`) {
+		t.Fatalf("exported lines %s, want actor_kind on the decision only", ls)
+	}
+	if err := verify(&Verifier{}, ls); err != nil {
+		t.Fatalf("a chain mixing events with and without a kind: %v", err)
+	}
+	var v Verifier
+	for _, e := range []*Event{old, kinded, claimed} {
+		if err := v.Event(e); err != nil {
+			t.Fatalf("Event(seq %d): %v", e.Seq, err)
+		}
+	}
+	if _, err := v.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string][]byte{
+		"kind added":   []byte(strings.Replace(string(ls[0]), `"actor":"alice"`, `"actor":"alice","actor_kind":"human"`, 1)),
+		"kind empty":   []byte(strings.Replace(string(ls[0]), `"actor":"alice"`, `"actor":"alice","actor_kind":""`, 1)),
+		"kind removed": []byte(strings.Replace(string(ls[1]), `"actor_kind":"human",`, ``, 1)),
+		"kind changed": []byte(strings.Replace(string(ls[1]), `"actor_kind":"human"`, `"actor_kind":"agent"`, 1)),
+	} {
+		bad := [][]byte{ls[0], ls[1], ls[2]}
+		at := int64(1)
+		if strings.HasPrefix(name, "kind r") || strings.HasPrefix(name, "kind c") {
+			bad[1], at = edit, 2
+		} else {
+			bad[0] = edit
+		}
+		var be *BreakError
+		if err := verify(&Verifier{}, bad); !errors.As(err, &be) || be.Seq != at || be.Reason != "hash does not match the event" {
+			t.Errorf("%s: %v, want broken at seq %d: hash does not match", name, err, at)
+		}
+	}
 }
 
 func TestVerifier(t *testing.T) {

@@ -94,7 +94,7 @@ const sealStartSQL = `WITH l AS (
 // one). heads is materialised so that each tenant's head is looked up
 // once, not once per event.
 const sealBatchSQL = `WITH batch AS MATERIALIZED (
-		SELECT id, tenant, proposal_id, type, actor, via, status, detail, at
+		SELECT id, tenant, proposal_id, type, actor, actor_kind, via, status, detail, at
 		FROM _S_.events WHERE id > $1 ORDER BY id LIMIT $2
 	), heads AS MATERIALIZED (
 		SELECT t.tenant, h.seq, h.hash FROM (SELECT DISTINCT tenant FROM batch) t
@@ -103,7 +103,7 @@ const sealBatchSQL = `WITH batch AS MATERIALIZED (
 			WHERE c.tenant = t.tenant ORDER BY c.seq DESC LIMIT 1
 		) h ON true
 	)
-	SELECT b.id, b.tenant, b.proposal_id, b.type, b.actor, b.via, b.status, b.detail, b.at, h.seq, h.hash
+	SELECT b.id, b.tenant, b.proposal_id, b.type, b.actor, b.actor_kind, b.via, b.status, b.detail, b.at, h.seq, h.hash
 	FROM batch b JOIN heads h ON h.tenant = b.tenant ORDER BY b.id`
 
 // sealWriteSQL appends the chained events and records the new standing:
@@ -181,7 +181,7 @@ func (s *Store) SealEvents(ctx context.Context, params *store.SealEventsParams) 
 			var typ, status string
 			var headSeq *int64
 			var headHash *string
-			if err := rows.Scan(&e.ID, &e.Tenant, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &e.At, &headSeq, &headHash); err != nil {
+			if err := rows.Scan(&e.ID, &e.Tenant, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &e.At, &headSeq, &headHash); err != nil {
 				rows.Close()
 				return err
 			}
@@ -229,7 +229,7 @@ func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	return s.listAudit(ctx, "list audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
+	return s.listAudit(ctx, "list audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
 		FROM _S_.audit_chain c JOIN _S_.events e ON e.id = c.event_id
 		WHERE c.tenant = $1 AND c.seq > $2 ORDER BY c.seq LIMIT $3`, params.Tenant, params.Tenant, params.After, limit)
 }
@@ -241,7 +241,7 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 	if limit <= 0 || limit > store.MaxPageSize {
 		limit = store.MaxPageSize
 	}
-	return s.listAudit(ctx, "list a proposal's audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at,
+	return s.listAudit(ctx, "list a proposal's audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at,
 			COALESCE(c.seq, 0), COALESCE(c.prev_hash, ''), COALESCE(c.hash, '')
 		FROM _S_.events e LEFT JOIN _S_.audit_chain c ON c.event_id = e.id
 		WHERE e.tenant = $1 AND e.proposal_id = $2 AND e.id > $3 ORDER BY e.id LIMIT $4`, params.Tenant, params.Tenant, params.ProposalID, params.AfterID, limit)
@@ -258,7 +258,7 @@ func (s *Store) listAudit(ctx context.Context, what, query, tenant string, args 
 	for rows.Next() {
 		e := &store.AuditEvent{Event: store.Event{Tenant: tenant}}
 		var typ, status string
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &e.At, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
+		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &e.At, &e.Seq, &e.PrevHash, &e.Hash); err != nil {
 			return nil, wrap(what, err)
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), e.At.UTC()

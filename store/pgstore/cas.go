@@ -357,19 +357,20 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = v.update
 	}
 	if len(ev) > 0 {
 		slices.SortStableFunc(ev, func(a, b event) int { return a.seq - b.seq })
-		var tenants, ids, types, actors, vias, statuses, details []string
+		var tenants, ids, types, actors, kinds, vias, statuses, details []string
 		for _, x := range ev {
 			w, e := x.w, x.e
 			tenants, ids, types = append(tenants, w.p.Tenant), append(ids, w.p.ID), append(types, string(e.Type))
-			actors, vias, details = append(actors, e.Actor), append(vias, e.Via), append(details, e.Detail)
+			actors, kinds = append(actors, e.Actor), append(kinds, e.ActorKind)
+			vias, details = append(vias, e.Via), append(details, e.Detail)
 			statuses = append(statuses, string(x.status))
 		}
 		q.w(`,
-ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, via, status, detail, at)
-	SELECT e.tenant, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, upd.updated_at
+ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, actor_kind, via, status, detail, at)
+	SELECT e.tenant, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, upd.updated_at
 	FROM unnest(`, q.arg(tenants, "text[]"), `, `, q.arg(ids, "text[]"), `, `, q.arg(types, "text[]"), `, `,
-			q.arg(actors, "text[]"), `, `, q.arg(vias, "text[]"), `, `, q.arg(statuses, "text[]"), `, `, q.arg(details, "text[]"), `)
-		WITH ORDINALITY AS e(tenant, proposal_id, type, actor, via, status, detail, n)
+			q.arg(actors, "text[]"), `, `, q.arg(kinds, "text[]"), `, `, q.arg(vias, "text[]"), `, `, q.arg(statuses, "text[]"), `, `, q.arg(details, "text[]"), `)
+		WITH ORDINALITY AS e(tenant, proposal_id, type, actor, actor_kind, via, status, detail, n)
 	JOIN upd ON upd.id = e.proposal_id
 	ORDER BY e.n)`)
 	}

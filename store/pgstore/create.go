@@ -216,16 +216,16 @@ func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, 
 	ON CONFLICT (tenant, thread_id, tool_call_id) DO NOTHING
 	RETURNING id, tenant, status, lease_expires_at)`)
 	if len(c.Events) > 0 {
-		var types, actors, vias, details []string
+		var types, actors, kinds, vias, details []string
 		for _, e := range c.Events {
-			types, actors = append(types, string(e.Type)), append(actors, e.Actor)
+			types, actors, kinds = append(types, string(e.Type)), append(actors, e.Actor), append(kinds, e.ActorKind)
 			vias, details = append(vias, e.Via), append(details, e.Detail)
 		}
 		q.w(`,
-ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, via, status, detail, at)
-	SELECT ins.tenant, ins.id, e.type, e.actor, e.via, ins.status, e.detail, `, col("created_at"), `
-	FROM ins, unnest(`, q.arg(types, "text[]"), `, `, q.arg(actors, "text[]"), `, `, q.arg(vias, "text[]"), `, `,
-			q.arg(details, "text[]"), `) WITH ORDINALITY AS e(type, actor, via, detail, n)
+ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, actor_kind, via, status, detail, at)
+	SELECT ins.tenant, ins.id, e.type, e.actor, e.actor_kind, e.via, ins.status, e.detail, `, col("created_at"), `
+	FROM ins, unnest(`, q.arg(types, "text[]"), `, `, q.arg(actors, "text[]"), `, `, q.arg(kinds, "text[]"), `, `, q.arg(vias, "text[]"), `, `,
+			q.arg(details, "text[]"), `) WITH ORDINALITY AS e(type, actor, actor_kind, via, detail, n)
 	ORDER BY e.n)`)
 	}
 	notifyCol := ""

@@ -31,6 +31,7 @@ var applied = map[string]string{
 	"0011_credential_kinds.sql":  "0471c2d7037426855e7ee72f7a6f446554fc5abe1a2c13b308df0a95d9fd4327",
 	"0012_audit_checkpoints.sql": "1328558a1d4a0e7cdb8a75c1e854103ea5907d4de456c3b203ecdb6901c807d2",
 	"0013_message_keys.sql":      "fe96155b64ddfcebd777596b23aae66274cab408b5f79b437b46504b38b7bf0a",
+	"0014_event_actor_kind.sql":  "a042c0ef277eb47f56bfdcbe1c760d4e89cc0af9eaded4d6604ae3e8706bf292",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -129,7 +129,7 @@ func newQueries(schema string) *queries {
 
 		listProposals: `SELECT ` + prefixed("p") + ` FROM _S_.proposals p WHERE p.tenant = $1`,
 		listGrants:    `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
-		listEvents:    `SELECT id, proposal_id, type, actor, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
+		listEvents:    `SELECT id, proposal_id, type, actor, actor_kind, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
 		// The tenant's newest event, from the end of events_tenant.
 		lastEventID: `SELECT id FROM _S_.events WHERE tenant = $1 ORDER BY id DESC LIMIT 1`,
 	}

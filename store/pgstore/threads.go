@@ -136,7 +136,7 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 	for rows.Next() {
 		e := &store.Event{Tenant: params.Tenant}
 		var typ, status string
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &e.At); err != nil {
+		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &e.At); err != nil {
 			return nil, wrap("list events", err)
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), e.At.UTC()

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -248,5 +249,64 @@ func TestMessageKeysUpgrade(t *testing.T) {
 		VALUES ('msg_again', 'acme', 't1', 'assistant', 'again', 'prp_old', $1, 'succeeded')`, at)
 	if _, dup := uniqueViolation(err); !dup {
 		t.Errorf("a second outcome message of prp_old's success: %v, want a unique violation", err)
+	}
+}
+
+// TestEventActorKindUpgrade: a chain sealed before events recorded
+// actor_kind (version 13) verifies after migration 0014 exactly as it was
+// sealed, link for link, and new events go on with it carrying their
+// kinds.
+func TestEventActorKindUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "4"), &Options{Schema: schema, SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:13] {
+		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+	}
+	// The rows as version 13 wrote them (ids drawn by the table), sealed
+	// as it sealed them.
+	at := time.Date(2026, 12, 3, 9, 0, 0, 123456000, time.UTC)
+	S := s.q.schema
+	var evs []*store.Event
+	for i, tenant := range []string{"acme", "acme", "other", "acme"} {
+		e := &store.Event{Tenant: tenant, ProposalID: fmt.Sprint("prp_old", i), Type: store.EventCreated,
+			Actor: "alice", Status: store.StatusPending, At: at.Add(time.Duration(i) * time.Second)}
+		if err := s.pool.QueryRow(ctx, `INSERT INTO `+S+`.events (tenant, proposal_id, type, actor, via, status, detail, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+			e.Tenant, e.ProposalID, string(e.Type), e.Actor, e.Via, string(e.Status), e.Detail, e.At).Scan(&e.ID); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	before, err := storetest.ChainBeforeKinds(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ae := range before {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO `+S+`.audit_chain (tenant, seq, event_id, prev_hash, hash) VALUES ($1, $2, $3, $4, $5)`,
+			ae.Tenant, ae.Seq, ae.ID, ae.PrevHash, ae.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE `+S+`.audit_sealed SET through = $1 WHERE name = $2`, evs[len(evs)-1].ID, sealLeaseName); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.RequireUpgradedChain(t, ctx, s, "acme", "t1", before)
+	if h, err := storetest.VerifyChain(ctx, s, "other"); err != nil || h.Seq != 1 {
+		t.Errorf("other's chain after the upgrade: head %+v, %v; want seq 1", h, err)
 	}
 }

@@ -217,7 +217,7 @@ func (s *Store) chainUnsealed(ctx context.Context, limit int) (from int64, _ []*
 // stands.
 const (
 	chainHeadSQL = `SELECT last_seq, substr(hashes, -32, 32) FROM audit_blocks WHERE tenant = ? ORDER BY last_seq DESC LIMIT 1`
-	unsealedSQL  = `SELECT id, tenant, proposal_id, type, actor, via, status, detail, at FROM events
+	unsealedSQL  = `SELECT id, tenant, proposal_id, type, actor, actor_kind, via, status, detail, at FROM events
 		WHERE id > ? ORDER BY id LIMIT ?`
 )
 
@@ -234,7 +234,7 @@ func unsealedEvents(ctx context.Context, q querier, from int64, limit int) ([]*s
 		e := &store.Event{}
 		var typ, status string
 		var at int64
-		if err := rows.Scan(&e.ID, &e.Tenant, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at); err != nil {
+		if err := rows.Scan(&e.ID, &e.Tenant, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &at); err != nil {
 			return nil, fmt.Errorf("read unsealed events: %w", err)
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
@@ -281,14 +281,14 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 // first_seq + k, its hash at byte 32k of hashes, and its prev_hash just
 // before it (the block's prev_hash for the first).
 const (
-	listAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at, b.first_seq + j.key,
+	listAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at, b.first_seq + j.key,
 			CASE j.key WHEN 0 THEN b.prev_hash ELSE substr(b.hashes, 32 * j.key - 31, 32) END,
 			substr(b.hashes, 32 * j.key + 1, 32)
 		FROM audit_blocks b CROSS JOIN json_each(b.ids) j CROSS JOIN events e ON e.id = j.value AND e.tenant = b.tenant
 		WHERE b.tenant = ?1 AND b.last_seq > ?2 AND b.first_seq + j.key > ?2 ORDER BY b.last_seq, j.key LIMIT ?3`
 	// An event's block is its tenant's first whose last event is not
 	// before it; an event not in it (not sealed yet) has no link.
-	listProposalAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.via, e.status, e.detail, e.at,
+	listProposalAuditSQL = `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at,
 			COALESCE(b.first_seq + j.key, 0),
 			COALESCE(CASE j.key WHEN 0 THEN b.prev_hash ELSE substr(b.hashes, 32 * j.key - 31, 32) END, X''),
 			COALESCE(substr(b.hashes, 32 * j.key + 1, 32), X'')
@@ -311,7 +311,7 @@ func (s *Store) listAudit(ctx context.Context, what, tenant, query string, args 
 		var typ, status string
 		var at int64
 		var prev, hash []byte
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at, &e.Seq, &prev, &hash); err != nil {
+		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &at, &e.Seq, &prev, &hash); err != nil {
 			return nil, fmt.Errorf("sqlitestore: %s: %w", what, classify(err))
 		}
 		e.PrevHash, e.Hash = hex.EncodeToString(prev), hex.EncodeToString(hash)

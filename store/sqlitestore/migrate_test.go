@@ -26,6 +26,7 @@ var applied = map[string]string{
 	"0014_credential_kinds.sql":   "46dd1cb4026ce5aa075e642c4c3112de9eb2a9ff0ca0813dd00cf56e70e4b0bc",
 	"0015_audit_checkpoints.sql":  "151ea801ab9b7a8048a29c5ed91d3906f6cf5e37cad6413e3c953b1e8aae44be",
 	"0016_message_keys.sql":       "2f15477c7bbe4fc7b689fd682b1011a4a46623b628299031507f81f129f8d91f",
+	"0017_event_actor_kind.sql":   "74e74e2ddaf825dbaae14e76a8642543d86f345639d9089f3b417454093e3dcb",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

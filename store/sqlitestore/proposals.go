@@ -172,9 +172,9 @@ func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) 
 func persistChange(ctx context.Context, tx *wtx, p *store.Proposal, c *store.Change, now time.Time) error {
 	at := now.UnixNano()
 	for _, e := range c.Events {
-		_, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.Tenant, p.ID, string(e.Type), e.Actor, e.Via, string(p.Status), e.Detail, at)
+		_, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, actor_kind, via, status, detail, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.Tenant, p.ID, string(e.Type), e.Actor, e.ActorKind, e.Via, string(p.Status), e.Detail, at)
 		if err != nil {
 			return fmt.Errorf("append event: %w", err)
 		}

@@ -165,7 +165,7 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 	}
 	// The filter is spelled out rather than "(? = '' OR proposal_id = ?)",
 	// which would keep SQLite from using events_proposal.
-	query := `SELECT id, proposal_id, type, actor, via, status, detail, at FROM events WHERE tenant = ? AND id > ?`
+	query := `SELECT id, proposal_id, type, actor, actor_kind, via, status, detail, at FROM events WHERE tenant = ? AND id > ?`
 	args := []any{params.Tenant, params.AfterID}
 	if params.ProposalID != "" {
 		query += ` AND proposal_id = ?`
@@ -181,7 +181,7 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		e := &store.Event{Tenant: params.Tenant}
 		var typ, status string
 		var at int64
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.Via, &status, &e.Detail, &at); err != nil {
+		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &at); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)

@@ -383,3 +383,49 @@ func TestMessageKeysUpgrade(t *testing.T) {
 		t.Errorf("a second outcome message of prp_fmt's success: %v, want a unique violation", err)
 	}
 }
+
+// TestEventActorKindUpgrade: a chain sealed before events recorded
+// actor_kind (schema 16) verifies after migration 0017 exactly as it was
+// sealed, link for link, and new events go on with it carrying their
+// kinds.
+func TestEventActorKindUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Date(2026, 12, 3, 9, 0, 0, 123456000, time.UTC)
+	var evs []*store.Event
+	for i, tenant := range []string{"acme", "acme", "other", "acme"} {
+		evs = append(evs, &store.Event{ID: int64(i + 1), Tenant: tenant, ProposalID: fmt.Sprint("prp_old", i), Type: store.EventCreated,
+			Actor: "alice", Status: store.StatusPending, At: at.Add(time.Duration(i) * time.Second)})
+	}
+	before, err := storetest.ChainBeforeKinds(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := atSchema(t, 16, func(ctx context.Context, tx *wtx) error {
+		// The rows as schema 16 wrote them, sealed as it sealed them.
+		for _, e := range evs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, tenant, proposal_id, type, actor, via, status, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				e.ID, e.Tenant, e.ProposalID, string(e.Type), e.Actor, e.Via, string(e.Status), e.Detail, e.At.UnixNano()); err != nil {
+				return err
+			}
+		}
+		blocks, err := newSealBlocks(before)
+		if err != nil {
+			return err
+		}
+		for _, b := range blocks {
+			if _, err := tx.ExecContext(ctx, sealBlockSQL, b.lastID, b.tenant, b.firstSeq, b.lastSeq, string(b.ids), b.prev, b.hashes); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE audit_sealed SET through = ? WHERE name = ?`, len(evs), sealLeaseName)
+		return err
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.RequireUpgradedChain(t, ctx, s, "acme", "t1", before)
+	if h, err := storetest.VerifyChain(ctx, s, "other"); err != nil || h.Seq != 1 {
+		t.Errorf("other's chain after the upgrade: head %+v, %v; want seq 1", h, err)
+	}
+}

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ListProposals", testListProposals},
 		{"Events", testEvents},
 		{"Audit", testAudit},
+		{"ActorKinds", testActorKinds},
 		{"Checkpoints", testCheckpoints},
 		{"Aliasing", testAliasing},
 		{"Races", testRaces},

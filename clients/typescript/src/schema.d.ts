@@ -816,6 +816,11 @@ export interface components {
             /** @description proposal.created, .decided, .settled, .expired, .superseded, .cancelled, .claimed, .retried, .released or .resolved */
             type: string;
             actor?: string;
+            /**
+             * @description The kind of credential behind the event: the requester's on proposal.created, the decider's, the canceller's, the resolving operator's. Absent on events no credential is behind (a worker's claim, a settlement, an expiry) and on events from before kinds were recorded.
+             * @enum {string}
+             */
+            actor_kind?: "human" | "agent";
             via?: string;
             /** @enum {string} */
             status: "pending" | "approved" | "executing" | "succeeded" | "failed" | "reconciling" | "unknown" | "rejected" | "expired" | "superseded" | "cancelled";
@@ -831,6 +836,11 @@ export interface components {
             type: string;
             proposal_id: string;
             actor: string;
+            /**
+             * @description The kind of credential behind the event. A member only when the event has one: absent (never null or "") on events no credential is behind and on events sealed before kinds were recorded, and hashed as present or absent.
+             * @enum {string}
+             */
+            actor_kind?: "human" | "agent";
             via: string;
             status: string;
             detail: string;
