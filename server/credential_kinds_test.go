@@ -202,7 +202,7 @@ func TestInvalidRemember(t *testing.T) {
 }
 
 // TestAuditActorKinds: each audit event records the kind of credential
-// behind it (API.md Part 3), over HTTP on every store: an agent's call is
+// behind it (docs/api.md Part 3), over HTTP on every store: an agent's call is
 // created by an agent, a person's approval is a human's, the agent's
 // cancellation an agent's, an operator's resolution a human's; the events
 // no credential is behind (a claim, a settlement) have no actor_kind member

@@ -15,7 +15,7 @@ import (
 )
 
 // testActorKinds: every event records the kind of credential behind it
-// (API.md Part 3): the requester's on a creation, the decider's, the
+// (docs/api.md Part 3): the requester's on a creation, the decider's, the
 // canceller's, the resolving operator's; none on the events no credential
 // is behind (a worker's claim, a settlement, an expiry) nor on events of a
 // call made before kinds were recorded. The kinds round-trip through
