@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/canonjson"
 	"github.com/countersign/countersign/internal/plaintext"
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -455,7 +456,7 @@ func (g *Gateway) renderError(name string, err error) (*mcp.CallToolResult, erro
 	}
 	// The cause may name the store's hosts: it goes to the log, not to the
 	// client.
-	g.log.Error("mcp gateway: call failed", "tool", name, "err", err)
+	g.log.Error("mcp gateway: call failed", "tool", name, "err", redact.Error(err))
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "countersign could not complete the call; call again with the same arguments"}
 }
 

@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -487,4 +488,61 @@ func testWithdrawnToolNotExecuted(t *testing.T, kind string) {
 	if n := len(h.up.callsOf("send_email")); n != 0 {
 		t.Fatalf("the upstream was called %d times", n)
 	}
+}
+
+// TestUpstreamURLSecretsStayHidden: an HTTP upstream's URL may carry a
+// token (query, userinfo); net/http repeats the URL in its errors, and the
+// gateway keeps, logs and reports (/readyz) an upstream's failure. None of
+// them shows the token (docs/api.md Part 3: secrets in URLs never appear in
+// logs or answers).
+func TestUpstreamURLSecretsStayHidden(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	addr := closed.Listener.Addr().String()
+	closed.Close() // nothing listens there now: every connection is refused
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	engine, err := countersign.New(countersign.Options{Store: newStore(t, "mem"), Policy: testPolicy(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "tok-3f9a7c1e"
+	gw, err := New(Options{Engine: engine, Logger: log, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: []Upstream{
+		HTTPUpstream("tokened", "http://user:"+token+"@"+addr+"/mcp?access_token="+token, nil),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gw.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_ = gw.WaitConnected(ctx)
+	down := gw.Down()
+	if len(down) != 1 || down[0].Reason == "" {
+		t.Fatalf("down %+v, want the unreachable upstream with a reason", down)
+	}
+	if strings.Contains(down[0].Reason, token) {
+		t.Errorf("the reason shows the URL's token: %s", down[0].Reason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "mcp upstream down") {
+		t.Fatalf("no log of the upstream being down:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the logs show the URL's token:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serialises writes to a builder shared with the test.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -229,7 +230,10 @@ func (u *upstream) run(ctx context.Context) {
 	backoff := u.g.minBackoff
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := u.session(ctx)
+		// An HTTP upstream's URL may hold a secret (a token in its query or
+		// userinfo), and net/http's errors repeat the URL: redacted before
+		// it is kept, logged or answered (/readyz's reasons).
+		err := redact.Error(u.session(ctx))
 		if ctx.Err() != nil {
 			break
 		}
@@ -286,7 +290,7 @@ func (u *upstream) session(ctx context.Context) error {
 			if err := u.list(ctx, cs); err != nil {
 				// The previous tools stay exported; the next
 				// notification or connection lists them again.
-				u.g.log.Warn("mcp upstream: listing tools failed", "upstream", u.name, "err", err)
+				u.g.log.Warn("mcp upstream: listing tools failed", "upstream", u.name, "err", redact.Error(err))
 			}
 		}
 	}
