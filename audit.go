@@ -203,30 +203,43 @@ const MaxAuditPage = store.MaxPageSize
 // needs the operator role: it shows every proposal of the tenant, whoever
 // may see it otherwise.
 func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int) (*AuditPage, error) {
-	if err := auditReader(id); err != nil {
+	evs, next, err := auditPage(id, "audit", after, limit, func(l int) ([]*store.AuditEvent, error) {
+		return e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: id.Tenant, After: after, Limit: l})
+	}, func(ae *store.AuditEvent) int64 { return ae.Seq })
+	if err != nil {
 		return nil, err
+	}
+	return &AuditPage{Events: evs, Next: next}, nil
+}
+
+// auditPage reads one page of an operator's seq-ordered audit records (the
+// chain's events, its checkpoints) after seq after, up to limit
+// (1..MaxAuditPage; 0 means MaxAuditPage): the authority check, the bounds,
+// and the seq the next page starts after (0: none), read by list, which is
+// asked for one more than the page so that it tells whether another
+// follows.
+func auditPage[T any](id Identity, what string, after int64, limit int, list func(limit int) ([]T, error), seq func(T) int64) ([]T, int64, error) {
+	if err := auditReader(id); err != nil {
+		return nil, 0, err
 	}
 	if limit == 0 {
 		limit = MaxAuditPage
 	}
 	if after < 0 || limit < 0 || limit > MaxAuditPage {
-		return nil, fmt.Errorf("%w: audit after %d, limit %d: want after ≥ 0 and limit 1..%d", ErrInvalidCall, after, limit, MaxAuditPage)
+		return nil, 0, fmt.Errorf("%w: %s after %d, limit %d: want after ≥ 0 and limit 1..%d", ErrInvalidCall, what, after, limit, MaxAuditPage)
 	}
-	// One more than asked tells whether another page follows.
-	evs, err := e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: id.Tenant, After: after, Limit: min(limit+1, store.MaxPageSize)})
+	recs, err := list(min(limit+1, store.MaxPageSize))
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, 0, fmt.Errorf("%s: %w", what, err)
 	}
-	page := &AuditPage{Events: evs}
 	switch {
-	case len(evs) > limit:
-		page.Events = evs[:limit]
-		page.Next = evs[limit-1].Seq
-	case len(evs) == store.MaxPageSize && limit == store.MaxPageSize:
-		// The store's page could not hold the extra event: there may be more.
-		page.Next = evs[len(evs)-1].Seq
+	case len(recs) > limit:
+		return recs[:limit], seq(recs[limit-1]), nil
+	case len(recs) == store.MaxPageSize && limit == store.MaxPageSize:
+		// The store's page could not hold the extra record: there may be more.
+		return recs, seq(recs[len(recs)-1]), nil
 	}
-	return page, nil
+	return recs, 0, nil
 }
 
 // auditReader checks that id may read its tenant's audit log: a person

@@ -228,26 +228,11 @@ type CheckpointPage struct {
 // seq > after, up to limit (1..MaxAuditPage; 0 means MaxAuditPage). Like the
 // audit log it needs the operator role.
 func (e *Engine) AuditCheckpoints(ctx context.Context, id Identity, after int64, limit int) (*CheckpointPage, error) {
-	if err := auditReader(id); err != nil {
+	cps, next, err := auditPage(id, "audit checkpoints", after, limit, func(l int) ([]*store.Checkpoint, error) {
+		return e.store.ListCheckpoints(ctx, &store.ListCheckpointsParams{Tenant: id.Tenant, After: after, Limit: l})
+	}, func(cp *store.Checkpoint) int64 { return cp.Seq })
+	if err != nil {
 		return nil, err
 	}
-	if limit == 0 {
-		limit = MaxAuditPage
-	}
-	if after < 0 || limit < 0 || limit > MaxAuditPage {
-		return nil, fmt.Errorf("%w: audit checkpoints after %d, limit %d: want after ≥ 0 and limit 1..%d", ErrInvalidCall, after, limit, MaxAuditPage)
-	}
-	cps, err := e.store.ListCheckpoints(ctx, &store.ListCheckpointsParams{Tenant: id.Tenant, After: after, Limit: min(limit+1, store.MaxPageSize)})
-	if err != nil {
-		return nil, fmt.Errorf("audit checkpoints: %w", err)
-	}
-	page := &CheckpointPage{Checkpoints: cps}
-	switch {
-	case len(cps) > limit:
-		page.Checkpoints = cps[:limit]
-		page.Next = cps[limit-1].Seq
-	case len(cps) == store.MaxPageSize && limit == store.MaxPageSize:
-		page.Next = cps[len(cps)-1].Seq
-	}
-	return page, nil
+	return &CheckpointPage{Checkpoints: cps, Next: next}, nil
 }
