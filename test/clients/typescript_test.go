@@ -66,6 +66,10 @@ var (
 	curlMethod      = regexp.MustCompile(`-X ([A-Z]+)`)
 	curlBody        = regexp.MustCompile(`-d '([^']*)'`)
 	curlToken       = regexp.MustCompile(`Authorization: Bearer ([A-Za-z0-9_]+)`)
+	// shellSplice is a shell expansion spliced into a single-quoted body
+	// ('…"call_'$RANDOM$RANDOM'"…', a tool call id of the run's own): the
+	// request the TypeScript sends has a literal there.
+	shellSplice = regexp.MustCompile(`'\$[A-Za-z_$]+'`)
 )
 
 // quickstartTS turns the curl commands of README.md's quickstart block into
@@ -100,6 +104,7 @@ export async function quickstart(baseUrl: string, vars: Record<string, string>):
 		if !strings.Contains(line, "curl ") {
 			continue
 		}
+		line = shellSplice.ReplaceAllString(line, "1")
 		u := curlURL.FindStringSubmatch(line)
 		if u == nil {
 			return "", fmt.Errorf("quickstart: a curl without \"$COUNTERSIGN_URL/…\": %s", line)
