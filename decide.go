@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/countersign/countersign/store"
@@ -47,6 +48,11 @@ const (
 type DecideResult struct {
 	Status   DecideStatus
 	Proposal *store.Proposal
+	// AwaitingCaller is true when the proposal stands approved and only its
+	// agent's next call runs it, before its ExpiresAt: no call waits for it
+	// and no run is parked on it (see store.AwaitsCaller). When the deadline
+	// passes first it ends expired, not_collected.
+	AwaitingCaller bool
 }
 
 // Decide records a decision as one compare-and-set. It returns
@@ -95,6 +101,11 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 		}
 		params.Grant = e.grantFor(p, d)
 	}
+	if d.Verdict == Approve {
+		if params.AwaitsCaller, err = e.awaitsCaller(ctx, p); err != nil {
+			return nil, fmt.Errorf("decide: %w", err)
+		}
+	}
 	if before != nil {
 		if err := before(ctx); err != nil {
 			return nil, err
@@ -110,7 +121,37 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 	if res.Outcome == DecideApplied {
 		e.observeDecided(d.Verdict, via)
 	}
-	return &DecideResult{Status: res.Outcome, Proposal: res.Proposal}, nil
+	return &DecideResult{Status: res.Outcome, Proposal: res.Proposal, AwaitingCaller: store.AwaitsCaller(res.Proposal)}, nil
+}
+
+// awaitsCaller reports whether an approval of p, made now, would wait for
+// its agent to call again: no server-side process would execute it. A
+// two_phase approval always does (the agent must present the confirmation);
+// a wait-mode one unless a call waits on it in this process, or it is the
+// call of a built-in agent run (the run is parked on it, or going on, and
+// the runtime makes the call again). Independent approvals are the workers'.
+//
+// A wait-mode call waiting in another process is not seen: its approval is
+// marked as awaiting the caller although that call executes it at once.
+// The mark only decides how a lapse is worded, and such an approval does
+// not lapse unless that process stops.
+func (e *Engine) awaitsCaller(ctx context.Context, p *store.Proposal) (bool, error) {
+	switch {
+	case p.Mode == ModeTwoPhase:
+		return true, nil
+	case p.Mode != ModeWait || e.callWaiting(p):
+		return false, nil
+	case p.RunID == "":
+		return true, nil
+	}
+	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: p.Tenant, ID: p.RunID})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return true, nil // a caller's own run id, not a built-in run
+	case err != nil:
+		return false, fmt.Errorf("read run %s: %w", p.RunID, err)
+	}
+	return r.ThreadID != p.ThreadID, nil
 }
 
 // grantFor describes the grant an approval asks for. It goes live only when

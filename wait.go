@@ -69,6 +69,11 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 	// subscription is seen by the re-read, and every later one wakes us.
 	wake, unwatch := e.watch(p)
 	defer func() { unwatch() }()
+	if c != nil {
+		// While it waits, an approval is executed here, not left for the
+		// caller's next call (see awaitsCaller).
+		defer e.callWaits(p)()
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

@@ -48,6 +48,49 @@ type waitWatch struct {
 	idle    chan struct{} // told when the last waiter leaves
 	// out follows the store's outages for the loop's log (the loop's own).
 	out outage
+	// calls counts the wait-mode calls waiting in this process, by tenant
+	// and proposal: the ones that execute an approval the moment they see it
+	// (see awaitsCaller).
+	calls map[string]int
+}
+
+// callKey names a proposal in waitWatch.calls.
+func callKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// callWaits registers a wait-mode call waiting on p until the returned
+// function is called.
+func (e *Engine) callWaits(p *store.Proposal) func() {
+	w := &e.waits
+	k := callKey(p.Tenant, p.ID)
+	w.mu.Lock()
+	if w.calls == nil {
+		w.calls = map[string]int{}
+	}
+	w.calls[k]++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		if w.calls[k]--; w.calls[k] <= 0 {
+			delete(w.calls, k)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// callWaiting reports whether a wait-mode call waits on p in this process.
+func (e *Engine) callWaiting(p *store.Proposal) bool {
+	return e.CallWaiting(p.Tenant, p.ID)
+}
+
+// CallWaiting reports whether a wait-mode call of this engine is waiting on
+// the proposal now, so that an approval would be executed at once rather
+// than wait for the agent's next call (DecideResult.AwaitingCaller). Calls
+// waiting in other processes are not counted.
+func (e *Engine) CallWaiting(tenant, proposalID string) bool {
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls[callKey(tenant, proposalID)] > 0
 }
 
 // tenantWatch follows one tenant's events for its waiting proposals. Only

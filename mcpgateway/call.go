@@ -414,7 +414,7 @@ func (g *Gateway) render(name string, res *countersign.Result, err error) (*mcp.
 		}
 		return proposalResult(pid, "rejected", msg), nil
 	case countersign.ResultExpired:
-		return proposalResult(pid, "expired", "Nobody decided this call in time; it expired and was not run."), nil
+		return proposalResult(pid, "expired", expiredText(res.Proposal)), nil
 	case countersign.ResultSuperseded:
 		return proposalResult(pid, "superseded", "A newer call replaced this one; it was not run."), nil
 	case countersign.ResultCancelled:
@@ -507,4 +507,18 @@ func cmpOr(s, fallback string) string {
 		return fallback
 	}
 	return s
+}
+
+// expiredText says why an expired call never ran: nobody decided it in
+// time, or it was approved and the agent did not call again before the
+// deadline (not_collected), or it was approved and not run in time.
+func expiredText(p *store.Proposal) string {
+	switch {
+	case p == nil:
+	case p.Outcome != nil && p.Outcome.Reason == store.ReasonNotCollected:
+		return "This call was approved, but the agent did not call again before " + p.ExpiresAt.UTC().Format(time.RFC3339) + "; it expired and was not run."
+	case p.Quorum > 0 && p.Approvals() >= p.Quorum:
+		return "This call was approved, but it was not run before " + p.ExpiresAt.UTC().Format(time.RFC3339) + "; it expired."
+	}
+	return "Nobody decided this call in time; it expired and was not run."
 }

@@ -594,6 +594,37 @@ func TestExpired(t *testing.T) {
 	}
 }
 
+// A call approved after its hold answered pending runs only when it is made
+// again; when it is not, it ends not_collected, and the call made too late
+// says it was approved but not called again in time, not that nobody decided.
+func TestApprovedNotCollected(t *testing.T) {
+	h := newHarness(t, harnessOptions{hold: 20 * time.Millisecond, rules: []countersign.Rule{
+		{Match: "up__send_email", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}, TTL: 500 * time.Millisecond},
+	}})
+	c := h.connect(alice, nil)
+	res := h.call(c, "up__send_email", email)
+	pid, _ := structured(t, res)["proposal_id"].(string)
+	if structured(t, res)["status"] != "pending" || pid == "" {
+		t.Fatalf("result %q: want pending", text(res))
+	}
+	dr, err := h.engine.Decide(h.ctx, &countersign.Decision{Identity: bob, ProposalID: pid, Verdict: countersign.Approve, Via: "api"})
+	if err != nil || !dr.AwaitingCaller {
+		t.Fatalf("Decide: %+v, %v; want an approval awaiting the caller", dr, err)
+	}
+	// Wait expires the proposal at its deadline; it executes nothing.
+	p, err := h.engine.Wait(h.ctx, alice, pid)
+	if err != nil || p.Status != store.StatusExpired || p.Outcome == nil || p.Outcome.Reason != store.ReasonNotCollected {
+		t.Fatalf("after the deadline: %+v, %v; want expired, not_collected", p, err)
+	}
+	res = h.call(c, "up__send_email", email)
+	if sc := structured(t, res); sc["status"] != "expired" || !strings.Contains(text(res), "approved, but the agent did not call again before") {
+		t.Fatalf("result %q %v: want expired, saying the agent did not call again", text(res), sc)
+	}
+	if len(h.up.callsOf("send_email")) != 0 {
+		t.Fatal("a lapsed approval ran")
+	}
+}
+
 // A tool the upstream withdraws is withdrawn from the gateway's clients.
 func TestToolRemoved(t *testing.T) {
 	h := newHarness(t, harnessOptions{})

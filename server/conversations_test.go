@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/scripted"
@@ -14,8 +15,14 @@ import (
 // chatHarness is a server with the demo's scripted agent as its default.
 func chatHarness(t testing.TB, kind string) (*harness, *agent.Runtime) {
 	t.Helper()
+	return chatHarnessAt(t, kind, nil)
+}
+
+// chatHarnessAt is chatHarness on the clock now (nil: time.Now).
+func chatHarnessAt(t testing.TB, kind string, now func() time.Time) (*harness, *agent.Runtime) {
+	t.Helper()
 	var rt *agent.Runtime
-	h := newHarness(t, kind, harnessOptions{server: func(o *Options) {
+	h := newHarness(t, kind, harnessOptions{now: now, server: func(o *Options) {
 		model, err := scripted.New(scripted.Config{Rules: []scripted.Rule{
 			{Match: `(?i)refund (?P<amount>\d+) .*to (?P<customer>\w+)`, Say: "I'll ask for that refund.",
 				Call: &scripted.Call{Action: "payments.refund", Input: `{"amount": {amount}, "customer": "{customer}"}`}},

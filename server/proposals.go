@@ -268,6 +268,18 @@ func decided(w http.ResponseWriter, status store.DecideOutcome, p *store.Proposa
 	return nil
 }
 
+// decidedAwaiting writes an approval's answer, with awaiting_caller when only
+// the agent's next call runs the approval (before the proposal's
+// expires_at); absent otherwise.
+func decidedAwaiting(w http.ResponseWriter, res *countersign.DecideResult) error {
+	body := map[string]any{"status": string(res.Status), "proposal": wireProposal(res.Proposal)}
+	if res.AwaitingCaller {
+		body["awaiting_caller"] = true
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
 func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {
 		var req approveRequest
@@ -298,7 +310,7 @@ func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 		if err != nil {
 			return decisionError(err)
 		}
-		return decided(w, res.Status, res.Proposal)
+		return decidedAwaiting(w, res)
 	}
 }
 

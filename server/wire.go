@@ -85,6 +85,7 @@ type Outcome struct {
 	Note              string          `json:"note,omitempty"`
 	ResolvedBy        string          `json:"resolved_by,omitempty"`
 	ReconcileAttempts int             `json:"reconcile_attempts,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
 	At                time.Time       `json:"at"`
 }
 
@@ -226,7 +227,7 @@ func wireOutcome(o *store.Outcome) *Outcome {
 	return &Outcome{
 		ProposalID: c.ProposalID, Status: string(c.Status), Executed: c.Executed,
 		Receipt: c.Receipt, Result: c.Result, Error: c.Error, Summary: c.Summary,
-		Note: c.Note, ResolvedBy: c.ResolvedBy, ReconcileAttempts: c.Reconciles, At: c.At.UTC(),
+		Note: c.Note, ResolvedBy: c.ResolvedBy, ReconcileAttempts: c.Reconciles, Reason: c.Reason, At: c.At.UTC(),
 	}
 }
 

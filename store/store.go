@@ -327,6 +327,10 @@ type DecideParams struct {
 	// quorum and every approval counted toward it asked to remember (see
 	// CompleteGrant); it goes live when the execution succeeds.
 	Grant *Grant
+	// AwaitsCaller says that no server-side process would execute the
+	// approval: recorded on the approval when it completes the quorum of a
+	// wait or two_phase proposal (Decision.AwaitsCaller), ignored otherwise.
+	AwaitsCaller bool
 }
 
 // DecideOutcome is the answer to a decision.

@@ -125,9 +125,46 @@ func settle(p *Proposal, c *Change, status Status, o Outcome, now time.Time) {
 	}
 }
 
+// expire ends p as expired. An approval that lapsed says so, never that it
+// was not approved: one that waited for its agent to call again is
+// not_collected.
 func expire(p *Proposal, c *Change, now time.Time) {
-	settle(p, c, StatusExpired, Outcome{Executed: boolPtr(false)}, now)
-	c.event(EventExpired, "", "", "", "")
+	o := Outcome{Executed: boolPtr(false)}
+	if p.Status == StatusApproved {
+		o.Summary = LapsedSummary(p.Action, p.ExpiresAt, false)
+		if AwaitsCaller(p) {
+			o.Reason = ReasonNotCollected
+			o.Summary = LapsedSummary(p.Action, p.ExpiresAt, true)
+		}
+	}
+	settle(p, c, StatusExpired, o, now)
+	c.event(EventExpired, "", "", "", o.Reason)
+}
+
+// AwaitsCaller reports whether p is an approval that only its agent's next
+// call executes: approved, in a mode whose caller executes, and the approval
+// that completed it recorded that no server-side process would (a waiting
+// call, a parked run). Such an approval that lapses is not_collected.
+func AwaitsCaller(p *Proposal) bool {
+	if p.Status != StatusApproved || !p.Mode.CallerExecutes() {
+		return false
+	}
+	for i := len(p.Decisions) - 1; i >= 0; i-- {
+		if d := p.Decisions[i]; d.Decision == VerdictApproved {
+			return d.AwaitsCaller
+		}
+	}
+	return false
+}
+
+// LapsedSummary is the summary of an approval that lapsed at deadline
+// without running: notCollected when it waited for its agent to call again.
+func LapsedSummary(action string, deadline time.Time, notCollected bool) string {
+	by := deadline.UTC().Format(time.RFC3339)
+	if notCollected {
+		return fmt.Sprintf("Action %q was approved, but the agent did not call again before %s; it was not executed.", action, by)
+	}
+	return fmt.Sprintf("Action %q was approved, but it did not run before %s; it was not executed.", action, by)
 }
 
 // ApplyDecision applies one decision to p. The change is nil when nothing is
@@ -177,6 +214,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 		if p.Approvals() >= max(p.Quorum, 1) {
 			p.Status = StatusApproved
 			c.Grant = CompleteGrant(p, d.Grant)
+			p.Decisions[len(p.Decisions)-1].AwaitsCaller = d.AwaitsCaller && p.Mode.CallerExecutes()
 		}
 		return DecideApplied, c
 	case StatusRejected:

@@ -102,6 +102,11 @@ type Decision struct {
 	At        time.Time
 	Reason    string
 	Remember  Scope
+	// AwaitsCaller is set on the approval that completed a wait or
+	// two_phase proposal's quorum when no server-side process would execute
+	// it: the requester's agent must call again, before ExpiresAt (see
+	// AwaitsCaller). Only the engine knows whether someone still waits.
+	AwaitsCaller bool
 }
 
 // Lease fences the execution of one proposal. Only the holder of the current
@@ -134,8 +139,15 @@ type Outcome struct {
 	// Reconciles counts the Reconcile attempts that answered unknown, which
 	// sets the backoff before the next one.
 	Reconciles int
-	At         time.Time
+	// Reason names why a proposal ended as it did, where its status alone
+	// does not say: ReasonNotCollected. Empty otherwise.
+	Reason string
+	At     time.Time
 }
+
+// ReasonNotCollected is the outcome reason of an approval that waited for
+// its agent to call again, which it did not do before the deadline.
+const ReasonNotCollected = "not_collected"
 
 // Proposal is the durable approval record for one call that needs a decision.
 // Field names follow docs/api.md's proposal object.

@@ -294,9 +294,14 @@ func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid stri
 	return p, nil
 }
 
+// resultAwaitingCaller is the result of an approval that only the agent's
+// next call runs (DecideResult.AwaitingCaller).
+const resultAwaitingCaller = "awaiting_caller"
+
 // results are the decision answers in words.
 var results = map[string]string{
 	string(countersign.DecideApplied):   "Your decision was recorded.",
+	resultAwaitingCaller:                "Your approval was recorded. It has not run: it runs only when the agent calls again, before the deadline below; otherwise it lapses without running.",
 	string(countersign.DecideUnchanged): "You had already made this decision; nothing changed.",
 	string(countersign.DecideConflict):  "Not recorded: a different decision already stands, or the proposal is no longer pending.",
 	string(countersign.DecideExpired):   "Not recorded: the proposal expired first, and an expired proposal authorizes nothing.",
@@ -363,7 +368,11 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	http.Redirect(w, r, "/proposals/"+url.PathEscape(pid)+"?result="+url.QueryEscape(string(res.Status)), http.StatusSeeOther)
+	result := string(res.Status)
+	if res.AwaitingCaller {
+		result = resultAwaitingCaller
+	}
+	http.Redirect(w, r, "/proposals/"+url.PathEscape(pid)+"?result="+url.QueryEscape(result), http.StatusSeeOther)
 	return nil
 }
 

@@ -73,7 +73,7 @@ func callsAgain(p *store.Proposal) string {
 	return "calls again"
 }
 
-// didNotCall says that the agent did not do it.
+// didNotCall says that the agent did not do it (yet).
 func didNotCall(p *store.Proposal) string {
 	if p.Mode == store.ModeTwoPhase {
 		return agent(p) + " did not confirm it"
@@ -129,8 +129,14 @@ func fate(p *store.Proposal, now time.Time) string {
 	case store.StatusRejected:
 		return "Rejected: it will not run."
 	case store.StatusExpired:
-		if p.Quorum > 0 && p.Approvals() >= p.Quorum {
-			return fmt.Sprintf("It lapsed: approved, but %s before %s, so it never ran.", didNotCall(p), by)
+		switch {
+		case p.Outcome != nil && p.Outcome.Reason == store.ReasonNotCollected:
+			// Approved, and only the agent's next call would have run it.
+			return fmt.Sprintf("It lapsed: approved, but %s did not call again before %s, so it never ran.", agent(p), by)
+		case p.Quorum > 0 && p.Approvals() >= p.Quorum:
+			// Approved, and someone else was to run it (a waiting call, a
+			// run), or it lapsed before outcomes had reasons.
+			return fmt.Sprintf("It lapsed: approved, but it did not run before %s, so it never ran.", by)
 		}
 		return fmt.Sprintf("It expired: it was not approved before %s, so it never ran.", by)
 	case store.StatusSuperseded:

@@ -29,6 +29,10 @@ var (
 	approvedByBob = func(p *store.Proposal) {
 		p.Decisions = append(p.Decisions, store.Decision{Actor: "bob", Decision: store.VerdictApproved, Via: "web"})
 	}
+	// notCollected: the approval lapsed waiting for the agent's next call.
+	notCollected = func(p *store.Proposal) {
+		p.Outcome = &store.Outcome{Status: store.StatusExpired, Executed: new(false), Reason: store.ReasonNotCollected}
+	}
 	executed = func(ran bool) func(*store.Proposal) {
 		return func(p *store.Proposal) {
 			p.Outcome = &store.Outcome{Status: p.Status, Executed: &ran}
@@ -98,10 +102,12 @@ func TestFate(t *testing.T) {
 				"Asked 3 times, the system could not say whether it was applied; next attempt at 14:05:08 UTC."},
 		{"unknown", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob), wordsNow,
 			"It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."},
-		{"wait lapsed", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob), late,
+		{"wait lapsed", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob, notCollected), late,
 			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
-		{"two_phase lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob), late,
-			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
+		{"two_phase lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob, notCollected), late,
+			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
+		{"lapsed, a run's (not awaiting the agent)", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob), late,
+			"It lapsed: approved, but it did not run before 14:20 UTC, so it never ran."},
 		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late,
 			"It expired: it was not approved before 14:20 UTC, so it never ran."},
 		{"expired short of its quorum", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob, func(p *store.Proposal) { p.Quorum = 2 }), late,
@@ -214,8 +220,8 @@ func TestListNote(t *testing.T) {
 			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
 		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), wordsNow,
 			"Approved and queued: the Countersign worker runs it. It has not run yet."},
-		{"lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob), late,
-			"It lapsed: approved, but alice's agent did not confirm it before 14:20 UTC, so it never ran."},
+		{"lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob, notCollected), late,
+			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
 		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late, ""},
 		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late, ""},
 		{"reconciling, not asked yet", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow, ""},

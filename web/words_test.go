@@ -83,6 +83,11 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	step(t, bob, "approve the wait proposal", chromedp.Click(chromedp.CSS("#approve")))
 	waitText(t, bob, "approved, waiting for the agent", "#fate",
 		"Approved, not run yet: it runs when alice's agent calls again, before "+by+"; otherwise it lapses.")
+	// The agent's call stopped waiting (wait_seconds 0): the approval
+	// says that only its next call runs it.
+	if got, want := text(t, bob, ".result"), "Your approval was recorded. It has not run: it runs only when the agent calls again, before the deadline below; otherwise it lapses without running."; got != want {
+		t.Errorf("after approving, the page says\n%q, want\n%q", got, want)
+	}
 	if got := text(t, bob, "#status"); got != "approved" {
 		t.Errorf("status %q, want approved", got)
 	}
@@ -120,6 +125,9 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	step(t, bob, "approve the two_phase proposal", chromedp.Click(chromedp.CSS("#approve")))
 	waitText(t, bob, "approved, waiting for the confirmation", "#fate",
 		"Approved, not run yet: it runs when alice's agent confirms it by calling again, before "+by+"; otherwise it lapses.")
+	if got := text(t, bob, ".result"); !strings.Contains(got, "it runs only when the agent calls again") {
+		t.Errorf("after approving the two_phase proposal, the page says %q", got)
+	}
 	if done := h.agentCall("payments.refund", "t_2p", "c_2p", 20, `,"mode":"two_phase","evidence":`+jsString(c.ConfirmationID)); done.Status != "succeeded" {
 		t.Fatalf("the confirmed call: %+v", done)
 	}

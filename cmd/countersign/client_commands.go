@@ -117,6 +117,8 @@ func proposalsCmd() *cobra.Command {
 type decisionAnswer struct {
 	Status   string           `json:"status"`
 	Proposal *server.Proposal `json:"proposal"`
+	// AwaitingCaller: the approval runs only when the agent calls again.
+	AwaitingCaller bool `json:"awaiting_caller,omitempty"`
 }
 
 func decisionCmd(verb string) *cobra.Command {
@@ -213,12 +215,22 @@ func reportDecision(cmd *cobra.Command, asJSON bool, ans decisionAnswer) error {
 			status = fmt.Sprintf(" (proposal %s is now %s)", ans.Proposal.ID, ans.Proposal.Status)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "%s\n", plaintext.Line(describeAnswer(ans.Status)+status))
+		if ans.AwaitingCaller && ans.Proposal != nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", plaintext.Line(awaitingCaller(ans.Proposal)))
+		}
 	}
 	switch ans.Status {
 	case "applied", "unchanged", "":
 		return nil
 	}
 	return &exitErr{exitRefused, ""}
+}
+
+// awaitingCaller says what an approval that no server-side process will
+// execute waits for: the agent's next call, before the deadline.
+func awaitingCaller(p *server.Proposal) string {
+	return fmt.Sprintf("It runs only when %s's agent calls again, before %s; if it does not, the approval lapses and it never runs (expired, not_collected).",
+		p.Requester, p.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
 func describeAnswer(s string) string {

@@ -262,6 +262,8 @@ func TestCLIDecisionsAndExitCodes(t *testing.T) {
 		{"dot segment", append([]string{"proposals", "show", "..", "--token", "ck_dev_bob"}, srv...), exitNotFound, `no proposal ".."`},
 		{"dot segment approve", append([]string{"approve", ".", "--token", "ck_dev_bob"}, srv...), exitNotFound, `no proposal "."`},
 		{"approve", append([]string{"approve", id[1], "--token", "ck_dev_bob", "--reason", "ok"}, srv...), 0, "applied"},
+		// An independent approval is the worker's: no word of the agent.
+		{"approve again, independent", append([]string{"approve", id[1], "--json", "--token", "ck_dev_bob"}, srv...), 0, `"status": "unchanged"`},
 		{"approve again", append([]string{"approve", id[1], "--token", "ck_dev_carol"}, srv...), 0, "unchanged"},
 		{"reject after approval", append([]string{"reject", id[1], "--token", "ck_dev_carol"}, srv...), exitRefused, "conflict"},
 		{"resolve from the wrong status", append([]string{"resolve", id[1], "--outcome", "failed", "--note", "n", "--token", "ck_dev_bob"}, srv...), exitRefused, "409"},
@@ -279,6 +281,25 @@ func TestCLIDecisionsAndExitCodes(t *testing.T) {
 	out2, _ := cli(t, append([]string{"proposals", "show", id[1], "--json", "--token", "ck_dev_bob"}, srv...)...)
 	if !strings.Contains(out2, `"via": "cli"`) {
 		t.Errorf("decision not recorded via cli:\n%s", out2)
+	}
+	// A wait-mode call whose caller stopped waiting runs only when it calls
+	// again: the approval says so (an independent one above is the worker's).
+	call = exec.Command("curl", "-s", "-X", "POST", s.base+"/v1/calls", "-H", "Authorization: Bearer ck_dev_alice",
+		"-H", "Content-Type: application/json",
+		"-d", `{"thread_id":"t1","tool_call_id":"c2","action":"payments.refund","input":{"amount":6,"customer":"c_2"},"mode":"wait","wait_seconds":0}`)
+	if out, err = call.CombinedOutput(); err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	waitID := regexp.MustCompile(`"proposal_id":"(prp_[^"]+)"`).FindStringSubmatch(string(out))
+	if waitID == nil {
+		t.Fatalf("no proposal id in %s", out)
+	}
+	out3, code := cli(t, append([]string{"approve", waitID[1], "--token", "ck_dev_bob"}, srv...)...)
+	if want := "applied: your decision was recorded (proposal " + waitID[1] + " is now approved)\nIt runs only when alice's agent calls again, before "; code != 0 || !strings.Contains(out3, want) {
+		t.Errorf("approving a wait call nobody waits on: exit %d, %q; want %q", code, out3, want)
+	}
+	if out4, _ := cli(t, append([]string{"approve", waitID[1], "--json", "--token", "ck_dev_bob"}, srv...)...); !strings.Contains(out4, `"awaiting_caller": true`) {
+		t.Errorf("approve --json lacks awaiting_caller:\n%s", out4)
 	}
 }
 

@@ -71,6 +71,7 @@ type storedOutcome struct {
 	Note       string       `json:"note,omitempty"`
 	ResolvedBy string       `json:"resolved_by,omitempty"`
 	Reconciles int          `json:"reconcile_attempts,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
 	At         time.Time    `json:"at"`
 }
 
@@ -80,7 +81,7 @@ func encodeOutcome(o *store.Outcome) ([]byte, error) {
 	}
 	so := storedOutcome{
 		ProposalID: o.ProposalID, Status: o.Status, Executed: o.Executed, Receipt: o.Receipt,
-		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles,
+		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles, Reason: o.Reason,
 		At: dbTime(o.At),
 	}
 	if o.Result != nil {
@@ -100,7 +101,7 @@ func decodeOutcome(b []byte) (*store.Outcome, error) {
 	}
 	o := &store.Outcome{
 		ProposalID: so.ProposalID, Status: so.Status, Executed: so.Executed, Receipt: so.Receipt,
-		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles,
+		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles, Reason: so.Reason,
 		At: so.At.UTC(),
 	}
 	if so.Result != nil {
@@ -119,6 +120,9 @@ type storedDecision struct {
 	At        time.Time     `json:"at"`
 	Reason    string        `json:"reason,omitempty"`
 	Remember  store.Scope   `json:"remember,omitempty"`
+	// AwaitsCaller is omitted when false, so decisions stored before it
+	// existed read back as they were.
+	AwaitsCaller bool `json:"awaits_caller,omitempty"`
 }
 
 // encodeDecisions encodes decisions as a JSON array, nil as NULL.
@@ -128,7 +132,7 @@ func encodeDecisions(ds []store.Decision) ([]byte, error) {
 	}
 	out := make([]storedDecision, len(ds))
 	for i, d := range ds {
-		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
 	}
 	return json.Marshal(out)
 }
@@ -143,7 +147,7 @@ func decodeDecisions(b []byte) ([]store.Decision, error) {
 	}
 	ds := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		ds[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember}
+		ds[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
 	}
 	return ds, nil
 }

@@ -165,6 +165,7 @@ type storedOutcome struct {
 	Note       string       `json:"note,omitempty"`
 	ResolvedBy string       `json:"resolved_by,omitempty"`
 	Reconciles int          `json:"reconcile_attempts,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
 	At         int64        `json:"at"`
 }
 
@@ -178,7 +179,7 @@ func encodeOutcome(o *store.Outcome) (any, error) {
 	}
 	so := storedOutcome{
 		ProposalID: o.ProposalID, Status: o.Status, Executed: o.Executed, Receipt: o.Receipt,
-		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles, At: at,
+		Error: o.Error, Summary: o.Summary, Note: o.Note, ResolvedBy: o.ResolvedBy, Reconciles: o.Reconciles, Reason: o.Reason, At: at,
 	}
 	if o.Result != nil {
 		r := string(o.Result)
@@ -201,7 +202,7 @@ func decodeOutcome(s sql.NullString) (*store.Outcome, error) {
 	}
 	o := &store.Outcome{
 		ProposalID: so.ProposalID, Status: so.Status, Executed: so.Executed, Receipt: so.Receipt,
-		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles, At: fromNanos(so.At),
+		Error: so.Error, Summary: so.Summary, Note: so.Note, ResolvedBy: so.ResolvedBy, Reconciles: so.Reconciles, Reason: so.Reason, At: fromNanos(so.At),
 	}
 	if so.Result != nil {
 		o.Result = json.RawMessage(*so.Result)
@@ -237,6 +238,9 @@ type storedDecision struct {
 	At        int64         `json:"at"`
 	Reason    string        `json:"reason,omitempty"`
 	Remember  store.Scope   `json:"remember,omitempty"`
+	// AwaitsCaller is omitted when false, so decisions stored before it
+	// existed read back as they were.
+	AwaitsCaller bool `json:"awaits_caller,omitempty"`
 }
 
 func encodeDecisions(ds []store.Decision) (any, error) {
@@ -249,7 +253,7 @@ func encodeDecisions(ds []store.Decision) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
 	}
 	return jsonList(out)
 }
@@ -261,7 +265,7 @@ func decodeDecisions(s sql.NullString) ([]store.Decision, error) {
 	}
 	out := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		out[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember}
+		out[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +220,104 @@ func testDecide(t *testing.T, newStore Factory) {
 					t.Errorf("outcome = %+v, want expired", got.Outcome)
 				}
 			})
+		}
+	})
+
+	// An approval that waited for its agent to call again and lapsed is
+	// not_collected, in the row, the outcome message and the audit trail,
+	// whichever way the expiry is noticed; one that some server-side
+	// process was to execute lapses without that reason; neither says it
+	// was not approved.
+	t.Run("ApprovedAwaitingCallerLapsesNotCollected", func(t *testing.T) {
+		t.Parallel()
+		for _, mode := range []store.Mode{store.ModeWait, store.ModeTwoPhase} {
+			for _, awaits := range []bool{true, false} {
+				for _, how := range []string{"expire", "sweep", "decide", "claim"} {
+					t.Run(fmt.Sprintf("%s/awaits=%v/%s", mode, awaits, how), func(t *testing.T) {
+						t.Parallel()
+						fx := setup(t, newStore)
+						deadline := fx.clock.Now().Add(time.Minute)
+						p := fx.createNew(withMode(mode), withExpiresAt(deadline))
+						res, err := fx.store.Decide(fx.ctx, &store.DecideParams{Tenant: p.Tenant, ID: p.ID, Actor: approver,
+							Verdict: store.VerdictApproved, Via: "api", AwaitsCaller: awaits})
+						if err != nil {
+							t.Fatalf("Decide: %v", err)
+						}
+						requireDecision(t, res, store.DecideApplied, store.StatusPending, store.StatusApproved)
+						got := fx.get(p)
+						if len(got.Decisions) != 1 || got.Decisions[0].AwaitsCaller != awaits || store.AwaitsCaller(got) != awaits {
+							t.Fatalf("decisions = %+v, AwaitsCaller = %v; want one approval awaiting the caller: %v", got.Decisions, store.AwaitsCaller(got), awaits)
+						}
+						fx.clock.Advance(2 * time.Minute)
+						switch how {
+						case "expire":
+							if _, err := fx.store.Expire(fx.ctx, &store.ExpireParams{Tenant: p.Tenant, ID: p.ID}); err != nil {
+								t.Fatalf("Expire: %v", err)
+							}
+						case "sweep":
+							if _, err := fx.store.ExpireDue(fx.ctx, &store.ExpireDueParams{Limit: 10}); err != nil {
+								t.Fatalf("ExpireDue: %v", err)
+							}
+						case "decide":
+							requireDecision(t, fx.decide(p, approver2, store.VerdictApproved), store.DecideExpired, store.StatusApproved, store.StatusExpired)
+						case "claim":
+							_, err := fx.store.Claim(fx.ctx, &store.ClaimParams{Tenant: p.Tenant, ID: p.ID, Owner: worker, LeaseDuration: longLease})
+							if !errors.Is(err, store.ErrConflict) {
+								t.Fatalf("Claim after the deadline: %v, want a conflict", err)
+							}
+						}
+						got = fx.get(p)
+						requireStatus(t, got, store.StatusExpired)
+						o := got.Outcome
+						if o == nil || o.Status != store.StatusExpired || o.Executed == nil || *o.Executed {
+							t.Fatalf("outcome = %+v, want expired, not executed", o)
+						}
+						wantReason, wantText := "", "was approved, but it did not run before "+deadline.UTC().Format(time.RFC3339)
+						if awaits {
+							wantReason, wantText = store.ReasonNotCollected, "was approved, but the agent did not call again before "+deadline.UTC().Format(time.RFC3339)
+						}
+						if o.Reason != wantReason || !strings.Contains(o.Summary, wantText) || strings.Contains(o.Summary, "before it was approved") {
+							t.Errorf("outcome reason %q, summary %q; want reason %q and a summary saying %q", o.Reason, o.Summary, wantReason, wantText)
+						}
+						msgs := fx.messages(thread)
+						if len(msgs) != 1 || msgs[0].Outcome == nil || msgs[0].Outcome.Reason != wantReason || msgs[0].Text != o.Summary {
+							t.Fatalf("thread messages = %+v, want the outcome message with reason %q and text %q", msgs, wantReason, o.Summary)
+						}
+						evs, err := fx.store.ListEvents(fx.ctx, &store.ListEventsParams{Tenant: p.Tenant, ProposalID: p.ID})
+						if err != nil {
+							t.Fatalf("ListEvents: %v", err)
+						}
+						if last := evs[len(evs)-1]; last.Type != store.EventExpired || last.Detail != wantReason {
+							t.Errorf("last event = %s %q, want %s %q", last.Type, last.Detail, store.EventExpired, wantReason)
+						}
+					})
+				}
+			}
+		}
+	})
+
+	t.Run("AwaitsCallerOnlyOnTheCompletingApprovalOfCallerModes", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		decide := func(p *store.Proposal, actor string) *store.Proposal {
+			t.Helper()
+			res, err := fx.store.Decide(fx.ctx, &store.DecideParams{Tenant: p.Tenant, ID: p.ID, Actor: actor,
+				Verdict: store.VerdictApproved, Via: "api", AwaitsCaller: true})
+			if err != nil {
+				t.Fatalf("Decide: %v", err)
+			}
+			return res.Proposal
+		}
+		quorum := fx.createNew(withQuorum(2))
+		if got := decide(quorum, approver); got.Decisions[0].AwaitsCaller || store.AwaitsCaller(got) {
+			t.Errorf("an approval short of the quorum records AwaitsCaller: %+v", got.Decisions)
+		}
+		if got := decide(quorum, approver2); !got.Decisions[1].AwaitsCaller || !store.AwaitsCaller(fx.get(quorum)) {
+			t.Errorf("the approval completing the quorum does not record AwaitsCaller: %+v", got.Decisions)
+		}
+		ind := fx.createNew(independent)
+		if got := decide(ind, approver); got.Decisions[0].AwaitsCaller || store.AwaitsCaller(fx.get(ind)) {
+			t.Errorf("an independent approval (the worker executes it) records AwaitsCaller: %+v", got.Decisions)
 		}
 	})
 

@@ -651,6 +651,11 @@ export interface components {
             note?: string;
             resolved_by?: string;
             reconcile_attempts?: number;
+            /**
+             * @description Why the proposal ended as it did, where its status alone does not say. not_collected: approved, but the agent did not call again before expires_at, so it never ran.
+             * @enum {string}
+             */
+            reason?: "not_collected";
             /** Format: date-time */
             at?: string;
         };
@@ -809,6 +814,8 @@ export interface components {
             /** @enum {string} */
             status: "applied" | "unchanged" | "conflict" | "expired";
             proposal: components["schemas"]["Proposal"];
+            /** @description On an approval: true when no server-side process will execute it (no wait-mode call waits for it any more, or two_phase), so it runs only when the agent calls again, before the proposal's expires_at; otherwise it ends expired with outcome.reason not_collected. Absent otherwise. */
+            awaiting_caller?: boolean;
         };
         Event: {
             id: number;
