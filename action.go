@@ -261,6 +261,10 @@ func (a *Action) Idempotent() bool { return a.idempotent }
 // under the lease its call's answer gives it.
 func (a *Action) CallerExecuted() bool { return a.callerExecuted }
 
+// Confirmation is the copy an approver reads, its {path} placeholders
+// unfilled. An empty Title is, on a proposal, the name and the input.
+func (a *Action) Confirmation() Confirmation { return a.confirmation }
+
 // InputSchema is the JSON Schema of the action's input.
 func (a *Action) InputSchema() json.RawMessage { return bytes.Clone(a.schemaJSON) }
 

@@ -227,6 +227,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/notifications/{id}/retry", s.authed(s.handleRetryNotification))
 	m.Handle("GET /v1/audit", s.authed(s.handleAudit))
 	m.Handle("GET /v1/me", s.authed(s.handleMe))
+	m.Handle("GET /v1/actions", s.authed(s.handleListActions))
 	m.Handle("GET /v1/audit/checkpoints", s.authed(s.handleAuditCheckpoints))
 	m.Handle("GET /healthz", s.open(s.handleHealth))
 	m.Handle("GET /readyz", s.open(s.handleReady))

@@ -10,6 +10,7 @@
 //	countersign reject ID [--reason R]
 //	countersign resolve ID --outcome succeeded|failed --note N
 //	countersign grants list [--thread T] [--json]
+//	countersign actions list [--json]
 //	countersign grants revoke ID
 //	countersign notifications list [--status S] [--json]
 //	countersign notifications retry ID
@@ -65,6 +66,7 @@ COUNTERSIGN_TOKEN). Exit codes: 0 ok, 1 error, 2 usage, 3 server unreachable,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{exitUsage, err.Error()} })
 	root.AddCommand(proposalsCmd(), decisionCmd("approve"), decisionCmd("reject"), resolveCmd(), versionCmd())
 	root.AddCommand(grantsCmd())
+	root.AddCommand(actionsCmd())
 	root.AddCommand(notificationsCmd())
 	root.AddCommand(chatCmd())
 	root.AddCommand(auditCmd())

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -147,6 +149,95 @@ type Program struct {
 	tracked, fast cel.Program
 	// Cost is the estimated worst case over bounded variables.
 	Cost uint64
+	// vars are the variables the expression reads (see Variables).
+	vars []string
+}
+
+// The variables of an expression.
+const (
+	VarInput    = "input"
+	VarActor    = "actor"
+	VarTenant   = "tenant"
+	VarThreadID = "thread_id"
+	VarAction   = "action"
+)
+
+// Variables are the variables (VarInput, VarActor, …) the expression reads,
+// sorted: every one that it names outside a comprehension that binds the
+// name to something else. A variable named but not read on every
+// evaluation (behind a && that is false) counts: which variables an
+// evaluation may depend on is what this answers, for a caller that
+// evaluates ahead of a call the expressions that read only what it knows.
+func (p *Program) Variables() []string { return slices.Clone(p.vars) }
+
+// variables returns the free identifiers of e that name variables of the
+// environment, sorted.
+func variables(e celast.Expr) []string {
+	found := map[string]bool{}
+	bound := map[string]int{}
+	var walk func(e celast.Expr)
+	walk = func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.IdentKind:
+			if name := e.AsIdent(); bound[name] == 0 {
+				found[name] = true
+			}
+		case celast.SelectKind:
+			walk(e.AsSelect().Operand())
+		case celast.CallKind:
+			c := e.AsCall()
+			if c.IsMemberFunction() {
+				walk(c.Target())
+			}
+			for _, a := range c.Args() {
+				walk(a)
+			}
+		case celast.ListKind:
+			for _, el := range e.AsList().Elements() {
+				walk(el)
+			}
+		case celast.MapKind:
+			for _, en := range e.AsMap().Entries() {
+				me := en.AsMapEntry()
+				walk(me.Key())
+				walk(me.Value())
+			}
+		case celast.StructKind:
+			for _, f := range e.AsStruct().Fields() {
+				walk(f.AsStructField().Value())
+			}
+		case celast.ComprehensionKind:
+			// The range and the accumulator's start are read in the
+			// enclosing scope; the loop sees the iteration variables and
+			// the accumulator, the result the accumulator.
+			c := e.AsComprehension()
+			walk(c.IterRange())
+			walk(c.AccuInit())
+			iters := []string{c.IterVar()}
+			if c.HasIterVar2() {
+				iters = append(iters, c.IterVar2())
+			}
+			bound[c.AccuVar()]++
+			for _, v := range iters {
+				bound[v]++
+			}
+			walk(c.LoopCondition())
+			walk(c.LoopStep())
+			for _, v := range iters {
+				bound[v]--
+			}
+			walk(c.Result())
+			bound[c.AccuVar()]--
+		}
+	}
+	walk(e)
+	var out []string
+	for _, v := range []string{VarAction, VarActor, VarInput, VarTenant, VarThreadID} {
+		if found[v] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Compile parses and type-checks expr. With a schema (a JSON Schema
@@ -176,7 +267,7 @@ func Compile(expr string, schema json.RawMessage) (*Program, error) {
 	default:
 		return nil, fmt.Errorf("the expression is %s, not a boolean", out)
 	}
-	prog := &Program{inputStruct: in.Kind() == types.StructKind}
+	prog := &Program{inputStruct: in.Kind() == types.StructKind, vars: variables(ast.NativeRep().Expr())}
 	if prog.tracked, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit)); err != nil {
 		return nil, err
 	}
@@ -207,11 +298,11 @@ func newEnv(schema json.RawMessage, limit int) (*cel.Env, *types.Type, error) {
 	}
 	env, err := cel.NewEnv(
 		cel.CustomTypeProvider(p),
-		cel.Variable("input", in),
-		cel.Variable("actor", types.NewObjectType(actorType)),
-		cel.Variable("tenant", types.StringType),
-		cel.Variable("thread_id", types.StringType),
-		cel.Variable("action", types.NewObjectType(actionType)),
+		cel.Variable(VarInput, in),
+		cel.Variable(VarActor, types.NewObjectType(actorType)),
+		cel.Variable(VarTenant, types.StringType),
+		cel.Variable(VarThreadID, types.StringType),
+		cel.Variable(VarAction, types.NewObjectType(actionType)),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(limit),
 	)

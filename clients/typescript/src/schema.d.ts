@@ -464,6 +464,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/actions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the actions the caller may call
+         * @description Every registered action the caller may call, by name, with what the policy does with the caller's calls of it. Actions the policy denies the caller are not listed. A rule's `when` that reads only `actor`, `tenant` or `action` is evaluated for the caller; one that reads `input` or `thread_id` (or a rule's Go condition) may apply to some calls and not others. `effect` is `allow` only when every call the caller may make is allowed, whatever its input and thread; otherwise `ask`. Authorize and preflight hooks, which need a call's input, are not run. Any credential may ask, a person's or an agent's.
+         */
+        get: operations["listActions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notifications": {
         parameters: {
             query?: never;
@@ -1130,6 +1150,28 @@ export interface components {
              */
             kind: "human" | "agent";
             roles: string[];
+        };
+        /** @description An action the caller may call. */
+        ActionInfo: {
+            name: string;
+            /** @description A proposal executes only under the version it was approved for. */
+            version: string;
+            /** @enum {string} */
+            kind: "read" | "write";
+            /** @description What the action does, for a model or a person; may be empty. */
+            description: string;
+            /** @description The JSON Schema a call's input must satisfy. */
+            input_schema: Record<string, never>;
+            /** @description The copy an approver reads, its {path} placeholders unfilled. An empty title is, on a proposal, the action's name and input. */
+            confirmation: components["schemas"]["Confirmation"];
+            /**
+             * @description allow: every call the caller may make runs at once. ask: some or all of them wait for a decision, or which rule applies depends on the call's input or thread.
+             * @enum {string}
+             */
+            effect: "allow" | "ask";
+        };
+        ActionList: {
+            actions: components["schemas"]["ActionInfo"][];
         };
     };
     responses: {
@@ -2019,6 +2061,29 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listActions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The actions the caller may call, sorted by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionList"];
                 };
             };
             401: components["responses"]["Unauthenticated"];
