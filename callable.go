@@ -22,7 +22,7 @@ type CallableAction struct {
 }
 
 // CallableActions lists, sorted by name, the registered actions id may
-// call (API.md Part 3, "Listing actions"). It is a read: a person's and an
+// call (docs/api.md Part 3, "Listing actions"). It is a read: a person's and an
 // agent's credential may both ask, and nothing is stored.
 //
 // The policy decides it as it decides a call, as far as it can before the

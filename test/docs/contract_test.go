@@ -22,7 +22,6 @@ import (
 // a route is both here and in openapi.json, or registered by any Go code
 // while still here.
 var notYetServed = map[string]string{
-	"GET /v1/actions":                 "Listing actions",
 	"POST /v1/proposals/{id}/step-up": "Step-up for high-risk rules",
 	"POST /v1/slack/interactions":     "Slack approvals",
 	"GET /d/{token}":                  "Email approvals",
