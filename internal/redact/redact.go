@@ -104,10 +104,13 @@ func redactAfterScheme(b *strings.Builder, rest string) {
 
 // redactQuery writes a query with each key kept and each value masked. A
 // part with no = may be a bare token (?s3cret), so it is masked whole.
+// Parts are separated by & or ;, and by \u0026, the & of a URL inside JSON
+// text as encoding/json writes it (log lines, answers): read as part of a
+// key, it would keep a bare token before it in the clear.
 func redactQuery(b *strings.Builder, query string) {
 	for {
 		part := query
-		i := strings.IndexAny(query, "&;")
+		i, sep := querySeparator(query)
 		if i >= 0 {
 			part = query[:i]
 		}
@@ -123,9 +126,25 @@ func redactQuery(b *strings.Builder, query string) {
 		if i < 0 {
 			return
 		}
-		b.WriteByte(query[i])
-		query = query[i+1:]
+		b.WriteString(query[i : i+sep])
+		query = query[i+sep:]
 	}
+}
+
+// jsonAmpersand is & as encoding/json escapes it.
+const jsonAmpersand = `\u0026`
+
+// querySeparator finds the first separator of query's parts: its index and
+// length, or -1.
+func querySeparator(query string) (int, int) {
+	i := strings.IndexAny(query, "&;")
+	if j := strings.Index(query, jsonAmpersand); j >= 0 && (i < 0 || j < i) {
+		return j, len(jsonAmpersand)
+	}
+	if i < 0 {
+		return -1, 0
+	}
+	return i, 1
 }
 
 // Error returns err with the URLs of its text redacted (see URLs); errors.Is

@@ -46,7 +46,7 @@ func TestURLs(t *testing.T) {
 		{"two urls", "from https://a/?k=1 to https://u@b/ ok", "from https://a/?k=REDACTED to https://REDACTED@b/ ok"},
 		{"url in a query", "https://h/?next=https://u:p@x/?t=s", "https://h/?next=REDACTED"},
 		{"escaped quote inside", `"https://h/?a=x\"&t=s3cr3t" done`, `"https://h/?a=REDACTED&t=REDACTED" done`},
-		{"json html escapes", `{"err":"https://h/?a=1\u0026t=s3cr3t"}`, `{"err":"https://h/?a=REDACTED"}`},
+		{"json html escapes", `{"err":"https://h/?a=1\u0026t=s3cr3t"}`, `{"err":"https://h/?a=REDACTED\u0026t=REDACTED"}`},
 		{"json escaped slashes", `"https:\/\/u:p@h\/x?t=s3cr3t"`, `"https:\/\/REDACTED@h\/x?t=REDACTED"`},
 		{"ends at angle bracket", "<https://h/?t=s3cr3t>", "<https://h/?t=REDACTED>"},
 		{"ends at backquote", "`https://h/?t=s3cr3t` x", "`https://h/?t=REDACTED` x"},
