@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -189,4 +190,50 @@ func SQLiteWriteLocked(path string) bool {
 	}
 	_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 	return false
+}
+
+// Stop sends p SIGSTOP and returns once every thread of the process has
+// stopped. The signal is asynchronous: a process that is still running the
+// moment after Signal returns can begin a write transaction and be stopped
+// inside it, which a check made in between (SQLiteWriteLocked) would miss.
+// Where /proc is not there to read, it waits a moment instead.
+func Stop(p *os.Process) {
+	_ = p.Signal(syscall.SIGSTOP)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stopped, ok := threadsStopped(p.Pid)
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		if stopped {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// threadsStopped reports whether every thread of pid is stopped, as
+// /proc/<pid>/task/*/stat tells; ok is false where /proc cannot say.
+func threadsStopped(pid int) (stopped, ok bool) {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+	if err != nil || len(tasks) == 0 {
+		return false, false
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false, false
+		}
+		// The state follows the command name, which is in parentheses and
+		// may itself hold spaces or parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, false
+		}
+		if s := b[i+2]; s != 'T' && s != 't' {
+			return false, true
+		}
+	}
+	return true, true
 }

@@ -247,6 +247,14 @@ func (c *cluster) signal(i int, sig syscall.Signal) {
 	}
 }
 
+// freeze stops the process of slot i with SIGSTOP and returns once it has
+// stopped.
+func (c *cluster) freeze(i int) {
+	if p := c.slot(i); p != nil {
+		servetest.Stop(p.cmd.Process)
+	}
+}
+
 // exited names the processes that exited although nobody killed them.
 func (c *cluster) exited() []string {
 	var out []string

@@ -138,7 +138,7 @@ func (f *faults) async(i int, do func(), kind string) {
 // (docs/reliability.md, "SQLite's limit"): the process is let run a moment
 // and stopped again until it is stopped outside one, as test/crash does.
 func (f *faults) freeze(ctx context.Context, i int) {
-	f.c.signal(i, syscall.SIGSTOP)
+	f.c.freeze(i)
 	for tries := 0; f.st.writeLocked != nil && f.st.writeLocked(); tries++ {
 		if tries == 50 {
 			f.c.signal(i, syscall.SIGCONT) // stopped in a write transaction at every try: leave it be
@@ -146,8 +146,7 @@ func (f *faults) freeze(ctx context.Context, i int) {
 		}
 		f.c.signal(i, syscall.SIGCONT)
 		time.Sleep(5 * time.Millisecond)
-		f.c.signal(i, syscall.SIGSTOP)
-		time.Sleep(5 * time.Millisecond)
+		f.c.freeze(i)
 	}
 	select {
 	case <-time.After(frozenFor):

@@ -355,6 +355,16 @@ func (c *cluster) signal(i int, sig syscall.Signal) {
 	}
 }
 
+// freeze stops worker i with SIGSTOP and returns once it has stopped.
+func (c *cluster) freeze(i int) {
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.mu.Unlock()
+	if cmd != nil {
+		servetest.Stop(cmd.Process)
+	}
+}
+
 // stopAll stops every worker gracefully (SIGTERM), killing stragglers.
 func (c *cluster) stopAll() {
 	c.mu.Lock()

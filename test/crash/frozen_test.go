@@ -36,7 +36,7 @@ func testFrozen(t *testing.T, b backend, action string, wantStatus store.Status,
 	case <-time.After(60 * time.Second):
 		t.Fatal("the worker never reached the freeze point")
 	}
-	frozen.signal(0, syscall.SIGSTOP)
+	frozen.freeze(0)
 	// On SQLite a process frozen inside a write transaction (its sweeper's,
 	// its sealer's, a renewal) holds the database's write lock, and every
 	// other process waits for it: nothing can take over until it resumes
@@ -49,8 +49,7 @@ func testFrozen(t *testing.T, b backend, action string, wantStatus store.Status,
 		}
 		frozen.signal(0, syscall.SIGCONT)
 		time.Sleep(5 * time.Millisecond)
-		frozen.signal(0, syscall.SIGSTOP)
-		time.Sleep(5 * time.Millisecond)
+		frozen.freeze(0)
 	}
 	stoppedAt := time.Now()
 	ctx := context.Background()
