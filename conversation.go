@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -166,7 +167,7 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 		}
 	}
 	if t != nil && !mayReadThread(m.Identity, t) {
-		return nil, &ForbiddenError{Actor: m.Identity.Actor, Reason: "only the thread's owner posts in it"}
+		return nil, &ForbiddenError{Actor: m.Identity.Actor, Reason: e.notOwnersMessage()}
 	}
 	results, err := e.toolResultMessages(ctx, m, t)
 	if err != nil {
@@ -210,6 +211,29 @@ func (e *Engine) userMessage(m *Message) *store.Message {
 		Role: store.RoleUser, Text: m.Text, Sender: m.Identity.Actor}
 }
 
+// notOwnersMessage is the refusal of an ordinary message from someone
+// other than the thread's owner. An approver who answered in their own
+// words ("ok") learns which words decide, rather than only that they may
+// not post: the words are the configuration's, and say nothing of the
+// thread.
+func (e *Engine) notOwnersMessage() string {
+	w := e.vocab.Words()
+	return fmt.Sprintf("only the thread's owner posts in it; an approver answers with a decision alone: %s to approve, %s to reject (add #<proposal id> when several are pending)",
+		quotedList(w.Approve), quotedList(w.Reject))
+}
+
+// quotedList writes words as "a", "b" or "c".
+func quotedList(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = strconv.Quote(w)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
 // conversationError turns a store error of a conversation write into the
 // engine's.
 func (e *Engine) conversationError(threadID string, err error) error {
@@ -221,7 +245,7 @@ func (e *Engine) conversationError(threadID string, err error) error {
 	case errors.As(err, &taken):
 		return &MessageIDTakenError{ThreadID: threadID, MessageID: taken.ID}
 	case errors.Is(err, store.ErrNotThreadOwner):
-		return &ForbiddenError{Reason: "only the thread's owner posts in it"}
+		return &ForbiddenError{Reason: e.notOwnersMessage()}
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
 	case errors.Is(err, store.ErrInvalidParams):

@@ -78,6 +78,16 @@ func TestChatRunParksAndATextDecisionResumesIt(t *testing.T) {
 				t.Fatalf("code %s, want THREAD_BUSY", code)
 			}
 			h.must(403, req{method: "POST", path: "/v1/threads/t1/messages", token: "dave", body: say("hello")})
+			// bob, who may decide, answers in his own words: refused, and
+			// told the words that decide; nothing is decided.
+			okAnswer := h.must(403, req{method: "POST", path: "/v1/threads/t1/messages", token: "bob", body: say("ok")}).json(t)
+			if msg, _ := okAnswer["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `"yes", "approve" or "confirm" to approve`) || !strings.Contains(msg, `"no", "reject" or "deny" to reject`) {
+				t.Fatalf("bob's \"ok\": %v, want the words that decide", okAnswer)
+			}
+			pid := run["proposal_ids"].([]any)[0].(string)
+			if st := h.must(200, req{method: "GET", path: "/v1/proposals/" + pid, token: "bob"}).json(t)["status"]; st != "pending" {
+				t.Fatalf("after bob's \"ok\" the proposal is %v", st)
+			}
 			// dave may not decide either.
 			h.must(403, req{method: "POST", path: "/v1/threads/t1/messages", token: "dave", body: say("yes")})
 			dec := h.must(200, req{method: "POST", path: "/v1/threads/t1/messages", token: "bob", body: say("yes")}).json(t)

@@ -188,6 +188,37 @@ func build(cfg Config) (*Vocabulary, error) {
 		}
 	}
 
+	// The phrases as people are told them (Words): the configured ones
+	// first, as written, then the language's preset, then English's, each
+	// once and only where it decides what its kind does.
+	listed := map[string]bool{}
+	for _, k := range wordKinds {
+		var candidates []string
+		for _, w := range cfg.Vocabulary.of(k) {
+			candidates = append(candidates, strings.TrimSpace(w))
+		}
+		if cfg.Vocabulary.of(k) == nil {
+			candidates = append(candidates, p.words.of(k)...)
+		}
+		if lang != English {
+			candidates = append(candidates, presets[English].words.of(k)...)
+		}
+		for _, w := range candidates {
+			key := phraseKey(w)
+			if c, ok := v.commands[key]; ok && c == k.command() && !listed[key] {
+				listed[key] = true
+				switch k {
+				case approveWord:
+					v.words.Approve = append(v.words.Approve, w)
+				case rejectWord:
+					v.words.Reject = append(v.words.Reject, w)
+				case rememberWord:
+					v.words.Remember = append(v.words.Remember, w)
+				}
+			}
+		}
+	}
+
 	configured := cfg.Replies.byKey()
 	for _, k := range replyKeys {
 		text := configured[k]

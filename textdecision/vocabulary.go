@@ -15,6 +15,7 @@ type Vocabulary struct {
 	language string
 	commands map[string]command // phraseKey(phrase) → what it decides
 	replies  map[ReplyKey]string
+	words    Words // the accepted phrases as written, in order, for Words
 }
 
 // command is what a phrase decides.
@@ -45,6 +46,20 @@ func (v *Vocabulary) Language() string {
 		return English
 	}
 	return v.language
+}
+
+// Words returns the phrases that decide, as configured or as the preset
+// writes them, the language's first and then English's (which every
+// language accepts), without repeats: what a person may be told to answer.
+func (v *Vocabulary) Words() Words {
+	if v == nil {
+		v = english
+	}
+	return Words{
+		Approve:  append([]string(nil), v.words.Approve...),
+		Reject:   append([]string(nil), v.words.Reject...),
+		Remember: append([]string(nil), v.words.Remember...),
+	}
 }
 
 // phraseKey is the form phrases are compared in: canonical caseless
