@@ -212,7 +212,8 @@ Try it (bash):
   # bob (finance) approves the proposal the call's answer names
   ID=$(echo "$CALL" | grep -o '"proposal_id":"prp_[^"]*"' | cut -d'"' -f4)
   curl -s -X POST "$COUNTERSIGN_URL/v1/proposals/$ID/approve" -H 'Authorization: Bearer ck_dev_bob' -H 'Content-Type: application/json' -d '{"reason":"looks right"}'
-  # the worker executed it; the proposal holds the outcome
+  # the worker executes it within moments; then the proposal holds the outcome
+  sleep 1
   curl -s "$COUNTERSIGN_URL/v1/proposals/$ID" -H 'Authorization: Bearer ck_agent_alice'
   # or from the command line
   countersign proposals list --server "$COUNTERSIGN_URL" --token ck_dev_bob
