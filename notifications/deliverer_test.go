@@ -269,15 +269,20 @@ func TestDeliveryFailsAfterMaxAttempts(t *testing.T) {
 
 // A receiver that blocks does not hold up a decision: the decision's
 // transaction only writes the outbox row, and delivery happens in the
-// workers.
+// workers. Every wait is bounded by slowWait and fails the test when it
+// runs out.
 func TestSlowReceiverDoesNotDelayDecisions(t *testing.T) {
+	const slowWait = 10 * time.Second
 	st := newStore(t, "sqlite")
 	e := newEngine(t, st)
 	arrived := make(chan struct{}, 16)
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
-		<-release
+		select {
+		case <-release:
+		case <-r.Context().Done(): // the deliverer gave up: the test is ending
+		}
 	}))
 	defer srv.Close()
 	defer close(release)
@@ -285,20 +290,39 @@ func TestSlowReceiverDoesNotDelayDecisions(t *testing.T) {
 		URL: srv.URL, Events: []store.EventType{store.EventCreated, store.EventDecided}, Timeout: time.Hour,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() { _ = d.Run(ctx) })
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = d.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(slowWait):
+			t.Errorf("the deliverer did not stop within %v of its context's end", slowWait)
+		}
+	}()
+	awaitRequest := func(what string) {
+		t.Helper()
+		select {
+		case <-arrived:
+		case <-time.After(slowWait):
+			t.Fatalf("%s did not reach the receiver within %v", what, slowWait)
+		}
+	}
 
 	pid := propose(t, e, "call_1")
-	<-arrived // the creation's notification is being delivered, and blocks
-	res, err := e.Decide(t.Context(), &countersign.Decision{Identity: bob, ProposalID: pid, Verdict: countersign.Approve})
+	awaitRequest("the creation's notification") // it is being delivered, and blocks
+	decideCtx, decided := context.WithTimeout(t.Context(), slowWait)
+	defer decided()
+	res, err := e.Decide(decideCtx, &countersign.Decision{Identity: bob, ProposalID: pid, Verdict: countersign.Approve})
 	if err != nil || res.Status != countersign.DecideApplied {
-		t.Fatalf("decide while the receiver blocks: %+v, %v", res, err)
+		t.Fatalf("decide while the receiver blocks: %+v, %v (within %v)", res, err, slowWait)
 	}
 	// The decision's notification is delivered beside the blocked one:
 	// a slow receiver holds one of the worker's slots, not the others.
-	<-arrived
+	awaitRequest("the decision's notification, while the creation's blocks,")
 	ns, err := st.ListNotifications(t.Context(), &store.ListNotificationsParams{Tenant: "acme", Status: store.NotificationPending})
 	if err != nil || len(ns) != 2 {
 		t.Fatalf("pending notifications: %d, %v; want the creation's and the decision's", len(ns), err)

@@ -6,28 +6,18 @@ import (
 	"strconv"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/auditchain"
 )
 
-// AuditEvent is one event of the tenant's audit chain. Every field is
-// always written but actor_kind, which is absent (never null or "") on an
-// event no credential is behind and on one sealed before kinds were
-// recorded, and at is the chain's own spelling of the time: the event's
-// hash covers exactly this object without hash, so a client verifies what
-// it received, as `countersign audit verify` does.
-type AuditEvent struct {
-	Seq        int64  `json:"seq"`
-	ID         int64  `json:"id"`
-	Type       string `json:"type"`
-	ProposalID string `json:"proposal_id"`
-	Actor      string `json:"actor"`
-	ActorKind  string `json:"actor_kind,omitempty"`
-	Via        string `json:"via"`
-	Status     string `json:"status"`
-	Detail     string `json:"detail"`
-	At         string `json:"at"`
-	PrevHash   string `json:"prev_hash"`
-	Hash       string `json:"hash"`
-}
+// AuditEvent is one event of the tenant's audit chain, in the chain's own
+// exported form: the chain defines it once (auditchain.Event), and the
+// server answers it as it is. Every field is always written but
+// actor_kind, which is absent (never null or "") on an event no credential
+// is behind and on one sealed before kinds were recorded, and at is the
+// chain's own spelling of the time: the event's hash covers exactly this
+// object without hash, so a client verifies what it received, as
+// `countersign audit verify` does.
+type AuditEvent = auditchain.Event
 
 // AuditPage is the answer of GET /v1/audit.
 type AuditPage struct {
@@ -56,9 +46,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, id counters
 	}
 	out := AuditPage{Events: make([]*AuditEvent, len(page.Events))}
 	for i, ae := range page.Events {
-		c := ae.Chained()
-		out.Events[i] = &AuditEvent{Seq: c.Seq, ID: c.ID, Type: c.Type, ProposalID: c.ProposalID, Actor: c.Actor, ActorKind: c.ActorKind, Via: c.Via,
-			Status: c.Status, Detail: c.Detail, At: c.At, PrevHash: c.PrevHash, Hash: c.Hash}
+		out.Events[i] = ae.Chained()
 	}
 	if page.Next != 0 {
 		out.Next = &page.Next

@@ -107,6 +107,75 @@ func TestAudit(t *testing.T) {
 	}
 }
 
+// TestAuditEventIsTheChainsEvent: GET /v1/audit answers the chain's own
+// event, auditchain.Event, the one definition of the shape an event's hash
+// covers: each event of the answer, decoded into the server's AuditEvent,
+// hashes by auditchain.Hash to the hash it carries and is written back byte
+// for byte as it came, so no member of the answer is outside the hash's
+// definition.
+func TestAuditEventIsTheChainsEvent(t *testing.T) {
+	t.Parallel()
+	var _ *auditchain.Event = (*AuditEvent)(nil) // one type, not two of the same fields
+	h := newHarness(t, "sqlite", harnessOptions{})
+	id := h.pending("call_1", "c_1")
+	h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "<no & never>\u2028"}})
+	evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.runSealer()
+	var a auditAnswer
+	for a = h.audit("carol", ""); len(a.Events) < len(evs); a = h.audit("carol", "") {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("the chain holds %d events, want %d", len(a.Events), len(evs))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	kinded := 0
+	for _, raw := range a.Events {
+		var e AuditEvent
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatalf("decode %s: %v", raw, err)
+		}
+		if got := auditchain.Hash(&e); got != e.Hash {
+			t.Errorf("auditchain.Hash of %s = %s, want the hash it carries", raw, got)
+		}
+		if back, err := json.Marshal(&e); err != nil || string(back) != string(raw) {
+			t.Errorf("written back as %s, %v; the answer was %s", back, err, raw)
+		}
+		if e.ActorKind != "" {
+			kinded++
+		}
+	}
+	if kinded == 0 {
+		t.Errorf("no event of %d has an actor_kind: the member only some events have is not shown", len(a.Events))
+	}
+}
+
+// TestAuditEventWireFormat pins the JSON of an exported event, byte for
+// byte, as the server wrote it when it had a struct of its own: chains and
+// clients of that time still verify. actor_kind is absent when empty.
+func TestAuditEventWireFormat(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		e    AuditEvent
+		want string
+	}{{
+		AuditEvent{Seq: 7, ID: 42, Type: "proposal.expired", ProposalID: "prp_1", Status: "expired", Detail: "not_collected",
+			At: "2026-01-02T03:04:05.123456789Z", PrevHash: "ab", Hash: "cd"},
+		`{"seq":7,"id":42,"type":"proposal.expired","proposal_id":"prp_1","actor":"","via":"","status":"expired","detail":"not_collected","at":"2026-01-02T03:04:05.123456789Z","prev_hash":"ab","hash":"cd"}`,
+	}, {
+		AuditEvent{Seq: 1, ID: 1, Type: "proposal.decided", ProposalID: "prp_<&>", Actor: "bob \"b\"", ActorKind: "human", Via: "api", Status: "rejected",
+			Detail: "Reason: <no & never>\u2028é", At: "2026-01-02T03:04:05Z", Hash: "00"},
+		`{"seq":1,"id":1,"type":"proposal.decided","proposal_id":"prp_\u003c\u0026\u003e","actor":"bob \"b\"","actor_kind":"human","via":"api","status":"rejected","detail":"Reason: \u003cno \u0026 never\u003e\u2028é","at":"2026-01-02T03:04:05Z","prev_hash":"","hash":"00"}`,
+	}} {
+		if got, err := json.Marshal(&c.e); err != nil || string(got) != c.want {
+			t.Errorf("json.Marshal = %s, %v\nwant %s", got, err, c.want)
+		}
+	}
+}
+
 // checkpointAnswer is GET /v1/audit/checkpoints's body, its checkpoints
 // kept as sent.
 type checkpointAnswer struct {

@@ -12,8 +12,9 @@ import (
 	"github.com/countersign/countersign/internal/canonjson"
 )
 
-// Event is one chained event in its exported form. Its JSON is the form
-// the hash covers (without Hash).
+// Event is one chained event in its exported form, the one definition of
+// its shape: its JSON without hash is the object the hash covers (see
+// hashedForm), and the server answers it as it is (server.AuditEvent).
 //
 // ActorKind, the kind of credential behind the event, came after the chain
 // did: it is a member of the event only when it is not empty, so that an
@@ -32,21 +33,6 @@ type Event struct {
 	At         string `json:"at"`
 	PrevHash   string `json:"prev_hash"`
 	Hash       string `json:"hash"`
-}
-
-// unhashed is Event without Hash: the object the hash covers.
-type unhashed struct {
-	Seq        int64  `json:"seq"`
-	ID         int64  `json:"id"`
-	Type       string `json:"type"`
-	ProposalID string `json:"proposal_id"`
-	Actor      string `json:"actor"`
-	ActorKind  string `json:"actor_kind,omitempty"`
-	Via        string `json:"via"`
-	Status     string `json:"status"`
-	Detail     string `json:"detail"`
-	At         string `json:"at"`
-	PrevHash   string `json:"prev_hash"`
 }
 
 // FormatTime is the one spelling of an event's time in the chain: RFC 3339
@@ -102,20 +88,35 @@ func Hash(e *Event) string {
 // digits: one a double holds exactly.
 func exact(n int64) bool { return n >= -1<<53 && n <= 1<<53 }
 
-// canonicalHash is Hash by definition: the event marshalled, then
-// canonicalised.
+// canonicalHash is Hash by definition: the event marshalled, without its
+// hash, then canonicalised.
 func canonicalHash(e *Event) string {
-	raw, err := json.Marshal(unhashed{e.Seq, e.ID, e.Type, e.ProposalID, e.Actor, e.ActorKind, e.Via, e.Status, e.Detail, e.At, e.PrevHash})
+	raw, err := json.Marshal(e)
 	if err != nil {
 		panic(fmt.Sprintf("auditchain: marshal an event: %v", err)) // strings and integers always marshal
 	}
-	canon, err := canonjson.Canonicalize(raw)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		panic(fmt.Sprintf("auditchain: read back a marshalled event: %v", err))
+	}
+	canon, err := hashedForm(fields)
 	if err != nil {
 		// json.Marshal writes valid UTF-8 (it replaces invalid bytes), so
 		// its output always canonicalises.
 		panic(fmt.Sprintf("auditchain: canonicalise an event: %v", err))
 	}
 	return hashOf(e.PrevHash, canon)
+}
+
+// hashedForm is the object an event's hash covers, given the event's
+// members: all but hash, in RFC 8785 form. It removes hash from fields.
+func hashedForm(fields map[string]json.RawMessage) ([]byte, error) {
+	delete(fields, "hash")
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	return canonjson.Canonicalize(body)
 }
 
 func hashOf(prev string, canon []byte) string {
@@ -194,12 +195,8 @@ func (v *Verifier) line(canon []byte, fields map[string]json.RawMessage, want in
 			return &BreakError{Seq: want, Reason: "the event has no " + k}
 		}
 	}
-	delete(fields, "hash")
-	body, err := json.Marshal(fields)
+	body, err := hashedForm(fields)
 	if err != nil {
-		return &BreakError{Seq: want, Reason: fmt.Sprintf("not an event: %v", err)}
-	}
-	if body, err = canonjson.Canonicalize(body); err != nil {
 		return &BreakError{Seq: want, Reason: fmt.Sprintf("not an event: %v", err)}
 	}
 	return v.check(&e, body, want)

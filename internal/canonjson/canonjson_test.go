@@ -504,15 +504,46 @@ func TestOutputsIndependent(t *testing.T) {
 }
 
 // TestMatchesEncodingJSON checks on a corpus of realistic documents that
-// canonicalisation preserves the value encoding/json reads.
+// canonicalisation preserves the value encoding/json reads. The corpus (the
+// fuzz seeds) also holds inputs Canonicalize must refuse, which have no
+// value to compare: each is listed with the error it must get, and any
+// other input that fails fails the test.
 func TestMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
+	refused := map[string]error{
+		``:                   canonjson.ErrSyntax,
+		`[1,]`:               canonjson.ErrSyntax,
+		`{"a":1}x`:           canonjson.ErrSyntax,
+		`1e400`:              canonjson.ErrNumberRange,
+		`"\ud800"`:           canonjson.ErrInvalidUnicode,
+		"\"\xff\"":           canonjson.ErrInvalidUnicode,
+		`{"a":1,"a":2}`:      canonjson.ErrDuplicateKey,
+		`{"a":1,"\u0061":2}`: canonjson.ErrDuplicateKey,
+	}
+	compared, seen := 0, 0
 	for _, in := range fuzzSeeds {
 		got, err := canonjson.Canonicalize([]byte(in))
+		if want, ok := refused[in]; ok {
+			seen++
+			if !errors.Is(err, want) {
+				t.Errorf("Canonicalize(%q) = %q, %v; want the error %v", in, got, err, want)
+			}
+			continue
+		}
 		if err != nil {
+			t.Errorf("Canonicalize(%q): %v", in, err)
 			continue
 		}
 		assertSameValue(t, []byte(in), got)
+		compared++
+	}
+	// Every refusal listed is in the corpus, and most of the corpus is
+	// compared: the list cannot grow to hide the comparison.
+	if seen != len(refused) {
+		t.Errorf("%d of the %d refused inputs listed are in the corpus", seen, len(refused))
+	}
+	if compared != len(fuzzSeeds)-len(refused) || compared < len(refused) {
+		t.Errorf("compared %d of %d inputs (%d refused)", compared, len(fuzzSeeds), len(refused))
 	}
 }
 

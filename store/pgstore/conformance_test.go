@@ -43,5 +43,5 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		s, _ := openTestStore(t, &pgstore.Options{Now: now})
 		return s
-	})
+	}, storetest.WithRuleQuery(pgstore.QueryRule))
 }

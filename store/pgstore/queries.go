@@ -81,13 +81,16 @@ func newQueries(schema string) *queries {
 			ORDER BY expires_at, id LIMIT $2`,
 		// escalateDue and remindDue are store.Escalatable and
 		// store.Remindable in SQL, most overdue first, on the partial
-		// indexes proposals_escalation and proposals_reminder. Parameters:
-		// now, limit.
+		// indexes proposals_escalation and proposals_reminder (the
+		// conformance suite pins each query to its rule). A reminder
+		// without a positive interval is never due: such a row, selected,
+		// would take a place in the batch that the sweep then skips.
+		// Parameters: now, limit.
 		escalateDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
 			WHERE status = 'pending' AND escalate_at IS NOT NULL AND escalate_at <= $1
 			ORDER BY escalate_at, id LIMIT $2`,
 		remindDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= $1
+			WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= $1 AND remind_every > 0
 			ORDER BY remind_at, id LIMIT $2`,
 
 		claimBatch: strings.Replace(claimBatchSQL, "PCOLS", prefixed("p"), 1),

@@ -155,7 +155,7 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 			t.Fatalf("the chain after a new event: head %+v, %v; want seq 2", head, err)
 		}
 		return s
-	})
+	}, storetest.WithRuleQuery(QueryRule))
 }
 
 // TestMessageKeysUpgrade: messages written while their ids were unique in

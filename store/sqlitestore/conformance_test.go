@@ -20,5 +20,5 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
-	})
+	}, storetest.WithRuleQuery(sqlitestore.QueryRule))
 }

@@ -50,6 +50,8 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim", q(claimSQL, 1, 1, 10), "USING INDEX proposals_claim"},
 		{"expiry", q(expireDueSQL, 1, 10), "USING INDEX proposals_expiry"},
+		{"escalation", q(escalateDueSQL, 1, 10), "USING INDEX proposals_escalation"},
+		{"reminder", q(remindDueSQL, 1, 10), "USING INDEX proposals_reminder"},
 		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
 		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
 		// The sealer and the chain's readers.

@@ -70,12 +70,15 @@ var (
 
 	// escalateDueSQL and remindDueSQL are store.Escalatable and
 	// store.Remindable in SQL, most overdue first, on the partial indexes
-	// proposals_escalation and proposals_reminder. Parameters: now, limit.
+	// proposals_escalation and proposals_reminder (the conformance suite
+	// pins each query to its rule). A reminder without a positive interval
+	// is never due: such a row, selected, would take a place in the batch
+	// that the sweep then skips. Parameters: now, limit.
 	escalateDueSQL = `SELECT ` + proposalColumns + ` FROM proposals
 		WHERE status = 'pending' AND escalate_at IS NOT NULL AND escalate_at <= ?
 		ORDER BY escalate_at, rowid LIMIT ?`
 	remindDueSQL = `SELECT ` + proposalColumns + ` FROM proposals
-		WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= ?
+		WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= ? AND remind_every > 0
 		ORDER BY remind_at, rowid LIMIT ?`
 
 	// replacementSQL finds the pending proposals a new one may supersede

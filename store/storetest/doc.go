@@ -19,6 +19,11 @@
 // that judge leases by the injected clock (memory, SQLite) and for drivers
 // that judge them by the database's clock (PostgreSQL).
 //
+// A driver whose SQL restates a selection rule of store/transition.go
+// (Due, Claimable, Escalatable, Remindable) also passes WithRuleQuery: a
+// function that runs those queries unfiltered, which RulesMatchQueries
+// compares with the Go rules over proposals in every state they tell apart.
+//
 // When a driver's behaviour changes, extend the suite rather than the
 // driver's own tests, so every driver is held to the change.
 package storetest

@@ -12,9 +12,14 @@ import (
 type Factory func(t *testing.T, now func() time.Time) store.Store
 
 // Run runs the conformance suite against the driver newStore makes. Every
-// subtest gets its own store and runs in parallel with the others.
-func Run(t *testing.T, newStore Factory) {
+// subtest gets its own store and runs in parallel with the others. A driver
+// whose SQL restates the rules of store/transition.go passes WithRuleQuery.
+func Run(t *testing.T, newStore Factory, opts ...Option) {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	groups := []struct {
 		name string
 		run  func(*testing.T, Factory)
@@ -55,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClientTools", testClientTools},
 		{"MessageIDs", testMessageIDs},
 		{"Notifications", testNotifications},
+		{"RulesMatchQueries", func(t *testing.T, f Factory) { testRulesMatchQueries(t, f, o.ruleQuery) }},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
