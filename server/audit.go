@@ -77,15 +77,9 @@ func auditQuery(r *http.Request) (after int64, limit int, err error) {
 // AuditCheckpoint is one signed checkpoint of the tenant's audit chain:
 // the signature covers exactly this object without signature, at in the
 // spelling signed, so that a client verifies what it received, as
-// `countersign audit verify --public-key` does.
-type AuditCheckpoint struct {
-	Tenant    string `json:"tenant"`
-	Seq       int64  `json:"seq"`
-	Hash      string `json:"hash"`
-	At        string `json:"at"`
-	KeyID     string `json:"key_id"`
-	Signature string `json:"signature"`
-}
+// `countersign audit verify --public-key` does. It is auditchain's
+// definition, the one the verifier reads.
+type AuditCheckpoint = auditchain.Checkpoint
 
 // AuditCheckpointPage is the answer of GET /v1/audit/checkpoints.
 type AuditCheckpointPage struct {
@@ -114,8 +108,7 @@ func (s *Server) handleAuditCheckpoints(w http.ResponseWriter, r *http.Request, 
 	}
 	out := AuditCheckpointPage{Checkpoints: make([]*AuditCheckpoint, len(page.Checkpoints))}
 	for i, c := range page.Checkpoints {
-		sc := c.Signed()
-		out.Checkpoints[i] = &AuditCheckpoint{Tenant: sc.Tenant, Seq: sc.Seq, Hash: sc.Hash, At: sc.At, KeyID: sc.KeyID, Signature: sc.Signature}
+		out.Checkpoints[i] = c.Signed()
 	}
 	if page.Next != 0 {
 		out.Next = &page.Next

@@ -24,16 +24,10 @@ type Checkpoint struct {
 	Hash      string `json:"hash"`
 	At        string `json:"at"`
 	KeyID     string `json:"key_id"`
-	Signature string `json:"signature"`
-}
-
-// unsigned is Checkpoint without Signature: the object the signature covers.
-type unsigned struct {
-	Tenant string `json:"tenant"`
-	Seq    int64  `json:"seq"`
-	Hash   string `json:"hash"`
-	At     string `json:"at"`
-	KeyID  string `json:"key_id"`
+	// Signature is left out of the JSON when empty, which is what makes
+	// the checkpoint without it the object the signature covers
+	// (signedForm); a checkpoint on the wire always has one.
+	Signature string `json:"signature,omitempty"`
 }
 
 // KeyID names an Ed25519 public key: the first 16 hex digits of the
@@ -59,7 +53,9 @@ func Sign(c *Checkpoint, key ed25519.PrivateKey) {
 
 // signedForm is the RFC 8785 JSON of c without its signature.
 func (c *Checkpoint) signedForm() []byte {
-	raw, err := json.Marshal(unsigned{c.Tenant, c.Seq, c.Hash, c.At, c.KeyID})
+	unsigned := *c
+	unsigned.Signature = ""
+	raw, err := json.Marshal(&unsigned)
 	if err != nil {
 		panic(fmt.Sprintf("auditchain: marshal a checkpoint: %v", err)) // strings and an integer always marshal
 	}
