@@ -101,13 +101,21 @@ func TestPropertyExactlyOneRuleApplies(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(0, 12).Draw(rt, "rules")
 		p := &Policy{}
-		conds := make([]int, n)
+		var conds []int
+		unconditional := map[string]bool{}
 		for i := range n {
-			conds[i] = rapid.IntRange(0, len(propConditions)-1).Draw(rt, fmt.Sprintf("when%d", i))
-			p.Rules = append(p.Rules, Rule{Match: rapid.SampledFrom(propPatterns).Draw(rt, fmt.Sprintf("match%d", i)),
-				When: propConditions[conds[i]].when, Effect: EffectAsk})
+			cond := rapid.IntRange(0, len(propConditions)-1).Draw(rt, fmt.Sprintf("when%d", i))
+			match := rapid.SampledFrom(propPatterns).Draw(rt, fmt.Sprintf("match%d", i))
+			if unconditional[match] {
+				// A rule after one of the same match without a condition
+				// could never apply, and Validate refuses it.
+				continue
+			}
+			unconditional[match] = cond == 0
+			conds = append(conds, cond)
+			p.Rules = append(p.Rules, Rule{Match: match, When: propConditions[cond].when, Effect: EffectAsk})
 		}
-		if err := p.validate(); err != nil {
+		if err := p.Validate(); err != nil {
 			rt.Fatal(err)
 		}
 		c := &propCall{

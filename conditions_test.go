@@ -254,11 +254,11 @@ func TestConditionsCompiledOnce(t *testing.T) {
 		rule countersign.Rule
 		want string
 	}{
-		{countersign.Rule{Match: "payments.*", When: "input.amount >", Effect: countersign.EffectAsk}, `rule 1 ("payments.*"): field When "input.amount >": column 15: Syntax error`},
+		{countersign.Rule{Match: "payments.*", When: "input.amount >", Effect: countersign.EffectAsk}, `rule 1 ("payments.*"): field When: "input.amount >": column 15: Syntax error`},
 		{countersign.Rule{Match: "payments.*", When: "user.id == 'x'", Effect: countersign.EffectAsk}, "undeclared reference to 'user'"},
 		{countersign.Rule{Match: "payments.*", When: "input.amount + 1.0", Effect: countersign.EffectAsk}, "not a boolean"},
 		{countersign.Rule{Match: "payments.*", When: "true", Condition: &countersign.Condition{Name: "x", Holds: func(context.Context, *countersign.ConditionInput) (bool, error) { return true, nil }},
-			Effect: countersign.EffectAsk}, "When and Condition: set at most one"},
+			Effect: countersign.EffectAsk}, "field Condition: is set, and so is When: set at most one"},
 		{countersign.Rule{Match: "payments.*", Condition: &countersign.Condition{Name: "x"}, Effect: countersign.EffectAsk}, "Name and Holds are required"},
 	} {
 		_, err := countersign.New(countersign.Options{Store: openMemory(t, time.Now), Policy: &countersign.Policy{Rules: []countersign.Rule{

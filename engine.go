@@ -207,7 +207,7 @@ func New(opts Options) (*Engine, error) {
 		e.policy = *opts.Policy
 		e.policy.Rules = slices.Clone(opts.Policy.Rules)
 	}
-	if err := e.policy.validate(); err != nil {
+	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("countersign: %w", err)
 	}
 	for _, a := range opts.Actions {

@@ -1,14 +1,18 @@
 package countersign
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/countersign/countersign/internal/condition"
 	"github.com/countersign/countersign/store"
@@ -146,80 +150,228 @@ type Policy struct {
 	DefaultTTL time.Duration
 }
 
-func (p *Policy) validate() error {
-	if p.DefaultTTL < 0 {
-		return fmt.Errorf("policy: DefaultTTL %v: must not be negative", p.DefaultTTL)
+// Validate checks the policy: the one check of a policy, which New makes
+// and the configuration file's loader (package config) makes too, so that
+// a file that loads is a policy the engine takes and a policy the engine
+// refuses is a file that does not load. It reports every problem, each an
+// *InvalidPolicyError naming the rule and the field, joined with
+// errors.Join (errors.As finds the first). Beyond each field's form it
+// refuses a rule that can never apply (one that repeats the Match of an
+// earlier rule without a condition) and an ask rule no one could ever
+// complete: its approvers, with those it escalates to, name no role, and
+// the people they name are fewer than the quorum, or none at all when
+// self-approval is forbidden and the requester is the only approver.
+// The fields of input a When reads are checked later, against the input
+// schema of each action the rule matches, when that action registers.
+func (p *Policy) Validate() error {
+	if p == nil {
+		return nil
 	}
+	var errs []error
+	add := func(e *InvalidPolicyError) { errs = append(errs, e) }
+	if p.DefaultTTL < 0 {
+		add(&InvalidPolicyError{Rule: -1, Field: "DefaultTTL", Item: -1, Earlier: -1, Reason: fmt.Sprintf("%v: must not be negative", p.DefaultTTL)})
+	}
+	// Match → index of the first rule with it and no condition: the rules
+	// after it with the same Match are never tried.
+	unconditional := map[string]int{}
 	for i := range p.Rules {
-		if err := p.Rules[i].validate(); err != nil {
-			return fmt.Errorf("policy: rule %d (%q): %w", i, p.Rules[i].Match, err)
+		r := &p.Rules[i]
+		if first, dup := unconditional[r.Match]; dup {
+			add(&InvalidPolicyError{Rule: i, Match: r.Match, Field: "Match", Item: -1, Earlier: first,
+				Reason: fmt.Sprintf("%q repeats rule %d, which has no condition and so always applies first: this rule never applies", r.Match, first)})
+		} else if r.When == "" && r.Condition == nil && matchPattern.MatchString(r.Match) {
+			unconditional[r.Match] = i
+		}
+		for _, e := range r.check(p.DefaultTTL) {
+			e.Rule, e.Match = i, r.Match
+			add(e)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func (r *Rule) validate() error {
-	if r.Match == "" {
-		return fmt.Errorf("field Match is empty")
+// InvalidPolicyError is one problem of a policy (Policy.Validate, New):
+// the rule and the field at fault, so that a policy read from a file can
+// be traced to the line that wrote it.
+type InvalidPolicyError struct {
+	// Rule is the rule's index in Policy.Rules; -1 for a field of the
+	// Policy itself (DefaultTTL). Match is that rule's Match.
+	Rule  int
+	Match string
+	// Field is the Go name of the field at fault ("Quorum", "Approvers");
+	// empty when the problem is the rule as a whole (no one may approve).
+	Field string
+	// Item is the index of the list item at fault in Field (Approvers,
+	// EscalateTo, Channels, Remember); -1 when the problem is the field.
+	Item int
+	// Earlier is, for a Match that repeats an earlier rule's, that rule's
+	// index; -1 otherwise.
+	Earlier int
+	// Reason says what is wrong: the value, when it helps, then why.
+	Reason string
+	// Err is the cause, such as the error compiling a When; may be nil.
+	Err error
+}
+
+func (e *InvalidPolicyError) Error() string {
+	var b strings.Builder
+	b.WriteString("policy: ")
+	if e.Rule >= 0 {
+		fmt.Fprintf(&b, "rule %d (%q): ", e.Rule, e.Match)
+	}
+	if e.Field != "" {
+		b.WriteString("field " + e.Field)
+		if e.Item >= 0 {
+			fmt.Fprintf(&b, "[%d]", e.Item)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Unwrap returns the cause, if any.
+func (e *InvalidPolicyError) Unwrap() error { return e.Err }
+
+// matchPattern is what a rule's Match may be: an action name's characters
+// (see NewRawAction), and *. Anything else could match no action.
+var matchPattern = regexp.MustCompile(`^[A-Za-z0-9_.:/*-]{1,128}$`)
+
+// check returns the problems of one rule, Rule and Match left to the
+// caller. defaultTTL is the policy's, which a rule without a TTL takes.
+func (r *Rule) check(defaultTTL time.Duration) []*InvalidPolicyError {
+	var out []*InvalidPolicyError
+	fail := func(field string, item int, err error, format string, args ...any) {
+		out = append(out, &InvalidPolicyError{Field: field, Item: item, Earlier: -1, Reason: fmt.Sprintf(format, args...), Err: err})
+	}
+	switch {
+	case r.Match == "":
+		fail("Match", -1, nil, "is required: an action name or a glob such as payments.*")
+	case !matchPattern.MatchString(r.Match):
+		fail("Match", -1, nil, "%q: want an action name or a glob of [A-Za-z0-9_.:/-] and *", r.Match)
 	}
 	switch {
 	case r.When != "" && r.Condition != nil:
-		return fmt.Errorf("fields When and Condition: set at most one")
+		fail("Condition", -1, nil, "is set, and so is When: set at most one")
 	case r.Condition != nil && (r.Condition.Name == "" || r.Condition.Holds == nil):
-		return fmt.Errorf("field Condition: Name and Holds are required")
+		fail("Condition", -1, nil, "Name and Holds are required")
 	case r.When != "":
 		// Checked here without an action's schema: the syntax, the
 		// variables, the functions and the result's type. The fields of
 		// input are checked when an action the rule matches registers.
 		if _, err := condition.Compile(r.When, nil); err != nil {
-			return fmt.Errorf("field When %q: %w", r.When, err)
+			fail("When", -1, err, "%q: %v", r.When, err)
 		}
 	}
 	switch r.Effect {
 	case EffectAllow, EffectAsk, EffectDeny:
 	default:
-		return fmt.Errorf("field Effect %q: want allow, ask or deny", r.Effect)
+		fail("Effect", -1, nil, "%q: want allow, ask or deny", r.Effect)
 	}
-	for _, a := range r.Approvers {
-		if err := validateApprover(a); err != nil {
-			return fmt.Errorf("field Approvers: %w", err)
+	approversValid := true
+	for j, a := range r.Approvers {
+		switch err := validateApprover(a); {
+		case err != nil:
+			fail("Approvers", j, nil, "%v", err)
+			approversValid = false
+		case slices.Index(r.Approvers, a) < j:
+			fail("Approvers", j, nil, "%q is listed twice", a)
 		}
 	}
 	if r.Quorum < 0 {
-		return fmt.Errorf("field Quorum %d: must not be negative", r.Quorum)
+		fail("Quorum", -1, nil, "%d: must not be negative (0 means %d)", r.Quorum, DefaultQuorum)
 	}
-	if r.TTL < 0 || r.GrantTTL < 0 || r.EscalateAfter < 0 || r.RemindEvery < 0 {
-		return fmt.Errorf("fields TTL, GrantTTL, EscalateAfter and RemindEvery must not be negative")
-	}
-	if (r.EscalateAfter > 0) != (len(r.EscalateTo) > 0) {
-		return fmt.Errorf("fields EscalateAfter and EscalateTo go together: whom to add, and when")
-	}
-	for _, a := range r.EscalateTo {
-		if err := validateApprover(a); err != nil {
-			return fmt.Errorf("field EscalateTo: %w", err)
+	ttl := cmp.Or(r.TTL, defaultTTL, DefaultTTL)
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"TTL", r.TTL}, {"GrantTTL", r.GrantTTL}, {"EscalateAfter", r.EscalateAfter}, {"RemindEvery", r.RemindEvery}} {
+		if d.v < 0 {
+			fail(d.field, -1, nil, "%v: must not be negative", d.v)
 		}
+	}
+	switch {
+	case r.EscalateAfter > 0 && len(r.EscalateTo) == 0:
+		fail("EscalateTo", -1, nil, "is required: whom to add as approvers once the escalation is due")
+	case r.EscalateAfter == 0 && len(r.EscalateTo) > 0:
+		fail("EscalateAfter", -1, nil, "is required: when to add the escalation's approvers")
+	case r.EscalateAfter > 0 && ttl > 0 && r.EscalateAfter >= ttl:
+		fail("EscalateAfter", -1, nil, "%v is not before the proposal expires (ttl %v): it would never escalate", r.EscalateAfter, ttl)
+	}
+	for j, a := range r.EscalateTo {
+		switch err := validateApprover(a); {
+		case err != nil:
+			fail("EscalateTo", j, nil, "%v", err)
+			approversValid = false
+		case slices.Index(r.EscalateTo, a) < j:
+			fail("EscalateTo", j, nil, "%q is listed twice", a)
+		}
+	}
+	if r.RemindEvery > 0 && ttl > 0 && r.RemindEvery >= ttl {
+		fail("RemindEvery", -1, nil, "%v is not before the proposal expires (ttl %v): no reminder would be sent", r.RemindEvery, ttl)
 	}
 	if r.Mode != "" && !r.Mode.Valid() {
-		return fmt.Errorf("field Mode %q: want wait, two_phase or independent", r.Mode)
+		fail("Mode", -1, nil, "%q: want wait, two_phase or independent", r.Mode)
 	}
-	for _, c := range r.Channels {
-		if !slices.Contains(Channels, c) {
-			return fmt.Errorf("field Channels: %q: want one of %s", c, strings.Join(Channels, ", "))
+	for j, c := range r.Channels {
+		switch {
+		case !slices.Contains(Channels, c):
+			fail("Channels", j, nil, "%q: want one of %s", c, strings.Join(Channels, ", "))
+		case slices.Index(r.Channels, c) < j:
+			fail("Channels", j, nil, "%q is listed twice", c)
 		}
 	}
-	for _, s := range r.Remember {
-		if !s.Valid() {
-			return fmt.Errorf("field Remember: %q: want run or thread", s)
+	for j, s := range r.Remember {
+		switch {
+		case !s.Valid():
+			fail("Remember", j, nil, "%q: want run or thread", s)
+		case slices.Index(r.Remember, s) < j:
+			fail("Remember", j, nil, "%q is listed twice", s)
 		}
 	}
-	return nil
+	if r.Effect == EffectAsk && approversValid && r.Quorum >= 0 {
+		switch people, fixed := r.people(); {
+		case !fixed:
+		case people == 0:
+			fail("", -1, nil, "no one may approve: the only approver is the requester, and self-approval is forbidden")
+		case max(r.Quorum, DefaultQuorum) > people:
+			fail("Quorum", -1, nil, "%d can never be met by the %d people the approvers name", max(r.Quorum, DefaultQuorum), people)
+		}
+	}
+	return out
 }
 
+// people counts those who could ever approve under r: the actors its
+// approvers name, with those it escalates to, and the requester unless
+// self-approval is forbidden. fixed is false when a role is among them:
+// a role is any number of people, and the count means nothing.
+func (r *Rule) people() (n int, fixed bool) {
+	named := map[string]bool{}
+	approvers := cmpSlice(r.Approvers, []string{ApproverRequester})
+	for _, a := range slices.Concat(approvers, r.EscalateTo) {
+		switch {
+		case strings.HasPrefix(a, approverRole):
+			return 0, false
+		case a == ApproverRequester && r.ForbidSelfApproval:
+		default:
+			named[a] = true
+		}
+	}
+	return len(named), true
+}
+
+// validateApprover checks one approver's form: requester, or role: or
+// actor: and a name without spaces or control characters, as a role or an
+// actor id has.
 func validateApprover(a string) error {
+	isName := func(s string) bool {
+		return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	}
 	switch {
 	case a == ApproverRequester:
-	case strings.HasPrefix(a, approverRole) && len(a) > len(approverRole):
-	case strings.HasPrefix(a, approverActor) && len(a) > len(approverActor):
+	case strings.HasPrefix(a, approverRole) && isName(a[len(approverRole):]):
+	case strings.HasPrefix(a, approverActor) && isName(a[len(approverActor):]):
 	default:
 		return fmt.Errorf("%q: want requester, role:NAME or actor:ID", a)
 	}

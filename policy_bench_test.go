@@ -31,7 +31,7 @@ func BenchmarkPolicyMatch(b *testing.B) {
 	if len(p.Rules) != 50 {
 		b.Fatalf("policy has %d rules, want 50", len(p.Rules))
 	}
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {

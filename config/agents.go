@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -34,8 +33,8 @@ const DefaultMaxSteps = agent.DefaultMaxSteps
 // (/v1/agui/{agent}) and in every run.
 const MaxAgentNameLen = 64
 
-// AgentSpec is one agent of the agents section. [Config.BuildAgents] turns
-// it into an [agent.Agent].
+// AgentSpec is one agent of the agents section. The composition root
+// (cmd/countersign) turns it into an agent.Agent with its model.
 type AgentSpec struct {
 	// Name names the agent in messages ("agent": NAME), runs and the AG-UI
 	// route (/v1/agui/NAME): 1 to MaxAgentNameLen of [A-Za-z0-9_.-], not
@@ -72,84 +71,11 @@ type ModelSpec struct {
 	BaseURL string
 	// APIKeyEnv names the environment variable holding the API key, which
 	// never lives in the file. Required for openai and anthropic; read by
-	// BuildAgents.
+	// the composition root when it builds the model.
 	APIKeyEnv string
 	// Scripted is a scripted model's rules and after_tool, written in the
 	// model section itself.
 	Scripted scripted.Config
-}
-
-// BuildAgents builds the configured agents, in file order, each with its
-// model: a scripted model from its rules; an openai or anthropic model with
-// the API key read, through getenv (os.Getenv when nil), from the variable
-// its api_key_env names. A variable that is empty or unset is an error
-// naming it and wrapping ErrSecretUnset; no error repeats a key. Every
-// problem is reported, each an *Error, several joined. It makes no request:
-// a wrong key shows at the first run. The composition root calls it once
-// at start-up, so that a missing key fails the start rather than a run.
-func (c *Config) BuildAgents(getenv func(string) string) ([]*agent.Agent, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	v := &validator{file: c.file, lines: c.lines}
-	v.agents(c)
-	if err := join(v.errs); err != nil {
-		return nil, err
-	}
-	out := make([]*agent.Agent, 0, len(c.Agents))
-	for i := range c.Agents {
-		spec := &c.Agents[i]
-		p := item("agents", i)
-		m := v.newModel(p+".model", &spec.Model, getenv)
-		if m == nil {
-			continue
-		}
-		a := &agent.Agent{
-			Name:         spec.Name,
-			Instructions: spec.Instructions,
-			Model:        m,
-			Actions:      slices.Clone(spec.Actions),
-			MaxSteps:     spec.MaxSteps,
-		}
-		// What passed the checks above must pass the runtime's: should the
-		// two ever disagree, the start fails here, at the agent.
-		if err := a.Validate(); err != nil {
-			v.wrap(err, p, "%v", err)
-			continue
-		}
-		out = append(out, a)
-	}
-	if err := join(v.errs); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// newModel builds a checked model section; nil after reporting a problem.
-func (v *validator) newModel(path string, m *ModelSpec, getenv func(string) string) agent.Model {
-	if m.Provider == ProviderScripted {
-		sm, err := scripted.New(m.Scripted)
-		if err != nil {
-			v.wrap(err, path, "%v", err)
-			return nil
-		}
-		return sm
-	}
-	key := getenv(m.APIKeyEnv)
-	switch {
-	case key == "":
-		v.wrap(ErrSecretUnset, path+".api_key_env", "environment variable %s is empty or unset: it must hold the %s API key", m.APIKeyEnv, m.Provider)
-		return nil
-	case !isToken(key):
-		v.fail(path+".api_key_env", "environment variable %s holds spaces or control characters, which no API key has", m.APIKeyEnv)
-		return nil
-	}
-	model, err := newProviderModel(m, key)
-	if err != nil {
-		v.wrap(err, path, "%v", err)
-		return nil
-	}
-	return model
 }
 
 // onLine is " (line N)" naming path's line, or "" when it has none (a

@@ -1,29 +1,14 @@
 package config
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/anthropic"
-	"github.com/countersign/countersign/agent/openai"
 	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/textdecision"
 )
-
-// env is a getenv over a map.
-func env(vars map[string]string) func(string) string {
-	return func(name string) string { return vars[name] }
-}
 
 // exampleAgents is what testdata/agents.yaml (docs/api.md's Part 2) holds.
 func exampleAgents() []AgentSpec {
@@ -159,180 +144,6 @@ func TestTextVocabulary(t *testing.T) {
 	}
 }
 
-func TestBuildAgents(t *testing.T) {
-	t.Parallel()
-	c := parseAgentsExample(t)
-	agents, err := c.BuildAgents(env(map[string]string{"OPENAI_API_KEY": "sk-test-1", "ANTHROPIC_API_KEY": "sk-ant-test-2"}))
-	if err != nil {
-		t.Fatalf("BuildAgents: %v", err)
-	}
-	if len(agents) != 3 {
-		t.Fatalf("%d agents, want 3", len(agents))
-	}
-	for i, spec := range exampleAgents() {
-		a := agents[i]
-		if a.Name != spec.Name || a.Instructions != spec.Instructions || !reflect.DeepEqual(a.Actions, spec.Actions) || a.MaxSteps != spec.MaxSteps {
-			t.Errorf("agent %d = %+v, want %+v", i, a, spec)
-		}
-		if err := a.Validate(); err != nil {
-			t.Errorf("agent %s: %v", a.Name, err)
-		}
-	}
-	if _, ok := agents[0].Model.(*openai.Model); !ok {
-		t.Errorf("support's model is %T", agents[0].Model)
-	}
-	if _, ok := agents[1].Model.(*anthropic.Model); !ok {
-		t.Errorf("claude's model is %T", agents[1].Model)
-	}
-	// The scripted model answers from the file's rules.
-	demo := agents[2]
-	if _, ok := demo.Model.(*scripted.Model); !ok {
-		t.Fatalf("demo's model is %T", demo.Model)
-	}
-	reply, err := demo.Model.Generate(context.Background(), &agent.Request{
-		Messages: []agent.Message{{Role: agent.RoleUser, Text: "Please refund 40 EUR to c_9"}},
-		Tools:    []agent.Tool{{Name: "payments.refund"}},
-	})
-	if err != nil {
-		t.Fatalf("Generate: %v", err)
-	}
-	if reply.Text != "I'll ask for that refund." || len(reply.ToolCalls) != 1 ||
-		reply.ToolCalls[0].Action != "payments.refund" || string(reply.ToolCalls[0].Input) != `{"amount":40,"customer":"c_9"}` {
-		t.Errorf("demo's reply: %+v", reply)
-	}
-	// The agents own their slices.
-	agents[0].Actions[0] = "changed"
-	if c.Agents[0].Actions[0] != "payments.*" {
-		t.Error("BuildAgents shares the actions slice with the configuration")
-	}
-	// No agents, no error.
-	if got, err := Default().BuildAgents(nil); err != nil || len(got) != 0 {
-		t.Errorf("Default().BuildAgents = %v, %v", got, err)
-	}
-}
-
-// TestBuildAgentsKeys: a key missing from the environment, or not a key,
-// is an error naming the variable and its line, never the value.
-func TestBuildAgentsKeys(t *testing.T) {
-	t.Parallel()
-	c := parseAgentsExample(t)
-	_, err := c.BuildAgents(env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant-s3cr3t value"}))
-	errs := Errors(err)
-	if len(errs) != 2 {
-		t.Fatalf("want 2 problems, got %v", err)
-	}
-	if want := "testdata/agents.yaml:25: agents[0].model.api_key_env: environment variable OPENAI_API_KEY is empty or unset: it must hold the openai API key"; errs[0].Error() != want {
-		t.Errorf("missing key:\n got %q\nwant %q", errs[0], want)
-	}
-	if want := "testdata/agents.yaml:29: agents[1].model.api_key_env: environment variable ANTHROPIC_API_KEY holds spaces or control characters, which no API key has"; errs[1].Error() != want {
-		t.Errorf("bad key:\n got %q\nwant %q", errs[1], want)
-	}
-	if !errors.Is(err, ErrSecretUnset) || errors.Is(errs[1], ErrSecretUnset) {
-		t.Errorf("errors.Is(ErrSecretUnset) holds for the missing key only: %v", err)
-	}
-	if strings.Contains(err.Error(), "s3cr3t") {
-		t.Errorf("an error repeats the key: %v", err)
-	}
-	// An invalid configuration built in code fails before any model is built.
-	bad := Default()
-	bad.Agents = []AgentSpec{{Name: "a", Model: ModelSpec{Provider: ProviderOpenAI, Name: "m", APIKeyEnv: "sk-proj-s3cr3t"}}}
-	_, err = bad.BuildAgents(env(nil))
-	if errs := Errors(err); len(errs) != 1 || errs[0].Line != 0 || !strings.Contains(errs[0].Reason, "looks like an API key") || strings.Contains(err.Error(), "s3cr3t") {
-		t.Errorf("BuildAgents of an invalid configuration: %v", err)
-	}
-}
-
-// BuildAgents with a nil getenv reads the process's environment.
-func TestBuildAgentsEnviron(t *testing.T) {
-	c := parseOK(t, "agents:\n  - name: a\n    model: {provider: anthropic, name: m, api_key_env: CS_TEST_AGENT_KEY}\n")
-	t.Setenv("CS_TEST_AGENT_KEY", "")
-	if _, err := c.BuildAgents(nil); !errors.Is(err, ErrSecretUnset) || !strings.Contains(err.Error(), "CS_TEST_AGENT_KEY") {
-		t.Errorf("unset: %v", err)
-	}
-	t.Setenv("CS_TEST_AGENT_KEY", "sk-ant-x")
-	if agents, err := c.BuildAgents(nil); err != nil || len(agents) != 1 {
-		t.Errorf("set: %v, %v", agents, err)
-	}
-}
-
-// fakeProvider records the requests a provider's model sends and answers
-// each with reply.
-type fakeProvider struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	path   string
-	header http.Header
-	body   map[string]any
-}
-
-func newFakeProvider(t *testing.T, reply string) *fakeProvider {
-	t.Helper()
-	f := &fakeProvider{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.path, f.header = r.URL.Path, r.Header.Clone()
-		_ = json.Unmarshal(raw, &f.body)
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, reply)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-// sentKey is the API key a request carries, as a bearer token or in
-// X-Api-Key.
-func sentKey(h http.Header) string {
-	if k := h.Get("X-Api-Key"); k != "" {
-		return k
-	}
-	return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
-}
-
-// TestBuildAgentsProviders: a built model sends its requests to base_url,
-// for the model the file names, with the key from the variable it names.
-func TestBuildAgentsProviders(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		provider, reply, path string
-	}{
-		{
-			provider: ProviderOpenAI,
-			reply:    `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m-1","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}`,
-			path:     "/chat/completions",
-		},
-		{
-			provider: ProviderAnthropic,
-			reply:    `{"id":"msg_1","type":"message","role":"assistant","model":"m-1","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`,
-			path:     "/v1/messages",
-		},
-	} {
-		t.Run(tt.provider, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeProvider(t, tt.reply)
-			c := parseOK(t, "agents:\n  - name: a\n    model: {provider: "+tt.provider+", name: m-1, base_url: \""+f.srv.URL+"\", api_key_env: KEY}\n")
-			agents, err := c.BuildAgents(env(map[string]string{"KEY": "sk-test-key"}))
-			if err != nil {
-				t.Fatalf("BuildAgents: %v", err)
-			}
-			reply, err := agents[0].Model.Generate(context.Background(), &agent.Request{
-				Instructions: "Be brief.",
-				Messages:     []agent.Message{{Role: agent.RoleUser, Text: "hi"}},
-			})
-			if err != nil {
-				t.Fatalf("Generate: %v", err)
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if reply.Text != "hello" || f.path != tt.path || sentKey(f.header) != "sk-test-key" || f.body["model"] != "m-1" {
-				t.Errorf("reply %+v; request %s, key %q, model %v", reply, f.path, sentKey(f.header), f.body["model"])
-			}
-		})
-	}
-}
-
 // TestAgentsDefaults: max_steps defaults to 8, which 0 also means; an
 // agent's action list is nil (every action) unless the file gives one.
 func TestAgentsDefaults(t *testing.T) {
@@ -357,12 +168,11 @@ agents:
 	if c.DefaultAgentName() != "" {
 		t.Errorf("no default_agent, yet DefaultAgentName() = %q", c.DefaultAgentName())
 	}
-	// In code, 0 means the default too.
+	// In code, 0 means the default too (cmd/countersign builds it so).
 	d := Default()
 	d.Agents = []AgentSpec{{Name: "a", Model: ModelSpec{Provider: ProviderScripted, Scripted: scripted.Config{Rules: []scripted.Rule{{Match: "x", Say: "y"}}}}}}
-	agents, err := d.BuildAgents(nil)
-	if err != nil || agents[0].Steps() != DefaultMaxSteps {
-		t.Errorf("BuildAgents: %v, %v", agents, err)
+	if err := d.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
 	}
 	// Without actions in the file, globs are not checked against any.
 	parseOK(t, "agents:\n  - name: a\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n    actions: [\"fs__*\", email.send]\n")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store/pgstore"
+	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/textdecision"
 )
 
@@ -28,7 +28,7 @@ const (
 	DefaultMaxConcurrency = countersign.DefaultMaxConcurrency // worker.max_concurrency
 	DefaultMaxAttempts    = countersign.DefaultMaxAttempts    // worker.max_attempts
 
-	DefaultPostgresMaxConns = pgstore.DefaultMaxConns // postgres.max_conns
+	DefaultPostgresMaxConns = defaults.PostgresMaxConns // postgres.max_conns: pgstore.DefaultMaxConns
 
 	// DefaultStoreConnectTimeout is how long serve and worker wait, at
 	// start, for a store that cannot be reached (store.connect_timeout).
@@ -103,7 +103,7 @@ type Config struct {
 	// DefaultAgent names the agent of Agents that answers a message naming
 	// none; empty, such a message starts no run. See DefaultAgentName.
 	DefaultAgent string
-	// Agents are the configured agents, in file order. See BuildAgents.
+	// Agents are the configured agents, in file order.
 	Agents []AgentSpec
 	// MCP configures the MCP gateway: its upstream servers, where serve
 	// mounts it, and how long a call holds for a decision.

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store/memstore"
-	"github.com/countersign/countersign/store/pgstore"
 )
 
 // exampleConfig is what testdata/example.yaml (docs/api.md's example) holds.
@@ -42,7 +40,7 @@ func exampleConfig() *Config {
 		CORS:                CORS{AllowedOrigins: []string{}},
 		WebhookSecretEnv:    "COUNTERSIGN_WEBHOOK_SECRET",
 		Worker:              Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
-		Postgres:            Postgres{MaxConns: pgstore.DefaultMaxConns},
+		Postgres:            Postgres{MaxConns: DefaultPostgresMaxConns},
 		StoreConnectTimeout: DefaultStoreConnectTimeout,
 		PolicySpec: PolicySpec{
 			DefaultTTL: 10 * time.Minute,
@@ -127,7 +125,7 @@ func TestDefault(t *testing.T) {
 		AutoMigrate:         true,
 		WebhookSecretEnv:    "COUNTERSIGN_WEBHOOK_SECRET",
 		Worker:              Worker{PollInterval: time.Second, Lease: 30 * time.Second, MaxConcurrency: 4, MaxAttempts: 5},
-		Postgres:            Postgres{MaxConns: pgstore.DefaultMaxConns},
+		Postgres:            Postgres{MaxConns: DefaultPostgresMaxConns},
 		StoreConnectTimeout: DefaultStoreConnectTimeout,
 		PolicySpec:          PolicySpec{DefaultTTL: 10 * time.Minute},
 		Metrics:             Metrics{ProposalCountsEvery: 30 * time.Second},
@@ -234,8 +232,11 @@ func TestErrors(t *testing.T) {
 		{"duration syntax", "worker:\n  lease: 30 seconds\n", 2, `"30 seconds" is not a duration`},
 		{"duration sign", "policy:\n  default_ttl: -1m\n", 2, "policy.default_ttl: -1m: must be positive"},
 		{"zero duration", rule("{match: a, ttl: 0s}"), 3, "policy.rules[0].ttl: 0s: must be positive"},
-		{"escalate_after alone", rule("{match: a, escalate_after: 5m}"), 3, "policy.rules[0].escalate_after: needs escalate_to: whom to add as approvers"},
-		{"escalate_to alone", rule("{match: a, escalate_to: [\"role:manager\"]}"), 3, "policy.rules[0].escalate_to: needs escalate_after: when to add them"},
+		{"escalate_after alone", rule("{match: a, escalate_after: 5m}"), 3, "policy.rules[0].escalate_to: is required: whom to add as approvers once the escalation is due"},
+		{"escalate_to alone", rule("{match: a, escalate_to: [\"role:manager\"]}"), 3, "policy.rules[0].escalate_after: is required: when to add the escalation's approvers"},
+		{"escalate_to empty", rule("{match: a, escalate_to: []}"), 3, "policy.rules[0].escalate_to: is empty: list whom to add, or leave escalation out"},
+		{"escalate_after past the default ttl", "policy:\n  default_ttl: 5m\n  rules:\n    - {match: a, escalate_after: 5m, escalate_to: [\"role:m\"]}\n", 4,
+			"policy.rules[0].escalate_after: 5m0s is not before the proposal expires (ttl 5m0s): it would never escalate"},
 		{"escalate_after past ttl", rule("{match: a, ttl: 10m, escalate_after: 10m, escalate_to: [\"role:manager\"]}"), 3,
 			"policy.rules[0].escalate_after: 10m0s is not before the proposal expires (ttl 10m0s): it would never escalate"},
 		{"escalate_to not an approver", rule("{match: a, escalate_after: 1m, escalate_to: [manager]}"), 3,
@@ -319,7 +320,7 @@ func TestErrors(t *testing.T) {
 		{"concurrency", "worker:\n  max_concurrency: 0\n", 2, "worker.max_concurrency: 0: must be positive"},
 		{"attempts", "worker: {max_attempts: -1}\n", 1, "worker.max_attempts: -1: must be positive"},
 		// postgres
-		{"max_conns negative", "postgres:\n  max_conns: -1\n", 2, "postgres.max_conns: -1: must be positive, or 0 for the default (" + fmt.Sprint(pgstore.DefaultMaxConns) + ")"},
+		{"max_conns negative", "postgres:\n  max_conns: -1\n", 2, "postgres.max_conns: -1: must be positive, or 0 for the default (" + fmt.Sprint(DefaultPostgresMaxConns) + ")"},
 		{"max_conns very negative", "postgres: {max_conns: -2147483648}\n", 1, "postgres.max_conns: -2147483648: must be positive"},
 		{"max_conns above PostgreSQL's limit", "postgres:\n  max_conns: 262144\n", 2, "postgres.max_conns: 262144: more connections than PostgreSQL accepts (max_connections is at most 262143)"},
 		{"max_conns out of range", "postgres:\n  max_conns: 9999999999\n", 2, "postgres.max_conns: integer 9999999999 out of range"},
@@ -359,6 +360,10 @@ func TestErrors(t *testing.T) {
 		{"approver twice", rule("{match: a, approvers: [\"role:x\", \"role:x\"]}"), 3, "\"role:x\" is listed twice"},
 		{"approvers empty", rule("{match: a, approvers: []}"), 3, "policy.rules[0].approvers: is empty"},
 		{"quorum zero", rule("{match: a, quorum: 0}"), 3, "policy.rules[0].quorum: 0: must be at least 1"},
+		{"quorum negative", rule("{match: a, quorum: -1}"), 3, "policy.rules[0].quorum: -1: must be at least 1"},
+		{"approver name with a space", rule("{match: a, approvers: [\"role:fin ance\"]}"), 3, `policy.rules[0].approvers[0]: "role:fin ance": want requester, role:NAME or actor:ID`},
+		{"quorum unreachable once escalated", rule("{match: a, approvers: [\"actor:a\"], quorum: 3, escalate_after: 1m, escalate_to: [\"actor:b\"]}"), 3,
+			"policy.rules[0].quorum: 3 can never be met by the 2 people the approvers name"},
 		{"quorum unreachable", rule("{match: a, approvers: [\"actor:bob\", requester], quorum: 3}"), 3, "policy.rules[0].quorum: 3 can never be met by the 2 people"},
 		{"quorum without self", "policy:\n  rules:\n    - match: a\n      approvers: [\"actor:bob\", requester]\n      forbid_self_approval: true\n      quorum: 2\n", 6, "2 can never be met by the 1 people"},
 		{"nobody approves", rule("{match: a, forbid_self_approval: true}"), 3, "policy.rules[0]: no one may approve"},
@@ -552,6 +557,10 @@ func TestErrorsNoCascade(t *testing.T) {
 		"worker:\n  lease: long\n  poll_interval: 20s\n",
 		"actions:\n  - name: a\n    execute: {url: [x]}\n",
 		"policy:\n  rules:\n    - {match: a, approvers: requester, forbid_self_approval: true}\n",
+		// A field the file's own checks refuse, or its rule, is not also
+		// refused by the engine's check: nor is no one left to approve.
+		"policy:\n  rules:\n    - {match: a, approvers: [], forbid_self_approval: true}\n",
+		"policy:\n  rules:\n    - {match: a, quorum: -1, approvers: [\"actor:b\"]}\n",
 		// An agent whose name could not be read is not also missing, nor
 		// the one default_agent names.
 		"default_agent: a\nagents:\n  - name: [a]\n    model: {provider: scripted, rules: [{match: x, say: y}]}\n",
@@ -676,9 +685,10 @@ func TestParseStore(t *testing.T) {
 	}
 }
 
-// TestEngineAcceptsPolicy: whatever the file's policy, worker and engine
-// settings, the engine takes them.
-func TestEngineAcceptsPolicy(t *testing.T) {
+// TestEngineOptions: the file's policy, worker and engine settings become
+// the engine's and the worker's options, and the policy passes the
+// engine's own check.
+func TestEngineOptions(t *testing.T) {
 	t.Parallel()
 	c := parseOK(t, `
 worker: {poll_interval: 2s, lease: 1m, max_concurrency: 8, max_attempts: 3}
@@ -708,18 +718,15 @@ actions:
 	if opts.LeaseDuration != time.Minute || opts.MaxAttempts != 3 || !reflect.DeepEqual(opts.Policy, want) {
 		t.Errorf("EngineOptions() = %+v", opts)
 	}
-	opts.Store = memstore.New(nil)
-	e, err := countersign.New(opts)
-	if err != nil {
-		t.Fatalf("countersign.New: %v", err)
+	// The engine's own check passes; cmd/countersign builds the engine and
+	// the worker from these options (TestEngineAcceptsWhatConfigAccepts).
+	if err := p.Validate(); err != nil {
+		t.Errorf("Policy().Validate: %v", err)
 	}
 	wo := c.WorkerOptions()
 	if !reflect.DeepEqual(wo, countersign.WorkerOptions{PollInterval: 2 * time.Second, LeaseDuration: time.Minute, MaxConcurrency: 8,
 		Sealer: countersign.SealerOptions{CheckpointEvery: time.Minute}}) {
 		t.Errorf("WorkerOptions() = %+v", wo)
-	}
-	if _, err := e.NewWorker(wo); err != nil {
-		t.Errorf("NewWorker: %v", err)
 	}
 	// Policy returns copies: changing them leaves the configuration alone.
 	p.Rules[0].Approvers[0] = "role:changed"
@@ -952,11 +959,11 @@ func TestLogSection(t *testing.T) {
 func TestPostgresSection(t *testing.T) {
 	t.Parallel()
 	for yaml, want := range map[string]int{
-		"":                                pgstore.DefaultMaxConns,
-		"postgres:\n":                     pgstore.DefaultMaxConns,
-		"postgres: {}\n":                  pgstore.DefaultMaxConns,
-		"postgres:\n  max_conns:\n":       pgstore.DefaultMaxConns,
-		"postgres: {max_conns: 0}\n":      pgstore.DefaultMaxConns,
+		"":                                DefaultPostgresMaxConns,
+		"postgres:\n":                     DefaultPostgresMaxConns,
+		"postgres: {}\n":                  DefaultPostgresMaxConns,
+		"postgres:\n  max_conns:\n":       DefaultPostgresMaxConns,
+		"postgres: {max_conns: 0}\n":      DefaultPostgresMaxConns,
 		"postgres: {max_conns: 1}\n":      1,
 		"postgres: {max_conns: 64}\n":     64,
 		"postgres:\n  max_conns: 0x10\n":  16,

@@ -101,14 +101,25 @@
 // any invalid value, and report every problem at once. Each is an [*Error]
 // whose message reads "file:line: path: reason", with the line of the
 // offending YAML node; several are joined with errors.Join ([Errors] lists
-// them). The checks on rules and actions are the engine's own (a policy that
-// passes is accepted by countersign.New, an action by
-// countersign.NewRawAction), plus some the engine cannot make: a quorum that
-// the named approvers could never meet, a rule that repeats the match of an
-// earlier one without a when, a placeholder naming no property of a closed
-// input schema, a when that does not compile against the input schema of
-// an action its match fits. Anchors,
-// aliases and merge keys (<<: *defaults) work as in any YAML.
+// them). The policy is checked by the engine's own check,
+// countersign.Policy.Validate, the one that countersign.New makes: each of
+// its problems (an *countersign.InvalidPolicyError, which names the rule,
+// the field and the list item) is reported at that field's line, so a file
+// that loads holds a policy the engine takes and a policy the engine
+// refuses does not load. That check refuses, beside each field's form, a
+// rule that repeats the match of an earlier one without a when (it could
+// never apply), and an ask rule that no one could complete: its approvers,
+// with those escalate_to adds, name no role, and the people they name are
+// fewer than the quorum, or none at all when forbid_self_approval leaves
+// only the requester. Before it come the checks of what only a file can
+// write (a file's fields hold their defaults resolved, so quorum: 0 and an
+// explicit empty approvers, channels or escalate_to are mistakes, where in
+// Go zero means the default), and after it the check that needs the file's
+// actions: a when must compile against the input schema of every action its
+// match fits, as the engine checks when the action registers. Actions are
+// checked as countersign.NewRawAction builds them, plus a placeholder
+// naming no property of a closed input schema. Anchors, aliases and merge
+// keys (<<: *defaults) work as in any YAML.
 //
 // # Agents and text decisions
 //
@@ -152,9 +163,10 @@
 // action's webhook requests (its own webhook_secret_env, or the top-level
 // one: [Config.WebhookSecret]), [Config.NotificationSecret] a notification
 // target's secret_env, [Config.HS256Secret] auth.jwt.hs256_secret_env; each
-// fails clearly when its variable is empty. [Config.BuildAgents] reads the
-// variables the agents' api_key_env name, through the getenv it is given.
-// [Parse] reads none of them, so a file can be checked anywhere; it does
+// fails clearly when its variable is empty. The composition root
+// (cmd/countersign) reads the variables the agents' api_key_env name when it
+// builds their models, and reports a missing one at its line
+// ([Config.FieldError]). [Parse] reads none of them, so a file can be checked anywhere; it does
 // refuse a notification target without secret_env, and two fields naming
 // one variable when their secrets must differ.
 // They are read when asked for, so that `countersign config validate` can
@@ -174,7 +186,7 @@
 // URLs (actions' endpoints, notification targets) are written in RFC 3986's
 // characters, without userinfo; a token in a query is allowed, and every
 // error and log line shows it REDACTED.
-
+//
 // # Use
 //
 // [Config.Policy], [Config.EngineOptions] and [Config.WorkerOptions] give the
@@ -183,7 +195,30 @@
 // what a server authenticates and exposes with; [Log.Logger] and
 // [Log.RequestLevel] how it logs. Actions stay descriptions ([Action]); the
 // webhook package turns them into countersign actions.
-// [Config.TextVocabulary] compiles the text decisions,
-// [Config.BuildAgents] builds the agents with their models, and
-// [Config.DefaultAgentName] names the one a message naming none goes to.
+// [Config.TextVocabulary] compiles the text decisions, and
+// [Config.DefaultAgentName] names the agent a message naming none goes to.
+//
+// # What config builds: nothing
+//
+// config parses and validates; the composition root, cmd/countersign,
+// builds what a configuration describes (the store, the agents with their
+// models, the MCP gateway's upstreams, the notification deliverer), so that
+// config depends on no store driver, model provider or its SDK, and no
+// package that serves or calls over the network. Its imports beyond the
+// standard library are these, and a test (TestImports) holds it to them:
+//
+//	github.com/countersign/countersign                     the engine's types; Policy.Validate; NewRawAction
+//	github.com/countersign/countersign/agent               DefaultMaxSteps; Agent.Offers (no network)
+//	github.com/countersign/countersign/agent/scripted      a scripted model's rules, checked as scripted.New compiles them
+//	github.com/countersign/countersign/internal/condition  a when against an action's input schema
+//	github.com/countersign/countersign/internal/defaults   the defaults config shares with pgstore, mcpgateway, notifications
+//	github.com/countersign/countersign/internal/mcpname    the MCP gateway's name rules
+//	github.com/countersign/countersign/internal/redact     URLs in errors
+//	github.com/countersign/countersign/internal/schema     actions' input schemas
+//	github.com/countersign/countersign/textdecision        text_decisions
+//	go.yaml.in/yaml/v3                                     the file
+//
+// agent/scripted is a model, but a pure one: its rules are regular
+// expressions and templates, compiled with no I/O, so config checks a
+// file's scripted rules with the very compiler the model uses.
 package config

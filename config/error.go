@@ -79,3 +79,16 @@ func join(errs []*Error) error {
 	}
 	return errors.Join(all...)
 }
+
+// FieldError returns a problem of c's field at path
+// ("agents[0].model.api_key_env") as Validate reports one: in the file c
+// was parsed from, at the line of path or of its nearest ancestor the file
+// holds (none for a configuration built in code), reading "path: reason".
+// cause, when not nil, is what errors.Is and errors.As find. The
+// composition root reports with it what it finds building what c describes
+// (a model's key missing from the environment), so that such a problem
+// points into the file as Parse's do.
+func (c *Config) FieldError(path string, cause error, reason string) *Error {
+	v := &validator{file: c.file, lines: c.lines}
+	return &Error{File: c.file, Line: v.line(path), Reason: path + ": " + reason, err: cause}
+}

@@ -39,7 +39,7 @@ policy:
 	// countersign.yaml:8: unknown key "approvals" in policy.rules[0] (want match, when, effect, approvers, quorum, forbid_self_approval, ttl, mode, channels, remember, escalate_after, escalate_to, remind_every)
 }
 
-func ExampleConfig_BuildAgents() {
+func ExampleParse_agents() {
 	c, err := config.Parse("countersign.yaml", []byte(`
 default_agent: support
 agents:
@@ -61,25 +61,16 @@ agents:
 		fmt.Println(err)
 		return
 	}
-	// The composition root passes os.Getenv; the key never lives in the file.
-	getenv := func(name string) string { return map[string]string{"OPENAI_API_KEY": "sk-…"}[name] }
-	agents, err := c.BuildAgents(getenv)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, a := range agents {
-		fmt.Println(a.Name, a.Actions, a.Steps())
+	// The file names the key's variable; the composition root
+	// (cmd/countersign) reads it and builds the models.
+	for _, a := range c.Agents {
+		fmt.Println(a.Name, a.Model.Provider, a.Model.APIKeyEnv, a.Actions, a.MaxSteps)
 	}
 	fmt.Println("default:", c.DefaultAgentName())
-
-	_, err = c.BuildAgents(func(string) string { return "" })
-	fmt.Println(err)
 	// Output:
-	// support [payments.*] 8
-	// demo [] 8
+	// support openai OPENAI_API_KEY [payments.*] 8
+	// demo scripted  [] 8
 	// default: support
-	// countersign.yaml:9: agents[0].model.api_key_env: environment variable OPENAI_API_KEY is empty or unset: it must hold the openai API key
 }
 
 func ExampleParse_agentErrors() {

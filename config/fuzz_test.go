@@ -3,18 +3,15 @@ package config
 import (
 	"errors"
 	"os"
-	"slices"
 	"testing"
 
-	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/mcpgateway"
-	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/agent/scripted"
 )
 
 // FuzzParse: Parse never panics; it fails only with *Error values, joined
-// or alone; and what it accepts, the engine, the worker, the text-decision
-// parser and the agents' models accept.
+// or alone; and what it accepts, the engine's policy check, the
+// text-decision parser and the scripted models accept. (cmd/countersign's TestEngineAcceptsWhatConfigAccepts builds the
+// engine, the worker, the agents and the gateway from this corpus.)
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile("testdata/example.yaml")
 	if err != nil {
@@ -56,33 +53,19 @@ func FuzzParse(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Validate rejects what Parse accepted: %v", err)
 		}
-		e, err := countersign.New(countersign.Options{Store: memstore.New(nil), Policy: c.Policy()})
-		if err != nil {
-			t.Fatalf("countersign.New rejects the policy: %v", err)
-		}
-		if _, err := e.NewWorker(c.WorkerOptions()); err != nil {
-			t.Fatalf("NewWorker rejects the worker options: %v", err)
+		if err := c.Policy().Validate(); err != nil {
+			t.Fatalf("the engine's check refuses the policy: %v", err)
 		}
 		if _, err := c.TextVocabulary(); err != nil {
 			t.Fatalf("TextVocabulary rejects what Parse accepted: %v", err)
 		}
-		built, err := c.BuildAgents(func(string) string { return "k" })
-		if err != nil || len(built) != len(c.Agents) {
-			t.Fatalf("BuildAgents rejects what Parse accepted: %d agents, %v", len(built), err)
-		}
-		var ups []mcpgateway.Upstream
-		for _, s := range c.MCP.Servers {
-			u, err := s.Upstream(func(string) string { return "set" })
-			if err != nil {
-				t.Fatalf("Upstream rejects the mcp section's server %s: %v", s.Name, err)
+		for _, a := range c.Agents {
+			if a.Model.Provider != ProviderScripted {
+				continue
 			}
-			ups = append(ups, u)
-		}
-		if _, err := mcpgateway.New(mcpgateway.Options{Engine: e, Upstreams: ups, Hold: c.MCP.Hold}); err != nil {
-			t.Fatalf("mcpgateway.New rejects the mcp section: %v", err)
-		}
-		if c.DefaultAgentName() != "" && !slices.ContainsFunc(built, func(a *agent.Agent) bool { return a.Name == c.DefaultAgentName() }) {
-			t.Fatalf("default_agent %q is none of the agents built", c.DefaultAgentName())
+			if _, err := scripted.New(a.Model.Scripted); err != nil {
+				t.Fatalf("scripted.New rejects agent %s's rules: %v", a.Name, err)
+			}
 		}
 	})
 }

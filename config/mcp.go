@@ -10,14 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/mcpgateway"
+	"github.com/countersign/countersign/internal/defaults"
+	"github.com/countersign/countersign/internal/mcpname"
 	"go.yaml.in/yaml/v3"
 )
 
 // Defaults of the mcp section.
 const (
-	DefaultMCPPath = "/mcp"                 // mcp.path
-	DefaultMCPHold = mcpgateway.DefaultHold // mcp.hold
+	DefaultMCPPath = "/mcp"           // mcp.path
+	DefaultMCPHold = defaults.MCPHold // mcp.hold: mcpgateway.DefaultHold
 )
 
 // MaxMCPHold is the longest mcp.hold: MCP clients give up on a request long
@@ -75,27 +76,6 @@ type MCPReadOnly struct {
 	// SchemaSHA256 pins the tool's input schema: it is a read only while
 	// mcpgateway.SchemaSHA256 of its inputSchema is this.
 	SchemaSHA256 string
-}
-
-// Upstream returns the gateway's upstream for s, with the headers of an
-// HTTP server read through getenv (see Headers).
-func (s MCPServer) Upstream(getenv func(string) string) (mcpgateway.Upstream, error) {
-	var u mcpgateway.Upstream
-	if s.URL == "" {
-		u = mcpgateway.CommandUpstream(s.Name, s.Command, s.Env)
-	} else {
-		h, err := s.Headers(getenv)
-		if err != nil {
-			return mcpgateway.Upstream{}, err
-		}
-		u = mcpgateway.HTTPUpstream(s.Name, s.URL, h)
-	}
-	for _, ro := range s.ReadOnly {
-		u.ReadOnly = append(u.ReadOnly, mcpgateway.ReadOnlyTool{Name: ro.Name, SchemaSHA256: ro.SchemaSHA256})
-	}
-	u.Idempotent = append([]string(nil), s.Idempotent...)
-	u.TrustAnnotations = s.TrustAnnotations
-	return u, nil
 }
 
 // Headers returns the headers of an HTTP upstream, each value read from the
@@ -223,14 +203,12 @@ func (v *validator) mcp(m *MCP) {
 	}
 }
 
-var upstreamName = regexp.MustCompile(`^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$`)
-
 func (v *validator) mcpServer(p string, s *MCPServer, first map[string]string) {
 	switch {
 	case s.Name == "":
 		v.fail(p+".name", "is required: its tools are exported as <name>__<tool>")
-	case len(s.Name) > mcpgateway.MaxUpstreamName || !upstreamName.MatchString(s.Name):
-		v.fail(p+".name", "%q: want up to %d letters and digits, with single - or _ between them", s.Name, mcpgateway.MaxUpstreamName)
+	case !mcpname.ValidUpstream(s.Name):
+		v.fail(p+".name", "%q: want up to %d letters and digits, with single - or _ between them", s.Name, mcpname.MaxUpstream)
 	default:
 		if f, dup := first[s.Name]; dup {
 			v.fail(p+".name", "%q is already the name of %s (line %d)", s.Name, f, v.line(f))
@@ -274,7 +252,7 @@ func (v *validator) mcpToolNames(p string, names []string) {
 		switch k, dup := first[name]; {
 		case name == "":
 			v.fail(item(p, j), "names no tool: want a tool's exact name upstream")
-		case !mcpgateway.ValidToolName(name):
+		case !mcpname.ValidTool(name):
 			v.fail(item(p, j), "%q: want a tool's name upstream (1 to 128 of letters, digits, _, - and dots)", name)
 		case dup:
 			v.fail(item(p, j), "%q is already listed at %s", name, item(p, k))

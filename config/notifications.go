@@ -7,17 +7,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/notifications"
 	"go.yaml.in/yaml/v3"
 )
 
 // Defaults and bounds of a notifications entry.
 const (
-	DefaultNotificationTimeout     = notifications.DefaultTimeout        // notifications[].timeout
-	DefaultNotificationMaxAttempts = notifications.DefaultMaxAttempts    // notifications[].max_attempts
-	DefaultNotificationBackoff     = notifications.DefaultBackoffInitial // notifications[].backoff.initial
-	DefaultNotificationBackoffMax  = notifications.DefaultBackoffMax     // notifications[].backoff.max
+	// The notification deliverer's own defaults (notifications.DefaultTimeout,
+	// …), read from internal/defaults, as the deliverer does.
+	DefaultNotificationTimeout     = defaults.NotificationTimeout        // notifications[].timeout
+	DefaultNotificationMaxAttempts = defaults.NotificationMaxAttempts    // notifications[].max_attempts
+	DefaultNotificationBackoff     = defaults.NotificationBackoffInitial // notifications[].backoff.initial
+	DefaultNotificationBackoffMax  = defaults.NotificationBackoffMax     // notifications[].backoff.max
 
 	// MaxNotificationTimeout bounds one request: a worker slot is held
 	// while it lasts.

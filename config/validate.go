@@ -13,14 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/condition"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/internal/schema"
-	"github.com/countersign/countersign/store/memstore"
 )
 
 // Validate checks a configuration, such as one built in code or changed
@@ -66,15 +64,20 @@ func (v *validator) line(path string) int {
 // skipped reports whether the decoder already reported path, one of its
 // ancestors or descendants: a value it could not decode is not judged again.
 func (v *validator) skipped(path string) bool {
-	within := func(a, b string) bool { // a is b or below it
-		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
-	}
 	for p := range v.skip {
-		if within(p, path) || within(path, p) {
+		if related(p, path) {
 			return true
 		}
 	}
 	return false
+}
+
+// related reports whether path a is b, or one is below the other.
+func related(a, b string) bool {
+	within := func(a, b string) bool { // a is b or below it
+		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
+	}
+	return within(a, b) || within(b, a)
 }
 
 func (v *validator) config(c *Config) {
@@ -352,62 +355,113 @@ func (v *validator) worker(w *Worker) {
 	}
 }
 
-// matchPattern is an action name where * may stand for any run of characters.
+// matchPattern is an action name where * may stand for any run of
+// characters: what a rule's match and an agent's action glob may be (the
+// engine's rule for a match, which Policy.Validate applies to rules).
 var matchPattern = regexp.MustCompile(`^[A-Za-z0-9_.:/*-]{1,128}$`)
 
+// ruleKeys maps the fields of countersign.Rule and countersign.Policy that
+// a file sets to their keys, so that the engine's problems
+// (*countersign.InvalidPolicyError, which name Go fields) are reported at
+// the file's lines. Rule's fields are named as countersign.Rule's.
+var ruleKeys = map[string]string{
+	"DefaultTTL": "default_ttl",
+	"Match":      "match", "When": "when", "Effect": "effect", "Approvers": "approvers", "Quorum": "quorum",
+	"ForbidSelfApproval": "forbid_self_approval", "TTL": "ttl", "Mode": "mode", "Channels": "channels",
+	"Remember": "remember", "EscalateAfter": "escalate_after", "EscalateTo": "escalate_to", "RemindEvery": "remind_every",
+}
+
+// policy checks the policy section with countersign.Policy.Validate, the
+// engine's own check, placing each problem at its field's line. Before it
+// come the checks of what only a file can write, since a file's fields
+// hold their defaults resolved (a Go Rule's zero Quorum means 1, a file's
+// quorum: 0 is a mistake; an empty Go list means the default, a file's
+// explicit [] is a mistake), and after it the check that needs the file's
+// actions: each when against the input schema of every action its match
+// fits, which the engine makes when the action registers.
 func (v *validator) policy(c *Config) {
 	ps := &c.PolicySpec
-	if ps.DefaultTTL <= 0 {
-		v.fail("policy.default_ttl", "%v: must be positive", ps.DefaultTTL)
+	var reported []string // paths the file's own checks reported
+	fail := func(path, format string, args ...any) {
+		reported = append(reported, path)
+		v.fail(path, format, args...)
 	}
-	// match → path of the first rule with it and no when: the rules after
-	// it with the same match are never tried.
-	unconditional := map[string]string{}
-	ok := len(v.errs)
+	if ps.DefaultTTL <= 0 {
+		fail("policy.default_ttl", "%v: must be positive", ps.DefaultTTL)
+	}
 	for i := range ps.Rules {
 		r := &ps.Rules[i]
 		p := item("policy.rules", i)
-		switch {
-		case r.Match == "":
-			v.fail(p+".match", "is required: an action name or a glob such as payments.*")
-		case !matchPattern.MatchString(r.Match):
-			v.fail(p+".match", "%q: want an action name or a glob of [A-Za-z0-9_.:/-] and *", r.Match)
-		default:
-			if f, dup := unconditional[r.Match]; dup {
-				v.fail(p+".match", "%q repeats %s (line %d), which has no when and so always applies first: this rule never applies", r.Match, f, v.line(f))
-			} else if r.When == "" {
-				unconditional[r.Match] = p
+		if r.Approvers != nil && len(r.Approvers) == 0 {
+			fail(p+".approvers", "is empty: list at least one approver, or leave it out for requester")
+		}
+		if r.Quorum < 1 {
+			fail(p+".quorum", "%d: must be at least 1", r.Quorum)
+		}
+		if r.Mode == "" {
+			fail(p+".mode", "%q: want wait, two_phase or independent", r.Mode)
+		}
+		if r.Channels != nil && len(r.Channels) == 0 {
+			fail(p+".channels", "is empty: no channel could decide; leave it out to accept every channel")
+		}
+		if r.EscalateTo != nil && len(r.EscalateTo) == 0 {
+			fail(p+".escalate_to", "is empty: list whom to add, or leave escalation out")
+		}
+	}
+	if err := c.Policy().Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			pe, ok := e.(*countersign.InvalidPolicyError)
+			if !ok { // Validate reports nothing else; should it, the file still fails
+				v.fail("policy", "%v", e)
+				continue
+			}
+			// A field the file's checks found wrong, or its rule, is not
+			// judged again: quorum: 0 is not also unreachable.
+			path, reason := v.policyProblem(pe)
+			if !slices.ContainsFunc(reported, func(r string) bool { return related(r, path) }) {
+				v.fail(path, "%s", reason)
 			}
 		}
-		v.when(p, r, c.Actions)
-		switch r.Effect {
-		case countersign.EffectAllow, countersign.EffectAsk, countersign.EffectDeny:
-		default:
-			v.fail(p+".effect", "%q: want allow, ask or deny", r.Effect)
-		}
-		v.rule(p, r)
-		v.escalation(p, r, ps.DefaultTTL)
 	}
-	if len(v.errs) > ok || v.skipped("policy") {
-		return
-	}
-	// The engine must accept what passed here; should the two ever disagree,
-	// the file still fails at the policy rather than at start-up.
-	if _, err := countersign.New(countersign.Options{Store: memstore.New(nil), Policy: c.Policy()}); err != nil {
-		v.fail("policy", "%v", err)
+	for i := range ps.Rules {
+		v.when(item("policy.rules", i), &ps.Rules[i], c.Actions)
 	}
 }
 
-// when compiles a rule's condition as the engine will: alone, and against
-// the input schema of every configured action its match fits, so that a
-// type error or a field the schema cannot have fails here, at the when's
-// line, rather than at start-up.
+// policyProblem places one of the engine's problems in the file: its path
+// ("policy.rules[2].approvers[1]") and its reason, the engine's, but for a
+// repeated match, which names the earlier rule's path and line.
+func (v *validator) policyProblem(e *countersign.InvalidPolicyError) (path, reason string) {
+	path, reason = "policy", e.Reason
+	if e.Rule >= 0 {
+		path = item("policy.rules", e.Rule)
+	}
+	switch key, known := ruleKeys[e.Field]; {
+	case known:
+		path += "." + key
+		if e.Item >= 0 {
+			path = item(path, e.Item)
+		}
+	case e.Field != "": // a field no file sets: named as in Go
+		reason = "field " + e.Field + ": " + reason
+	}
+	if e.Earlier >= 0 {
+		f := item("policy.rules", e.Earlier)
+		reason = fmt.Sprintf("%q repeats %s (line %d), which has no when and so always applies first: this rule never applies", e.Match, f, v.line(f))
+	}
+	return path, reason
+}
+
+// when compiles a rule's condition against the input schema of every
+// configured action its match fits, as the engine will when it registers
+// them, so that a type error or a field the schema cannot have fails here,
+// at the when's line, rather than at start-up. A condition that does not
+// compile alone is Policy.Validate's to report.
 func (v *validator) when(p string, r *Rule, actions []Action) {
 	if r.When == "" {
 		return
 	}
 	if _, err := condition.Compile(r.When, nil); err != nil {
-		v.fail(p+".when", "%q: %v", r.When, err)
 		return
 	}
 	for i := range actions {
@@ -418,74 +472,6 @@ func (v *validator) when(p string, r *Rule, actions []Action) {
 		if _, err := condition.Compile(r.When, a.InputSchema); err != nil {
 			ap := item("actions", i)
 			v.fail(p+".when", "%q, for action %s (%s, line %d): %v", r.When, a.Name, ap, v.line(ap), err)
-		}
-	}
-}
-
-func (v *validator) rule(p string, r *Rule) {
-	if r.Approvers != nil && len(r.Approvers) == 0 {
-		v.fail(p+".approvers", "is empty: list at least one approver, or leave it out for requester")
-	}
-	seen := map[string]bool{}
-	actors, requester, roles, invalid := 0, false, false, false
-	for j, a := range r.Approvers {
-		switch {
-		case a == countersign.ApproverRequester:
-			requester = true
-		case strings.HasPrefix(a, "role:") && isToken(a[len("role:"):]):
-			roles = true
-		case strings.HasPrefix(a, "actor:") && isToken(a[len("actor:"):]):
-			actors++
-		default:
-			v.fail(item(p+".approvers", j), "%q: want requester, role:NAME or actor:ID", a)
-			invalid = true
-			continue
-		}
-		if seen[a] {
-			v.fail(item(p+".approvers", j), "%q is listed twice", a)
-		}
-		seen[a] = true
-	}
-	if r.Quorum < 1 {
-		v.fail(p+".quorum", "%d: must be at least 1", r.Quorum)
-	}
-	// Without a role, the approvers are a fixed set of people: a quorum
-	// larger than the set could never be met, and the proposal would expire.
-	if !roles && !invalid && r.Effect == countersign.EffectAsk && len(r.Approvers) > 0 && r.Quorum >= 1 && !v.skipped(p+".approvers") {
-		people := actors
-		if requester && !r.ForbidSelfApproval {
-			people++
-		}
-		switch {
-		case people == 0:
-			v.fail(p, "no one may approve: the only approver is the requester, and forbid_self_approval is set")
-		case r.Quorum > people:
-			v.fail(p+".quorum", "%d can never be met by the %d people the approvers name", r.Quorum, people)
-		}
-	}
-	if r.TTL < 0 {
-		v.fail(p+".ttl", "%v: must be positive", r.TTL)
-	}
-	if !r.Mode.Valid() {
-		v.fail(p+".mode", "%q: want wait, two_phase or independent", r.Mode)
-	}
-	if r.Channels != nil && len(r.Channels) == 0 {
-		v.fail(p+".channels", "is empty: no channel could decide; leave it out to accept every channel")
-	}
-	for j, ch := range r.Channels {
-		switch {
-		case !slices.Contains(countersign.Channels, ch):
-			v.fail(item(p+".channels", j), "%q: want one of %s", ch, strings.Join(countersign.Channels, ", "))
-		case slices.Index(r.Channels, ch) < j:
-			v.fail(item(p+".channels", j), "%q is listed twice", ch)
-		}
-	}
-	for j, s := range r.Remember {
-		switch {
-		case !s.Valid():
-			v.fail(item(p+".remember", j), "%q: want run or thread", s)
-		case slices.Index(r.Remember, s) < j:
-			v.fail(item(p+".remember", j), "%q is listed twice", s)
 		}
 	}
 }
@@ -645,45 +631,5 @@ func (v *validator) endpoint(path string, e *Endpoint) {
 	}
 	if e.Timeout <= 0 {
 		v.fail(path+".timeout", "%v: must be positive", e.Timeout)
-	}
-}
-
-// escalation checks a rule's escalate_after, escalate_to and remind_every:
-// positive durations, escalate_to as approvers are written, the two
-// escalation fields together, and both due before the proposal expires
-// (its ttl, or the policy's default_ttl), or they would never happen.
-func (v *validator) escalation(p string, r *Rule, defaultTTL time.Duration) {
-	ttl := r.TTL
-	if ttl == 0 {
-		ttl = defaultTTL
-	}
-	switch {
-	case r.EscalateAfter < 0:
-		v.fail(p+".escalate_after", "%v: must be positive", r.EscalateAfter)
-	case r.EscalateAfter > 0 && len(r.EscalateTo) == 0:
-		v.fail(p+".escalate_after", "needs escalate_to: whom to add as approvers")
-	case r.EscalateAfter == 0 && r.EscalateTo != nil:
-		v.fail(p+".escalate_to", "needs escalate_after: when to add them")
-	case r.EscalateAfter > 0 && ttl > 0 && r.EscalateAfter >= ttl:
-		v.fail(p+".escalate_after", "%v is not before the proposal expires (ttl %v): it would never escalate", r.EscalateAfter, ttl)
-	}
-	for j, a := range r.EscalateTo {
-		switch {
-		case a == countersign.ApproverRequester:
-		case strings.HasPrefix(a, "role:") && isToken(a[len("role:"):]):
-		case strings.HasPrefix(a, "actor:") && isToken(a[len("actor:"):]):
-		default:
-			v.fail(item(p+".escalate_to", j), "%q: want requester, role:NAME or actor:ID", a)
-			continue
-		}
-		if slices.Index(r.EscalateTo, a) < j {
-			v.fail(item(p+".escalate_to", j), "%q is listed twice", a)
-		}
-	}
-	switch {
-	case r.RemindEvery < 0:
-		v.fail(p+".remind_every", "%v: must be positive", r.RemindEvery)
-	case r.RemindEvery > 0 && ttl > 0 && r.RemindEvery >= ttl:
-		v.fail(p+".remind_every", "%v is not before the proposal expires (ttl %v): no reminder would be sent", r.RemindEvery, ttl)
 	}
 }

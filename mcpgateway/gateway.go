@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/defaults"
+	"github.com/countersign/countersign/internal/mcpname"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,7 +22,7 @@ const (
 	// DefaultHold is how long a tools/call waits for a decision from another
 	// channel before it answers pending: below the 60 seconds after which
 	// common MCP clients give up on a request.
-	DefaultHold = 50 * time.Second
+	DefaultHold = defaults.MCPHold
 	// DefaultUpstreamWait is how long an approved call waits for its
 	// upstream to be connected before it fails, not applied.
 	DefaultUpstreamWait = 10 * time.Second
@@ -109,13 +111,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// upstreamName is what Upstream.Name may be: letters and digits with single
-// - or _ between them, so that <server>__<tool> splits one way only.
-var upstreamName = regexp.MustCompile(`^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$`)
-
 // MaxUpstreamName is the longest Upstream.Name, leaving most of an action
-// name's 128 bytes to the tool.
-const MaxUpstreamName = 64
+// name's 128 bytes to the tool. An Upstream.Name is letters and digits with
+// single - or _ between them, so that <server>__<tool> splits one way only
+// (internal/mcpname, which package config checks names with too).
+const MaxUpstreamName = mcpname.MaxUpstream
 
 func (o *Options) validate() error {
 	switch {
@@ -129,7 +129,7 @@ func (o *Options) validate() error {
 	seen := map[string]bool{}
 	for i, u := range o.Upstreams {
 		switch {
-		case len(u.Name) > MaxUpstreamName || !upstreamName.MatchString(u.Name):
+		case !mcpname.ValidUpstream(u.Name):
 			return fmt.Errorf("mcpgateway: Options.Upstreams[%d].Name %q: want up to %d letters and digits, with single - or _ between them", i, u.Name, MaxUpstreamName)
 		case seen[u.Name]:
 			return fmt.Errorf("mcpgateway: Options.Upstreams[%d].Name %q: named twice", i, u.Name)

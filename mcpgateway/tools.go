@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/canonjson"
+	"github.com/countersign/countersign/internal/mcpname"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -34,17 +34,13 @@ type tool struct {
 // ToolSeparator joins an upstream's name and its tool's: fs__read_file.
 const ToolSeparator = "__"
 
-// mcpToolName is what an MCP tool name may be (1 to 128 of letters,
-// digits, _ - and .), which is also what an action name allows.
-var mcpToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
 // maxActionName is the longest action name the engine accepts.
 const maxActionName = 128
 
 // ValidToolName reports whether name can be an upstream tool's name: 1 to
 // 128 of letters, digits, _, - and dots, which an action name allows too.
 // The gateway exports no tool of another name.
-func ValidToolName(name string) bool { return mcpToolName.MatchString(name) }
+func ValidToolName(name string) bool { return mcpname.ValidTool(name) }
 
 // SchemaSHA256 is what a ReadOnlyTool's SchemaSHA256 pins: the SHA-256, in
 // lowercase hex, of the RFC 8785 canonical JSON of a tool's inputSchema
@@ -180,7 +176,7 @@ func (g *Gateway) export(u *upstream, list []*mcp.Tool) {
 // policy denies it. Its kind and idempotence are what the upstream's
 // configuration says of it (see Upstream), never the annotations alone.
 func (g *Gateway) exportable(u *upstream, t *mcp.Tool) (*tool, error) {
-	if !mcpToolName.MatchString(t.Name) {
+	if !mcpname.ValidTool(t.Name) {
 		return nil, errors.New("the name is not 1 to 128 of letters, digits, _, - and dots")
 	}
 	name := u.name + ToolSeparator + t.Name
@@ -329,7 +325,7 @@ func textOf(res *mcp.CallToolResult) string {
 // (the inbox's heading and preview, the CLI's preview, the elicitation's
 // message): which server's tool it calls. The arguments are the proposal's
 // input, which every surface shows beside it. Tool names hold no braces
-// (mcpToolName), so the title has no placeholders.
+// (mcpname.ValidTool), so the title has no placeholders.
 func confirmation(server, tool string) countersign.Confirmation {
 	return countersign.Confirmation{Title: fmt.Sprintf("Call %s on the MCP server %s", tool, server), Verb: "Call"}
 }

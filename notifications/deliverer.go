@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
@@ -25,10 +26,12 @@ import (
 
 // The defaults of a Target and of Options.
 const (
-	DefaultTimeout        = 5 * time.Second
-	DefaultMaxAttempts    = 10
-	DefaultBackoffInitial = time.Second
-	DefaultBackoffMax     = 10 * time.Minute
+	// The first four live in internal/defaults, which package config
+	// reads too.
+	DefaultTimeout        = defaults.NotificationTimeout
+	DefaultMaxAttempts    = defaults.NotificationMaxAttempts
+	DefaultBackoffInitial = defaults.NotificationBackoffInitial
+	DefaultBackoffMax     = defaults.NotificationBackoffMax
 	DefaultPollInterval   = time.Second
 	DefaultMaxConcurrency = 4
 )

@@ -28,7 +28,7 @@ func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error
 	}
 	var ups []mcpgateway.Upstream
 	for _, s := range m.Servers {
-		u, err := s.Upstream(os.Getenv)
+		u, err := mcpUpstream(s, os.Getenv)
 		if err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
 		}

@@ -244,7 +244,7 @@ func (rt *runtime) buildAgents() error {
 		agents, rt.defaultAgent = append(agents, a), demoAgentName
 	} else {
 		var err error
-		if agents, err = rt.cfg.BuildAgents(os.Getenv); err != nil {
+		if agents, err = configuredAgents(rt.cfg, os.Getenv); err != nil {
 			return &exitErr{exitUsage, err.Error()}
 		}
 		rt.defaultAgent = rt.cfg.DefaultAgentName()

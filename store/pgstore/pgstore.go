@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/store"
 )
 
@@ -46,7 +47,8 @@ const (
 	// B3 (64 HTTP clients and a worker) and B6 (32 clients deciding) best,
 	// on a 2-core machine running the database too; more connections than
 	// that only queued inside the database.
-	DefaultMaxConns = 16
+	// The number lives in internal/defaults, which package config reads too.
+	DefaultMaxConns = defaults.PostgresMaxConns
 	// MaxSchemaLen is the longest schema name: the notification channel,
 	// "countersign_" + the schema, must fit PostgreSQL's 63-byte limit on
 	// identifiers.
