@@ -19,11 +19,11 @@ import (
 // at the time At: the sealer's, made every checkpoint_every. Its JSON is
 // the form the signature covers (without Signature).
 type Checkpoint struct {
-	Tenant    string `json:"tenant"`
-	Seq       int64  `json:"seq"`
-	Hash      string `json:"hash"`
-	At        string `json:"at"`
-	KeyID     string `json:"key_id"`
+	Tenant string `json:"tenant"`
+	Seq    int64  `json:"seq"`
+	Hash   string `json:"hash"`
+	At     string `json:"at"`
+	KeyID  string `json:"key_id"`
 	// Signature is left out of the JSON when empty, which is what makes
 	// the checkpoint without it the object the signature covers
 	// (signedForm); a checkpoint on the wire always has one.
