@@ -257,6 +257,17 @@ func waitsFor(ctx context.Context, p *store.Proposal, id Identity, via string, n
 	return mayDecide(ctx, p, id, Approve, via, hook) == nil
 }
 
+// mayReject reports whether a surface offers id the rejection of p: p is
+// pending and not past its deadline, id may reject it through via, and has
+// not decided it yet.
+func mayReject(ctx context.Context, p *store.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *store.Proposal) bool) bool {
+	if p.Status != store.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
+		return false
+	}
+	return mayDecide(ctx, p, id, Reject, via, hook) == nil
+}
+
 // stillApproving lists who may still give pending p an approval that counts
 // toward its quorum, in p's approvers' own forms (role:NAME, actor:NAME,
 // requester): each of them but an actor who approved already, and the

@@ -102,7 +102,8 @@ func TestStillApproving(t *testing.T) {
 
 // TestWaitsFor: a pending proposal waits for a person who may approve it
 // and has not decided it; not past its deadline, not after a decision of
-// theirs, not for one who may only reject, nor for an agent credential.
+// theirs, not for one who may only reject (who is offered the rejection),
+// nor for an agent credential.
 func TestWaitsFor(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	bob := Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
@@ -142,6 +143,10 @@ func TestWaitsFor(t *testing.T) {
 	} {
 		if got := waitsFor(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		reject := tc.want || tc.name == "the requester who may only reject"
+		if got := mayReject(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != reject {
+			t.Errorf("%s: rejection offered %v, want %v", tc.name, got, reject)
 		}
 	}
 }

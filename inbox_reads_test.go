@@ -198,9 +198,10 @@ func TestProposalConversationOfAnExternalCall(t *testing.T) {
 
 // TestTurn: where a quorum-2 proposal stands for each reader, before and
 // after one approval: it waits for each finance approver who has not
-// decided; once bob approved it waits no more for him, holds his decision
-// and needs one more approval from role:finance; the requester (who may not
-// approve her own) is never waited for; a bystander gets nothing.
+// decided; once bob approved it waits no more for him, offers him nothing,
+// holds his decision and needs one more approval from role:finance; the
+// requester (who may not approve her own) is never waited for and is
+// offered the rejection only; a bystander gets nothing.
 func TestTurn(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -222,9 +223,10 @@ func TestTurn(t *testing.T) {
 			who  countersign.Identity
 			want countersign.Turn
 		}{
-			{tBob, countersign.Turn{Yours: true, Needed: 2, From: finance}},
-			{tCarol, countersign.Turn{Yours: true, Needed: 2, From: finance}},
-			{tAlice, countersign.Turn{Needed: 2, From: finance}},
+			{tBob, countersign.Turn{Yours: true, Reject: true, Needed: 2, From: finance}},
+			{tCarol, countersign.Turn{Yours: true, Reject: true, Needed: 2, From: finance}},
+			// alice may reject her own request, not approve it.
+			{tAlice, countersign.Turn{Reject: true, Needed: 2, From: finance}},
 			{tDave, countersign.Turn{}},
 			{tEve, countersign.Turn{}},
 		} {
@@ -238,15 +240,15 @@ func TestTurn(t *testing.T) {
 		}
 		p = res.Proposal
 		got := e.Turn(ctx, tBob, p, "web")
-		if got.Yours || got.Needed != 1 || !reflect.DeepEqual(got.From, finance) || got.Decision == nil ||
+		if got.Yours || got.Reject || got.Needed != 1 || !reflect.DeepEqual(got.From, finance) || got.Decision == nil ||
 			got.Decision.Decision != countersign.Approve || got.Decision.Reason != "checked the ledger" || got.Decision.At.IsZero() {
 			t.Errorf("bob after approving: %+v (decision %+v)", got, got.Decision)
 		}
-		if got := e.Turn(ctx, tCarol, p, "web"); !got.Yours || got.Needed != 1 || got.Decision != nil {
+		if got := e.Turn(ctx, tCarol, p, "web"); !got.Yours || !got.Reject || got.Needed != 1 || got.Decision != nil {
 			t.Errorf("carol after bob approved: %+v", got)
 		}
 		// Through a channel the rule does not take, it waits for nobody.
-		if got := e.Turn(ctx, tCarol, p, "nowhere"); got.Yours {
+		if got := e.Turn(ctx, tCarol, p, "nowhere"); got.Yours || got.Reject {
 			t.Errorf("carol through a channel the rule does not take: %+v", got)
 		}
 		res, err = e.Decide(ctx, &countersign.Decision{Identity: tCarol, ProposalID: p.ID, Verdict: countersign.Approve})

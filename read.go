@@ -404,15 +404,21 @@ func (e *Engine) readableAbout(ctx context.Context, id Identity, t *store.Thread
 
 // Turn is where a proposal stands for one identity: whether it waits for
 // that identity's decision, the decision it gave, and what the proposal
-// still needs. A surface words it and offers a decision only when Yours.
+// still needs. A surface offers an approval only when Yours and a
+// rejection only when Reject: once id decided, nothing more is offered
+// (Decide still answers a second decision as it always does).
 type Turn struct {
 	// Yours: the proposal is pending and not past its deadline, id may
 	// approve it through the channel asked about, and has not decided it
-	// yet (waitsFor in authority.go).
+	// yet (waitsFor in authority.go). It waits for id.
 	Yours bool
+	// Reject: likewise, id may reject it (mayReject in authority.go),
+	// also where it may not approve it (its own request, when the rule
+	// forbids self-approval).
+	Reject bool
 	// Decision is id's own latest decision on the proposal, nil when it
 	// has none.
-	Decision *store.Decision
+	Decision *RecordedDecision
 	// Needed is how many more approvals the proposal needs: 0 unless it is
 	// pending.
 	Needed int
@@ -422,6 +428,10 @@ type Turn struct {
 	// is pending.
 	From []string
 }
+
+// RecordedDecision is one decision a proposal holds: who, which verdict,
+// via which channel, when, why.
+type RecordedDecision = store.Decision
 
 // Turn says where p stands for id through channel via ("web", "api", …).
 // p is a proposal id may see, as the engine returned it; for any other the
@@ -433,7 +443,9 @@ func (e *Engine) Turn(ctx context.Context, id Identity, p *store.Proposal, via s
 	}
 	out.Decision = decisionOf(p, id)
 	if p.Status == store.StatusPending {
-		out.Yours = waitsFor(ctx, p, id, via, e.clock(), e.canDecideHook(p))
+		now, hook := e.clock(), e.canDecideHook(p)
+		out.Yours = waitsFor(ctx, p, id, via, now, hook)
+		out.Reject = mayReject(ctx, p, id, via, now, hook)
 		out.Needed = max(max(p.Quorum, 1)-p.Approvals(), 0)
 		out.From = stillApproving(p)
 	}
