@@ -234,7 +234,7 @@ func TestAuthorityTable(t *testing.T) {
 				check("sign-in", "web", err)
 			}
 		}
-		if rows < 150 {
+		if rows < 250 {
 			t.Fatalf("checked %d rows: the table is smaller than it should be", rows)
 		}
 	})
