@@ -1,9 +1,12 @@
 package countersign
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/countersign/countersign/store"
 )
@@ -178,4 +181,120 @@ func mayRemember(p *store.Proposal, scope Scope) error {
 // requester with the roles and kind recorded on the proposal.
 func requesterIdentity(p *store.Proposal) Identity {
 	return Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles, Kind: CredentialKind(p.RequesterKind)}
+}
+
+// The conversation that led to a proposal's call (Engine.ProposalConversation).
+//
+// Whoever may see a proposal may read its thread up to the call: what the
+// person asked and what the agent said before it called, so that an
+// approver decides knowing why. Nothing after the call (the call's own
+// result, later messages), and nothing of another thread. Messages about
+// another proposal of the thread (a call's result, an outcome) are the
+// thread's owner's to read: another reader gets them withheld, unless it
+// may see that proposal too.
+
+// mayReadProposalConversation reports whether id may read the conversation
+// that led to p's call: whoever may see p (canSee).
+func mayReadProposalConversation(id Identity, p *store.Proposal) bool { return canSee(id, p) }
+
+// mayReadAbout reports whether a reader of p's conversation in thread t may
+// read a message about other, another proposal of the thread (nil: none
+// is left): the thread's owner, and whoever may see other.
+func mayReadAbout(id Identity, t *store.Thread, other *store.Proposal) bool {
+	return mayReadThread(id, t) || (other != nil && canSee(id, other))
+}
+
+// upToCall is the part of msgs (a thread's messages as a reader sees them,
+// oldest first) that led to p's call, and the index in it of the message
+// that made the call (-1 when none did: an external agent's call has no
+// message of its own). A built-in run's call is the assistant message that
+// holds its tool call: everything up to and including it. Any other call
+// takes what was written up to the proposal's creation, less the call's
+// own result.
+func upToCall(msgs []*store.Message, p *store.Proposal) ([]*store.Message, int) {
+	if p.RunID != "" {
+		for i, m := range msgs {
+			if m.Role == store.RoleAssistant && m.RunID == p.RunID && slices.ContainsFunc(m.ToolCalls, func(c store.ToolCall) bool {
+				// A run parked before tool call ids were the model's own
+				// recorded its call as "RUN_ID/MODEL_ID".
+				return c.ID == p.ToolCallID || p.RunID+"/"+c.ID == p.ToolCallID
+			}) {
+				return msgs[:i+1], i
+			}
+		}
+	}
+	var out []*store.Message
+	for _, m := range msgs {
+		if !m.CreatedAt.After(p.CreatedAt) && m.ProposalID != p.ID {
+			out = append(out, m)
+		}
+	}
+	return out, -1
+}
+
+// What waits for whom (Engine.Turn, Engine.WaitingFor).
+
+// decisionOf is id's own latest decision on p, nil when it has none.
+func decisionOf(p *store.Proposal, id Identity) *store.Decision {
+	for i := len(p.Decisions) - 1; i >= 0; i-- {
+		if d := p.Decisions[i]; d.Actor == id.Actor {
+			return &d
+		}
+	}
+	return nil
+}
+
+// waitsFor reports whether p waits for id's decision: p is pending and not
+// past its deadline, id may approve it through via (mayDecide, the rule's
+// CanDecide hook included), and id has not decided it yet. A proposal id
+// may only reject (its own, when the rule forbids self-approval) does not
+// wait for id: no decision of id's can approve it.
+func waitsFor(ctx context.Context, p *store.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *store.Proposal) bool) bool {
+	if p.Status != store.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
+		return false
+	}
+	return mayDecide(ctx, p, id, Approve, via, hook) == nil
+}
+
+// mayReject reports whether a surface offers id the rejection of p: p is
+// pending and not past its deadline, id may reject it through via, and has
+// not decided it yet.
+func mayReject(ctx context.Context, p *store.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *store.Proposal) bool) bool {
+	if p.Status != store.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
+		return false
+	}
+	return mayDecide(ctx, p, id, Reject, via, hook) == nil
+}
+
+// stillApproving lists who may still give pending p an approval that counts
+// toward its quorum, in p's approvers' own forms (role:NAME, actor:NAME,
+// requester): each of them but an actor who approved already, and the
+// requester where the rule forbids self-approval. A role stays: another
+// holder of it may approve.
+func stillApproving(p *store.Proposal) []string {
+	approved := map[string]bool{}
+	for _, d := range p.Decisions {
+		if d.Decision == store.VerdictApproved {
+			approved[d.Actor] = true
+		}
+	}
+	var out []string
+	for _, a := range p.Approvers {
+		actor := ""
+		switch {
+		case a == ApproverRequester:
+			actor = p.Requester
+		case strings.HasPrefix(a, approverActor):
+			actor = a[len(approverActor):]
+		}
+		if actor != "" && (approved[actor] || (p.ForbidSelfApproval && actor == p.Requester)) {
+			continue
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }

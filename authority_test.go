@@ -69,11 +69,17 @@ func expected(a authorityActor, kind countersign.CredentialKind, op string) answ
 		return refused
 	}
 	switch op {
-	case "see", "list":
+	case "see", "list", "conversation":
 		// The requester sees her proposals whatever the kind; an approver's
 		// visibility is a person's only. Operators see pending proposals
 		// no more than anyone else (only reconciling and unknown ones).
+		// Whoever sees a proposal reads the conversation that led to it.
 		return either(owner || (human && finance))
+	case "waits-for", "counted":
+		// A pending proposal waits for each person who may approve it and
+		// has not decided it: the requester (an approver here) and
+		// finance; never for an agent credential, whoever it acts for.
+		return either(human && (owner || finance))
 	case "approve", "reject":
 		// Approvers: the requester (as a person) and role:finance.
 		return decisionShaped(owner || finance)
@@ -175,6 +181,20 @@ func TestAuthorityTable(t *testing.T) {
 					err = countersign.ErrForbidden // listed without it: as good as refused
 				}
 				check("list", "api", err)
+				_, err = e.ProposalConversation(ctx, id, shared.ID, 0)
+				check("conversation", "web", err)
+				err = nil
+				if !e.Turn(ctx, id, shared, "web").Yours {
+					err = countersign.ErrForbidden // not waiting for id: as good as refused
+				}
+				check("waits-for", "web", err)
+				// shared is one of the pending proposals waiting for each
+				// decider, each of whom has decided none yet at this point.
+				n, _, err := e.WaitingFor(ctx, id, "web", 1000)
+				if err == nil && n == 0 {
+					err = countersign.ErrForbidden
+				}
+				check("counted", "web", err)
 				for _, via := range channels {
 					for _, verdict := range []countersign.Verdict{countersign.Approve, countersign.Reject} {
 						target := shared
@@ -214,7 +234,7 @@ func TestAuthorityTable(t *testing.T) {
 				check("sign-in", "web", err)
 			}
 		}
-		if rows < 150 {
+		if rows < 250 {
 			t.Fatalf("checked %d rows: the table is smaller than it should be", rows)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/store"
 )
@@ -275,4 +276,217 @@ func (e *Engine) canDecideHook(p *store.Proposal) func(context.Context, Identity
 		return r.CanDecide
 	}
 	return nil
+}
+
+// ProposalConversation is the part of a proposal's thread that led to its
+// call, as one reader may read it (mayReadProposalConversation).
+type ProposalConversation struct {
+	// Messages are the thread's messages up to and including the call,
+	// oldest first: the last of them, as many as were asked for.
+	Messages []ConversationMessage
+	// Earlier is how many messages before these were left out.
+	Earlier int
+	// Call reports whether one of Messages made the proposal's call (a
+	// built-in run's assistant message). An external agent's call has no
+	// message of its own: the conversation ends with what came before it.
+	Call bool
+}
+
+// ConversationMessage is one message of a proposal's conversation.
+type ConversationMessage struct {
+	ID string
+	// Role is "user", "assistant" or "tool" (docs/api.md, Messages and
+	// runs).
+	Role string
+	// Sender is the person who wrote a user message.
+	Sender string
+	// Text is the message's text as it was written: a surface shows it as
+	// plain text. "" when Withheld.
+	Text string
+	// Calls names the actions (or client tools) an assistant message
+	// called. Their inputs are left out: each call's input is its own
+	// proposal's, for whoever may see that one.
+	Calls []string
+	// Call marks the message that made the proposal's call.
+	Call bool
+	// Withheld marks a message about another proposal of the thread (a
+	// call's result, an outcome) that the reader may not see: its text is
+	// left out.
+	Withheld bool
+	At       time.Time
+}
+
+// ProposalConversation returns the conversation that led to a proposal's
+// call: its thread's messages up to and including the call, oldest first,
+// at most the last last of them (last <= 0: all). Whoever may see the
+// proposal may read it; nothing after the call and nothing of another
+// thread is in it, and a message about another proposal the reader may not
+// see is withheld (authority.go). Another tenant's proposal, or one id may
+// not see, is a *ForbiddenError; an unknown one wraps ErrNotFound. A thread
+// deleted since, or started again after the call, leaves it empty.
+func (e *Engine) ProposalConversation(ctx context.Context, id Identity, proposalID string, last int) (*ProposalConversation, error) {
+	p, err := e.proposalOfTenant(ctx, id, proposalID)
+	if err != nil {
+		return nil, err
+	}
+	if !mayReadProposalConversation(id, p) {
+		return nil, forbidden(id, proposalID, "you may not see this proposal")
+	}
+	out := &ProposalConversation{}
+	t, err := e.thread(ctx, id, p.ThreadID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return out, nil
+	case err != nil:
+		return nil, err
+	case t.CreatedAt.After(p.CreatedAt):
+		// The thread of that id was deleted and started again since: none
+		// of this one led to the call.
+		return out, nil
+	}
+	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: id.Tenant, ThreadID: t.ID})
+	switch {
+	case errors.Is(err, store.ErrNotFound): // deleted meanwhile
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: id.Tenant, ThreadID: t.ID})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	msgs, call := upToCall(heldOutcomes(msgs, runs), p)
+	if last > 0 && len(msgs) > last {
+		out.Earlier = len(msgs) - last
+		msgs = msgs[out.Earlier:]
+		call -= out.Earlier
+	}
+	readable := map[string]bool{} // other proposal id → whether id may read about it
+	for i, m := range msgs {
+		cm := ConversationMessage{ID: m.ID, Role: m.Role, Sender: m.Sender, Text: m.Text, Call: i == call, At: m.CreatedAt}
+		for _, c := range m.ToolCalls {
+			cm.Calls = append(cm.Calls, c.Action)
+		}
+		if other := m.ProposalID; other != "" && other != p.ID {
+			ok, known := readable[other]
+			if !known {
+				ok, err = e.readableAbout(ctx, id, t, other)
+				if err != nil {
+					return nil, err
+				}
+				readable[other] = ok
+			}
+			if !ok {
+				cm.Text, cm.Withheld = "", true
+			}
+		}
+		out.Call = out.Call || cm.Call
+		out.Messages = append(out.Messages, cm)
+	}
+	return out, nil
+}
+
+// readableAbout reads the proposal a message of t is about and asks
+// mayReadAbout; a proposal no longer there is read as none.
+func (e *Engine) readableAbout(ctx context.Context, id Identity, t *store.Thread, proposalID string) (bool, error) {
+	if mayReadThread(id, t) {
+		return true, nil
+	}
+	other, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		other = nil
+	case err != nil:
+		return false, fmt.Errorf("get proposal: %w", err)
+	}
+	return mayReadAbout(id, t, other), nil
+}
+
+// Turn is where a proposal stands for one identity: whether it waits for
+// that identity's decision, the decision it gave, and what the proposal
+// still needs. A surface offers an approval only when Yours and a
+// rejection only when Reject: once id decided, nothing more is offered
+// (Decide still answers a second decision as it always does).
+type Turn struct {
+	// Yours: the proposal is pending and not past its deadline, id may
+	// approve it through the channel asked about, and has not decided it
+	// yet (waitsFor in authority.go). It waits for id.
+	Yours bool
+	// Reject: likewise, id may reject it (mayReject in authority.go),
+	// also where it may not approve it (its own request, when the rule
+	// forbids self-approval).
+	Reject bool
+	// Decision is id's own latest decision on the proposal, nil when it
+	// has none.
+	Decision *RecordedDecision
+	// Needed is how many more approvals the proposal needs: 0 unless it is
+	// pending.
+	Needed int
+	// From names who may still give them, as the proposal's approvers do
+	// (role:finance, actor:bob, requester): each approver but an actor who
+	// approved already (stillApproving in authority.go). Empty unless it
+	// is pending.
+	From []string
+}
+
+// RecordedDecision is one decision a proposal holds: who, which verdict,
+// via which channel, when, why.
+type RecordedDecision = store.Decision
+
+// Turn says where p stands for id through channel via ("web", "api", …).
+// p is a proposal id may see, as the engine returned it; for any other the
+// answer is the zero Turn.
+func (e *Engine) Turn(ctx context.Context, id Identity, p *store.Proposal, via string) Turn {
+	var out Turn
+	if !canSee(id, p) {
+		return out
+	}
+	out.Decision = decisionOf(p, id)
+	if p.Status == store.StatusPending {
+		now, hook := e.clock(), e.canDecideHook(p)
+		out.Yours = waitsFor(ctx, p, id, via, now, hook)
+		out.Reject = mayReject(ctx, p, id, via, now, hook)
+		out.Needed = max(max(p.Quorum, 1)-p.Approvals(), 0)
+		out.From = stillApproving(p)
+	}
+	return out
+}
+
+// WaitingScan bounds how many pending proposals one WaitingFor looks
+// through.
+const WaitingScan = 1000
+
+// WaitingFor counts the pending proposals that wait for id's decision
+// through channel via (Turn.Yours), up to limit. more reports that there
+// may be others: more than limit wait, or id may see more pending proposals
+// than WaitingScan and those beyond were not looked at. An agent
+// credential decides nothing: nothing waits for it.
+func (e *Engine) WaitingFor(ctx context.Context, id Identity, via string, limit int) (n int, more bool, err error) {
+	if mayAct(id, ActDecide) != nil {
+		return 0, false, nil
+	}
+	now := e.clock()
+	params := store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Limit: 200}
+	for seen := 0; ; {
+		page, err := e.List(ctx, id, params)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, p := range page.Proposals {
+			if waitsFor(ctx, p, id, via, now, e.canDecideHook(p)) {
+				if n == limit {
+					return n, true, nil
+				}
+				n++
+			}
+		}
+		seen += len(page.Proposals)
+		switch {
+		case page.Next == "":
+			return n, false, nil
+		case seen >= WaitingScan:
+			return n, true, nil
+		}
+		params.After = page.Next
+	}
 }

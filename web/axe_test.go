@@ -79,7 +79,10 @@ func checkAxe(t *testing.T, ctx context.Context, page, src string) {
 // TestAccessibilityInChromium runs axe-core on every page of the inbox, in
 // light and dark colours: the sign-in page, the list, a proposal pending,
 // approved and waiting for its agent, settled, lapsed and unknown (with the
-// operator's form), the grants page (none; live and not yet live; one
+// operator's form), with its conversation and input for reading (and again
+// with the exact JSON and the technical details unfolded), approved by the
+// reader and waiting for others, the requester's list and her page of a
+// proposal she does not decide, the grants page (none; live and not yet live; one
 // revoked through its button), and the error pages. None has a serious or critical
 // violation, and each links the favicon, which loads as an image.
 func TestAccessibilityInChromium(t *testing.T) {
@@ -125,6 +128,17 @@ func TestAccessibilityInChromium(t *testing.T) {
 		t.Fatalf("approve %s: %d", unknown, resp.StatusCode)
 	}
 
+	// An email from a conversation with the mail agent; a refund that
+	// needs two approvals, which bob approved.
+	mail := mailProposal(t, h)
+	big := h.agentCall("payments.refund", "t_ax8", "c_big", 250000, "").ProposalID
+	bobHTTP := h.client()
+	bobHTTP.signIn("key_bob")
+	tok = bobHTTP.csrf("/proposals/" + big)
+	if resp, _ := bobHTTP.post("/proposals/"+big+"/decide", url.Values{"csrf": {tok}, "verdict": {"approved"}, "reason": {"ok"}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve %s: %d", big, resp.StatusCode)
+	}
+
 	b := browser(t)
 	type page struct {
 		name, path, ready string
@@ -135,7 +149,12 @@ func TestAccessibilityInChromium(t *testing.T) {
 	bob := []page{
 		{"list", "/", `!!document.querySelector("#list li")`},
 		{"list of every status", "/?status=all", `!!document.querySelector("#list li")`},
+		{"list waiting for you and for others", "/", `!!document.querySelector("#yours li") && !!document.querySelector("#others li")`},
 		{"proposal pending", "/proposals/" + fresh, `!!document.querySelector("#approve") && !!document.querySelector("input[name=remember]")`},
+		{"proposal with its conversation and input", "/proposals/" + mail, `!!document.querySelector("#conversation li.msg-the-call") && !!document.querySelector("#input .multiline")`},
+		{"proposal with everything unfolded", "/proposals/" + mail, `!!document.querySelector("#trail") &&
+			[...document.querySelectorAll("details")].every(d => (d.open = true))`},
+		{"proposal you approved, waiting for others", "/proposals/" + big, `!!document.querySelector("#your-decision") && !!document.querySelector("#needed")`},
 		{"proposal approved, waiting for its agent", "/proposals/" + waiting, `document.querySelector("#status").textContent === "approved"`},
 		{"proposal lapsed, two_phase", "/proposals/" + approved, `document.querySelector("#status").textContent === "expired"`},
 		{"proposal settled", "/proposals/" + settled, `document.querySelector("#status").textContent === "succeeded"`},
@@ -148,6 +167,10 @@ func TestAccessibilityInChromium(t *testing.T) {
 	olga := []page{
 		{"proposal unknown, for an operator", "/proposals/" + unknown, `!!document.querySelector("form[action$='/resolve']")`},
 		{"grants, live and not yet live", "/grants", `!!document.querySelector("li.grant[data-state=live] form button") && !!document.querySelector("li.grant[data-state=inactive]")`},
+	}
+	alice := []page{
+		{"list of the requester", "/", `!!document.querySelector("#others li")`},
+		{"proposal the requester does not decide", "/proposals/" + big, `!!document.querySelector("#instead")`},
 	}
 	eve := []page{
 		{"error: another tenant's proposal", "/proposals/" + fresh, `/You may not see this proposal/.test(document.body.innerText)`},
@@ -187,6 +210,9 @@ func TestAccessibilityInChromium(t *testing.T) {
 	step(t, b, "revoke the live grant", chromedp.Click(chromedp.CSS("li.grant[data-state=live] form button")))
 	waitFor(t, b, "the revocation", `location.search === "?result=revoked" && !!document.querySelector("li.grant[data-state=revoked]") && !document.querySelector("li.grant[data-state=live]")`)
 	visit([]page{{"grants, one revoked", "/grants?result=revoked", `!!document.querySelector("li.grant[data-state=revoked]") && !!document.querySelector(".result")`}})
+	signOut()
+	signInBrowser(t, b, h.url, "key_alice")
+	visit(alice)
 	signOut()
 	signInBrowser(t, b, h.url, "key_eve")
 	visit(eve)

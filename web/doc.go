@@ -11,6 +11,43 @@
 // page); the process mounts it at / beside the HTTP API ([server.Server]),
 // whose event stream the inbox relays to signed-in browsers.
 //
+// # What the approver reads
+//
+// The list shows first what waits for the reader: pending proposals the
+// reader may approve and has not decided yet. Then the pending ones that
+// wait for others (the reader voted already, or is not an approver: the
+// requester, an operator), then the rest, each in the list's order (newest
+// first, one page at a time). The nav badge and the title count only what
+// waits for the reader, up to 100 ("100+" beyond). Which proposal waits for
+// whom is the engine's answer ([countersign.Engine.Turn],
+// [countersign.Engine.WaitingFor]), never the inbox's.
+//
+// A proposal's page reads top to bottom: its title; what will happen (its
+// status, what approving does and until when, what runs as whom); who asked,
+// in which thread; the conversation that led to the call; the input; and the
+// reader's part in the decision. The conversation is the thread's messages
+// up to and including the agent's message that made the call (for a call
+// made through the API, up to the proposal's creation, and an entry of the
+// page's own stands for the call), the last 20 of them with a count of those
+// left out; whoever may see the proposal may read it, nothing written after
+// the call and nothing of another thread is in it, and a result of another
+// call the reader may not see is withheld
+// ([countersign.Engine.ProposalConversation]). The input's top-level fields
+// are a definition list; a string with line breaks shows as text that keeps
+// them (white-space: pre-wrap in the style sheet), nested objects and arrays
+// as nested lists, and the exact JSON is folded beneath. The decision part
+// offers Approve and Reject only while the proposal waits for the reader's
+// decision; once the reader decided, it says how, when and why, and how
+// many approvals are still needed from whom; to a reader who does not
+// decide, who does. Identifiers and internals (proposal, tool call,
+// operation and run ids, state version, input digest, the lease, the audit
+// trail with its sealing status and hashes) are folded under "Technical
+// details", which a refresh keeps open or closed.
+//
+// Every text an agent or an actor chose (titles, messages, input values,
+// reasons) is shown as plain text: html/template escapes the markup and
+// internal/plaintext shows invisible and control characters as \u{XXXX}.
+//
 // # Sessions
 //
 // Signing in exchanges the pasted token for a session: a random 32-byte
@@ -50,7 +87,7 @@
 // nothing from other origins. The one script, embedded with the stylesheet
 // by go:embed, follows the API's event stream ([server.Server.StreamEvents],
 // authorised by the session) and, on a change, fetches the page again and
-// swaps its live regions, so the list, the title's pending count and a
-// proposal's status move without a reload. Without JavaScript every page
-// still works; it just does not move by itself.
+// swaps its live regions, so the list, the count of what waits for the
+// reader and a proposal's status move without a reload. Without JavaScript
+// every page still works; it just does not move by itself.
 package web

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store/memstore"
@@ -32,6 +34,12 @@ var keys = []auth.APIKey{
 	{Key: "key_carol", Tenant: "acme", Actor: "carol", Roles: []string{"finance"}},
 	{Key: "key_olga", Tenant: "acme", Actor: "olga", Roles: []string{"operator"}},
 	{Key: "key_eve", Tenant: "globex", Actor: "eve", Roles: []string{"finance", "operator"}},
+}
+
+type emailInput struct {
+	To      string `json:"to" jsonschema:"recipient"`
+	Subject string `json:"subject" jsonschema:"subject line"`
+	Body    string `json:"body" jsonschema:"the message, several lines"`
 }
 
 type refundInput struct {
@@ -171,7 +179,21 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// email.send writes to a customer; the mail agent below calls it.
+	email, err := countersign.NewAction(countersign.ActionSpec[emailInput]{
+		Name: "email.send", Description: "Send an email to a customer",
+		Confirmation: countersign.Confirmation{Title: "Email {to}: {subject}", Verb: "Send"},
+		Execute: func(_ context.Context, _ *countersign.ExecuteRequest, in emailInput) (*countersign.Receipt, error) {
+			return &countersign.Receipt{ID: "em_" + in.To}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	policy := &countersign.Policy{Rules: []countersign.Rule{{
+		Match: "email.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
+		Mode: countersign.ModeIndependent,
+	}, {
 		Match: "unsure.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 		Mode: countersign.ModeIndependent,
 	}, {
@@ -190,7 +212,7 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 		Approvers: []string{"role:finance"}, Quorum: 2, ForbidSelfApproval: true, Mode: countersign.ModeIndependent,
 	}}}
 	engine, err := countersign.New(countersign.Options{Logger: slog.New(slog.DiscardHandler), Now: now,
-		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky, unsure},
+		Store: memstore.New(&memstore.Options{Now: now}), Policy: policy, Actions: []*countersign.Action{refund, credit, flaky, unsure, email},
 		ReconcileBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +222,22 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	api, err := server.New(server.Options{Engine: engine, Auth: authn, Logger: quiet})
+	// The mail agent (a scripted model) sends the emails it is told to:
+	// "tell TO about SUBJECT:" and the body on the lines below. A message
+	// that names no agent is stored for an external one.
+	model, err := scripted.New(scripted.Config{Rules: []scripted.Rule{
+		{Match: `(?s)^tell (?P<to>\w+) about (?P<subject>[^:\n]+):\n(?P<body>.+)$`, Say: "I'll send that email.",
+			Call: &scripted.Call{Action: "email.send", Input: `{"to": "{to}", "subject": "{subject}", "body": "{body}"}`}},
+		{Match: `.*`, Say: "I send emails."},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime, err := agent.NewRuntime(agent.RuntimeOptions{Engine: engine, Agents: []*agent.Agent{{Name: "mail", Model: model}}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := server.New(server.Options{Engine: engine, Auth: authn, Logger: quiet, Agents: runtime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,6 +340,42 @@ func (h *harness) agentCall(action, thread, customer string, amount float64, ext
 		h.t.Fatalf("call %s: status %d, %+v", action, resp.StatusCode, out)
 	}
 	return &out
+}
+
+// say posts alice's message to thread through the API, for the mail agent
+// when withAgent (its run is driven before the answer comes), and returns
+// the ids of the proposals the run made.
+func (h *harness) say(thread, text string, withAgent bool) []string {
+	h.t.Helper()
+	msg := map[string]any{"text": text}
+	if withAgent {
+		msg["agent"] = "mail"
+	}
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/threads/"+url.PathEscape(thread)+"/messages", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer key_alice")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Run *struct {
+			Status      string   `json:"status"`
+			ProposalIDs []string `json:"proposal_ids"`
+		} `json:"run"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode/100 != 2 {
+		h.t.Fatalf("post %q: status %d: %v", text, resp.StatusCode, err)
+	}
+	if !withAgent {
+		return nil
+	}
+	if out.Run == nil || out.Run.Status != "finished" {
+		h.t.Fatalf("post %q: the run %+v, want finished", text, out.Run)
+	}
+	return out.Run.ProposalIDs
 }
 
 // client is a browser-like HTTP client with a cookie jar that never

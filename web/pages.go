@@ -22,9 +22,11 @@ import (
 
 // pageData is what every page's template receives.
 type pageData struct {
-	Title   string
-	Pending int  // the signed-in actor's pending proposals
-	More    bool // more pending than counted
+	Title string
+	// Pending counts the pending proposals that wait for the signed-in
+	// actor's decision (Engine.WaitingFor): not those it only sees.
+	Pending int
+	More    bool // more waiting than counted
 	Session *countersign.Session
 	// Proposal is the id a proposal page follows in the event stream.
 	Proposal string
@@ -39,8 +41,9 @@ func (d *pageData) CSRF() string {
 	return d.Session.CSRF
 }
 
-// FullTitle is the document title, with the pending count. A proposal's
-// title is the agent's text: plain text, as on the page.
+// FullTitle is the document title, with the count of what waits for the
+// actor. A proposal's title is the agent's text: plain text, as on the
+// page.
 func (d *pageData) FullTitle() string {
 	t := plaintext.Line(d.Title) + " · Countersign"
 	switch {
@@ -141,17 +144,21 @@ func (in *Inbox) render(w http.ResponseWriter, r *http.Request, status int, name
 	_, _ = w.Write(b.Bytes())
 }
 
-// pendingCount bounds the count of pending proposals in the title.
+// pendingCount bounds the count of what waits for the actor in the title.
 const pendingCount = 100
 
-// pending counts id's pending proposals, up to pendingCount.
+// pending counts the pending proposals that wait for id's decision in the
+// inbox, up to pendingCount, as the engine answers (Engine.WaitingFor).
 func (in *Inbox) pending(ctx context.Context, id countersign.Identity) (int, bool) {
-	page, err := in.engine.List(ctx, id, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Limit: pendingCount})
+	n, more, err := in.engine.WaitingFor(ctx, id, via, pendingCount)
 	if err != nil {
 		return 0, false
 	}
-	return len(page.Proposals), page.Next != ""
+	return n, more
 }
+
+// via is the channel of the inbox's decisions.
+const via = "web"
 
 // statusChoice is one option of the list's status filter.
 type statusChoice struct {
@@ -166,16 +173,26 @@ type listItem struct {
 	Note string
 }
 
+// listGroup is one part of a list page: what waits for the actor, what
+// waits for others, and the rest.
+type listGroup struct {
+	// ID names the group in the page; Heading is "" for a list that is
+	// not split.
+	ID, Heading string
+	Items       []listItem
+	Empty       string // said when Items is empty; the group is left out when "" too
+}
+
 type listData struct {
-	Status    string
-	Statuses  []statusChoice
-	Action    string
-	Actions   []string
-	Thread    string
-	Proposals []listItem
-	Next      string // the next page's URL, "" on the last
-	First     string // the first page's URL, "" on the first
-	Empty     string
+	Status   string
+	Statuses []statusChoice
+	Action   string
+	Actions  []string
+	Thread   string
+	Groups   []listGroup
+	Next     string // the next page's URL, "" on the last
+	First    string // the first page's URL, "" on the first
+	Empty    string
 }
 
 func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
@@ -219,10 +236,7 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	now := in.now()
-	for _, p := range page.Proposals {
-		d.Proposals = append(d.Proposals, listItem{Proposal: p, Note: listNote(p, now)})
-	}
+	d.Groups = in.groups(r.Context(), sess.Identity, page.Proposals, d.Status)
 	filter := url.Values{}
 	filter.Set("status", d.Status)
 	if d.Action != "" {
@@ -247,6 +261,46 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// groups splits a list page's proposals, in their order, as the engine
+// says each stands for id (Engine.Turn): those waiting for id's decision,
+// the pending ones waiting for others (id decided them already, or does
+// not decide them), then the rest. A list of one status other than pending
+// is not split.
+func (in *Inbox) groups(ctx context.Context, id countersign.Identity, ps []*store.Proposal, status string) []listGroup {
+	now := in.now()
+	if len(ps) == 0 {
+		return nil
+	}
+	if status != string(store.StatusPending) && status != "all" {
+		g := listGroup{ID: "proposals"}
+		for _, p := range ps {
+			g.Items = append(g.Items, listItem{Proposal: p, Note: listNote(p, now)})
+		}
+		return []listGroup{g}
+	}
+	yours := listGroup{ID: "yours", Heading: "Waiting for you", Empty: "Nothing waits for you."}
+	others := listGroup{ID: "others", Heading: "Waiting for others"}
+	rest := listGroup{ID: "rest", Heading: "Everything else"}
+	for _, p := range ps {
+		t := in.engine.Turn(ctx, id, p, via)
+		switch {
+		case t.Yours:
+			// What it needs is worth saying only beyond the reader's own
+			// approval.
+			note := ""
+			if t.Needed > 1 {
+				note = neededWords(t, p.Requester)
+			}
+			yours.Items = append(yours.Items, listItem{Proposal: p, Note: note})
+		case p.Status == store.StatusPending:
+			others.Items = append(others.Items, listItem{Proposal: p, Note: waitingNote(t, p.Requester)})
+		default:
+			rest.Items = append(rest.Items, listItem{Proposal: p, Note: listNote(p, now)})
+		}
+	}
+	return []listGroup{yours, others, rest}
+}
+
 // threadFilter is the thread a filter form or link asks for. The form's
 // box shows the thread as plain text (a thread id an agent chose may hold
 // invisible characters); while the box still holds what the page showed,
@@ -263,10 +317,19 @@ func threadFilter(q url.Values) string {
 type proposalData struct {
 	P         *store.Proposal
 	Approvals int
-	// CanDecide: pending, and the actor is among the approvers (the engine
-	// still has the last word).
-	CanDecide  bool
-	CanResolve bool
+	// Turn is where the proposal stands for the actor, as the engine says:
+	// the form offers Approve when Turn.Yours and Reject when Turn.Reject
+	// (the engine still has the last word).
+	Turn countersign.Turn
+	// Needed says what approvals it still needs, from whom; Instead who
+	// decides when the actor does not.
+	Needed, Instead string
+	// Conversation is what led to the call; Input the call's input for
+	// reading (nil: the JSON alone), InputJSON its exact JSON.
+	Conversation *conversationView
+	Input        *inputValue
+	InputJSON    string
+	CanResolve   bool
 	// Fate says what approving does, or what became of it; Runs what runs,
 	// as whom, executed by whom.
 	Fate, Runs   string
@@ -319,10 +382,17 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	if err != nil {
 		return err
 	}
-	d := &proposalData{P: p, Approvals: p.Approvals(), Result: result, Problem: problem}
-	may := in.engine.Permissions(r.Context(), sess.Identity, p, "web")
-	d.CanDecide = may.Approve || may.Reject
+	d := &proposalData{P: p, Approvals: p.Approvals(), Result: result, Problem: problem,
+		Input: readInput(p.Input), InputJSON: prettyJSON(p.Input)}
+	may := in.engine.Permissions(r.Context(), sess.Identity, p, via)
+	d.Turn = in.engine.Turn(r.Context(), sess.Identity, p, via)
+	d.Needed, d.Instead = neededWords(d.Turn, p.Requester), insteadWords(d.Turn, p.Requester)
 	d.CanResolve = may.Resolve
+	conv, err := in.engine.ProposalConversation(r.Context(), sess.Identity, p.ID, conversationShown)
+	if err != nil {
+		return err
+	}
+	d.Conversation = newConversationView(conv, p.Requester, p.Action, p.CreatedAt)
 	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
 	d.Remember, d.RememberNote = rememberChoices(p, may.Remember), rememberNote(p)
 	trail, err := in.engine.ProposalTrail(r.Context(), sess.Identity, p.ID)
@@ -346,7 +416,7 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	}
 	f := r.PostForm
 	dec := &countersign.Decision{
-		Identity: sess.Identity, ProposalID: pid, Via: "web",
+		Identity: sess.Identity, ProposalID: pid, Via: via,
 		Verdict: countersign.Verdict(f.Get("verdict")), Reason: strings.TrimSpace(f.Get("reason")),
 		Remember: countersign.Scope(f.Get("remember")),
 	}
@@ -388,7 +458,7 @@ func (in *Inbox) handleResolve(w http.ResponseWriter, r *http.Request) error {
 		return in.showProposal(w, r, http.StatusBadRequest, "", "Write a note: what did you check, and what did you find?")
 	}
 	status := store.Status(f.Get("status"))
-	_, err := in.engine.Resolve(r.Context(), sess.Identity, pid, status, strings.TrimSpace(f.Get("receipt")), note, "web")
+	_, err := in.engine.Resolve(r.Context(), sess.Identity, pid, status, strings.TrimSpace(f.Get("receipt")), note, via)
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return in.showProposal(w, r, http.StatusForbidden, "", "You may not resolve this proposal: "+fe.Reason+".")
 	}

@@ -160,8 +160,14 @@ func TestBrowserShowsAgentTextAsPlainText(t *testing.T) {
 	signInBrowser(t, ctx, h.url, "key_bob")
 	step(t, ctx, "open the proposal", chromedp.Navigate(h.url+"/proposals/"+pid), chromedp.WaitVisible(chromedp.CSS("h1")))
 	text := eval[string](t, ctx, "document.title + '\\n' + document.body.innerText")
-	checkPlain(t, "the rendered proposal page", text, "Refund 10 EUR to c_"+hiddenShown+" · Countersign",
-		`"customer": "c_\u{202E}fdp.exe\u{200B}`, "t_"+hiddenShown)
+	checkPlain(t, "the rendered proposal page", text, "Refund 10 EUR to c_"+hiddenShown+" · Countersign", "t_"+hiddenShown)
+	if got := inputShown(t, ctx); got != "amount=10 customer=c_"+hiddenShown {
+		t.Errorf("the input reads %q", got)
+	}
+	// The exact JSON, unfolded, is plain text too.
+	step(t, ctx, "unfold the exact input", chromedp.Click(chromedp.CSS("details.json summary")))
+	checkPlain(t, "the exact input", eval[string](t, ctx, `document.querySelector("details.json").innerText`),
+		`"customer": "c_\u{202E}fdp.exe\u{200B}`)
 
 	// The thread's link, then the filter form sent again as it stands.
 	step(t, ctx, "follow the thread's link", chromedp.Click(chromedp.CSS("dd a[href^='/?status=all&thread=']")),

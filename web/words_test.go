@@ -42,8 +42,8 @@ func waitText(t *testing.T, ctx context.Context, what, sel, want string) {
 // deadline, or it lapses; after approval, that it waits for the agent; once
 // the agent calls, that it ran; and when the agent never does, that it
 // lapsed; the list says the same of approved and lapsed ones. "What will
-// happen" says what runs, as whom, executed by whom,
-// above the metadata; the remember choice says identical requests.
+// happen" says what runs, as whom, executed by whom, the metadata folded
+// below; the remember choice says identical requests.
 func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	clock := &testClock{now: time.Now().UTC().Truncate(time.Minute)}
 	start := clock.Now()
@@ -65,12 +65,13 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	if got, want := text(t, bob, "#runs"), "payments.refund v1 runs as alice with the input below, executed by alice's agent."; got != want {
 		t.Errorf("What will happen says\n%q, want\n%q", got, want)
 	}
-	// The sentence comes first, the metadata below it.
-	if !eval[bool](t, bob, `(() => { const r = document.querySelector("#runs"), dl = r.parentElement.querySelector("dl");
-		return r.parentElement.querySelector("h2").textContent === "What will happen" && !!dl &&
-			!!(r.compareDocumentPosition(dl) & Node.DOCUMENT_POSITION_FOLLOWING) && /Mode\s*wait/.test(dl.innerText) &&
-			/State version/.test(dl.innerText) && /Operation id/.test(dl.innerText); })()`) {
-		t.Errorf("What will happen lacks its sentence above the metadata table:\n%s", eval[string](t, bob, `document.body.innerText`))
+	// The sentence is what will happen; the metadata is folded away below,
+	// in the technical details.
+	if !eval[bool](t, bob, `(() => { const r = document.querySelector("#runs"), tech = document.querySelector("details#technical");
+		return r.parentElement.querySelector("h2").textContent === "What will happen" && !!tech && !tech.open &&
+			!!(r.compareDocumentPosition(tech) & Node.DOCUMENT_POSITION_FOLLOWING) && /Mode\s*wait/.test(tech.textContent) &&
+			/State version/.test(tech.textContent) && /Operation id/.test(tech.textContent); })()`) {
+		t.Errorf("What will happen lacks its sentence above the folded metadata:\n%s", eval[string](t, bob, `document.body.innerText`))
 	}
 	labels := eval[string](t, bob, `[...document.querySelectorAll("input[name=remember]")].map(i => i.parentElement.textContent.trim()).join("\n")`)
 	if want := "Only this request\nThis and identical requests from alice's agent (same action, same input) for the rest of this thread"; labels != want {

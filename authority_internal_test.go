@@ -1,0 +1,152 @@
+package countersign
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// TestUpToCall: what of a thread led to a proposal's call. A run's call
+// ends at the assistant message that holds its tool call (also under the
+// legacy "RUN/ID" record, and however the clock stood); any other call at
+// the proposal's creation, less its own result.
+func TestUpToCall(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	user := func(id string, s int) *store.Message {
+		return &store.Message{ID: id, Role: store.RoleUser, CreatedAt: at(s)}
+	}
+	calls := func(id, run, call string, s int) *store.Message {
+		return &store.Message{ID: id, Role: store.RoleAssistant, RunID: run, CreatedAt: at(s),
+			ToolCalls: []store.ToolCall{{ID: "call_other"}, {ID: call}}}
+	}
+	result := func(id, proposal string, s int) *store.Message {
+		return &store.Message{ID: id, Role: store.RoleTool, ProposalID: proposal, CreatedAt: at(s)}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		msgs []*store.Message
+		want string // ids, and * after the call
+	}{
+		{"a run's call, then its result and more",
+			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(11)},
+			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 11), user("later", 12)}, "u a*"},
+		{"a run's call, however the clock stood",
+			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(5)},
+			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), user("later", 12)}, "u a*"},
+		{"a run's call recorded as RUN/ID",
+			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "r1/call_1", CreatedAt: at(11)},
+			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 12)}, "u a*"},
+		{"the same tool call id in another run is not the call",
+			&store.Proposal{ID: "p1", RunID: "r2", ToolCallID: "call_1", CreatedAt: at(11)},
+			[]*store.Message{calls("a", "r1", "call_1", 10), user("u", 11), user("later", 12)}, "a u"},
+		{"an API call: what came up to its creation",
+			&store.Proposal{ID: "p1", ToolCallID: "call_1", CreatedAt: at(20)},
+			[]*store.Message{user("u", 10), result("older", "p0", 15), user("same time", 20), result("own", "p1", 20), user("later", 21)},
+			"u older same time"},
+		{"an empty thread", &store.Proposal{ID: "p1", CreatedAt: at(1)}, nil, ""},
+	} {
+		got, call := upToCall(tc.msgs, tc.p)
+		var ids []string
+		for i, m := range got {
+			if i == call {
+				ids = append(ids, m.ID+"*")
+				continue
+			}
+			ids = append(ids, m.ID)
+		}
+		if s := strings.Join(ids, " "); s != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, s, tc.want)
+		}
+	}
+}
+
+// TestStillApproving: who may still approve, in the approvers' own forms.
+func TestStillApproving(t *testing.T) {
+	approved := func(actors ...string) []store.Decision {
+		var out []store.Decision
+		for _, a := range actors {
+			out = append(out, store.Decision{Actor: a, Decision: store.VerdictApproved})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		want []string
+	}{
+		{"a role stays after one of it approved",
+			&store.Proposal{Requester: "alice", Approvers: []string{"role:finance"}, Decisions: approved("bob")}, []string{"role:finance"}},
+		{"an actor who approved does not",
+			&store.Proposal{Requester: "alice", Approvers: []string{"actor:bob", "actor:carol"}, Decisions: approved("bob")}, []string{"actor:carol"}},
+		{"the requester who approved does not",
+			&store.Proposal{Requester: "alice", Approvers: []string{"requester", "role:finance"}, Decisions: approved("alice")}, []string{"role:finance"}},
+		{"the requester where self-approval is forbidden",
+			&store.Proposal{Requester: "alice", Approvers: []string{"requester", "actor:alice", "role:finance"}, ForbidSelfApproval: true},
+			[]string{"role:finance"}},
+		{"a rejection is no approval",
+			&store.Proposal{Requester: "alice", Approvers: []string{"actor:bob"}, Decisions: []store.Decision{{Actor: "bob", Decision: store.VerdictRejected}}},
+			[]string{"actor:bob"}},
+		{"each once", &store.Proposal{Requester: "alice", Approvers: []string{"role:finance", "role:finance"}}, []string{"role:finance"}},
+	} {
+		if got := stillApproving(tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWaitsFor: a pending proposal waits for a person who may approve it
+// and has not decided it; not past its deadline, not after a decision of
+// theirs, not for one who may only reject (who is offered the rejection),
+// nor for an agent credential.
+func TestWaitsFor(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	bob := Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
+	pending := func(edit func(p *store.Proposal)) *store.Proposal {
+		p := &store.Proposal{ID: "p1", Tenant: "acme", Requester: "alice", Status: store.StatusPending, Quorum: 2,
+			Approvers: []string{"role:finance", "requester"}, ExpiresAt: now.Add(time.Hour)}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	refuse := func(context.Context, Identity, *store.Proposal) bool { return false }
+	for _, tc := range []struct {
+		name string
+		p    *store.Proposal
+		id   Identity
+		hook func(context.Context, Identity, *store.Proposal) bool
+		want bool
+	}{
+		{"an approver who has not decided", pending(nil), bob, nil, true},
+		{"the requester named as an approver", pending(nil), Identity{Tenant: "acme", Actor: "alice"}, nil, true},
+		{"after approving", pending(func(p *store.Proposal) {
+			p.Decisions = []store.Decision{{Actor: "bob", Decision: store.VerdictApproved}}
+		}), bob, nil, false},
+		{"another approver's approval", pending(func(p *store.Proposal) {
+			p.Decisions = []store.Decision{{Actor: "carol", Decision: store.VerdictApproved}}
+		}), bob, nil, true},
+		{"past its deadline", pending(func(p *store.Proposal) { p.ExpiresAt = now }), bob, nil, false},
+		{"no longer pending", pending(func(p *store.Proposal) { p.Status = store.StatusApproved }), bob, nil, false},
+		{"the requester who may only reject", pending(func(p *store.Proposal) { p.ForbidSelfApproval = true }),
+			Identity{Tenant: "acme", Actor: "alice"}, nil, false},
+		{"not an approver", pending(nil), Identity{Tenant: "acme", Actor: "dave"}, nil, false},
+		{"an agent credential", pending(nil), Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}, Kind: KindAgent}, nil, false},
+		{"another tenant", pending(nil), Identity{Tenant: "globex", Actor: "bob", Roles: []string{"finance"}}, nil, false},
+		{"a channel the rule does not take", pending(func(p *store.Proposal) { p.Channels = []string{"text"} }), bob, nil, false},
+		{"the rule's CanDecide hook refuses", pending(nil), bob, refuse, false},
+	} {
+		if got := waitsFor(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		reject := tc.want || tc.name == "the requester who may only reject"
+		if got := mayReject(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != reject {
+			t.Errorf("%s: rejection offered %v, want %v", tc.name, got, reject)
+		}
+	}
+}
