@@ -36,10 +36,11 @@ type WorkerOptions struct {
 	LeaseDuration time.Duration
 	// MaxConcurrency bounds the executions in flight. Default 4.
 	MaxConcurrency int
-	// SweepInterval is how often due proposals are expired. Default:
-	// PollInterval.
+	// SweepInterval is how often the sweeping jobs run: expiry,
+	// escalations, reminders and the removal of expired inbox sessions.
+	// Default: PollInterval.
 	SweepInterval time.Duration
-	// SweepBatch bounds one expiry batch. Default 500.
+	// SweepBatch bounds one batch of each sweeping job. Default 500.
 	SweepBatch int
 	// ShutdownTimeout is how long Run waits, once its context ends, for the
 	// executions in flight; then it cancels them. Default 30s.
