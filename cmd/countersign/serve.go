@@ -139,8 +139,9 @@ type runtime struct {
 	// one without a file); defaultAgent answers messages that name none.
 	agents       *agent.Runtime
 	defaultAgent string
-	// notify delivers the notification outbox; its targets are synced
-	// to the store by build.
+	// notify delivers the notification outbox. build writes its targets
+	// to the store before anything is served; the worker runs it
+	// (workerOptions), which writes them again as it starts.
 	notify *notifications.Deliverer
 	// signingKey signs the audit chain's checkpoints
 	// (audit.signing_key_file); nil: none are signed.
