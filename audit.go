@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/auditchain"
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
 
@@ -83,107 +84,28 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 	return o, nil
 }
 
-// sealReleaseTimeout bounds a stopping sealer's release of its lease.
-const sealReleaseTimeout = 5 * time.Second
-
 // RunSealer builds the audit chain until ctx ends, then gives its lease up
 // and returns ctx's error. Every process may run one: they compete for the
 // store's sealing lease, one seals, and when it stops (or its process dies
 // and the lease lapses) another takes over. With opts.SigningKey, the one
 // that seals also signs the chains' checkpoints. Worker.Run runs one unless
-// WorkerOptions.NoSealer is set.
+// WorkerOptions.NoSealer is set; the loop is maintenance.Sealer.
 func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
-	var token string
-	defer func() {
-		if token != "" {
-			// Let another process's sealer take over at once rather than
-			// after the lease lapses. The release waits for the store's
-			// writer like any write: bounded by sealReleaseTimeout, not by
-			// the seal interval, which a loaded machine's writer queue can
-			// outlast (the lease then stayed held until it lapsed).
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealReleaseTimeout)
-			defer cancel()
-			if err := e.store.ReleaseSealLease(rctx, &store.ReleaseSealLeaseParams{Token: token}); err != nil {
-				e.log.Warn("release the sealing lease", "err", err)
-			}
-		}
-	}()
-	t := time.NewTicker(opts.Interval)
-	defer t.Stop()
-	out := outage{log: e.log, what: "sealer"}
-	var cp *checkpointer
-	if opts.SigningKey != nil {
-		cp = e.newCheckpointer(opts)
-	}
-	for {
-		var pause time.Duration
-		token, pause = e.seal(ctx, token, opts, &out)
-		if cp != nil && token != "" && pause == 0 {
-			// Between seals, so that the chains it reads do not move.
-			token = cp.run(ctx, token)
-		}
-		next := t.C
-		if pause > 0 {
-			// The store cannot be reached: back off rather than tick.
-			next = time.After(pause)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-next:
-		}
-	}
+	maintenance.Run(ctx, e.log, e.sealer(opts))
+	return ctx.Err()
 }
 
-// seal takes the lease if it has none and seals every backlog in batches;
-// it returns the token it holds afterwards ("" when it holds none), and,
-// while the store cannot be reached, the pause before the next try (see
-// outage).
-func (e *Engine) seal(ctx context.Context, token string, opts SealerOptions, out *outage) (string, time.Duration) {
-	if token == "" {
-		l, err := e.store.AcquireSealLease(ctx, &store.AcquireSealLeaseParams{Owner: e.owner, LeaseDuration: opts.LeaseDuration})
-		switch {
-		case errors.Is(err, store.ErrSealLeaseHeld):
-			out.ok()
-			return "", 0
-		case err != nil:
-			if ctx.Err() != nil {
-				return "", 0
-			}
-			if pause, down := out.failed(err); down {
-				return "", pause
-			}
-			e.log.Warn("acquire the sealing lease", "err", err)
-			return "", 0
-		}
-		token = l.Token
-	}
-	for {
-		res, err := e.store.SealEvents(ctx, &store.SealEventsParams{Token: token, LeaseDuration: opts.LeaseDuration, Limit: opts.Batch})
-		switch {
-		case errors.Is(err, store.ErrLeaseLost):
-			out.ok()
-			e.log.Info("sealing lease taken over by another process")
-			return "", 0
-		case err != nil:
-			// The lease is kept: the next seal renews it, or finds it lost.
-			if ctx.Err() != nil {
-				return token, 0
-			}
-			if pause, down := out.failed(err); down {
-				return token, pause
-			}
-			e.log.Warn("seal audit events", "err", err)
-			return token, 0
-		case res.Sealed < opts.Batch:
-			out.ok()
-			return token, 0
-		}
-	}
+// sealer is the sealing service with opts, which withDefaults has checked.
+func (e *Engine) sealer(opts SealerOptions) *maintenance.Sealer {
+	return maintenance.NewSealer(e.store, maintenance.SealerConfig{
+		Owner: e.owner, Interval: opts.Interval, LeaseDuration: opts.LeaseDuration, Batch: opts.Batch,
+		SigningKey: opts.SigningKey, CheckpointEvery: opts.CheckpointEvery, CheckpointBudget: e.checkpointBudget,
+		Now: e.clock, Logger: e.log,
+	})
 }
 
 // AuditPage is one page of a tenant's audit chain.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/textdecision"
@@ -310,49 +311,47 @@ func (e *Engine) runSettled(ctx context.Context, p *store.Proposal) {
 }
 
 // Sweep expires up to batch due proposals (DefaultSweepBatch when batch <= 0)
-// and wakes their waiters. It returns how many it expired.
+// and wakes their waiters. It returns how many it expired. A Worker does it
+// in the background (maintenance.Expiry); Sweep is one batch of it, for
+// tests and for callers that schedule work themselves.
 func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
 	if batch <= 0 {
 		batch = DefaultSweepBatch
 	}
-	ps, err := e.store.ExpireDue(ctx, &store.ExpireDueParams{Limit: batch})
+	n, err := maintenance.NewExpiry(e.store, e.changed, e.sweepConfig(0, batch)).Batch(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
-	for _, p := range ps {
-		e.changed(ctx, p, store.StatusPending)
-	}
-	return len(ps), nil
+	return n, nil
 }
 
 // SweepEscalations escalates up to batch pending proposals whose
 // escalation is due (store.ApplyEscalate: the rule's escalate_to join the
 // approvers, once) and records the due reminders of up to batch others
 // (store.ApplyRemind), waking their waiters, so that the new approvers'
-// inboxes show them. It returns how many of each it handled.
+// inboxes show them. It returns how many of each it handled. A Worker does
+// both in the background (maintenance.Escalation, maintenance.Reminders).
 func (e *Engine) SweepEscalations(ctx context.Context, batch int) (escalated, reminded int, err error) {
 	if batch <= 0 {
 		batch = DefaultSweepBatch
 	}
-	ps, err := e.store.EscalateDue(ctx, &store.ExpireDueParams{Limit: batch})
+	cfg := e.sweepConfig(0, batch)
+	escalated, err = maintenance.NewEscalation(e.store, e.changed, cfg).Batch(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sweep escalations: %w", err)
 	}
-	for _, p := range ps {
-		e.changed(ctx, p, store.StatusPending)
-	}
-	rs, err := e.store.RemindDue(ctx, &store.ExpireDueParams{Limit: batch})
+	reminded, err = maintenance.NewReminders(e.store, e.changed, cfg).Batch(ctx)
 	if err != nil {
-		return len(ps), 0, fmt.Errorf("sweep reminders: %w", err)
+		return escalated, 0, fmt.Errorf("sweep reminders: %w", err)
 	}
-	for _, p := range rs {
-		e.changed(ctx, p, store.StatusPending)
-	}
-	return len(ps), len(rs), nil
+	return escalated, reminded, nil
 }
 
-// RunSweeper sweeps every interval until ctx ends, draining each backlog in
-// bounded batches, and removes a batch of expired inbox sessions. It returns ctx's error.
+// RunSweeper runs, until ctx ends, the sweeping services a Worker runs:
+// expiry, escalations, reminders (each draining its backlog in bounded
+// batches every interval) and the removal of a batch of expired inbox
+// sessions. It returns ctx's error. A Worker runs them itself: RunSweeper
+// is for a process that sweeps without executing.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch int) error {
 	if interval <= 0 {
 		return fmt.Errorf("countersign: RunSweeper interval %v: must be positive", interval)
@@ -360,71 +359,21 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch i
 	if batch <= 0 {
 		batch = DefaultSweepBatch
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	out := outage{log: e.log, what: "sweeper"}
-	for {
-		if pause, down := e.sweepOnce(ctx, batch, &out); down {
-			// The store cannot be reached: back off rather than tick.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(pause):
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	maintenance.Run(ctx, e.log, e.sweepers(interval, batch)...)
+	return ctx.Err()
+}
+
+// sweepers are the sweeping services, every interval in batches of batch.
+func (e *Engine) sweepers(interval time.Duration, batch int) []maintenance.Service {
+	cfg := e.sweepConfig(interval, batch)
+	return []maintenance.Service{
+		maintenance.NewExpiry(e.store, e.changed, cfg),
+		maintenance.NewEscalation(e.store, e.changed, cfg),
+		maintenance.NewReminders(e.store, e.changed, cfg),
+		maintenance.NewSessionCleanup(e.store, e.clock, cfg),
 	}
 }
 
-// sweepOnce runs one round of RunSweeper: expiry, escalations and reminders,
-// sessions. down reports an outage (see outage), and pause how long to wait
-// before the next round.
-func (e *Engine) sweepOnce(ctx context.Context, batch int, out *outage) (pause time.Duration, down bool) {
-	for {
-		n, err := e.Sweep(ctx, batch)
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0, false
-			}
-			if pause, down := out.failed(err); down {
-				return pause, true
-			}
-			e.log.Warn("sweep failed", "err", err)
-			break
-		}
-		if n < batch {
-			break
-		}
-	}
-	for {
-		escalated, reminded, err := e.SweepEscalations(ctx, batch)
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0, false
-			}
-			if pause, down := out.failed(err); down {
-				return pause, true
-			}
-			e.log.Warn("escalation sweep failed", "err", err)
-			break
-		}
-		if escalated < batch && reminded < batch {
-			break
-		}
-	}
-	// Expired inbox sessions are refused anyway; sweeping a batch each
-	// tick keeps their table small when nobody signs in.
-	if _, err := e.SweepSessions(ctx, batch); err != nil && ctx.Err() == nil {
-		if pause, down := out.failed(err); down {
-			return pause, true
-		}
-		e.log.Warn("session sweep failed", "err", err)
-	}
-	out.ok()
-	return 0, false
+func (e *Engine) sweepConfig(interval time.Duration, batch int) maintenance.SweepConfig {
+	return maintenance.SweepConfig{Interval: interval, Batch: batch, Logger: e.log}
 }

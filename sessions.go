@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
 
@@ -128,7 +129,7 @@ func (e *Engine) SweepSessions(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("sweep sessions: limit must be positive")
 	}
-	n, err := e.store.DeleteExpiredSessions(ctx, &store.DeleteExpiredSessionsParams{Before: e.clock(), Limit: limit})
+	n, err := maintenance.NewSessionCleanup(e.store, e.clock, e.sweepConfig(0, limit)).Batch(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("sweep sessions: %w", err)
 	}

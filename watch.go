@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
 
@@ -47,7 +48,7 @@ type waitWatch struct {
 	running bool          // a watch loop runs
 	idle    chan struct{} // told when the last waiter leaves
 	// out follows the store's outages for the loop's log (the loop's own).
-	out outage
+	out maintenance.Outage
 	// calls counts the wait-mode calls waiting in this process, by tenant
 	// and proposal: the ones that execute an approval the moment they see it
 	// (see awaitsCaller).
@@ -271,7 +272,7 @@ func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch)
 	if err != nil {
 		e.waitScanFailed(tenant, err)
 	} else {
-		e.waits.out.ok()
+		e.waits.out.OK()
 	}
 	for _, ev := range evs {
 		// A creation is never news to a waiter: it read its proposal after
@@ -286,8 +287,8 @@ func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch)
 // first of an outage (the waiters hold on through it, see await).
 func (e *Engine) waitScanFailed(tenant string, err error) {
 	o := &e.waits.out
-	o.log, o.what = e.log, "waiters"
-	if _, down := o.failed(err); !down {
+	o.Log, o.What = e.log, "waiters"
+	if _, down := o.Failed(err); !down {
 		e.log.Warn("waiters: read events", "tenant", tenant, "err", err)
 	}
 }

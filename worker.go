@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
 
@@ -35,10 +36,11 @@ type WorkerOptions struct {
 	LeaseDuration time.Duration
 	// MaxConcurrency bounds the executions in flight. Default 4.
 	MaxConcurrency int
-	// SweepInterval is how often due proposals are expired. Default:
-	// PollInterval.
+	// SweepInterval is how often the sweeping jobs run: expiry,
+	// escalations, reminders and the removal of expired inbox sessions.
+	// Default: PollInterval.
 	SweepInterval time.Duration
-	// SweepBatch bounds one expiry batch. Default 500.
+	// SweepBatch bounds one batch of each sweeping job. Default 500.
 	SweepBatch int
 	// ShutdownTimeout is how long Run waits, once its context ends, for the
 	// executions in flight; then it cancels them. Default 30s.
@@ -49,12 +51,42 @@ type WorkerOptions struct {
 	// NoSealer leaves the audit chain to sealers in other processes (or to
 	// none: then no event is ever chained).
 	NoSealer bool
+	// Notifications delivers the notification outbox beside the
+	// executions: a *notifications.Deliverer on the engine's store, whose
+	// Run writes its targets to the store and then delivers. Nil: this
+	// worker delivers no notifications (the outbox waits for a worker that
+	// does).
+	Notifications NotificationDeliverer
+	// OnProposalCounts, when set, is given every tenant's proposals by
+	// status, counted in the store every ProposalCountsEvery, and when
+	// they were counted: server.ProposalCounts.Set, which /metrics then
+	// reports without store work. Nil: no counting.
+	OnProposalCounts func(counts map[store.Status]int, at time.Time)
+	// ProposalCountsEvery is how often OnProposalCounts is given a new
+	// count. Default DefaultProposalCountsEvery (30s).
+	ProposalCountsEvery time.Duration
+}
+
+// DefaultProposalCountsEvery is WorkerOptions.ProposalCountsEvery's default.
+const DefaultProposalCountsEvery = maintenance.DefaultProposalCountsEvery
+
+// NotificationDeliverer delivers the notification outbox until ctx ends
+// (and returns ctx's error then). *notifications.Deliverer is the one to
+// use; the interface keeps this package from depending on it.
+type NotificationDeliverer interface {
+	Run(ctx context.Context) error
 }
 
 // Worker executes approved independent proposals, recovers executions whose
 // lease lapsed (their callers died), and reconciles uncertain outcomes. Many
 // workers, in many processes, may share a store: they coordinate only through
 // leases and compare-and-set.
+//
+// It is also the one start point of the periodic jobs (internal/maintenance):
+// expiry, escalations, reminders, the removal of expired inbox sessions, the
+// audit sealer (unless NoSealer), notification delivery (with
+// Notifications) and the proposal counts (with OnProposalCounts) run beside
+// its executions, for as long as Run does.
 //
 // A worker wakes when this process approves independent work, when the store
 // notifies it (PostgreSQL LISTEN/NOTIFY, see store.Notifier), and every
@@ -85,6 +117,9 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if opts.ProposalCountsEvery == 0 {
+		opts.ProposalCountsEvery = DefaultProposalCountsEvery
+	}
 	switch {
 	case opts.PollInterval < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.PollInterval %v: must be positive", opts.PollInterval)
@@ -98,6 +133,8 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 		return nil, fmt.Errorf("countersign: WorkerOptions.SweepBatch %d: must be positive", opts.SweepBatch)
 	case opts.ShutdownTimeout < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.ShutdownTimeout %v: must be positive", opts.ShutdownTimeout)
+	case opts.ProposalCountsEvery < 0:
+		return nil, fmt.Errorf("countersign: WorkerOptions.ProposalCountsEvery %v: must be positive", opts.ProposalCountsEvery)
 	case opts.PollInterval >= opts.LeaseDuration/3:
 		return nil, fmt.Errorf("countersign: WorkerOptions.PollInterval %v: must be less than a third of LeaseDuration %v", opts.PollInterval, opts.LeaseDuration)
 	}
@@ -120,31 +157,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	poll := time.NewTicker(w.opts.PollInterval)
 	defer poll.Stop()
 
-	// Background helpers: the sweeper, the sealer, the store's
-	// notifications, and the settlement group writer. They stop after the
-	// executions.
+	// Background helpers: the periodic jobs, the store's notifications,
+	// and the settlement group writer. They stop after the executions.
 	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
 	var helperWG sync.WaitGroup
 	defer func() {
 		stopHelpers()
 		helperWG.Wait()
 	}()
-	helperWG.Add(1)
-	go func() {
-		defer helperWG.Done()
-		if err := w.e.RunSweeper(ctx, w.opts.SweepInterval, w.opts.SweepBatch); err != nil && ctx.Err() == nil {
-			w.e.log.Error("sweeper stopped", "err", err)
-		}
-	}()
-	if !w.opts.NoSealer {
-		helperWG.Add(1)
-		go func() {
-			defer helperWG.Done()
-			if err := w.e.RunSealer(ctx, w.opts.Sealer); err != nil && ctx.Err() == nil {
-				w.e.log.Error("sealer stopped", "err", err)
-			}
-		}()
-	}
+	helperWG.Go(func() { maintenance.Run(ctx, w.e.log, w.services()...) })
 	if n, ok := w.e.store.(store.Notifier); ok {
 		helperWG.Add(1)
 		go func() {
@@ -173,7 +194,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var coalesce <-chan time.Time // running after a slot was freed
 	// While the store cannot be reached the worker claims only when retry
 	// fires, backing off (see outage).
-	out := outage{log: w.e.log, what: "worker"}
+	out := maintenance.Outage{Log: w.e.log, What: "worker"}
 	var retry <-chan time.Time
 	for {
 		// Claim as many as there are free slots, in one batch.
@@ -186,10 +207,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			})
 			switch {
 			case err == nil:
-				out.ok()
+				out.OK()
 			case ctx.Err() != nil:
 			default:
-				if pause, down := out.failed(err); down {
+				if pause, down := out.Failed(err); down {
 					retry = time.After(pause)
 				} else {
 					w.e.log.Warn("claim failed", "err", err)
@@ -256,6 +277,29 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// services are the periodic jobs Run runs, as the options ask.
+func (w *Worker) services() []maintenance.Service {
+	services := w.e.sweepers(w.opts.SweepInterval, w.opts.SweepBatch)
+	if !w.opts.NoSealer {
+		services = append(services, w.e.sealer(w.opts.Sealer))
+	}
+	if w.opts.Notifications != nil {
+		services = append(services, notificationService{w.opts.Notifications})
+	}
+	if w.opts.OnProposalCounts != nil {
+		services = append(services, maintenance.NewProposalCounts(w.e.store, w.opts.OnProposalCounts,
+			maintenance.ProposalCountsConfig{Interval: w.opts.ProposalCountsEvery, Logger: w.e.log}))
+	}
+	return services
+}
+
+// notificationService runs a NotificationDeliverer as a maintenance
+// service (*notifications.Deliverer's Run is maintenance's
+// NotificationDelivery).
+type notificationService struct{ NotificationDeliverer }
+
+func (notificationService) Name() string { return "notifications" }
 
 // drain waits for the executions in flight, cancelling them at the deadline.
 func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {

@@ -14,11 +14,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/internal/defaults"
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
@@ -122,11 +121,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Deliverer delivers the outbox's due notifications to their targets.
+// Deliverer delivers the outbox's due notifications to their targets: the
+// requests are made here, the claims and records by its service in
+// internal/maintenance.
 type Deliverer struct {
-	o       Options
-	targets map[string]*Target // by TargetName
-	names   []string
+	o   Options
+	svc *maintenance.NotificationDelivery
 }
 
 // New validates the options and returns a Deliverer.
@@ -137,7 +137,8 @@ func New(opts Options) (*Deliverer, error) {
 	if opts.Render == nil {
 		return nil, errors.New("notifications: Options.Render is nil")
 	}
-	d := &Deliverer{targets: map[string]*Target{}}
+	d := &Deliverer{}
+	targets := map[string]*Target{} // by TargetName
 	var longest time.Duration
 	for i, t := range opts.Targets {
 		// Errors show the URL redacted: it may hold a token.
@@ -167,11 +168,10 @@ func New(opts Options) (*Deliverer, error) {
 			return nil, fmt.Errorf("notifications: Targets[%d].Backoff: want 0 < initial <= max", i)
 		}
 		name := TargetName(t.URL)
-		if _, dup := d.targets[name]; dup {
+		if _, dup := targets[name]; dup {
 			return nil, fmt.Errorf("notifications: Targets[%d].URL %q is configured twice", i, redact.URL(t.URL))
 		}
-		d.targets[name] = &t
-		d.names = append(d.names, name)
+		targets[name] = &t
 		longest = max(longest, t.Timeout)
 	}
 	opts.Owner = cmp.Or(opts.Owner, "notifications")
@@ -209,138 +209,45 @@ func New(opts Options) (*Deliverer, error) {
 		opts.Logger = slog.Default()
 	}
 	d.o = opts
+	cfg := maintenance.NotificationConfig{Body: d.render, Owner: opts.Owner, PollInterval: opts.PollInterval,
+		LeaseDuration: opts.LeaseDuration, MaxConcurrency: opts.MaxConcurrency, Logger: opts.Logger}
+	for _, t := range opts.Targets {
+		t := targets[TargetName(t.URL)]
+		cfg.Targets = append(cfg.Targets, maintenance.NotificationTarget{
+			Name: TargetName(t.URL), Events: t.Events, MaxAttempts: t.MaxAttempts, Backoff: t.Backoff.Delay,
+			Send: func(ctx context.Context, id string, body []byte) error { return d.post(ctx, t, id, body) },
+		})
+	}
+	d.svc = maintenance.NewNotificationDelivery(opts.Store, cfg)
 	return d, nil
 }
 
 // Sync writes the targets to the store, so that events appended from now
-// on are announced to them (store.Outbox.SetNotificationTargets).
-func (d *Deliverer) Sync(ctx context.Context) error {
-	params := &store.SetNotificationTargetsParams{}
-	for _, name := range d.names {
-		params.Targets = append(params.Targets, store.NotificationTarget{Name: name, Events: d.targets[name].Events})
-	}
-	if err := d.o.Store.SetNotificationTargets(ctx, params); err != nil {
-		return fmt.Errorf("notifications: sync targets: %w", err)
-	}
-	return nil
-}
+// on are announced to them (store.Outbox.SetNotificationTargets). Run does
+// it too before it delivers; a process that serves requests before its
+// worker runs calls Sync at start, so that those requests' events are
+// announced as well.
+func (d *Deliverer) Sync(ctx context.Context) error { return d.svc.Sync(ctx) }
 
 // Run delivers due notifications until ctx ends and returns ctx's error.
-// It keeps up to MaxConcurrency deliveries in flight and claims only as
-// many as it has free slots, so a receiver that is slow to answer holds a
-// slot, not the others' notifications. It looks for due notifications every
-// PollInterval and whenever a delivery ends; a failing store is logged and
-// tried again at the next poll. Deliveries in flight when ctx ends are
-// abandoned (their lease runs out and another worker sends them again).
-func (d *Deliverer) Run(ctx context.Context) error {
-	if len(d.names) == 0 {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	t := time.NewTicker(d.o.PollInterval)
-	defer t.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	done := make(chan struct{}, d.o.MaxConcurrency)
-	inflight := 0
-	for {
-		if free := d.o.MaxConcurrency - inflight; free > 0 {
-			claimed, err := d.claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
-				d.o.Logger.Error("notifications: claim", "err", err)
-			}
-			for _, e := range claimed {
-				inflight++
-				wg.Go(func() {
-					d.deliver(ctx, e)
-					done <- struct{}{}
-				})
-			}
-			if err == nil && len(claimed) == free {
-				continue // there may be more due
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-done:
-			inflight--
-		case <-t.C:
-		}
-	}
-}
-
-func (d *Deliverer) claim(ctx context.Context, limit int) ([]*store.OutboxEntry, error) {
-	claimed, err := d.o.Store.ClaimNotifications(ctx, &store.ClaimNotificationsParams{
-		Owner: d.o.Owner, LeaseDuration: d.o.LeaseDuration, Limit: limit, Targets: d.names,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("notifications: claim: %w", err)
-	}
-	return claimed, nil
-}
+// It writes the targets to the store first (Sync), then keeps up to
+// MaxConcurrency deliveries in flight and claims only as many as it has
+// free slots, so a receiver that is slow to answer holds a slot, not the
+// others' notifications. It looks for due notifications every PollInterval
+// and whenever a delivery ends; while the store cannot be reached it backs
+// off, and another failure is logged and tried again at the next poll.
+// Deliveries in flight when ctx ends are abandoned (their lease runs out and
+// another worker sends them again).
+//
+// countersign's Worker runs it beside its executions when given the
+// Deliverer (WorkerOptions.Notifications): run one or the other, not both.
+// The loop and the store work are internal/maintenance's; this package says
+// what a receiver gets.
+func (d *Deliverer) Run(ctx context.Context) error { return d.svc.Run(ctx) }
 
 // DeliverDue claims up to MaxConcurrency due notifications, delivers them
 // concurrently, records each attempt, and returns how many it claimed.
-func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
-	if len(d.names) == 0 {
-		return 0, nil
-	}
-	claimed, err := d.claim(ctx, d.o.MaxConcurrency)
-	if err != nil {
-		return 0, err
-	}
-	var wg sync.WaitGroup
-	for _, e := range claimed {
-		wg.Go(func() { d.deliver(ctx, e) })
-	}
-	wg.Wait()
-	return len(claimed), nil
-}
-
-// deliver makes one attempt of e and records it.
-func (d *Deliverer) deliver(ctx context.Context, e *store.OutboxEntry) {
-	t := d.targets[e.Target]
-	rec := &store.RecordDeliveryParams{Tenant: e.Tenant, ID: e.ID, LeaseToken: e.LeaseToken}
-	var attemptErr error
-	switch {
-	case e.Attempts > t.MaxAttempts:
-		// A worker died during the last allowed attempt: that one counted.
-		attemptErr = fmt.Errorf("attempts spent: the worker making attempt %d of %d stopped before recording it", e.Attempts-1, t.MaxAttempts)
-		rec.Result = store.DeliveryFailed
-	default:
-		body := e.Payload
-		if body == nil {
-			body, attemptErr = d.payload(ctx, e)
-			rec.Payload = body
-		}
-		if attemptErr == nil {
-			attemptErr = d.post(ctx, t, e.ID, body)
-		}
-		switch {
-		case attemptErr == nil:
-			rec.Result = store.DeliveryDelivered
-		case e.Attempts >= t.MaxAttempts:
-			rec.Result = store.DeliveryFailed
-		default:
-			rec.Result, rec.RetryAfter = store.DeliveryRetry, t.Backoff.Delay(e.Attempts)
-		}
-	}
-	if attemptErr != nil {
-		// Whatever failed, its text is stored, shown to operators and
-		// logged: no URL in it keeps a token.
-		attemptErr = redact.Error(attemptErr)
-		rec.Error = truncate(attemptErr.Error(), 500)
-		d.o.Logger.Warn("notifications: attempt failed", "notification", e.ID, "attempt", e.Attempts, "result", rec.Result, "err", attemptErr)
-	}
-	// The attempt is recorded even when ctx ended meanwhile (a shutdown),
-	// so that a delivered notification is not sent again for nothing.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := d.o.Store.RecordDelivery(rctx, rec); err != nil {
-		d.o.Logger.Warn("notifications: record attempt", "notification", e.ID, "err", err)
-	}
-}
+func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) { return d.svc.DeliverDue(ctx) }
 
 // body is the JSON a receiver gets.
 type body struct {
@@ -350,11 +257,8 @@ type body struct {
 	At       time.Time       `json:"at"`
 }
 
-func (d *Deliverer) payload(ctx context.Context, e *store.OutboxEntry) ([]byte, error) {
-	p, err := d.o.Store.GetProposal(ctx, &store.GetProposalParams{Tenant: e.Tenant, ID: e.ProposalID})
-	if err != nil {
-		return nil, fmt.Errorf("read proposal %s: %w", e.ProposalID, err)
-	}
+// render is the body of a notification's first attempt.
+func (d *Deliverer) render(e *store.OutboxEntry, p *store.Proposal) ([]byte, error) {
 	rendered, err := d.o.Render(p)
 	if err != nil {
 		return nil, fmt.Errorf("render proposal %s: %w", e.ProposalID, err)
@@ -394,11 +298,4 @@ func (d *Deliverer) post(ctx context.Context, t *Target, id string, payload []by
 		return fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }

@@ -2,15 +2,19 @@
 // writes, in the transaction of each event, for every configured receiver
 // whose event types name the event's type (see store.Outbox).
 //
-// A Deliverer is a worker. It claims due notifications under a lease, posts
-// each to its receiver as JSON {"id", "type", "proposal", "at"} with the
-// headers Idempotency-Key (the notification's id, the same on every attempt)
-// and Countersign-Signature (webhook.Sign with the receiver's secret, over
-// the raw body), and records the attempt under the lease: a 2xx answer is
-// delivered; anything else — another status, a time-out, a refused
-// connection — is tried again after a backoff that doubles from
-// Backoff.Initial up to Backoff.Max, until MaxAttempts attempts were made,
-// then the notification is failed and waits for an operator's retry.
+// A Deliverer is run by countersign's Worker (WorkerOptions.Notifications),
+// the start point of every periodic job; its claims and records are
+// internal/maintenance's NotificationDelivery, and this package says what a
+// receiver gets. It writes its targets to the store as it starts, claims due
+// notifications under a lease, posts each to its receiver as JSON {"id",
+// "type", "proposal", "at"} with the headers Idempotency-Key (the
+// notification's id, the same on every attempt) and Countersign-Signature
+// (webhook.Sign with the receiver's secret, over the raw body), and records
+// the attempt under the lease: a 2xx answer is delivered; anything else —
+// another status, a time-out, a refused connection — is tried again after a
+// backoff that doubles from Backoff.Initial up to Backoff.Max, until
+// MaxAttempts attempts were made, then the notification is failed and waits
+// for an operator's retry.
 //
 // A redirect is never followed, whatever Options.Client: a 3xx answer is a
 // failed attempt, so the signed request never reaches a host the receiver's

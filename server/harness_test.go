@@ -242,6 +242,8 @@ type harnessOptions struct {
 	engine  func(*countersign.Options)
 	http    func(*http.Server)
 	worker  bool
+	// workerOpts, if set, changes the options of the worker (with worker).
+	workerOpts func(*countersign.WorkerOptions)
 	// now, if set, is the clock of the store and the engine, for tests that
 	// move time instead of waiting for it.
 	now func() time.Time
@@ -289,7 +291,11 @@ func newHarness(t testing.TB, kind string, ho harnessOptions) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if ho.worker {
-		w, err := engine.NewWorker(countersign.WorkerOptions{PollInterval: 20 * time.Millisecond, LeaseDuration: 5 * time.Second})
+		wo := countersign.WorkerOptions{PollInterval: 20 * time.Millisecond, LeaseDuration: 5 * time.Second}
+		if ho.workerOpts != nil {
+			ho.workerOpts(&wo)
+		}
+		w, err := engine.NewWorker(wo)
 		if err != nil {
 			t.Fatal(err)
 		}

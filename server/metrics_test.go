@@ -131,7 +131,7 @@ func TestWorkMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _, reg := metricsHarness(t, st, idem)
-	counts := NewProposalCounts(st)
+	counts := NewProposalCounts()
 	reg.MustRegister(counts)
 
 	independent := func(tool, action string, input map[string]any) string {
@@ -144,9 +144,7 @@ func TestWorkMetrics(t *testing.T) {
 	}
 	refundID := independent("w1", "payments.refund", map[string]any{"amount": 1, "customer": "c_w1"})
 	h.decide(200, "bob", refundID, "approve", nil, map[string]string{ViaHeader: "cli"})
-	if err := counts.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	countOnce(t, st, counts)
 	wantSamples(t, "an approved refund not yet run", h.scrape(),
 		`countersign_approved_backlog 1`,
 		`countersign_decisions_total{decision="approved",via="cli"} 1`,
@@ -159,9 +157,7 @@ func TestWorkMetrics(t *testing.T) {
 	for h.runWorker() > 0 {
 		// The reconciling proposal waits for its next attempt; the others settle.
 	}
-	if err := counts.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	countOnce(t, st, counts)
 	body := h.scrape()
 	wantSamples(t, "after the worker", body,
 		`countersign_approved_backlog 0`,

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -11,21 +9,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DefaultProposalCountsEvery is how often [ProposalCounts.Run] recounts
-// when given no interval.
-const DefaultProposalCountsEvery = 30 * time.Second
-
 // ProposalCounts is the countersign_proposals gauge: every tenant's
 // proposals by status, as the store counts them, so that it is the same
 // whichever process serves the scrape. Counting reads every stored proposal,
 // so it is not done per scrape (where an open /metrics would let anyone make
-// the store count ten million rows at will): [ProposalCounts.Run] recounts
-// in the background, and a scrape reports the last count and when it was
-// taken (countersign_proposals_counted_timestamp_seconds), with the
-// approved backlog (countersign_approved_backlog) from the same count. Until
-// the first count there is no sample of either.
+// the store count ten million rows at will), nor here: the worker counts in
+// the background (countersign.WorkerOptions.OnProposalCounts, given Set;
+// internal/maintenance's ProposalCounts) and a scrape reports the last
+// count and when it was taken
+// (countersign_proposals_counted_timestamp_seconds), with the approved
+// backlog (countersign_approved_backlog) from the same count. Until the
+// first count there is no sample of either.
 type ProposalCounts struct {
-	count       func(context.Context) (map[store.Status]int, error)
 	desc        *prometheus.Desc
 	atDesc      *prometheus.Desc
 	backlogDesc *prometheus.Desc
@@ -35,11 +30,11 @@ type ProposalCounts struct {
 	at     time.Time
 }
 
-// NewProposalCounts returns the collector of the proposals in st by status.
-// Register it on the registry given to NewMetrics, and run its Run.
-func NewProposalCounts(st store.Store) *ProposalCounts {
+// NewProposalCounts returns the collector of the proposals by status.
+// Register it on the registry given to NewMetrics, and give its Set to the
+// worker (countersign.WorkerOptions.OnProposalCounts).
+func NewProposalCounts() *ProposalCounts {
 	return &ProposalCounts{
-		count: st.CountByStatus,
 		desc: prometheus.NewDesc("countersign_proposals",
 			"Proposals in the store, by status, as of the last count (see countersign_proposals_counted_timestamp_seconds).",
 			[]string{"status"}, nil),
@@ -51,44 +46,14 @@ func NewProposalCounts(st store.Store) *ProposalCounts {
 	}
 }
 
-// Refresh counts the proposals once.
-func (c *ProposalCounts) Refresh(ctx context.Context) error {
-	counts, err := c.count(ctx)
-	if err != nil {
-		return fmt.Errorf("count proposals: %w", err)
-	}
+// Set records a count, taken at at: the next scrapes report it. It is safe
+// for concurrent use, and keeps its own copy of counts.
+func (c *ProposalCounts) Set(counts map[store.Status]int, at time.Time) {
+	cp := make(map[store.Status]int, len(counts))
+	maps.Copy(cp, counts)
 	c.mu.Lock()
-	c.counts, c.at = counts, time.Now()
+	c.counts, c.at = cp, at
 	c.mu.Unlock()
-	return nil
-}
-
-// Run counts now and then every interval (0: DefaultProposalCountsEvery)
-// until ctx ends. A failed count keeps the last one and is logged to log
-// (nil: slog.Default()). It returns when ctx ends.
-func (c *ProposalCounts) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
-	if every <= 0 {
-		every = DefaultProposalCountsEvery
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		// A count that outlives its interval would pile up behind the next.
-		cctx, cancel := context.WithTimeout(ctx, every)
-		err := c.Refresh(cctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "metrics: count proposals", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Describe implements prometheus.Collector.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRoutes: the one mux gives the API its paths and the inbox the rest,
@@ -70,6 +71,23 @@ func TestComposedProcess(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), c.contentType) || !strings.Contains(string(body), c.holds) {
 			t.Errorf("GET %s: %d %s, want %d %s holding %q:\n%.300s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), c.status, c.contentType, c.holds, body)
+		}
+	}
+	// The proposal counts come from the process's worker, which counts at
+	// once as it starts (and every metrics.proposal_counts_every).
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "\ncountersign_proposals{status=\"pending\"} 0\n") && strings.Contains(string(body), "\ncountersign_approved_backlog 0\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s /metrics never reported the worker's proposal counts:\n%s", body)
 		}
 	}
 }

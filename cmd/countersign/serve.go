@@ -139,18 +139,22 @@ type runtime struct {
 	// one without a file); defaultAgent answers messages that name none.
 	agents       *agent.Runtime
 	defaultAgent string
-	// notify delivers the notification outbox; its targets are synced
-	// to the store by build.
+	// notify delivers the notification outbox. build writes its targets
+	// to the store before anything is served; the worker runs it
+	// (workerOptions), which writes them again as it starts.
 	notify *notifications.Deliverer
 	// signingKey signs the audit chain's checkpoints
 	// (audit.signing_key_file); nil: none are signed.
 	signingKey ed25519.PrivateKey
 }
 
-// workerOptions are the configured worker's, with the checkpoint key.
+// workerOptions are the configured worker's, with the checkpoint key and
+// the notification outbox's delivery: the worker is the one start point of
+// the periodic jobs (internal/maintenance), in serve and in worker alike.
 func (rt *runtime) workerOptions() countersign.WorkerOptions {
 	o := rt.cfg.WorkerOptions()
 	o.Sealer.SigningKey = rt.signingKey
+	o.Notifications = rt.notify
 	return o
 }
 
@@ -194,7 +198,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	rt := &runtime{cfg: cfg, demo: demo, dryRun: f.dryRun, store: st, log: log, reg: prometheus.NewRegistry(), signingKey: key}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
-	rt.counts = server.NewProposalCounts(st)
+	rt.counts = server.NewProposalCounts()
 	rt.reg.MustRegister(rt.counts)
 	opts := cfg.EngineOptions()
 	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
@@ -402,7 +406,10 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := rt.engine.NewWorker(rt.workerOptions())
+	// serve's worker also counts the proposals its /metrics reports.
+	wo := rt.workerOptions()
+	wo.OnProposalCounts, wo.ProposalCountsEvery = rt.counts.Set, rt.cfg.Metrics.ProposalCountsEvery
+	w, err := rt.engine.NewWorker(wo)
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
@@ -434,8 +441,10 @@ func (a *app) httpServer(addr string) *http.Server {
 	return hs
 }
 
-// run does the background work until ctx ends: executions, agent runs,
-// notifications, and the proposal counts /metrics reports.
+// run does the background work until ctx ends: the worker (executions and
+// every periodic job: expiry, escalations, reminders, sessions, the sealer,
+// notifications, and the proposal counts /metrics reports), agent runs and
+// the MCP gateway's upstreams.
 func (a *app) run(ctx context.Context, log *slog.Logger) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -443,7 +452,6 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 			log.Error("worker stopped", "err", err)
 		}
 	})
-	wg.Go(func() { a.rt.counts.Run(ctx, a.rt.cfg.Metrics.ProposalCountsEvery, log) })
 	wg.Go(func() {
 		if err := a.rt.agents.Work(ctx); err != nil {
 			log.Error("agent runtime stopped", "err", err)
@@ -452,7 +460,6 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 	if a.gateway != nil {
 		wg.Go(func() { _ = a.gateway.Run(ctx) })
 	}
-	wg.Go(func() { _ = a.rt.notify.Run(ctx) })
 	wg.Wait()
 }
 
@@ -525,15 +532,15 @@ func workerCmd() *cobra.Command {
 				return &exitErr{exitUsage, err.Error()}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", redact(rt.cfg.Store))
-			// Executions and agent runs: a parked run whose proposal was
-			// decided, or whose process died, resumes here too.
+			// Executions, the periodic jobs (notifications among them) and
+			// agent runs: a parked run whose proposal was decided, or whose
+			// process died, resumes here too.
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				if err := rt.agents.Work(cmd.Context()); err != nil {
 					rt.log.Error("agent runtime stopped", "err", err)
 				}
 			})
-			wg.Go(func() { _ = rt.notify.Run(cmd.Context()) })
 			err = w.Run(cmd.Context())
 			wg.Wait()
 			return err
