@@ -23,8 +23,9 @@ var storeDrivers = []string{
 }
 
 // TestServerGoesThroughTheEngine fails when the server's code (this package
-// and the ones below it, tests aside) calls a Store method — Engine.Store()
-// or anything else named so — or imports a store driver. The store package's
+// and the ones below it, tests aside) calls a method named Store (the
+// engine hands out no store; anything else so named would) or imports a
+// store driver. The store package's
 // types may still be used: they are what the engine returns.
 func TestServerGoesThroughTheEngine(t *testing.T) {
 	t.Parallel()
