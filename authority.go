@@ -298,3 +298,67 @@ func stillApproving(p *store.Proposal) []string {
 	}
 	return out
 }
+
+// ---------------------------------------------------------------------------
+// Runs, resumes and cancels (issue 31): who may follow a run, resume an
+// interrupt, and cancel a proposal. Surfaces used to restate these; they
+// are the engine's now, answered by ThreadRunState and WatchThreadRun
+// (runhost.go), Resume (resume.go) and Cancel (decide.go).
+
+// mayFollowRun: a run's state, its messages as they are written and its
+// changes are its thread's, and only the thread's owner reads a thread
+// (mayReadThread), of either kind of credential: an agent credential that
+// delivered client-tool results follows the run they start. Anyone else
+// is refused, however they stand to the run's proposals.
+func mayFollowRun(id Identity, t *store.Thread) error {
+	if !mayReadThread(id, t) {
+		return &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner may follow its runs"}
+	}
+	return nil
+}
+
+// mayCancel: only a proposal's requester withdraws it (docs/api.md,
+// Decisions), of either kind of credential; cancelling is not a decision.
+func mayCancel(id Identity, p *store.Proposal) error {
+	if p.Tenant != id.Tenant || p.Requester != id.Actor {
+		return &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
+	}
+	return nil
+}
+
+// cancelStatus is a permitted cancel's answer: applied when it withdrew
+// the proposal, unchanged when the proposal was cancelled already (the
+// requester asking again is told nothing changed, not refused).
+func cancelStatus(tr *store.TransitionResult) DecideStatus {
+	if !tr.Changed && tr.Proposal.Status == store.StatusCancelled {
+		return DecideUnchanged
+	}
+	return DecideApplied
+}
+
+// mayResume: an interrupt is a proposal a run of a thread waits on, and
+// only the thread's owner resumes it (docs/api.md, AG-UI: "Only the
+// thread's owner runs on it, resumes included"), as a person (ActResume,
+// asked before anything is looked up). Whether the resume decides is then
+// Decide's rule (mayDecide), or resumeStands.
+func mayResume(id Identity, t *store.Thread, p *store.Proposal) error {
+	if p.RunID == "" {
+		return fmt.Errorf("%w: proposal %s was made outside a run: it is no interrupt to resume", ErrInvalidCall, p.ID)
+	}
+	if !mayReadThread(id, t) {
+		return &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the thread's owner may resume its runs"}
+	}
+	return nil
+}
+
+// resumeStands: a thread's owner who may not decide an interrupt's
+// proposal (decideErr is Decide's *ForbiddenError) and resumes it once it
+// is past pending — decided by someone who may, or expired — takes the
+// outcome that stands: nothing is decided, and the owner follows the run
+// from the interrupt on (docs/api.md, AG-UI: "A proposal decided elsewhere
+// meanwhile: the resume takes the decision that stands"). While it is
+// pending the refusal stands instead.
+func resumeStands(decideErr error, p *store.Proposal) bool {
+	var forbidden *ForbiddenError
+	return errors.As(decideErr, &forbidden) && p.Status != store.StatusPending
+}

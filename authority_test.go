@@ -160,6 +160,7 @@ func TestAuthorityTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		shared := pending()
+		runs := newRunRows(t, open) // issue 31: see runRows below
 		channels := []string{"api", "cli", "web", countersign.ViaText, countersign.ViaAGUI, countersign.ViaMCP}
 
 		rows := 0
@@ -232,10 +233,199 @@ func TestAuthorityTable(t *testing.T) {
 				check("resolve", "api", err)
 				_, _, err = e.StartSession(ctx, &countersign.StartSessionParams{Identity: id, Credential: "tok_" + a.name, TTL: time.Minute})
 				check("sign-in", "web", err)
+				rows += runs.check(t, a, kind, id)
 			}
 		}
-		if rows < 250 {
+		if rows < 330 {
 			t.Fatalf("checked %d rows: the table is smaller than it should be", rows)
 		}
 	})
+}
+
+// ---------------------------------------------------------------------------
+// Runs, resumes and cancels (issue 31): rows of their own, on an engine of
+// their own whose rule forbids self-approval, so that alice, the thread's
+// owner, may reject her proposals but not approve them. An allowed answer
+// is the status it came to (applied, unchanged, conflict, stands).
+
+// runRows holds those rows' engine and what they act on.
+type runRows struct {
+	e *countersign.Engine
+	// run is a run of alice's thread "tr".
+	run *store.Run
+	// pending is an interrupt (a call of alice's run) nobody decided;
+	// decided one bob approved; cancelled one alice withdrew.
+	pending, decided, cancelled *store.Proposal
+	// fresh makes a new pending interrupt, for a row that changes one.
+	fresh func() *store.Proposal
+}
+
+func newRunRows(t *testing.T, open storeOpener) *runRows {
+	t.Helper()
+	ctx := context.Background()
+	e, err := countersign.New(countersign.Options{
+		Store: open(t, nil),
+		Policy: &countersign.Policy{Rules: []countersign.Rule{{
+			Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"requester", "role:finance"},
+			ForbidSelfApproval: true,
+		}}},
+		Actions: []*countersign.Action{mustAction(t, refundSpec(newBackend()))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := &runRows{e: e}
+	n := 0
+	rr.fresh = func() *store.Proposal {
+		t.Helper()
+		n++
+		res, err := e.Call(ctx, &countersign.Call{
+			Identity: countersign.Identity{Tenant: "acme", Actor: "alice", Kind: countersign.KindAgent},
+			ThreadID: "t1", RunID: "run_a", ToolCallID: fmt.Sprintf("call_%d", n), Action: "payments.refund",
+			Input: json.RawMessage(fmt.Sprintf(`{"amount": %d, "customer": "c_%d"}`, n, n)), Mode: countersign.ModeIndependent,
+		})
+		if err != nil || res.Proposal == nil {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		return res.Proposal
+	}
+	rr.pending, rr.decided, rr.cancelled = rr.fresh(), rr.fresh(), rr.fresh()
+	bob := countersign.Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
+	if dr, err := e.Decide(ctx, &countersign.Decision{Identity: bob, ProposalID: rr.decided.ID, Verdict: countersign.Approve}); err != nil || dr.Status != countersign.DecideApplied {
+		t.Fatalf("bob approves: %+v, %v", dr, err)
+	}
+	alice := countersign.Identity{Tenant: "acme", Actor: "alice"}
+	if dr, err := e.Cancel(ctx, alice, rr.cancelled.ID, "api", ""); err != nil || dr.Status != countersign.DecideApplied {
+		t.Fatalf("alice cancels: %+v, %v", dr, err)
+	}
+	ans, err := e.PostMessage(ctx, &countersign.Message{Identity: alice, ThreadID: "tr", Text: "refund my order", Agent: "assistant"})
+	if err != nil || ans.Run == nil {
+		t.Fatalf("a run: %+v, %v", ans, err)
+	}
+	rr.run = ans.Run
+	return rr
+}
+
+// expectedRunRow is the contract's answer for op by a of kind (docs/api.md:
+// Messages and runs; Decisions; AG-UI, Resume).
+func expectedRunRow(a authorityActor, kind countersign.CredentialKind, op string) answer {
+	human := kind == countersign.KindHuman
+	owner := a.tenant == "acme" && a.relation == "owner"
+	ownerSays := func(status answer) answer {
+		if owner {
+			return status
+		}
+		return refused
+	}
+	switch op {
+	case "follow-run":
+		// A run is its thread's: its owner follows it, of either kind.
+		return ownerSays(allowed)
+	case "cancel":
+		return ownerSays("applied")
+	case "cancel-again":
+		// The requester cancelling again is told nothing changed.
+		return ownerSays("unchanged")
+	}
+	// A resume is the thread owner's, as a person: an agent credential is
+	// refused before anything is looked up, anyone else is refused however
+	// they stand to the proposal (bob may decide it, but not resume it).
+	if !human {
+		return agentRefused
+	}
+	switch op {
+	case "resume-reject":
+		return ownerSays("applied")
+	case "resume-approve":
+		// alice may not approve her own proposal: refused while pending.
+		return refused
+	case "resume-approve-decided":
+		// ... but once bob approved it, her resume takes the decision
+		// that stands, and she follows the run.
+		return ownerSays("stands")
+	case "resume-reject-decided":
+		// She may reject: a different decision stands.
+		return ownerSays("conflict")
+	}
+	panic("unknown operation " + op)
+}
+
+// check asks every operation of these rows as id (a of kind) and reports
+// each answer that is not the contract's; it returns the rows checked.
+func (rr *runRows) check(t *testing.T, a authorityActor, kind countersign.CredentialKind, id countersign.Identity) int {
+	t.Helper()
+	ctx := context.Background()
+	rows := 0
+	check := func(op string, status answer, err error) {
+		t.Helper()
+		rows++
+		got := classify(err)
+		if err == nil {
+			got = status
+		}
+		if want := expectedRunRow(a, kind, op); got != want {
+			t.Errorf("%s (%s, %s, %s) %s: %s, want %s", a.name, kind, a.relation, a.roles, op, got, want)
+		}
+	}
+	// fresh is a new interrupt when the row would change its proposal.
+	fresh := func(op string, shared *store.Proposal) *store.Proposal {
+		switch expectedRunRow(a, kind, op) {
+		case "applied":
+			return rr.fresh()
+		}
+		return shared
+	}
+
+	_, err := rr.e.ThreadRunState(ctx, id, rr.run.ThreadID, rr.run.ID)
+	check("follow-run", allowed, err)
+	_, stop, err := rr.e.WatchThreadRun(ctx, id, rr.run.ThreadID, rr.run.ID)
+	if err == nil {
+		stop()
+	}
+	check("follow-run", allowed, err)
+
+	status := func(dr *countersign.DecideResult) answer {
+		if dr == nil {
+			return ""
+		}
+		return answer(dr.Status)
+	}
+	dr, err := rr.e.Cancel(ctx, id, fresh("cancel", rr.pending).ID, "api", "")
+	check("cancel", status(dr), err)
+	dr, err = rr.e.Cancel(ctx, id, rr.cancelled.ID, "api", "")
+	check("cancel-again", status(dr), err)
+
+	resume := func(op string, p *store.Proposal, verdict countersign.Verdict) {
+		t.Helper()
+		res, err := rr.e.Resume(ctx, &countersign.Decision{Identity: id, ProposalID: p.ID, Verdict: verdict, Via: countersign.ViaAGUI})
+		var got answer
+		switch {
+		case err != nil:
+		case res.Stands:
+			got = "stands"
+		default:
+			got = status(res.Decided)
+		}
+		check(op, got, err)
+		if err != nil || res.Stands {
+			// Nothing was decided.
+			now, rerr := rr.e.Proposal(ctx, countersign.Identity{Tenant: "acme", Actor: "alice"}, p.ID)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if now.Status != p.Status || len(now.Decisions) != len(p.Decisions) {
+				t.Errorf("%s (%s) %s: the proposal is %s with %d decisions, was %s with %d: a refused resume decided",
+					a.name, kind, op, now.Status, len(now.Decisions), p.Status, len(p.Decisions))
+			}
+		}
+	}
+	decided, err := rr.e.Proposal(ctx, countersign.Identity{Tenant: "acme", Actor: "alice"}, rr.decided.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resume("resume-reject", fresh("resume-reject", rr.pending), countersign.Reject)
+	resume("resume-approve", rr.pending, countersign.Approve)
+	resume("resume-approve-decided", decided, countersign.Approve)
+	resume("resume-reject-decided", decided, countersign.Reject)
+	return rows
 }

@@ -181,14 +181,17 @@ func (e *Engine) grantFor(p *store.Proposal, d *Decision) *store.Grant {
 	return g
 }
 
-// Cancel withdraws a pending proposal. Only its requester may.
-func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reason string) (*store.Proposal, error) {
+// Cancel withdraws a pending proposal. Only its requester may (mayCancel);
+// the answer is applied, or unchanged when the proposal was cancelled
+// already. A proposal past pending otherwise is an error wrapping
+// store.ErrConflict, and one the caller may not see a *ForbiddenError.
+func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reason string) (*DecideResult, error) {
 	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, fmt.Errorf("cancel: %w", err)
 	}
-	if p.Requester != id.Actor {
-		return nil, &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
+	if err := mayCancel(id, p); err != nil {
+		return nil, err
 	}
 	tr, err := e.store.Cancel(ctx, &store.CancelParams{Tenant: id.Tenant, ID: p.ID, Actor: id.Actor, ActorKind: string(id.KindOrHuman()), Via: via, Reason: reason})
 	if tr != nil && tr.Changed {
@@ -197,7 +200,7 @@ func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reaso
 	if err != nil {
 		return nil, fmt.Errorf("cancel: %w", err)
 	}
-	return tr.Proposal, nil
+	return &DecideResult{Status: cancelStatus(tr), Proposal: tr.Proposal}, nil
 }
 
 // Resolve is an operator's verdict on a reconciling or unknown proposal:

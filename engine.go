@@ -272,9 +272,6 @@ func (e *Engine) Actions() []*Action {
 	return out
 }
 
-// Store returns the engine's store.
-func (e *Engine) Store() store.Store { return e.store }
-
 func (e *Engine) clock() time.Time { return e.now().UTC() }
 
 // changed wakes waiters of p and, when p reached a terminal state through this

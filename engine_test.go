@@ -754,9 +754,17 @@ func TestCancelAndResolve(t *testing.T) {
 	if _, err := h.engine.Cancel(ctx, tBob, res.ProposalID, "api", "no"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("cancel by another: %v", err)
 	}
-	p, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", "changed my mind")
-	if err != nil || p.Status != store.StatusCancelled || p.Outcome == nil {
-		t.Fatalf("cancel: %+v, %v", p, err)
+	dr, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", "changed my mind")
+	if err != nil || dr.Status != countersign.DecideApplied || dr.Proposal.Status != store.StatusCancelled || dr.Proposal.Outcome == nil {
+		t.Fatalf("cancel: %+v, %v", dr, err)
+	}
+	// The requester asking again is told nothing changed; anyone else is
+	// still refused.
+	if again, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", ""); err != nil || again.Status != countersign.DecideUnchanged || again.Proposal.Status != store.StatusCancelled {
+		t.Fatalf("cancel again: %+v, %v; want unchanged", again, err)
+	}
+	if _, err := h.engine.Cancel(ctx, tBob, res.ProposalID, "api", "no"); !errors.Is(err, countersign.ErrForbidden) {
+		t.Fatalf("cancel of a cancelled proposal by another: %v", err)
 	}
 	if _, err := h.engine.Resolve(ctx, tBob, res.ProposalID, store.StatusSucceeded, "", "note", "api"); !errors.Is(err, countersign.ErrConflict) {
 		t.Fatalf("resolve a cancelled proposal: %v", err)

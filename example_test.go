@@ -170,8 +170,11 @@ func Example_independentMode() {
 		panic(err)
 	}
 	fmt.Println("outcome:", p.Status, p.Outcome.Receipt, "executions:", executions)
-	msgs, _ := e.Store().ListMessages(ctx, &store.ListMessagesParams{Tenant: "acme", ThreadID: "t1"})
-	fmt.Println("thread:", msgs[0].Text)
+	v, err := e.Thread(ctx, alice, "t1") // alice's agent's thread, read as its owner
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("thread:", v.Messages[0].Text)
 
 	stop()
 	<-stopped

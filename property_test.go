@@ -1395,16 +1395,16 @@ func (h *propHarness) opCancel(t *rapid.T) {
 			h.fatalf(t, "Cancel by %s of %s's proposal: want ForbiddenError, got %v", actor, p.Requester, err)
 		}
 	case p.Status == store.StatusCancelled:
-		if err != nil || got.Status != store.StatusCancelled {
-			h.fatalf(t, "Cancel of a cancelled proposal: %v", err)
+		if err != nil || got.Status != countersign.DecideUnchanged || got.Proposal.Status != store.StatusCancelled {
+			h.fatalf(t, "Cancel of a cancelled proposal: %+v, %v; want unchanged", got, err)
 		}
 	case store.Due(p, now):
 		if !errors.Is(err, countersign.ErrConflict) {
 			h.fatalf(t, "Cancel of a due proposal: want a conflict, got %v", err)
 		}
 	case p.Status == store.StatusPending:
-		if err != nil || got.Status != store.StatusCancelled {
-			h.fatalf(t, "Cancel of a pending proposal: %v", err)
+		if err != nil || got.Status != countersign.DecideApplied || got.Proposal.Status != store.StatusCancelled {
+			h.fatalf(t, "Cancel of a pending proposal: %+v, %v; want applied", got, err)
 		}
 	default:
 		if !errors.Is(err, countersign.ErrConflict) {

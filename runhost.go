@@ -9,12 +9,22 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The engine's side of agent runs, for the runtime that drives them
-// (package agent): it reads a run's state and writes its steps through the
-// engine, so that the engine stays the one writer of the store. Runs are
-// started by PostMessage; who may read or cancel them is decided there.
+// The engine's side of agent runs. Two kinds of caller read them:
+//
+//   - the agent runtime (package agent), which drives runs and acts for the
+//     engine, not for a person: RunState, UpdateRun, ClaimRuns, SweepRuns
+//     and WatchRun take a tenant and check nobody. They are the runtime's
+//     only; no surface (server/, web/, mcpgateway/) calls them, which
+//     server.TestSurfacesUseNoRuntimeMethods checks.
+//   - a surface that streams a run to its caller (the AG-UI endpoint, the
+//     chat route's run stream): ThreadRunState and WatchThreadRun take the
+//     caller's Identity and ask mayFollowRun (authority.go) first.
+//
+// Runs are started by PostMessage; who may read or cancel them is decided
+// there and in Run and CancelRun.
 
-// RunState is what a runtime needs to take a run's next step.
+// RunState is what a runtime needs to take a run's next step, and what a
+// stream shows of a run.
 type RunState struct {
 	Run *store.Run
 	// Identity is who the run's calls are made as: the thread's owner, with
@@ -24,7 +34,9 @@ type RunState struct {
 	Messages []*store.Message
 }
 
-// RunState reads a run, its thread and its conversation.
+// RunState reads a run, its thread and its conversation, checking nobody:
+// it is the agent runtime's (package agent), which acts for the engine.
+// A surface reads a run for its caller with ThreadRunState.
 func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState, error) {
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
 	if errors.Is(err, store.ErrNotFound) {
@@ -40,20 +52,70 @@ func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState,
 	if err != nil {
 		return nil, fmt.Errorf("get thread: %w", err)
 	}
-	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: r.ThreadID})
+	return e.runState(ctx, t, r)
+}
+
+// ThreadRunState reads a run of thread threadID, the thread and its
+// conversation, for id: only whoever may follow the thread's runs may
+// (mayFollowRun: its owner, of either kind of credential). Another's
+// thread is a *ForbiddenError; an unknown thread or run, or a run of
+// another thread, wraps ErrNotFound. A stream calls it at each change it
+// shows, so that it shows nothing the caller may not read.
+func (e *Engine) ThreadRunState(ctx context.Context, id Identity, threadID, runID string) (*RunState, error) {
+	t, r, err := e.followedRun(ctx, id, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return e.runState(ctx, t, r)
+}
+
+// WatchThreadRun is WatchRun for id, on a run of thread threadID: it
+// checks what ThreadRunState checks, and only then watches. The channel
+// signals changes this process makes to the run; a stream reads the run
+// with ThreadRunState on each signal, and polls for changes other
+// processes make.
+func (e *Engine) WatchThreadRun(ctx context.Context, id Identity, threadID, runID string) (changed <-chan struct{}, stop func(), err error) {
+	_, r, err := e.followedRun(ctx, id, threadID, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed, stop = e.hub.Subscribe(runKey(r))
+	return changed, stop, nil
+}
+
+// followedRun reads a run of thread threadID that id may follow.
+func (e *Engine) followedRun(ctx context.Context, id Identity, threadID, runID string) (*store.Thread, *store.Run, error) {
+	t, err := e.thread(ctx, id, threadID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mayFollowRun(id, t); err != nil {
+		return nil, nil, err
+	}
+	r, err := e.runOf(ctx, id.Tenant, threadID, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, r, nil
+}
+
+// runState is run r of thread t with t's conversation.
+func (e *Engine) runState(ctx context.Context, t *store.Thread, r *store.Run) (*RunState, error) {
+	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: r.Tenant, ThreadID: r.ThreadID})
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
-	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: tenant, ThreadID: r.ThreadID})
+	runs, err := e.store.ListRuns(ctx, &store.ListRunsParams{Tenant: r.Tenant, ThreadID: r.ThreadID})
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return &RunState{Run: r, Identity: Identity{Tenant: tenant, Actor: t.Owner, Roles: r.Roles, Kind: KindAgent}, Messages: heldOutcomes(msgs, runs)}, nil
+	return &RunState{Run: r, Identity: Identity{Tenant: r.Tenant, Actor: t.Owner, Roles: r.Roles, Kind: KindAgent}, Messages: heldOutcomes(msgs, runs)}, nil
 }
 
 // UpdateRun writes a step of a run its caller holds (store.ApplyRunUpdate).
 // A lease that is no longer the caller's is an error wrapping
-// store.ErrLeaseLost: another process has the run now.
+// store.ErrLeaseLost: another process has the run now. It is the agent
+// runtime's: it checks nobody, and no surface calls it.
 func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*store.Run, error) {
 	r, err := e.store.UpdateRun(ctx, params)
 	if err != nil {
@@ -65,7 +127,8 @@ func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (
 
 // ClaimRuns leases up to limit runs that are ready to go on (a parked run
 // whose proposal was decided or expired, a run whose process died) to this
-// engine's owner, for its lease duration.
+// engine's owner, for its lease duration. It is the agent runtime's: it
+// checks nobody, and no surface calls it.
 func (e *Engine) ClaimRuns(ctx context.Context, limit int) ([]*store.Run, error) {
 	return e.claimRuns(ctx, limit, false)
 }
@@ -94,7 +157,9 @@ func (e *Engine) LeaseDuration() time.Duration { return e.lease }
 
 // WatchRun signals on the channel when this process changes the run (a
 // step, a claim, a cancellation); stop ends the watch. Changes made by
-// other processes are not signalled: poll GetRun for those.
+// other processes are not signalled: poll RunState for those. It is the
+// agent runtime's and checks nobody; a surface watches a run for its
+// caller with WatchThreadRun.
 func (e *Engine) WatchRun(tenant, runID string) (changed <-chan struct{}, stop func()) {
 	return e.hub.Subscribe(runKey(&store.Run{Tenant: tenant, ID: runID}))
 }

@@ -271,9 +271,9 @@ func (s *Server) aguiDecisionRun(ew *event.Writer, started *event.RunStarted, in
 // aguiResume takes the input's resumes as decisions by the caller (via
 // "agui"), then streams the parked run's continuation from its interrupt
 // on, whoever drives it. Every entry is checked before any is decided, so
-// a malformed resume decides nothing. A proposal decided elsewhere
-// meanwhile keeps the decision that stands, even when the caller could not
-// have made it: the resume then only asks for the continuation.
+// a malformed resume decides nothing. Whether a resume decides, is refused,
+// or takes a decision made elsewhere meanwhile is the engine's answer
+// (Engine.Resume).
 func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.Request, ew *event.Writer, started *event.RunStarted,
 	id countersign.Identity, in *aguiInput, fail func(code, message string) error, failWith func(error) error) error {
 	// A resume is a decision: an agent credential is refused before any
@@ -328,16 +328,16 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 		return fail("INVALID_RESUME", "no run of this thread waits on these interrupts")
 	}
 	for _, e := range entries {
-		dr, err := s.engine.Decide(ctx, e.d)
-		var forbidden *countersign.ForbiddenError
+		// The engine answers whether the resume decides, or takes the
+		// decision that stands (someone who may decided meanwhile) and
+		// lets the caller follow the run.
+		res, err := s.engine.Resume(ctx, e.d)
 		switch {
-		case errors.As(err, &forbidden) && s.decidedAlready(ctx, id, e.p.ID):
-			// Decided by someone who may: the continuation is the caller's
-			// to see, though the decision was not theirs to make.
-			continue
 		case err != nil:
 			return failWith(err)
-		case dr.Status == countersign.DecideExpired && e.resolved:
+		case res.Stands:
+			continue
+		case res.Decided.Status == countersign.DecideExpired && e.resolved:
 			// The engine judges the deadline by its clock; a cancelled
 			// resume of an expired interrupt is taken (the run goes on with
 			// the expiry).
@@ -350,12 +350,6 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 	follow := run.Clone()
 	follow.Awaiting = in.Resume[len(in.Resume)-1].InterruptID
 	return s.streamRunAs(w, r, id, nil, in.ThreadID, in.RunID, follow)
-}
-
-// decidedAlready reports whether a proposal is past pending.
-func (s *Server) decidedAlready(ctx context.Context, id countersign.Identity, proposalID string) bool {
-	p, err := s.engine.Proposal(ctx, id, proposalID)
-	return err == nil && p.Status != store.StatusPending
 }
 
 // aguiError is the RUN_ERROR code and message of an error that ends an

@@ -87,26 +87,38 @@ func TestAGUIResumeAfterManyRuns(t *testing.T) {
 
 // TestAGUIResumeOfWhatSomeoneElseDecided: an owner who may not decide
 // still gets the continuation of a decision made by someone who may; while
-// nobody has decided, their resume is FORBIDDEN and decides nothing.
+// nobody has decided, their resume is FORBIDDEN and decides nothing. The
+// engine answers which (Engine.Resume): on every store.
 func TestAGUIResumeOfWhatSomeoneElseDecided(t *testing.T) {
 	t.Parallel()
-	h := aguiHarness(t)
-	in := h.interrupted("rf1", "memo hello")
-	for _, entry := range []map[string]any{approved(in.ID), {"interruptId": in.ID, "status": "cancelled"}} {
-		evs := h.runAGUI("alice", resumeInput("rf1", "r2", entry))
-		if e, ok := evs[len(evs)-1].(*event.RunError); !ok || e.Code != "FORBIDDEN" {
-			t.Fatalf("alice resuming bob's to decide: %s, want RUN_ERROR FORBIDDEN", types(evs))
-		}
-	}
-	if p := h.must(200, req{method: "GET", path: "/v1/proposals/" + in.ID, token: "bob"}).json(t); p["status"] != "pending" {
-		t.Fatalf("proposal %v after forbidden resumes, want pending", p["status"])
-	}
-	h.must(200, req{method: "POST", path: "/v1/proposals/" + in.ID + "/approve", token: "bob", body: map[string]any{}})
-	evs := h.runAGUI("alice", resumeInput("rf1", "r3", approved(in.ID)))
-	if got := types(evs); !strings.HasPrefix(got, "RUN_STARTED TOOL_CALL_RESULT") || !strings.HasSuffix(got, "RUN_FINISHED") {
-		t.Fatalf("alice's resume after bob approved: %s, want the continuation", got)
-	}
-	if r := evs[1].(*event.ToolCallResult); r.ToolCallID != in.ToolCallID || !strings.Contains(r.Content, `"status":"succeeded"`) {
-		t.Fatalf("the continuation's result %+v, want the memo written", r)
+	for _, kind := range allStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			h := aguiHarnessOn(t, kind, harnessOptions{})
+			in := h.interrupted("rf1", "memo hello")
+			for _, entry := range []map[string]any{approved(in.ID), {"interruptId": in.ID, "status": "cancelled"}} {
+				evs := h.runAGUI("alice", resumeInput("rf1", "r2", entry))
+				if e, ok := evs[len(evs)-1].(*event.RunError); !ok || e.Code != "FORBIDDEN" {
+					t.Fatalf("alice resuming bob's to decide: %s, want RUN_ERROR FORBIDDEN", types(evs))
+				}
+			}
+			if p := h.must(200, req{method: "GET", path: "/v1/proposals/" + in.ID, token: "bob"}).json(t); p["status"] != "pending" {
+				t.Fatalf("proposal %v after forbidden resumes, want pending", p["status"])
+			}
+			h.must(200, req{method: "POST", path: "/v1/proposals/" + in.ID + "/approve", token: "bob", body: map[string]any{}})
+			evs := h.runAGUI("alice", resumeInput("rf1", "r3", approved(in.ID)))
+			if got := types(evs); !strings.HasPrefix(got, "RUN_STARTED TOOL_CALL_RESULT") || !strings.HasSuffix(got, "RUN_FINISHED") {
+				t.Fatalf("alice's resume after bob approved: %s, want the continuation", got)
+			}
+			if r := evs[1].(*event.ToolCallResult); r.ToolCallID != in.ToolCallID || !strings.Contains(r.Content, `"status":"succeeded"`) {
+				t.Fatalf("the continuation's result %+v, want the memo written", r)
+			}
+			// Bob approved: only alice's approval was his to make, so the
+			// proposal holds his decision alone.
+			p := h.must(200, req{method: "GET", path: "/v1/proposals/" + in.ID, token: "bob"}).json(t)
+			if ds, _ := p["decisions"].([]any); len(ds) != 1 || ds[0].(map[string]any)["actor"] != "bob" {
+				t.Fatalf("decisions %v, want bob's alone", p["decisions"])
+			}
+		})
 	}
 }

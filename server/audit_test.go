@@ -51,7 +51,7 @@ func TestAudit(t *testing.T) {
 				id := h.pending(fmt.Sprint("call_", i), fmt.Sprint("c_", i))
 				h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "<no & never>"}})
 			}
-			evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+			evs, err := h.store.ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestAuditEventIsTheChainsEvent(t *testing.T) {
 	h := newHarness(t, "sqlite", harnessOptions{})
 	id := h.pending("call_1", "c_1")
 	h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "<no & never>\u2028"}})
-	evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+	evs, err := h.store.ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestAuditCheckpoints(t *testing.T) {
 			for i := range 3 {
 				id := h.pending(fmt.Sprint("call_", i), fmt.Sprint("c_", i))
 				h.must(200, req{method: "POST", path: "/v1/proposals/" + id + "/reject", token: "bob", body: map[string]any{"reason": "no"}})
-				evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+				evs, err := h.store.ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -234,7 +234,7 @@ func TestAuditActorKinds(t *testing.T) {
 			cid: {"proposal.created": "agent", "proposal.cancelled": "agent"},
 			hid: {"proposal.created": "human"},
 		}
-		evs, err := h.engine.Store().ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
+		evs, err := h.store.ListEvents(t.Context(), &store.ListEventsParams{Tenant: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}

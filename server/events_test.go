@@ -207,7 +207,7 @@ func TestEventStreamWakeAndPoll(t *testing.T) {
 	t.Run("poll", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, "sqlite", harnessOptions{})
-		other, err := countersign.New(countersign.Options{Store: h.engine.Store(), Policy: &testPolicy, Actions: testActions(t), Logger: discard()})
+		other, err := countersign.New(countersign.Options{Store: h.store, Policy: &testPolicy, Actions: testActions(t), Logger: discard()})
 		if err != nil {
 			t.Fatal(err)
 		}

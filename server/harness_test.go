@@ -232,6 +232,9 @@ type harness struct {
 	t      testing.TB
 	srv    *Server
 	engine *countersign.Engine
+	// store is the engine's store, which tests read to check what was
+	// written (the engine does not hand it out).
+	store  store.Store
 	url    string
 	client *http.Client
 }
@@ -286,7 +289,7 @@ func newHarness(t testing.TB, kind string, ho harnessOptions) *harness {
 		ho.http(ts.Config)
 	}
 	ts.Start()
-	h := &harness{t: t, srv: srv, engine: engine, url: ts.URL}
+	h := &harness{t: t, srv: srv, engine: engine, store: st, url: ts.URL}
 	h.client = &http.Client{Transport: &validator{t: t, base: ts.Client().Transport}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -35,7 +35,7 @@ func TestNotificationsFailedListedAndRetried(t *testing.T) {
 				}
 			}))
 			defer receiver.Close()
-			st := h.engine.Store()
+			st := h.store
 			d, err := notifications.New(notifications.Options{
 				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
 				Targets: []notifications.Target{{
@@ -116,7 +116,7 @@ func TestNotificationErrorsHideURLSecrets(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			h := newHarness(t, kind, harnessOptions{})
 			const target = "http://127.0.0.1:1/in?token=qs-t0ken-1234"
-			st := h.engine.Store()
+			st := h.store
 			d, err := notifications.New(notifications.Options{
 				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
 				Targets: []notifications.Target{{URL: target, Events: []store.EventType{store.EventCreated}}},

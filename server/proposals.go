@@ -324,17 +324,13 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, id counter
 	if err != nil {
 		return err
 	}
-	pid := r.PathValue("id")
-	// The requester asking twice is not a conflict, and is told nothing
-	// changed. The engine's read decides what the caller may see.
-	if p, err := s.engine.Proposal(ctx, id, pid); err == nil && p.Status == store.StatusCancelled && p.Requester == id.Actor {
-		return decided(w, countersign.DecideUnchanged, p)
-	}
-	out, err := s.engine.Cancel(ctx, id, pid, v, req.Reason)
+	// The engine decides who may cancel, and answers unchanged when the
+	// requester cancels again.
+	out, err := s.engine.Cancel(ctx, id, r.PathValue("id"), v, req.Reason)
 	if err != nil {
 		return decisionError(err)
 	}
-	return decided(w, countersign.DecideApplied, out)
+	return decided(w, out.Status, out.Proposal)
 }
 
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, id countersign.Identity) error {

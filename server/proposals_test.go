@@ -278,7 +278,9 @@ func TestDecisions(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, harnessOptions{}, func(t *testing.T, h *harness) {
+	// Who may cancel, and the unchanged answer to cancelling again, are the
+	// engine's (Engine.Cancel): on every store.
+	forAllStores(t, harnessOptions{}, func(t *testing.T, h *harness) {
 		id := h.pending("c1", "c_c1")
 		h.decide(403, "bob", id, "cancel", nil, nil) // only the requester
 		h.decide(403, "x_alice", id, "cancel", nil, nil)

@@ -105,7 +105,25 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	if run == nil {
 		run = follow
 	}
-	changed, stop := s.engine.WatchRun(id.Tenant, run.ID)
+	// The stream reads the run as the caller, through the engine's reads
+	// for the thread's owner (Engine.ThreadRunState, WatchThreadRun), on
+	// every change it shows.
+	ctx := context.WithoutCancel(r.Context())
+	state := func() (*countersign.RunState, error) {
+		return s.engine.ThreadRunState(ctx, id, run.ThreadID, run.ID)
+	}
+	ew := event.NewWriter(w, nil)
+	changed, stop, err := s.engine.WatchThreadRun(ctx, id, run.ThreadID, run.ID)
+	if err != nil {
+		if drive != nil {
+			// The run this process just started goes on without a watcher.
+			go s.drive(drive)
+		}
+		_ = ew.Write(&event.RunStarted{ThreadID: threadID, RunID: runID, ProtocolVersion: event.ProtocolVersion, Timestamp: now()})
+		code, message := s.aguiError(r, err)
+		_ = ew.Write(&event.RunError{Message: message, Code: code, Timestamp: now()})
+		return nil
+	}
 	defer stop()
 	// The stream, not the run, ends with the client or the credential that
 	// opened it.
@@ -115,14 +133,12 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	if drive != nil {
 		go func() { done <- s.drive(drive) }()
 	}
-	ew := event.NewWriter(w, nil)
 	rs := &runStream{w: ew, sent: map[string]bool{}, open: map[string]bool{}}
 	if err := ew.Write(&event.RunStarted{ThreadID: threadID, RunID: runID, ProtocolVersion: event.ProtocolVersion, Timestamp: now()}); err != nil {
 		return nil // the client left; the run goes on
 	}
-	ctx := context.WithoutCancel(r.Context())
 	if follow != nil {
-		st, err := s.engine.RunState(ctx, id.Tenant, follow.ID)
+		st, err := state()
 		if err != nil {
 			return nil
 		}
@@ -132,7 +148,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	// once it has stopped where a stream ends (when following: ended, or
 	// parked on another interrupt).
 	flush := func() (*countersign.RunState, error) {
-		st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
+		st, err := state()
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +195,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 		case <-open.Done():
 			return nil
 		case final := <-done:
-			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
+			st, err := state()
 			if err != nil {
 				return nil
 			}
@@ -188,7 +204,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 			st.Run = final
 			return end(st)
 		case <-deadline:
-			st, err := s.engine.RunState(ctx, id.Tenant, run.ID)
+			st, err := state()
 			if err != nil {
 				return nil
 			}

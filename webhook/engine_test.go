@@ -112,10 +112,18 @@ func refund(t *testing.T, b *fakeBackend, idempotent bool) *countersign.Action {
 	return a
 }
 
-func newEngine(t *testing.T, a *countersign.Action) *countersign.Engine {
+// testEngine is an engine and the store it was made with, which tests read
+// to check what was stored (the engine does not hand its store out).
+type testEngine struct {
+	*countersign.Engine
+	store store.Store
+}
+
+func newEngine(t *testing.T, a *countersign.Action) *testEngine {
 	t.Helper()
+	st := memstore.New(nil)
 	e, err := countersign.New(countersign.Options{
-		Store: memstore.New(nil), Actions: []*countersign.Action{a},
+		Store: st, Actions: []*countersign.Action{a},
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{
 			Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"},
 		}}},
@@ -124,7 +132,7 @@ func newEngine(t *testing.T, a *countersign.Action) *countersign.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return &testEngine{Engine: e, store: st}
 }
 
 func refundCall(tool string) *countersign.Call {
@@ -135,10 +143,10 @@ func refundCall(tool string) *countersign.Call {
 }
 
 // awaitPending returns the proposal of a call once it is stored.
-func awaitPending(t *testing.T, e *countersign.Engine, tool string) *store.Proposal {
+func awaitPending(t *testing.T, e *testEngine, tool string) *store.Proposal {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		p, err := e.Store().GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: tool})
+		p, err := e.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: tool})
 		if err == nil {
 			return p
 		}
@@ -149,7 +157,7 @@ func awaitPending(t *testing.T, e *countersign.Engine, tool string) *store.Propo
 
 // callApproved makes a wait-mode call, and approves its proposal (as bob)
 // while the call waits.
-func callApproved(t *testing.T, e *countersign.Engine, tool string) (*countersign.Result, *store.Proposal) {
+func callApproved(t *testing.T, e *testEngine, tool string) (*countersign.Result, *store.Proposal) {
 	t.Helper()
 	type ret struct {
 		res *countersign.Result
@@ -341,7 +349,7 @@ func TestEnginePrepareDenialPropagates(t *testing.T) {
 			t.Fatalf("HTTP %d: Call = %+v, %v; want a %s denial with the backend's reason", tc.status, res, err, tc.code)
 		}
 		// Nothing was stored and nothing executed.
-		if _, err := e.Store().GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := e.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("HTTP %d: a proposal was stored: %v", tc.status, err)
 		}
 		if len(b.received("/execute")) != 0 {

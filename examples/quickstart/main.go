@@ -209,11 +209,12 @@ func independentMode(ctx context.Context, e *countersign.Engine) error {
 		return err
 	}
 	fmt.Fprintf(out, "  the worker settled it: %s, receipt %s\n", p.Status, p.Outcome.Receipt)
-	msgs, err := e.Store().ListMessages(ctx, &store.ListMessagesParams{Tenant: agent.Tenant, ThreadID: "thread_ind"})
+	// The outcome reached alice's thread: she reads it as its owner.
+	v, err := e.Thread(ctx, agent, "thread_ind")
 	if err != nil {
 		return err
 	}
-	for _, m := range msgs {
+	for _, m := range v.Messages {
 		fmt.Fprintf(out, "  thread message (%s): %s\n", m.Role, m.Text)
 	}
 	return nil
