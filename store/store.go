@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/countersign/countersign/cstype"
 )
 
 // Store is the contract every driver implements: memstore, sqlitestore and
@@ -302,16 +304,6 @@ type ListProposalsParams struct {
 	Limit   int    // 1..MaxPageSize; 0 means MaxPageSize
 }
 
-// MaxPageSize is the largest page a listing returns.
-const MaxPageSize = 1000
-
-// ProposalPage is one page of a listing.
-type ProposalPage struct {
-	Proposals []*Proposal
-	// Next is the cursor of the following page, empty on the last page.
-	Next string
-}
-
 // DecideParams asks for one decision.
 type DecideParams struct {
 	Tenant    string
@@ -332,17 +324,6 @@ type DecideParams struct {
 	// wait or two_phase proposal (Decision.AwaitsCaller), ignored otherwise.
 	AwaitsCaller bool
 }
-
-// DecideOutcome is the answer to a decision.
-type DecideOutcome string
-
-// The answers to a decision (docs/api.md §Decisions).
-const (
-	DecideApplied   DecideOutcome = "applied"
-	DecideUnchanged DecideOutcome = "unchanged"
-	DecideConflict  DecideOutcome = "conflict"
-	DecideExpired   DecideOutcome = "expired"
-)
 
 // DecideResult reports a decision's answer and the proposal after it.
 type DecideResult struct {
@@ -548,3 +529,19 @@ type Notifier interface {
 	// listeners also poll). It returns ctx's error. fn must not block.
 	Listen(ctx context.Context, fn func(Notification)) error
 }
+
+// Aliases of the records moved to package cstype, kept so that drivers
+// and store's own code compile unchanged.
+const (
+	MaxPageSize = cstype.MaxPageSize
+)
+
+type ProposalPage = cstype.ProposalPage
+type DecideOutcome = cstype.DecideOutcome
+
+const (
+	DecideApplied   = cstype.DecideApplied
+	DecideUnchanged = cstype.DecideUnchanged
+	DecideConflict  = cstype.DecideConflict
+	DecideExpired   = cstype.DecideExpired
+)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/cstype"
 )
 
 // This file holds the state machine's rules as pure functions over a
@@ -559,10 +561,6 @@ func Finish(p *Proposal, now time.Time) {
 	p.UpdatedAt = now
 }
 
-// MaxIDLen bounds every id a caller chooses (thread, run, tool call) and
-// proposal ids, so that they fit in a pagination cursor.
-const MaxIDLen = 256
-
 // ValidateCreate checks the fields a driver relies on.
 func ValidateCreate(p *Proposal) error {
 	switch {
@@ -726,3 +724,9 @@ func ApplyRemind(p *Proposal, now time.Time) (*Change, error) {
 	c.event(EventReminder, "", "", "", "still pending since "+p.CreatedAt.UTC().Format(time.RFC3339))
 	return c, nil
 }
+
+// Aliases of the records moved to package cstype, kept so that drivers
+// and store's own code compile unchanged.
+const (
+	MaxIDLen = cstype.MaxIDLen
+)
