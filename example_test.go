@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -186,7 +187,7 @@ func Example_independentMode() {
 }
 
 func countersignListPending() store.ListProposalsParams {
-	return store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}}
+	return store.ListProposalsParams{Statuses: []cstype.Status{cstype.StatusPending}}
 }
 
 // A rule's When asks two finance approvers only for large refunds; the

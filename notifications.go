@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -14,10 +15,10 @@ import (
 // rather than checking the role itself.
 
 // Notifications lists the notifications of id's tenant, newest event first,
-// at most limit (0: store.MaxPageSize), optionally of one status. Anyone but
+// at most limit (0: cstype.MaxPageSize), optionally of one status. Anyone but
 // an operator gets a *ForbiddenError; an unknown status wraps
-// store.ErrInvalidParams.
-func (e *Engine) Notifications(ctx context.Context, id Identity, status store.NotificationStatus, limit int) ([]*store.OutboxEntry, error) {
+// cstype.ErrInvalidParams.
+func (e *Engine) Notifications(ctx context.Context, id Identity, status cstype.NotificationStatus, limit int) ([]*cstype.OutboxEntry, error) {
 	if err := requireOperator(id, "", "only an operator may list notifications"); err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func (e *Engine) Notifications(ctx context.Context, id Identity, status store.No
 // outbox, due at once with its attempts counted afresh. Anyone but an
 // operator gets a *ForbiddenError; an unknown id, or another tenant's, wraps
 // ErrNotFound; a notification that is not failed is a *ConflictError.
-func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*store.OutboxEntry, error) {
+func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*cstype.OutboxEntry, error) {
 	if err := requireOperator(id, "", "only an operator may retry notifications"); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -33,7 +34,7 @@ func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
 
 // pendingRefund has alice propose a refund in thread t1, to a customer of
 // its own (so that it replaces nothing), and returns it.
-func pendingRefund(t *testing.T, e *countersign.Engine, tool string) *store.Proposal {
+func pendingRefund(t *testing.T, e *countersign.Engine, tool string) *cstype.Proposal {
 	t.Helper()
 	res, err := e.Call(context.Background(), &countersign.Call{
 		Identity: tAlice, ThreadID: "t1", ToolCallID: tool, Action: "payments.refund",
@@ -77,7 +78,7 @@ func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 				t.Fatalf("%s reads: %v", who.Actor, err)
 			}
 			evs, err := e.ProposalEvents(ctx, who, p.ID)
-			if err != nil || len(evs) == 0 || evs[0].Type != store.EventCreated {
+			if err != nil || len(evs) == 0 || evs[0].Type != cstype.EventCreated {
 				t.Fatalf("%s reads events: %v %v", who.Actor, err, evs)
 			}
 		}
@@ -93,7 +94,7 @@ func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 				t.Fatalf("%s got events with the refusal", who.Actor)
 			}
 		}
-		for _, id := range []string{"prp_nope", "", string(make([]byte, store.MaxIDLen+1))} {
+		for _, id := range []string{"prp_nope", "", string(make([]byte, cstype.MaxIDLen+1))} {
 			_, err := e.Proposal(ctx, tBob, id)
 			wantNotFound(t, "unknown id", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -26,12 +27,12 @@ import (
 // RunState is what a runtime needs to take a run's next step, and what a
 // stream shows of a run.
 type RunState struct {
-	Run *store.Run
+	Run *cstype.Run
 	// Identity is who the run's calls are made as: the thread's owner, with
 	// the roles they had when the run started.
 	Identity Identity
 	// Messages is the thread's conversation, oldest first.
-	Messages []*store.Message
+	Messages []*cstype.Message
 }
 
 // RunState reads a run, its thread and its conversation, checking nobody:
@@ -39,14 +40,14 @@ type RunState struct {
 // A surface reads a run for its caller with ThreadRunState.
 func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState, error) {
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, cstype.ErrNotFound) {
 		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get run: %w", err)
 	}
 	t, err := e.store.GetThread(ctx, &store.GetThreadParams{Tenant: tenant, ID: r.ThreadID})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, cstype.ErrNotFound) {
 		return nil, fmt.Errorf("run %q: thread %q: %w", runID, r.ThreadID, ErrNotFound)
 	}
 	if err != nil {
@@ -84,7 +85,7 @@ func (e *Engine) WatchThreadRun(ctx context.Context, id Identity, threadID, runI
 }
 
 // followedRun reads a run of thread threadID that id may follow.
-func (e *Engine) followedRun(ctx context.Context, id Identity, threadID, runID string) (*store.Thread, *store.Run, error) {
+func (e *Engine) followedRun(ctx context.Context, id Identity, threadID, runID string) (*cstype.Thread, *cstype.Run, error) {
 	t, err := e.thread(ctx, id, threadID)
 	if err != nil {
 		return nil, nil, err
@@ -100,7 +101,7 @@ func (e *Engine) followedRun(ctx context.Context, id Identity, threadID, runID s
 }
 
 // runState is run r of thread t with t's conversation.
-func (e *Engine) runState(ctx context.Context, t *store.Thread, r *store.Run) (*RunState, error) {
+func (e *Engine) runState(ctx context.Context, t *cstype.Thread, r *cstype.Run) (*RunState, error) {
 	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: r.Tenant, ThreadID: r.ThreadID})
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
@@ -114,9 +115,9 @@ func (e *Engine) runState(ctx context.Context, t *store.Thread, r *store.Run) (*
 
 // UpdateRun writes a step of a run its caller holds (store.ApplyRunUpdate).
 // A lease that is no longer the caller's is an error wrapping
-// store.ErrLeaseLost: another process has the run now. It is the agent
+// cstype.ErrLeaseLost: another process has the run now. It is the agent
 // runtime's: it checks nobody, and no surface calls it.
-func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*store.Run, error) {
+func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*cstype.Run, error) {
 	r, err := e.store.UpdateRun(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("update run: %w", err)
@@ -129,18 +130,18 @@ func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (
 // whose proposal was decided or expired, a run whose process died) to this
 // engine's owner, for its lease duration. It is the agent runtime's: it
 // checks nobody, and no surface calls it.
-func (e *Engine) ClaimRuns(ctx context.Context, limit int) ([]*store.Run, error) {
+func (e *Engine) ClaimRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
 	return e.claimRuns(ctx, limit, false)
 }
 
 // SweepRuns is ClaimRuns that also looks at every parked run (see
 // store.ClaimRunsParams.Sweep): a runtime calls it now and then, to find a
 // run that parked at the very moment its proposal was decided.
-func (e *Engine) SweepRuns(ctx context.Context, limit int) ([]*store.Run, error) {
+func (e *Engine) SweepRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
 	return e.claimRuns(ctx, limit, true)
 }
 
-func (e *Engine) claimRuns(ctx context.Context, limit int, sweep bool) ([]*store.Run, error) {
+func (e *Engine) claimRuns(ctx context.Context, limit int, sweep bool) ([]*cstype.Run, error) {
 	runs, err := e.store.ClaimRuns(ctx, &store.ClaimRunsParams{Owner: e.owner, LeaseDuration: e.lease, Limit: limit, Sweep: sweep})
 	if err != nil {
 		return nil, fmt.Errorf("claim runs: %w", err)
@@ -161,7 +162,7 @@ func (e *Engine) LeaseDuration() time.Duration { return e.lease }
 // agent runtime's and checks nobody; a surface watches a run for its
 // caller with WatchThreadRun.
 func (e *Engine) WatchRun(tenant, runID string) (changed <-chan struct{}, stop func()) {
-	return e.hub.Subscribe(runKey(&store.Run{Tenant: tenant, ID: runID}))
+	return e.hub.Subscribe(runKey(&cstype.Run{Tenant: tenant, ID: runID}))
 }
 
-func runKey(r *store.Run) string { return "run\x00" + r.Tenant + "\x00" + r.ID }
+func runKey(r *cstype.Run) string { return "run\x00" + r.Tenant + "\x00" + r.ID }

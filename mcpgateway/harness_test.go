@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -496,7 +497,7 @@ func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
 }
 
 // proposals lists the proposals id sees.
-func (h *harness) proposals(id countersign.Identity) []*store.Proposal {
+func (h *harness) proposals(id countersign.Identity) []*cstype.Proposal {
 	h.t.Helper()
 	page, err := h.engine.List(h.ctx, id, store.ListProposalsParams{})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/internal/redact"
@@ -39,7 +40,7 @@ const (
 // proposal a notification announces.
 type Store interface {
 	store.Outbox
-	GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error)
+	GetProposal(ctx context.Context, params *store.GetProposalParams) (*cstype.Proposal, error)
 }
 
 // Backoff bounds the delay between two attempts: Initial after the first,
@@ -65,7 +66,7 @@ type Target struct {
 	// and log line (they show it REDACTED).
 	URL string
 	// Events are the event types it is sent ("proposal.created", …).
-	Events []store.EventType
+	Events []cstype.EventType
 	// Secret signs every request (Countersign-Signature); empty sends none.
 	// Give each receiver its own: whoever holds a secret can sign anything
 	// its verifiers accept, so a receiver must never hold one a webhook
@@ -96,7 +97,7 @@ type Options struct {
 	Targets []Target
 	// Render returns the proposal object of a notification's body: the
 	// server's wire type (server.RenderProposal).
-	Render func(p *store.Proposal) (json.RawMessage, error)
+	Render func(p *cstype.Proposal) (json.RawMessage, error)
 	// Owner names this worker in its leases. Default "notifications".
 	Owner string
 	// PollInterval is how often due notifications are looked for. Default
@@ -258,7 +259,7 @@ type body struct {
 }
 
 // render is the body of a notification's first attempt.
-func (d *Deliverer) render(e *store.OutboxEntry, p *store.Proposal) ([]byte, error) {
+func (d *Deliverer) render(e *cstype.OutboxEntry, p *cstype.Proposal) ([]byte, error) {
 	rendered, err := d.o.Render(p)
 	if err != nil {
 		return nil, fmt.Errorf("render proposal %s: %w", e.ProposalID, err)

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -65,7 +65,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				e := newEngine(t, st)
 				d, err := notifications.New(notifications.Options{
 					Store: st, Render: server.RenderProposal, Client: client.c, Logger: slog.New(slog.DiscardHandler),
-					Targets: []notifications.Target{{URL: receiver.URL + "/in", Events: []store.EventType{store.EventCreated},
+					Targets: []notifications.Target{{URL: receiver.URL + "/in", Events: []cstype.EventType{cstype.EventCreated},
 						Secret: secret, MaxAttempts: 1}},
 				})
 				if err != nil {
@@ -76,7 +76,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				}
 				propose(t, e, "call_1")
 				n := settle(t, st, d)
-				if n.Status != store.NotificationFailed || !strings.Contains(n.LastError, "redirects are not followed") {
+				if n.Status != cstype.NotificationFailed || !strings.Contains(n.LastError, "redirects are not followed") {
 					t.Errorf("notification %+v; want failed, saying the redirect was not followed", n)
 				}
 				if got := first.got(); len(got) != 1 || got[0].Get(webhook.SignatureHeader) == "" {
@@ -133,7 +133,7 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 			e := newEngine(t, st)
 			d, err := notifications.New(notifications.Options{
 				Store: st, Render: server.RenderProposal, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-				Targets: []notifications.Target{{URL: c.url, Events: []store.EventType{store.EventCreated}, Secret: secret, MaxAttempts: 1}},
+				Targets: []notifications.Target{{URL: c.url, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret, MaxAttempts: 1}},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -143,7 +143,7 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 			}
 			propose(t, e, "call_1")
 			n := settle(t, st, d)
-			if n.Status != store.NotificationFailed || !strings.Contains(n.LastError, c.says) {
+			if n.Status != cstype.NotificationFailed || !strings.Contains(n.LastError, c.says) {
 				t.Fatalf("notification %+v; want failed, saying %q", n, c.says)
 			}
 			if strings.Contains(n.LastError, token) {
@@ -171,7 +171,7 @@ func TestTargetURLsAreChecked(t *testing.T) {
 		"ftp://hooks.example/in?token=s3cr3t",
 	} {
 		_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
-			Targets: []notifications.Target{{URL: u, Events: []store.EventType{store.EventCreated}}}})
+			Targets: []notifications.Target{{URL: u, Events: []cstype.EventType{cstype.EventCreated}}}})
 		if err == nil {
 			t.Errorf("New accepted %q", u)
 			continue
@@ -182,8 +182,8 @@ func TestTargetURLsAreChecked(t *testing.T) {
 	}
 	_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
 		Targets: []notifications.Target{
-			{URL: "https://hooks.example/in?token=s3cr3t", Events: []store.EventType{store.EventCreated}},
-			{URL: "https://hooks.example/in?token=s3cr3t", Events: []store.EventType{store.EventCreated}},
+			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},
+			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},
 		}})
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("a URL twice: %v", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/store"
 )
@@ -39,7 +40,7 @@ func TestNotificationsFailedListedAndRetried(t *testing.T) {
 			d, err := notifications.New(notifications.Options{
 				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
 				Targets: []notifications.Target{{
-					URL: receiver.URL, Events: []store.EventType{store.EventCreated}, MaxAttempts: 2,
+					URL: receiver.URL, Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: 2,
 					Backoff: notifications.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
 				}},
 			})
@@ -119,7 +120,7 @@ func TestNotificationErrorsHideURLSecrets(t *testing.T) {
 			st := h.store
 			d, err := notifications.New(notifications.Options{
 				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
-				Targets: []notifications.Target{{URL: target, Events: []store.EventType{store.EventCreated}}},
+				Targets: []notifications.Target{{URL: target, Events: []cstype.EventType{cstype.EventCreated}}},
 			})
 			if err != nil {
 				t.Fatal(err)
