@@ -76,7 +76,7 @@ func TestAllowedWriteIsRecordedBeforeItRuns(t *testing.T) {
 			t.Fatalf("repeat = %+v (%d executions), want the recorded outcome of %s", again, h.backend.total(), first.ProposalID)
 		}
 		// Listed in its thread like any proposal.
-		page, err := h.engine.List(ctx, tAlice, store.ListProposalsParams{ThreadID: "t1"})
+		page, err := h.engine.List(ctx, tAlice, countersign.ListParams{ThreadID: "t1"})
 		if err != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != first.ProposalID {
 			t.Fatalf("thread listing = %+v, %v", page, err)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
-	"github.com/countersign/countersign/store"
 )
 
 // The authority table (docs/api.md Part 3; docs/design.md §18): every credential kind
@@ -178,7 +177,7 @@ func TestAuthorityTable(t *testing.T) {
 				}
 				_, err := e.Proposal(ctx, id, shared.ID)
 				check("see", "api", err)
-				page, err := e.List(ctx, id, store.ListProposalsParams{Statuses: []cstype.Status{cstype.StatusPending}})
+				page, err := e.List(ctx, id, countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}})
 				if err == nil && !slices.ContainsFunc(page.Proposals, func(p *cstype.Proposal) bool { return p.ID == shared.ID }) {
 					err = countersign.ErrForbidden // listed without it: as good as refused
 				}

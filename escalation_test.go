@@ -10,7 +10,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/sqlitestore"
 )
 
@@ -60,7 +59,7 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 		if _, err := h.engine.Proposal(ctx, tMona, pid); !errors.Is(err, countersign.ErrForbidden) {
 			t.Fatalf("a manager read it before the escalation: %v", err)
 		}
-		if page, err := h.engine.List(ctx, tMona, store.ListProposalsParams{}); err != nil || len(page.Proposals) != 0 {
+		if page, err := h.engine.List(ctx, tMona, countersign.ListParams{}); err != nil || len(page.Proposals) != 0 {
 			t.Fatalf("a manager listed it before the escalation: %+v, %v", page, err)
 		}
 
@@ -79,7 +78,7 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 			t.Fatalf("after escalation, as a manager: %+v, %v", p, err)
 		}
 		// It is in the managers' inbox now.
-		page, err := h.engine.List(ctx, tMona, store.ListProposalsParams{Statuses: []cstype.Status{cstype.StatusPending}})
+		page, err := h.engine.List(ctx, tMona, countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}})
 		if err != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != pid {
 			t.Fatalf("the manager's pending list: %+v, %v; want the escalated proposal", page, err)
 		}

@@ -147,12 +147,24 @@ func (e *Engine) ProposalEvents(ctx context.Context, id Identity, proposalID str
 	}
 }
 
+// ListParams selects a page of proposals for List and ThreadProposals.
+// The tenant and what the caller may see come from its Identity.
+type ListParams struct {
+	Statuses []cstype.Status // empty: any
+	Action   string          // empty: any
+	ThreadID string          // empty: any; ThreadProposals sets it
+	After    string          // an opaque cursor from a previous page's Next
+	Limit    int             // 1..cstype.MaxPageSize; 0 means cstype.MaxPageSize
+}
+
 // List returns a page of the proposals id may see, newest first: every
 // proposal of the threads it owns, and those it may decide.
-func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposalsParams) (*cstype.ProposalPage, error) {
-	params.Tenant = id.Tenant
-	params.Visible = visibilityOf(id)
-	page, err := e.store.ListProposals(ctx, &params)
+func (e *Engine) List(ctx context.Context, id Identity, params ListParams) (*cstype.ProposalPage, error) {
+	page, err := e.store.ListProposals(ctx, &store.ListProposalsParams{
+		Tenant: id.Tenant, Visible: visibilityOf(id),
+		Statuses: params.Statuses, Action: params.Action, ThreadID: params.ThreadID,
+		After: params.After, Limit: params.Limit,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list proposals: %w", err)
 	}
@@ -163,7 +175,7 @@ func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposa
 // (where List would answer an empty page). An approver who does not own the
 // thread sees the proposals it may decide; any other actor is refused with
 // a *ForbiddenError, as every read of another actor's thread is.
-func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params store.ListProposalsParams) (*cstype.ProposalPage, error) {
+func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params ListParams) (*cstype.ProposalPage, error) {
 	t, err := e.thread(ctx, id, threadID)
 	if err != nil {
 		return nil, err
@@ -467,7 +479,7 @@ func (e *Engine) WaitingFor(ctx context.Context, id Identity, via string, limit 
 		return 0, false, nil
 	}
 	now := e.clock()
-	params := store.ListProposalsParams{Statuses: []cstype.Status{cstype.StatusPending}, Limit: 200}
+	params := ListParams{Statuses: []cstype.Status{cstype.StatusPending}, Limit: 200}
 	for seen := 0; ; {
 		page, err := e.List(ctx, id, params)
 		if err != nil {

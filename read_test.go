@@ -10,7 +10,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
-	"github.com/countersign/countersign/store"
 )
 
 // readEngine is an engine on a store of open whose refunds finance approves
@@ -127,10 +126,10 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 		_, err = e.Thread(ctx, tAlice, "nope")
 		wantNotFound(t, "unknown thread", err)
 
-		_, err = e.ThreadProposals(ctx, tDave, "t1", store.ListProposalsParams{})
+		_, err = e.ThreadProposals(ctx, tDave, "t1", countersign.ListParams{})
 		wantForbidden(t, "dave lists t1", err)
 		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1} {
-			page, err := e.ThreadProposals(ctx, *who, "t1", store.ListProposalsParams{})
+			page, err := e.ThreadProposals(ctx, *who, "t1", countersign.ListParams{})
 			if err != nil || len(page.Proposals) != want {
 				t.Fatalf("%s lists t1: %v, %d proposals, want %d", who.Actor, err, len(page.Proposals), want)
 			}
@@ -138,7 +137,7 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 				t.Fatalf("%s lists t1: wrong proposal", who.Actor)
 			}
 		}
-		_, err = e.ThreadProposals(ctx, tBob, "nope", store.ListProposalsParams{})
+		_, err = e.ThreadProposals(ctx, tBob, "nope", countersign.ListParams{})
 		wantNotFound(t, "list unknown thread", err)
 	})
 }

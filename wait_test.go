@@ -62,7 +62,7 @@ func pendingIDs(t *testing.T, e *countersign.Engine, n int) []string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var ids []string
-		params := store.ListProposalsParams{Statuses: []cstype.Status{cstype.StatusPending}}
+		params := countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}}
 		for {
 			page, err := e.List(context.Background(), waitBob, params)
 			if err != nil {

@@ -57,7 +57,7 @@ func (h *harness) callsOf(runID string) (calls []cstype.ToolCall, results []*cst
 
 func (h *harness) threadProposals() []*cstype.Proposal {
 	h.t.Helper()
-	page, err := h.engine.ThreadProposals(context.Background(), alice, "th1", store.ListProposalsParams{})
+	page, err := h.engine.ThreadProposals(context.Background(), alice, "th1", countersign.ListParams{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -499,7 +499,7 @@ func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
 // proposals lists the proposals id sees.
 func (h *harness) proposals(id countersign.Identity) []*cstype.Proposal {
 	h.t.Helper()
-	page, err := h.engine.List(h.ctx, id, store.ListProposalsParams{})
+	page, err := h.engine.List(h.ctx, id, countersign.ListParams{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

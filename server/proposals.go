@@ -11,7 +11,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
-	"github.com/countersign/countersign/store"
 )
 
 // query parses the request's query string; a malformed one is a 400.
@@ -80,7 +79,7 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request, id 
 	if err != nil {
 		return err
 	}
-	params := store.ListProposalsParams{Action: q.Get("action"), ThreadID: q.Get("thread_id"), After: q.Get("after")}
+	params := countersign.ListParams{Action: q.Get("action"), ThreadID: q.Get("thread_id"), After: q.Get("after")}
 	if params.Limit, err = parseLimit(q); err != nil {
 		return err
 	}
@@ -106,7 +105,7 @@ func (s *Server) handleThreadProposals(w http.ResponseWriter, r *http.Request, i
 		return err
 	}
 	threadID := r.PathValue("thread_id")
-	params := store.ListProposalsParams{After: q.Get("after")}
+	params := countersign.ListParams{After: q.Get("after")}
 	if params.Limit, err = parseLimit(q); err != nil {
 		return err
 	}

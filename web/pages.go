@@ -18,7 +18,6 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/plaintext"
-	"github.com/countersign/countersign/store"
 )
 
 // pageData is what every page's template receives.
@@ -210,7 +209,7 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	if d.Status == "" {
 		d.Status = string(cstype.StatusPending)
 	}
-	params := store.ListProposalsParams{Action: d.Action, ThreadID: d.Thread, After: q.Get("after"), Limit: PageSize}
+	params := countersign.ListParams{Action: d.Action, ThreadID: d.Thread, After: q.Get("after"), Limit: PageSize}
 	switch {
 	case d.Status == "all":
 	case cstype.Status(d.Status).Valid():

@@ -116,7 +116,7 @@ func call(thread, tool string, mode countersign.Mode, input string) *countersign
 // approveFirstPending plays bob: it waits for a pending proposal and approves it.
 func approveFirstPending(ctx context.Context, e *countersign.Engine, remember countersign.Scope) (string, error) {
 	for {
-		page, err := e.List(ctx, approver, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}})
+		page, err := e.List(ctx, approver, countersign.ListParams{Statuses: []store.Status{store.StatusPending}})
 		if err != nil {
 			return "", err
 		}
