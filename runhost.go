@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 	"github.com/countersign/countersign/store"
 )
 
 // The engine's side of agent runs. Two kinds of caller read them:
 //
 //   - the agent runtime (package agent), which drives runs and acts for the
-//     engine, not for a person: RunState, UpdateRun, ClaimRuns, SweepRuns
-//     and WatchRun take a tenant and check nobody. They are the runtime's
-//     only; no surface (server/, web/, mcpgateway/) calls them, which
-//     server.TestSurfacesUseNoRuntimeMethods checks.
+//     engine, not for a person: RunHost's RunState, UpdateRun, ClaimRuns,
+//     SweepRuns and WatchRun take a tenant and check nobody. They are the
+//     runtime's only: a RunHost is had from Engine.RunHost with a
+//     runhost.Key, which only the packages test/imports allows to import
+//     internal/runhost (agent, cmd/countersign) can make.
 //   - a surface that streams a run to its caller (the AG-UI endpoint, the
 //     chat route's run stream): ThreadRunState and WatchThreadRun take the
 //     caller's Identity and ask mayFollowRun (authority.go) first.
@@ -35,10 +37,21 @@ type RunState struct {
 	Messages []*cstype.Message
 }
 
+// RunHost is the agent runtime's side of the engine: the run methods that
+// check nobody. Engine.RunHost hands it out; see package internal/runhost
+// for who may ask.
+type RunHost struct{ e *Engine }
+
+// RunHost returns the engine's RunHost. Its argument is the proof that the
+// caller may import internal/runhost (the agent runtime, the composition
+// root), which test/imports checks.
+func (e *Engine) RunHost(runhost.Key) *RunHost { return &RunHost{e: e} }
+
 // RunState reads a run, its thread and its conversation, checking nobody:
 // it is the agent runtime's (package agent), which acts for the engine.
-// A surface reads a run for its caller with ThreadRunState.
-func (e *Engine) RunState(ctx context.Context, tenant, runID string) (*RunState, error) {
+// A surface reads a run for its caller with Engine.ThreadRunState.
+func (h *RunHost) RunState(ctx context.Context, tenant, runID string) (*RunState, error) {
+	e := h.e
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
 	if errors.Is(err, cstype.ErrNotFound) {
 		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
@@ -113,12 +126,40 @@ func (e *Engine) runState(ctx context.Context, t *cstype.Thread, r *cstype.Run) 
 	return &RunState{Run: r, Identity: Identity{Tenant: r.Tenant, Actor: t.Owner, Roles: r.Roles, Kind: KindAgent}, Messages: heldOutcomes(msgs, runs)}, nil
 }
 
+// RunUpdate is one step of a run, written by RunHost.UpdateRun.
+type RunUpdate struct {
+	Tenant string
+	ID     string
+	// Fence is the caller's lease.
+	Fence cstype.Fence
+	// Messages are appended to the thread, in order (Role assistant or
+	// tool; ID, Text, ToolCalls, ToolCallID, Result, ProposalID). Their
+	// RunID is the run's.
+	Messages []*cstype.Message
+	// ProposalIDs are added to the run's, each once.
+	ProposalIDs []string
+	// Steps is added to the run's step count.
+	Steps int
+	// To is the new status: "" or running (stay running), parked (with
+	// Awaiting), finished or failed (with Error).
+	To       cstype.RunStatus
+	Awaiting string
+	Error    string
+	// LeaseDuration, when positive and the run stays running, renews the
+	// lease to now + LeaseDuration.
+	LeaseDuration time.Duration
+}
+
 // UpdateRun writes a step of a run its caller holds (store.ApplyRunUpdate).
 // A lease that is no longer the caller's is an error wrapping
 // cstype.ErrLeaseLost: another process has the run now. It is the agent
-// runtime's: it checks nobody, and no surface calls it.
-func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*cstype.Run, error) {
-	r, err := e.store.UpdateRun(ctx, params)
+// runtime's: it checks nobody.
+func (h *RunHost) UpdateRun(ctx context.Context, params *RunUpdate) (*cstype.Run, error) {
+	e := h.e
+	// RunUpdate is store.UpdateRunParams field for field (the conversion
+	// fails to compile when they part).
+	sp := store.UpdateRunParams(*params)
+	r, err := e.store.UpdateRun(ctx, &sp)
 	if err != nil {
 		return nil, fmt.Errorf("update run: %w", err)
 	}
@@ -129,16 +170,16 @@ func (e *Engine) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (
 // ClaimRuns leases up to limit runs that are ready to go on (a parked run
 // whose proposal was decided or expired, a run whose process died) to this
 // engine's owner, for its lease duration. It is the agent runtime's: it
-// checks nobody, and no surface calls it.
-func (e *Engine) ClaimRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
-	return e.claimRuns(ctx, limit, false)
+// checks nobody.
+func (h *RunHost) ClaimRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
+	return h.e.claimRuns(ctx, limit, false)
 }
 
 // SweepRuns is ClaimRuns that also looks at every parked run (see
 // store.ClaimRunsParams.Sweep): a runtime calls it now and then, to find a
 // run that parked at the very moment its proposal was decided.
-func (e *Engine) SweepRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
-	return e.claimRuns(ctx, limit, true)
+func (h *RunHost) SweepRuns(ctx context.Context, limit int) ([]*cstype.Run, error) {
+	return h.e.claimRuns(ctx, limit, true)
 }
 
 func (e *Engine) claimRuns(ctx context.Context, limit int, sweep bool) ([]*cstype.Run, error) {
@@ -160,9 +201,9 @@ func (e *Engine) LeaseDuration() time.Duration { return e.lease }
 // step, a claim, a cancellation); stop ends the watch. Changes made by
 // other processes are not signalled: poll RunState for those. It is the
 // agent runtime's and checks nobody; a surface watches a run for its
-// caller with WatchThreadRun.
-func (e *Engine) WatchRun(tenant, runID string) (changed <-chan struct{}, stop func()) {
-	return e.hub.Subscribe(runKey(&cstype.Run{Tenant: tenant, ID: runID}))
+// caller with Engine.WatchThreadRun.
+func (h *RunHost) WatchRun(tenant, runID string) (changed <-chan struct{}, stop func()) {
+	return h.e.hub.Subscribe(runKey(&cstype.Run{Tenant: tenant, ID: runID}))
 }
 
 func runKey(r *cstype.Run) string { return "run\x00" + r.Tenant + "\x00" + r.ID }

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 )
 
 // clientModel calls the caller's get_weather tool (and, on "weather and
@@ -70,7 +71,7 @@ func (h *harness) postMessage(m *countersign.Message) (*countersign.MessageAnswe
 
 func (h *harness) pending(r *cstype.Run) []string {
 	h.t.Helper()
-	st, err := h.engine.RunState(context.Background(), "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Key{}).RunState(context.Background(), "acme", r.ID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
