@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/maintenance"
+	"github.com/countersign/countersign/internal/outboxhost"
 	"github.com/countersign/countersign/store"
 )
 
@@ -46,3 +48,11 @@ func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificatio
 	}
 	return n, nil
 }
+
+// Outbox is the engine's store as the notification deliverer (package
+// notifications) needs it: the outbox of every tenant, and the proposal a
+// notification announces. It checks nobody: it is the deliverer's, which
+// acts for the engine. Its argument is the proof that the caller may import
+// internal/outboxhost (package notifications, the composition root), which
+// test/imports checks.
+func (e *Engine) Outbox(outboxhost.Key) maintenance.NotificationStore { return e.store }

@@ -51,7 +51,7 @@ func TestEmbeddedWorkerDeliversNotifications(t *testing.T) {
 		}
 		secret := []byte("receiver-secret")
 		d, err := notifications.New(notifications.Options{
-			Store:   st,
+			Engine:  e,
 			Targets: []notifications.Target{{URL: rcv.URL, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret}},
 			Render: func(p *cstype.Proposal) (json.RawMessage, error) {
 				return json.Marshal(map[string]string{"id": p.ID, "status": string(p.Status)})

@@ -16,11 +16,12 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/internal/maintenance"
+	"github.com/countersign/countersign/internal/outboxhost"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -35,13 +36,6 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultMaxConcurrency = 4
 )
-
-// Store is what a Deliverer needs of the store: its outbox and the
-// proposal a notification announces.
-type Store interface {
-	store.Outbox
-	GetProposal(ctx context.Context, params *store.GetProposalParams) (*cstype.Proposal, error)
-}
 
 // Backoff bounds the delay between two attempts: Initial after the first,
 // doubling after each, never more than Max.
@@ -93,7 +87,9 @@ func TargetName(rawURL string) string {
 
 // Options configures a Deliverer. Zero fields take the documented defaults.
 type Options struct {
-	Store   Store
+	// Engine is the engine whose store's outbox is delivered
+	// (Engine.Outbox): the deliverer claims and records through it.
+	Engine  *countersign.Engine
 	Targets []Target
 	// Render returns the proposal object of a notification's body: the
 	// server's wire type (server.RenderProposal).
@@ -132,8 +128,8 @@ type Deliverer struct {
 
 // New validates the options and returns a Deliverer.
 func New(opts Options) (*Deliverer, error) {
-	if opts.Store == nil {
-		return nil, errors.New("notifications: Options.Store is nil")
+	if opts.Engine == nil {
+		return nil, errors.New("notifications: Options.Engine is nil")
 	}
 	if opts.Render == nil {
 		return nil, errors.New("notifications: Options.Render is nil")
@@ -219,12 +215,12 @@ func New(opts Options) (*Deliverer, error) {
 			Send: func(ctx context.Context, id string, body []byte) error { return d.post(ctx, t, id, body) },
 		})
 	}
-	d.svc = maintenance.NewNotificationDelivery(opts.Store, cfg)
+	d.svc = maintenance.NewNotificationDelivery(opts.Engine.Outbox(outboxhost.Key{}), cfg)
 	return d, nil
 }
 
 // Sync writes the targets to the store, so that events appended from now
-// on are announced to them (store.Outbox.SetNotificationTargets). Run does
+// on are announced to them (the outbox's SetNotificationTargets). Run does
 // it too before it delivers; a process that serves requests before its
 // worker runs calls Sync at start, so that those requests' events are
 // announced as well.

@@ -134,7 +134,7 @@ func (rc *receiver) got() ([]*http.Request, [][]byte) {
 func newDeliverer(t *testing.T, st store.Store, target notifications.Target) *notifications.Deliverer {
 	t.Helper()
 	d, err := notifications.New(notifications.Options{
-		Store: st, Targets: []notifications.Target{target}, Render: server.RenderProposal,
+		Engine: newEngine(t, st), Targets: []notifications.Target{target}, Render: server.RenderProposal,
 		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -331,16 +331,16 @@ func TestSlowReceiverDoesNotDelayDecisions(t *testing.T) {
 }
 
 func TestOptionsInvalid(t *testing.T) {
-	st := memstore.New(nil)
+	e := newEngine(t, memstore.New(nil))
 	for name, o := range map[string]notifications.Options{
-		"no store":     {Render: server.RenderProposal},
-		"no render":    {Store: st},
-		"bad url":      {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "ftp://x", Events: []cstype.EventType{cstype.EventCreated}}}},
-		"no events":    {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x"}}},
-		"twice":        {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}, {URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}}},
-		"short lease":  {Store: st, Render: server.RenderProposal, LeaseDuration: time.Second, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Timeout: 5 * time.Second}}},
-		"backoff":      {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Backoff: notifications.Backoff{Initial: time.Minute, Max: time.Second}}}},
-		"neg attempts": {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: -1}}},
+		"no engine":    {Render: server.RenderProposal},
+		"no render":    {Engine: e},
+		"bad url":      {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "ftp://x", Events: []cstype.EventType{cstype.EventCreated}}}},
+		"no events":    {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x"}}},
+		"twice":        {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}, {URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}}},
+		"short lease":  {Engine: e, Render: server.RenderProposal, LeaseDuration: time.Second, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Timeout: 5 * time.Second}}},
+		"backoff":      {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Backoff: notifications.Backoff{Initial: time.Minute, Max: time.Second}}}},
+		"neg attempts": {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: -1}}},
 	} {
 		if _, err := notifications.New(o); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -64,7 +64,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				st := newStore(t, "mem")
 				e := newEngine(t, st)
 				d, err := notifications.New(notifications.Options{
-					Store: st, Render: server.RenderProposal, Client: client.c, Logger: slog.New(slog.DiscardHandler),
+					Engine: e, Render: server.RenderProposal, Client: client.c, Logger: slog.New(slog.DiscardHandler),
 					Targets: []notifications.Target{{URL: receiver.URL + "/in", Events: []cstype.EventType{cstype.EventCreated},
 						Secret: secret, MaxAttempts: 1}},
 				})
@@ -90,8 +90,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 	// The caller's client keeps its own redirect policy for its other uses.
 	c := &http.Client{}
-	st := newStore(t, "mem")
-	if _, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal, Client: c}); err != nil {
+	e := newEngine(t, newStore(t, "mem"))
+	if _, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal, Client: c}); err != nil {
 		t.Fatal(err)
 	}
 	if c.CheckRedirect != nil {
@@ -132,7 +132,7 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 			st := newStore(t, "mem")
 			e := newEngine(t, st)
 			d, err := notifications.New(notifications.Options{
-				Store: st, Render: server.RenderProposal, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+				Engine: e, Render: server.RenderProposal, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 				Targets: []notifications.Target{{URL: c.url, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret, MaxAttempts: 1}},
 			})
 			if err != nil {
@@ -163,14 +163,14 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 // character that would end it early in a text, and its errors never repeat
 // the URL's secrets.
 func TestTargetURLsAreChecked(t *testing.T) {
-	st := newStore(t, "mem")
+	e := newEngine(t, newStore(t, "mem"))
 	for _, u := range []string{
 		"https://user:s3cr3t@hooks.example/in",
 		"https://hooks.example/in?token=s3cr3t&x=a b",
 		"https://hooks.example/in?token=s3cr3t&x=\"",
 		"ftp://hooks.example/in?token=s3cr3t",
 	} {
-		_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
+		_, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal,
 			Targets: []notifications.Target{{URL: u, Events: []cstype.EventType{cstype.EventCreated}}}})
 		if err == nil {
 			t.Errorf("New accepted %q", u)
@@ -180,7 +180,7 @@ func TestTargetURLsAreChecked(t *testing.T) {
 			t.Errorf("New's error repeats the secret: %v", err)
 		}
 	}
-	_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
+	_, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal,
 		Targets: []notifications.Target{
 			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},
 			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},

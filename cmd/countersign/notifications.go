@@ -40,7 +40,7 @@ func (rt *runtime) deliverer() (*notifications.Deliverer, error) {
 	}
 	host, _ := os.Hostname()
 	d, err := notifications.New(notifications.Options{
-		Store: rt.store, Targets: targets, Render: server.RenderProposal,
+		Engine: rt.engine, Targets: targets, Render: server.RenderProposal,
 		Owner:        "notifications@" + host + ":" + strconv.Itoa(os.Getpid()),
 		PollInterval: cfg.Worker.PollInterval, MaxConcurrency: cfg.Worker.MaxConcurrency, Logger: rt.log,
 	})
