@@ -53,6 +53,12 @@ func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificatio
 // notifications) needs it: the outbox of every tenant, and the proposal a
 // notification announces. It checks nobody: it is the deliverer's, which
 // acts for the engine. Its argument is the proof that the caller may import
-// internal/outboxhost (package notifications, the composition root), which
-// test/imports checks.
-func (e *Engine) Outbox(outboxhost.Key) maintenance.NotificationStore { return e.store }
+// internal/outboxhost (package notifications, the composition root;
+// test/imports checks who does): outboxhost.Grant(). Any other key panics, as a
+// misuse of the engine rather than an input.
+func (e *Engine) Outbox(k *outboxhost.Key) maintenance.NotificationStore {
+	if !outboxhost.Valid(k) {
+		panic("countersign: Engine.Outbox wants outboxhost.Grant()")
+	}
+	return e.store
+}

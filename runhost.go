@@ -44,8 +44,14 @@ type RunHost struct{ e *Engine }
 
 // RunHost returns the engine's RunHost. Its argument is the proof that the
 // caller may import internal/runhost (the agent runtime, the composition
-// root), which test/imports checks.
-func (e *Engine) RunHost(runhost.Key) *RunHost { return &RunHost{e: e} }
+// root; test/imports checks who does): runhost.Grant(). Any other key
+// panics, as a misuse of the engine rather than an input.
+func (e *Engine) RunHost(k *runhost.Key) *RunHost {
+	if !runhost.Valid(k) {
+		panic("countersign: Engine.RunHost wants runhost.Grant()")
+	}
+	return &RunHost{e: e}
+}
 
 // RunState reads a run, its thread and its conversation, checking nobody:
 // it is the agent runtime's (package agent), which acts for the engine.

@@ -71,7 +71,7 @@ func (h *harness) postMessage(m *countersign.Message) (*countersign.MessageAnswe
 
 func (h *harness) pending(r *cstype.Run) []string {
 	h.t.Helper()
-	st, err := h.engine.RunHost(runhost.Key{}).RunState(context.Background(), "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(context.Background(), "acme", r.ID)
 	if err != nil {
 		h.t.Fatal(err)
 	}

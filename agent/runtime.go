@@ -64,7 +64,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("agent: runtime: an engine is required")
 	}
-	rt := &Runtime{engine: opts.Engine, host: opts.Engine.RunHost(runhost.Key{}), agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
+	rt := &Runtime{engine: opts.Engine, host: opts.Engine.RunHost(runhost.Grant()), agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
 	if rt.poll <= 0 {
 		rt.poll = DefaultPollInterval
 	}

@@ -98,7 +98,7 @@ func (h *harness) drive(r *cstype.Run) *cstype.Run {
 // one run it expects.
 func (h *harness) resume() *cstype.Run {
 	h.t.Helper()
-	runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		h.t.Fatalf("ClaimRuns: %d runs, %v; want 1", len(runs), err)
 	}
@@ -192,13 +192,13 @@ func TestCrashedRunResumesWithoutExecutingTwice(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
 	h.post(bob, "yes", false)
-	runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %v, %v", runs, err)
 	}
 	// The process that claimed it executes the call, then dies before it
 	// records the result: the same call replays, and does not run again.
-	st, err := h.engine.RunHost(runhost.Key{}).RunState(context.Background(), "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(context.Background(), "acme", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestToolCallIDReusedAcrossRuns(t *testing.T) {
 		t.Fatalf("run %+v, %v; want parked", r, err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}
@@ -222,7 +222,7 @@ func TestToolCallIDReusedWithinARun(t *testing.T) {
 		t.Fatalf("run %+v, %v; want parked", r, err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}
@@ -271,12 +271,12 @@ func TestRunParkedBeforeTheOneIdentityGoesOn(t *testing.T) {
 	// What the runtime wrote then: the reply, the call under the run's
 	// prefix, the park.
 	input := json.RawMessage(`{"amount":40,"customer":"c_9"}`)
-	if _, err := h.engine.RunHost(runhost.Key{}).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, Steps: 1,
+	if _, err := h.engine.RunHost(runhost.Grant()).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, Steps: 1,
 		LeaseDuration: h.engine.LeaseDuration(), Messages: []*cstype.Message{{ID: "msg_old", Role: cstype.RoleAssistant,
 			ToolCalls: []cstype.ToolCall{{ID: "call_1", Action: "payments.refund", Input: input}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.engine.RunHost(runhost.Key{}).RunState(ctx, "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(ctx, "acme", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +285,12 @@ func TestRunParkedBeforeTheOneIdentityGoesOn(t *testing.T) {
 	if err != nil || res.Status != countersign.ResultPending {
 		t.Fatalf("call: %+v, %v", res, err)
 	}
-	if _, err := h.engine.RunHost(runhost.Key{}).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, To: cstype.RunParked,
+	if _, err := h.engine.RunHost(runhost.Grant()).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, To: cstype.RunParked,
 		Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}}); err != nil {
 		t.Fatal(err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(ctx, 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(ctx, 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}

@@ -301,7 +301,7 @@ func turn(ctx context.Context, eng *countersign.Engine, api *apiServer, thread s
 		return t, fmt.Errorf("thread %s: the message answered %+v, want a run parked on one proposal", thread, asked.Run)
 	}
 	// Watch before deciding, so that no change of the run goes unseen.
-	changed, unwatch := eng.RunHost(runhost.Key{}).WatchRun(workload.Tenant, asked.Run.ID)
+	changed, unwatch := eng.RunHost(runhost.Grant()).WatchRun(workload.Tenant, asked.Run.ID)
 	defer unwatch()
 	var decided messageAnswer
 	if err := api.post(ctx, path, approverKey, map[string]string{"text": "yes"}, &decided); err != nil {
@@ -414,7 +414,7 @@ func idleClaim(ctx context.Context, eng *countersign.Engine, st store.Store, spe
 	lat := make([]time.Duration, idleClaims)
 	for i := range lat {
 		t0 := time.Now()
-		runs, err := eng.RunHost(runhost.Key{}).ClaimRuns(ctx, 16)
+		runs, err := eng.RunHost(runhost.Grant()).ClaimRuns(ctx, 16)
 		lat[i] = time.Since(t0)
 		if err != nil {
 			return 0, err

@@ -215,7 +215,7 @@ func New(opts Options) (*Deliverer, error) {
 			Send: func(ctx context.Context, id string, body []byte) error { return d.post(ctx, t, id, body) },
 		})
 	}
-	d.svc = maintenance.NewNotificationDelivery(opts.Engine.Outbox(outboxhost.Key{}), cfg)
+	d.svc = maintenance.NewNotificationDelivery(opts.Engine.Outbox(outboxhost.Grant()), cfg)
 	return d, nil
 }
 

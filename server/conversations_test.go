@@ -96,7 +96,7 @@ func TestChatRunParksAndATextDecisionResumesIt(t *testing.T) {
 			if pd["status"] != "applied" || pd["proposal"].(map[string]any)["status"] != "approved" || dec["text"] == "" {
 				t.Fatalf("decision %v", dec)
 			}
-			runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 4)
+			runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 4)
 			if err != nil || len(runs) != 1 {
 				t.Fatalf("ClaimRuns: %v, %v", runs, err)
 			}

@@ -248,7 +248,7 @@ func TestApprovedParkedRunIsNotAwaitingTheCaller(t *testing.T) {
 			}
 			// The runtime comes back only after the deadline.
 			clock.Advance(time.Hour)
-			runs, err := h.engine.RunHost(runhost.Key{}).ClaimRuns(context.Background(), 4)
+			runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 4)
 			if err != nil || len(runs) != 1 {
 				t.Fatalf("ClaimRuns: %v, %v", runs, err)
 			}
