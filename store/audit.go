@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
 )
 
@@ -258,8 +257,3 @@ func ValidateSealParams(owner, token string, lease time.Duration, limit int) err
 func SealLeaseLost() error {
 	return fmt.Errorf("seal audit events: the sealing lease is another's: %w", ErrLeaseLost)
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-type Checkpoint = cstype.Checkpoint
-type AuditEvent = cstype.AuditEvent

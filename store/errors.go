@@ -3,8 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-
-	"github.com/countersign/countersign/cstype"
 )
 
 // Unavailable marks err as ErrUnavailable, keeping err in the chain; nil
@@ -25,32 +23,3 @@ func (e *unavailableError) Is(target error) bool { return target == ErrUnavailab
 func invalidParams(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-var (
-	ErrNotFound = cstype.ErrNotFound
-)
-var (
-	ErrConflict = cstype.ErrConflict
-)
-var (
-	ErrLeaseLost = cstype.ErrLeaseLost
-)
-var (
-	ErrInvalidCursor = cstype.ErrInvalidCursor
-)
-var (
-	ErrNotThreadOwner = cstype.ErrNotThreadOwner
-)
-var (
-	ErrGrantNotLive = cstype.ErrGrantNotLive
-)
-var (
-	ErrUnavailable = cstype.ErrUnavailable
-)
-var (
-	ErrInvalidParams = cstype.ErrInvalidParams
-)
-
-type ConflictError = cstype.ConflictError

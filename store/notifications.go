@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"time"
-
-	"github.com/countersign/countersign/cstype"
 )
 
 // Outbox stores the notifications that announce events to configured
@@ -238,15 +236,3 @@ type RetryNotificationParams struct {
 	Tenant string
 	ID     string
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-type NotificationStatus = cstype.NotificationStatus
-
-const (
-	NotificationPending   = cstype.NotificationPending
-	NotificationDelivered = cstype.NotificationDelivered
-	NotificationFailed    = cstype.NotificationFailed
-)
-
-type OutboxEntry = cstype.OutboxEntry

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/countersign/countersign/cstype"
 )
 
 // Conversations stores what people and agents say in a thread, and the runs
@@ -411,39 +409,3 @@ func DecodeClientTools(b []byte) ([]ClientTool, error) {
 	}
 	return out, nil
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-var (
-	ErrThreadBusy = cstype.ErrThreadBusy
-)
-
-type ThreadBusyError = cstype.ThreadBusyError
-
-var (
-	ErrMessageIDTaken = cstype.ErrMessageIDTaken
-)
-
-type MessageIDTakenError = cstype.MessageIDTakenError
-type RunConflictError = cstype.RunConflictError
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-type RunStatus = cstype.RunStatus
-
-const (
-	RunRunning   = cstype.RunRunning
-	RunParked    = cstype.RunParked
-	RunFinished  = cstype.RunFinished
-	RunFailed    = cstype.RunFailed
-	RunCancelled = cstype.RunCancelled
-)
-const (
-	RoleUser      = cstype.RoleUser
-	RoleAssistant = cstype.RoleAssistant
-	RoleTool      = cstype.RoleTool
-)
-
-type ToolCall = cstype.ToolCall
-type ClientTool = cstype.ClientTool
-type Run = cstype.Run

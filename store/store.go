@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/countersign/countersign/cstype"
 )
 
 // Store is the contract every driver implements: memstore, sqlitestore and
@@ -529,19 +527,3 @@ type Notifier interface {
 	// listeners also poll). It returns ctx's error. fn must not block.
 	Listen(ctx context.Context, fn func(Notification)) error
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-const (
-	MaxPageSize = cstype.MaxPageSize
-)
-
-type ProposalPage = cstype.ProposalPage
-type DecideOutcome = cstype.DecideOutcome
-
-const (
-	DecideApplied   = cstype.DecideApplied
-	DecideUnchanged = cstype.DecideUnchanged
-	DecideConflict  = cstype.DecideConflict
-	DecideExpired   = cstype.DecideExpired
-)

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/countersign/countersign/cstype"
 )
 
 // This file holds the state machine's rules as pure functions over a
@@ -724,9 +722,3 @@ func ApplyRemind(p *Proposal, now time.Time) (*Change, error) {
 	c.event(EventReminder, "", "", "", "still pending since "+p.CreatedAt.UTC().Format(time.RFC3339))
 	return c, nil
 }
-
-// Aliases of the records moved to package cstype, kept so that drivers
-// and store's own code compile unchanged.
-const (
-	MaxIDLen = cstype.MaxIDLen
-)
