@@ -48,8 +48,8 @@ type ToolCall struct {
 
 // ClientTool is a tool the caller executes (the tools of an AG-UI run's
 // input): offered to the run's model besides the agent's actions. A call of
-// one ends the run with the call pending (PendingClientCalls); its result is
-// a tool message posted with the next run (PostMessageParams.Results).
+// one ends the run with the call pending (store.PendingClientCalls); its result is
+// a tool message posted with the next run (store.PostMessageParams.Results).
 type ClientTool struct {
 	Name        string
 	Description string
