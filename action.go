@@ -11,9 +11,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/canonjson"
 	"github.com/countersign/countersign/internal/schema"
-	"github.com/countersign/countersign/store"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -30,7 +30,7 @@ const (
 // Confirmation is the copy an approver reads. Title may hold {path}
 // placeholders (a dot-separated path into the input, such as {customer} or
 // {order.id}) that are filled from the validated input.
-type Confirmation = store.Confirmation
+type Confirmation = cstype.Confirmation
 
 // Phase says where in a call's path a hook runs.
 type Phase string
@@ -156,7 +156,7 @@ type Reconciliation struct {
 }
 
 // Outcome is a proposal's recorded result.
-type Outcome = store.Outcome
+type Outcome = cstype.Outcome
 
 // Hooks are an action's callbacks over raw (validated) JSON input. Typed
 // actions wrap their typed hooks into these.

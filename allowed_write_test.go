@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -44,7 +45,7 @@ func TestAllowedWriteIsRecordedBeforeItRuns(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		var reads atomic.Int32
-		var seen atomic.Pointer[store.Proposal]
+		var seen atomic.Pointer[cstype.Proposal]
 		h := allowedHarness(t, open, &reads, func(b *backend, h **harness) executeFunc {
 			return func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
 				// What the store holds while it runs.
@@ -62,11 +63,11 @@ func TestAllowedWriteIsRecordedBeforeItRuns(t *testing.T) {
 			t.Fatalf("allowed write = %+v", first)
 		}
 		during := seen.Load()
-		if during == nil || during.Status != store.StatusExecuting || during.Lease == nil || during.OperationID != first.Proposal.OperationID {
+		if during == nil || during.Status != cstype.StatusExecuting || during.Lease == nil || during.OperationID != first.Proposal.OperationID {
 			t.Fatalf("while Execute ran the store held %+v, want the record executing under a lease", during)
 		}
 		p := first.Proposal
-		if p.Status != store.StatusSucceeded || len(p.Decisions) != 0 || len(p.Approvers) != 0 || p.OperationID == "" || p.ToolCallID != "call_1" {
+		if p.Status != cstype.StatusSucceeded || len(p.Decisions) != 0 || len(p.Approvers) != 0 || p.OperationID == "" || p.ToolCallID != "call_1" {
 			t.Fatalf("record = %+v, want succeeded with no decisions and no approvers", p)
 		}
 		again := h.call(c)
@@ -75,7 +76,7 @@ func TestAllowedWriteIsRecordedBeforeItRuns(t *testing.T) {
 			t.Fatalf("repeat = %+v (%d executions), want the recorded outcome of %s", again, h.backend.total(), first.ProposalID)
 		}
 		// Listed in its thread like any proposal.
-		page, err := h.engine.List(ctx, tAlice, store.ListProposalsParams{ThreadID: "t1"})
+		page, err := h.engine.List(ctx, tAlice, countersign.ListParams{ThreadID: "t1"})
 		if err != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != first.ProposalID {
 			t.Fatalf("thread listing = %+v, %v", page, err)
 		}
@@ -86,7 +87,7 @@ func TestAllowedWriteIsRecordedBeforeItRuns(t *testing.T) {
 				t.Fatalf("read = %+v, want no record", res)
 			}
 		}
-		if _, err := h.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "look_1"}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := h.store.GetProposalByToolCall(ctx, &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "look_1"}); !errors.Is(err, cstype.ErrNotFound) {
 			t.Fatalf("a read left a record: %v", err)
 		}
 		if n := reads.Load(); n != 2 {
@@ -182,7 +183,7 @@ func TestAllowedWriteInterruptedIsRecoveredLikeAnyExecution(t *testing.T) {
 		<-done
 		crash.Store(false)
 		p, err := h.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"})
-		if err != nil || p.Status != store.StatusExecuting {
+		if err != nil || p.Status != cstype.StatusExecuting {
 			t.Fatalf("after the crash the record is %+v, %v; want executing", p, err)
 		}
 		// The lease lapses: by the fake clock, and (PostgreSQL judges leases

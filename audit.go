@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
@@ -111,23 +112,23 @@ func (e *Engine) sealer(opts SealerOptions) *maintenance.Sealer {
 // AuditPage is one page of a tenant's audit chain.
 type AuditPage struct {
 	// Events are in seq order.
-	Events []*store.AuditEvent
+	Events []*cstype.AuditEvent
 	// Next is the seq to read on from (the after of the next page), or 0
 	// when this page ends the chain as sealed so far.
 	Next int64
 }
 
 // MaxAuditPage is the most events one Audit page holds.
-const MaxAuditPage = store.MaxPageSize
+const MaxAuditPage = cstype.MaxPageSize
 
 // Audit returns the caller's tenant's chain after seq after, up to limit
 // events (1..MaxAuditPage; 0 means MaxAuditPage). Reading the audit log
 // needs the operator role: it shows every proposal of the tenant, whoever
 // may see it otherwise.
 func (e *Engine) Audit(ctx context.Context, id Identity, after int64, limit int) (*AuditPage, error) {
-	evs, next, err := auditPage(id, "audit", after, limit, func(l int) ([]*store.AuditEvent, error) {
+	evs, next, err := auditPage(id, "audit", after, limit, func(l int) ([]*cstype.AuditEvent, error) {
 		return e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: id.Tenant, After: after, Limit: l})
-	}, func(ae *store.AuditEvent) int64 { return ae.Seq })
+	}, func(ae *cstype.AuditEvent) int64 { return ae.Seq })
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +151,14 @@ func auditPage[T any](id Identity, what string, after int64, limit int, list fun
 	if after < 0 || limit < 0 || limit > MaxAuditPage {
 		return nil, 0, fmt.Errorf("%w: %s after %d, limit %d: want after ≥ 0 and limit 1..%d", ErrInvalidCall, what, after, limit, MaxAuditPage)
 	}
-	recs, err := list(min(limit+1, store.MaxPageSize))
+	recs, err := list(min(limit+1, cstype.MaxPageSize))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", what, err)
 	}
 	switch {
 	case len(recs) > limit:
 		return recs[:limit], seq(recs[limit-1]), nil
-	case len(recs) == store.MaxPageSize && limit == store.MaxPageSize:
+	case len(recs) == cstype.MaxPageSize && limit == cstype.MaxPageSize:
 		// The store's page could not hold the extra record: there may be more.
 		return recs, seq(recs[len(recs)-1]), nil
 	}
@@ -187,7 +188,7 @@ type ProposalTrail struct {
 
 // TrailEvent is one event of a ProposalTrail.
 type TrailEvent struct {
-	*store.AuditEvent
+	*cstype.AuditEvent
 	// Verified: the chain holds from Check.From through this event.
 	Verified bool
 }
@@ -237,7 +238,7 @@ func (e *Engine) ProposalTrail(ctx context.Context, id Identity, proposalID stri
 				last = max(last, ae.Seq)
 			}
 		}
-		if len(evs) < store.MaxPageSize {
+		if len(evs) < cstype.MaxPageSize {
 			break
 		}
 		after = evs[len(evs)-1].ID
@@ -266,7 +267,7 @@ func (e *Engine) checkChain(ctx context.Context, tenant string, c *ChainCheck) e
 	v := auditchain.Verifier{After: c.From - 1}
 	c.Through = c.From - 1
 	for after := c.From - 1; after < c.To; {
-		page, err := e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: tenant, After: after, Limit: int(min(c.To-after, store.MaxPageSize))})
+		page, err := e.store.ListAudit(ctx, &store.ListAuditParams{Tenant: tenant, After: after, Limit: int(min(c.To-after, cstype.MaxPageSize))})
 		if err != nil {
 			return fmt.Errorf("check the audit chain: %w", err)
 		}

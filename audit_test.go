@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/storetest"
@@ -16,9 +17,9 @@ import (
 
 // auditAll reads the tenant's whole chain through the engine, a page of
 // two at a time, and verifies it.
-func auditAll(t *testing.T, e *countersign.Engine, id countersign.Identity) []*store.AuditEvent {
+func auditAll(t *testing.T, e *countersign.Engine, id countersign.Identity) []*cstype.AuditEvent {
 	t.Helper()
-	var all []*store.AuditEvent
+	var all []*cstype.AuditEvent
 	var v auditchain.Verifier
 	for after := int64(0); ; {
 		page, err := e.Audit(t.Context(), id, after, 2)
@@ -43,7 +44,7 @@ func auditAll(t *testing.T, e *countersign.Engine, id countersign.Identity) []*s
 
 // waitSealed waits until the tenant's chain holds n events, for at most a
 // minute: a sealer that never seals fails the test rather than hanging it.
-func waitSealed(t *testing.T, e *countersign.Engine, id countersign.Identity, n int) []*store.AuditEvent {
+func waitSealed(t *testing.T, e *countersign.Engine, id countersign.Identity, n int) []*cstype.AuditEvent {
 	t.Helper()
 	deadline := time.After(time.Minute)
 	for {
@@ -164,7 +165,7 @@ type tamperedChain struct {
 	edit int64
 }
 
-func (s tamperedChain) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+func (s tamperedChain) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*cstype.AuditEvent, error) {
 	evs, err := s.Store.ListAudit(ctx, params)
 	for i, ae := range evs {
 		if ae.Seq == s.edit {

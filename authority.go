@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -155,7 +156,7 @@ func (e *InvalidRememberError) Is(target error) bool { return target == ErrInval
 
 // rememberScopes are the scopes an approval of p may remember: the rule's,
 // less "run" when p was made outside a run.
-func rememberScopes(p *store.Proposal) []Scope {
+func rememberScopes(p *cstype.Proposal) []Scope {
 	var out []Scope
 	for _, sc := range p.RememberScopes {
 		if sc == ScopeRun && p.RunID == "" {
@@ -167,7 +168,7 @@ func rememberScopes(p *store.Proposal) []Scope {
 }
 
 // mayRemember reports whether an approval of p may remember scope.
-func mayRemember(p *store.Proposal, scope Scope) error {
+func mayRemember(p *cstype.Proposal, scope Scope) error {
 	switch {
 	case !slices.Contains(p.RememberScopes, scope):
 		return &InvalidRememberError{ProposalID: p.ID, Scope: scope, Reason: "the rule does not allow remembering for a " + string(scope)}
@@ -179,7 +180,7 @@ func mayRemember(p *store.Proposal, scope Scope) error {
 
 // requesterIdentity is who made p's call, as its execution acts: the
 // requester with the roles and kind recorded on the proposal.
-func requesterIdentity(p *store.Proposal) Identity {
+func requesterIdentity(p *cstype.Proposal) Identity {
 	return Identity{Tenant: p.Tenant, Actor: p.Requester, Roles: p.RequesterRoles, Kind: CredentialKind(p.RequesterKind)}
 }
 
@@ -195,12 +196,12 @@ func requesterIdentity(p *store.Proposal) Identity {
 
 // mayReadProposalConversation reports whether id may read the conversation
 // that led to p's call: whoever may see p (canSee).
-func mayReadProposalConversation(id Identity, p *store.Proposal) bool { return canSee(id, p) }
+func mayReadProposalConversation(id Identity, p *cstype.Proposal) bool { return canSee(id, p) }
 
 // mayReadAbout reports whether a reader of p's conversation in thread t may
 // read a message about other, another proposal of the thread (nil: none
 // is left): the thread's owner, and whoever may see other.
-func mayReadAbout(id Identity, t *store.Thread, other *store.Proposal) bool {
+func mayReadAbout(id Identity, t *cstype.Thread, other *cstype.Proposal) bool {
 	return mayReadThread(id, t) || (other != nil && canSee(id, other))
 }
 
@@ -211,10 +212,10 @@ func mayReadAbout(id Identity, t *store.Thread, other *store.Proposal) bool {
 // holds its tool call: everything up to and including it. Any other call
 // takes what was written up to the proposal's creation, less the call's
 // own result.
-func upToCall(msgs []*store.Message, p *store.Proposal) ([]*store.Message, int) {
+func upToCall(msgs []*cstype.Message, p *cstype.Proposal) ([]*cstype.Message, int) {
 	if p.RunID != "" {
 		for i, m := range msgs {
-			if m.Role == store.RoleAssistant && m.RunID == p.RunID && slices.ContainsFunc(m.ToolCalls, func(c store.ToolCall) bool {
+			if m.Role == cstype.RoleAssistant && m.RunID == p.RunID && slices.ContainsFunc(m.ToolCalls, func(c cstype.ToolCall) bool {
 				// A run parked before tool call ids were the model's own
 				// recorded its call as "RUN_ID/MODEL_ID".
 				return c.ID == p.ToolCallID || p.RunID+"/"+c.ID == p.ToolCallID
@@ -223,7 +224,7 @@ func upToCall(msgs []*store.Message, p *store.Proposal) ([]*store.Message, int) 
 			}
 		}
 	}
-	var out []*store.Message
+	var out []*cstype.Message
 	for _, m := range msgs {
 		if !m.CreatedAt.After(p.CreatedAt) && m.ProposalID != p.ID {
 			out = append(out, m)
@@ -235,7 +236,7 @@ func upToCall(msgs []*store.Message, p *store.Proposal) ([]*store.Message, int) 
 // What waits for whom (Engine.Turn, Engine.WaitingFor).
 
 // decisionOf is id's own latest decision on p, nil when it has none.
-func decisionOf(p *store.Proposal, id Identity) *store.Decision {
+func decisionOf(p *cstype.Proposal, id Identity) *cstype.Decision {
 	for i := len(p.Decisions) - 1; i >= 0; i-- {
 		if d := p.Decisions[i]; d.Actor == id.Actor {
 			return &d
@@ -249,9 +250,9 @@ func decisionOf(p *store.Proposal, id Identity) *store.Decision {
 // CanDecide hook included), and id has not decided it yet. A proposal id
 // may only reject (its own, when the rule forbids self-approval) does not
 // wait for id: no decision of id's can approve it.
-func waitsFor(ctx context.Context, p *store.Proposal, id Identity, via string, now time.Time,
-	hook func(context.Context, Identity, *store.Proposal) bool) bool {
-	if p.Status != store.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
+func waitsFor(ctx context.Context, p *cstype.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *cstype.Proposal) bool) bool {
+	if p.Status != cstype.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
 		return false
 	}
 	return mayDecide(ctx, p, id, Approve, via, hook) == nil
@@ -260,9 +261,9 @@ func waitsFor(ctx context.Context, p *store.Proposal, id Identity, via string, n
 // mayReject reports whether a surface offers id the rejection of p: p is
 // pending and not past its deadline, id may reject it through via, and has
 // not decided it yet.
-func mayReject(ctx context.Context, p *store.Proposal, id Identity, via string, now time.Time,
-	hook func(context.Context, Identity, *store.Proposal) bool) bool {
-	if p.Status != store.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
+func mayReject(ctx context.Context, p *cstype.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *cstype.Proposal) bool) bool {
+	if p.Status != cstype.StatusPending || store.Due(p, now) || decisionOf(p, id) != nil {
 		return false
 	}
 	return mayDecide(ctx, p, id, Reject, via, hook) == nil
@@ -273,10 +274,10 @@ func mayReject(ctx context.Context, p *store.Proposal, id Identity, via string, 
 // requester): each of them but an actor who approved already, and the
 // requester where the rule forbids self-approval. A role stays: another
 // holder of it may approve.
-func stillApproving(p *store.Proposal) []string {
+func stillApproving(p *cstype.Proposal) []string {
 	approved := map[string]bool{}
 	for _, d := range p.Decisions {
-		if d.Decision == store.VerdictApproved {
+		if d.Decision == cstype.VerdictApproved {
 			approved[d.Actor] = true
 		}
 	}
@@ -310,7 +311,7 @@ func stillApproving(p *store.Proposal) []string {
 // (mayReadThread), of either kind of credential: an agent credential that
 // delivered client-tool results follows the run they start. Anyone else
 // is refused, however they stand to the run's proposals.
-func mayFollowRun(id Identity, t *store.Thread) error {
+func mayFollowRun(id Identity, t *cstype.Thread) error {
 	if !mayReadThread(id, t) {
 		return &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner may follow its runs"}
 	}
@@ -319,7 +320,7 @@ func mayFollowRun(id Identity, t *store.Thread) error {
 
 // mayCancel: only a proposal's requester withdraws it (docs/api.md,
 // Decisions), of either kind of credential; cancelling is not a decision.
-func mayCancel(id Identity, p *store.Proposal) error {
+func mayCancel(id Identity, p *cstype.Proposal) error {
 	if p.Tenant != id.Tenant || p.Requester != id.Actor {
 		return &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
 	}
@@ -330,7 +331,7 @@ func mayCancel(id Identity, p *store.Proposal) error {
 // the proposal, unchanged when the proposal was cancelled already (the
 // requester asking again is told nothing changed, not refused).
 func cancelStatus(tr *store.TransitionResult) DecideStatus {
-	if !tr.Changed && tr.Proposal.Status == store.StatusCancelled {
+	if !tr.Changed && tr.Proposal.Status == cstype.StatusCancelled {
 		return DecideUnchanged
 	}
 	return DecideApplied
@@ -341,7 +342,7 @@ func cancelStatus(tr *store.TransitionResult) DecideStatus {
 // thread's owner runs on it, resumes included"), as a person (ActResume,
 // asked before anything is looked up). Whether the resume decides is then
 // Decide's rule (mayDecide), or resumeStands.
-func mayResume(id Identity, t *store.Thread, p *store.Proposal) error {
+func mayResume(id Identity, t *cstype.Thread, p *cstype.Proposal) error {
 	if p.RunID == "" {
 		return fmt.Errorf("%w: proposal %s was made outside a run: it is no interrupt to resume", ErrInvalidCall, p.ID)
 	}
@@ -358,7 +359,7 @@ func mayResume(id Identity, t *store.Thread, p *store.Proposal) error {
 // from the interrupt on (docs/api.md, AG-UI: "A proposal decided elsewhere
 // meanwhile: the resume takes the decision that stands"). While it is
 // pending the refusal stands instead.
-func resumeStands(decideErr error, p *store.Proposal) bool {
+func resumeStands(decideErr error, p *cstype.Proposal) bool {
 	var forbidden *ForbiddenError
-	return errors.As(decideErr, &forbidden) && p.Status != store.StatusPending
+	return errors.As(decideErr, &forbidden) && p.Status != cstype.StatusPending
 }

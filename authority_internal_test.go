@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // TestUpToCall: what of a thread led to a proposal's call. A run's call
@@ -17,39 +17,39 @@ import (
 func TestUpToCall(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	user := func(id string, s int) *store.Message {
-		return &store.Message{ID: id, Role: store.RoleUser, CreatedAt: at(s)}
+	user := func(id string, s int) *cstype.Message {
+		return &cstype.Message{ID: id, Role: cstype.RoleUser, CreatedAt: at(s)}
 	}
-	calls := func(id, run, call string, s int) *store.Message {
-		return &store.Message{ID: id, Role: store.RoleAssistant, RunID: run, CreatedAt: at(s),
-			ToolCalls: []store.ToolCall{{ID: "call_other"}, {ID: call}}}
+	calls := func(id, run, call string, s int) *cstype.Message {
+		return &cstype.Message{ID: id, Role: cstype.RoleAssistant, RunID: run, CreatedAt: at(s),
+			ToolCalls: []cstype.ToolCall{{ID: "call_other"}, {ID: call}}}
 	}
-	result := func(id, proposal string, s int) *store.Message {
-		return &store.Message{ID: id, Role: store.RoleTool, ProposalID: proposal, CreatedAt: at(s)}
+	result := func(id, proposal string, s int) *cstype.Message {
+		return &cstype.Message{ID: id, Role: cstype.RoleTool, ProposalID: proposal, CreatedAt: at(s)}
 	}
 	for _, tc := range []struct {
 		name string
-		p    *store.Proposal
-		msgs []*store.Message
+		p    *cstype.Proposal
+		msgs []*cstype.Message
 		want string // ids, and * after the call
 	}{
 		{"a run's call, then its result and more",
-			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(11)},
-			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 11), user("later", 12)}, "u a*"},
+			&cstype.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(11)},
+			[]*cstype.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 11), user("later", 12)}, "u a*"},
 		{"a run's call, however the clock stood",
-			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(5)},
-			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), user("later", 12)}, "u a*"},
+			&cstype.Proposal{ID: "p1", RunID: "r1", ToolCallID: "call_1", CreatedAt: at(5)},
+			[]*cstype.Message{user("u", 10), calls("a", "r1", "call_1", 11), user("later", 12)}, "u a*"},
 		{"a run's call recorded as RUN/ID",
-			&store.Proposal{ID: "p1", RunID: "r1", ToolCallID: "r1/call_1", CreatedAt: at(11)},
-			[]*store.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 12)}, "u a*"},
+			&cstype.Proposal{ID: "p1", RunID: "r1", ToolCallID: "r1/call_1", CreatedAt: at(11)},
+			[]*cstype.Message{user("u", 10), calls("a", "r1", "call_1", 11), result("t", "p1", 12)}, "u a*"},
 		{"the same tool call id in another run is not the call",
-			&store.Proposal{ID: "p1", RunID: "r2", ToolCallID: "call_1", CreatedAt: at(11)},
-			[]*store.Message{calls("a", "r1", "call_1", 10), user("u", 11), user("later", 12)}, "a u"},
+			&cstype.Proposal{ID: "p1", RunID: "r2", ToolCallID: "call_1", CreatedAt: at(11)},
+			[]*cstype.Message{calls("a", "r1", "call_1", 10), user("u", 11), user("later", 12)}, "a u"},
 		{"an API call: what came up to its creation",
-			&store.Proposal{ID: "p1", ToolCallID: "call_1", CreatedAt: at(20)},
-			[]*store.Message{user("u", 10), result("older", "p0", 15), user("same time", 20), result("own", "p1", 20), user("later", 21)},
+			&cstype.Proposal{ID: "p1", ToolCallID: "call_1", CreatedAt: at(20)},
+			[]*cstype.Message{user("u", 10), result("older", "p0", 15), user("same time", 20), result("own", "p1", 20), user("later", 21)},
 			"u older same time"},
-		{"an empty thread", &store.Proposal{ID: "p1", CreatedAt: at(1)}, nil, ""},
+		{"an empty thread", &cstype.Proposal{ID: "p1", CreatedAt: at(1)}, nil, ""},
 	} {
 		got, call := upToCall(tc.msgs, tc.p)
 		var ids []string
@@ -68,31 +68,31 @@ func TestUpToCall(t *testing.T) {
 
 // TestStillApproving: who may still approve, in the approvers' own forms.
 func TestStillApproving(t *testing.T) {
-	approved := func(actors ...string) []store.Decision {
-		var out []store.Decision
+	approved := func(actors ...string) []cstype.Decision {
+		var out []cstype.Decision
 		for _, a := range actors {
-			out = append(out, store.Decision{Actor: a, Decision: store.VerdictApproved})
+			out = append(out, cstype.Decision{Actor: a, Decision: cstype.VerdictApproved})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name string
-		p    *store.Proposal
+		p    *cstype.Proposal
 		want []string
 	}{
 		{"a role stays after one of it approved",
-			&store.Proposal{Requester: "alice", Approvers: []string{"role:finance"}, Decisions: approved("bob")}, []string{"role:finance"}},
+			&cstype.Proposal{Requester: "alice", Approvers: []string{"role:finance"}, Decisions: approved("bob")}, []string{"role:finance"}},
 		{"an actor who approved does not",
-			&store.Proposal{Requester: "alice", Approvers: []string{"actor:bob", "actor:carol"}, Decisions: approved("bob")}, []string{"actor:carol"}},
+			&cstype.Proposal{Requester: "alice", Approvers: []string{"actor:bob", "actor:carol"}, Decisions: approved("bob")}, []string{"actor:carol"}},
 		{"the requester who approved does not",
-			&store.Proposal{Requester: "alice", Approvers: []string{"requester", "role:finance"}, Decisions: approved("alice")}, []string{"role:finance"}},
+			&cstype.Proposal{Requester: "alice", Approvers: []string{"requester", "role:finance"}, Decisions: approved("alice")}, []string{"role:finance"}},
 		{"the requester where self-approval is forbidden",
-			&store.Proposal{Requester: "alice", Approvers: []string{"requester", "actor:alice", "role:finance"}, ForbidSelfApproval: true},
+			&cstype.Proposal{Requester: "alice", Approvers: []string{"requester", "actor:alice", "role:finance"}, ForbidSelfApproval: true},
 			[]string{"role:finance"}},
 		{"a rejection is no approval",
-			&store.Proposal{Requester: "alice", Approvers: []string{"actor:bob"}, Decisions: []store.Decision{{Actor: "bob", Decision: store.VerdictRejected}}},
+			&cstype.Proposal{Requester: "alice", Approvers: []string{"actor:bob"}, Decisions: []cstype.Decision{{Actor: "bob", Decision: cstype.VerdictRejected}}},
 			[]string{"actor:bob"}},
-		{"each once", &store.Proposal{Requester: "alice", Approvers: []string{"role:finance", "role:finance"}}, []string{"role:finance"}},
+		{"each once", &cstype.Proposal{Requester: "alice", Approvers: []string{"role:finance", "role:finance"}}, []string{"role:finance"}},
 	} {
 		if got := stillApproving(tc.p); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -107,38 +107,38 @@ func TestStillApproving(t *testing.T) {
 func TestWaitsFor(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	bob := Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
-	pending := func(edit func(p *store.Proposal)) *store.Proposal {
-		p := &store.Proposal{ID: "p1", Tenant: "acme", Requester: "alice", Status: store.StatusPending, Quorum: 2,
+	pending := func(edit func(p *cstype.Proposal)) *cstype.Proposal {
+		p := &cstype.Proposal{ID: "p1", Tenant: "acme", Requester: "alice", Status: cstype.StatusPending, Quorum: 2,
 			Approvers: []string{"role:finance", "requester"}, ExpiresAt: now.Add(time.Hour)}
 		if edit != nil {
 			edit(p)
 		}
 		return p
 	}
-	refuse := func(context.Context, Identity, *store.Proposal) bool { return false }
+	refuse := func(context.Context, Identity, *cstype.Proposal) bool { return false }
 	for _, tc := range []struct {
 		name string
-		p    *store.Proposal
+		p    *cstype.Proposal
 		id   Identity
-		hook func(context.Context, Identity, *store.Proposal) bool
+		hook func(context.Context, Identity, *cstype.Proposal) bool
 		want bool
 	}{
 		{"an approver who has not decided", pending(nil), bob, nil, true},
 		{"the requester named as an approver", pending(nil), Identity{Tenant: "acme", Actor: "alice"}, nil, true},
-		{"after approving", pending(func(p *store.Proposal) {
-			p.Decisions = []store.Decision{{Actor: "bob", Decision: store.VerdictApproved}}
+		{"after approving", pending(func(p *cstype.Proposal) {
+			p.Decisions = []cstype.Decision{{Actor: "bob", Decision: cstype.VerdictApproved}}
 		}), bob, nil, false},
-		{"another approver's approval", pending(func(p *store.Proposal) {
-			p.Decisions = []store.Decision{{Actor: "carol", Decision: store.VerdictApproved}}
+		{"another approver's approval", pending(func(p *cstype.Proposal) {
+			p.Decisions = []cstype.Decision{{Actor: "carol", Decision: cstype.VerdictApproved}}
 		}), bob, nil, true},
-		{"past its deadline", pending(func(p *store.Proposal) { p.ExpiresAt = now }), bob, nil, false},
-		{"no longer pending", pending(func(p *store.Proposal) { p.Status = store.StatusApproved }), bob, nil, false},
-		{"the requester who may only reject", pending(func(p *store.Proposal) { p.ForbidSelfApproval = true }),
+		{"past its deadline", pending(func(p *cstype.Proposal) { p.ExpiresAt = now }), bob, nil, false},
+		{"no longer pending", pending(func(p *cstype.Proposal) { p.Status = cstype.StatusApproved }), bob, nil, false},
+		{"the requester who may only reject", pending(func(p *cstype.Proposal) { p.ForbidSelfApproval = true }),
 			Identity{Tenant: "acme", Actor: "alice"}, nil, false},
 		{"not an approver", pending(nil), Identity{Tenant: "acme", Actor: "dave"}, nil, false},
 		{"an agent credential", pending(nil), Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}, Kind: KindAgent}, nil, false},
 		{"another tenant", pending(nil), Identity{Tenant: "globex", Actor: "bob", Roles: []string{"finance"}}, nil, false},
-		{"a channel the rule does not take", pending(func(p *store.Proposal) { p.Channels = []string{"text"} }), bob, nil, false},
+		{"a channel the rule does not take", pending(func(p *cstype.Proposal) { p.Channels = []string{"text"} }), bob, nil, false},
 		{"the rule's CanDecide hook refuses", pending(nil), bob, refuse, false},
 	} {
 		if got := waitsFor(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != tc.want {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // The authority table (docs/api.md Part 3; docs/design.md §18): every credential kind
@@ -141,7 +141,7 @@ func TestAuthorityTable(t *testing.T) {
 		}
 		requester := countersign.Identity{Tenant: "acme", Actor: "alice", Kind: countersign.KindAgent}
 		n := 0
-		pending := func() *store.Proposal {
+		pending := func() *cstype.Proposal {
 			t.Helper()
 			n++
 			res, err := e.Call(ctx, &countersign.Call{
@@ -177,8 +177,8 @@ func TestAuthorityTable(t *testing.T) {
 				}
 				_, err := e.Proposal(ctx, id, shared.ID)
 				check("see", "api", err)
-				page, err := e.List(ctx, id, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}})
-				if err == nil && !slices.ContainsFunc(page.Proposals, func(p *store.Proposal) bool { return p.ID == shared.ID }) {
+				page, err := e.List(ctx, id, countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}})
+				if err == nil && !slices.ContainsFunc(page.Proposals, func(p *cstype.Proposal) bool { return p.ID == shared.ID }) {
 					err = countersign.ErrForbidden // listed without it: as good as refused
 				}
 				check("list", "api", err)
@@ -226,7 +226,7 @@ func TestAuthorityTable(t *testing.T) {
 				check("audit", "api", err)
 				_, err = e.Notifications(ctx, id, "", 10)
 				check("notifications", "api", err)
-				_, err = e.Resolve(ctx, id, shared.ID, store.StatusSucceeded, "", "checked", "api")
+				_, err = e.Resolve(ctx, id, shared.ID, cstype.StatusSucceeded, "", "checked", "api")
 				if errors.Is(err, countersign.ErrConflict) {
 					err = nil // past the authority check: the pending proposal is not reconciling
 				}
@@ -252,12 +252,12 @@ func TestAuthorityTable(t *testing.T) {
 type runRows struct {
 	e *countersign.Engine
 	// run is a run of alice's thread "tr".
-	run *store.Run
+	run *cstype.Run
 	// pending is an interrupt (a call of alice's run) nobody decided;
 	// decided one bob approved; cancelled one alice withdrew.
-	pending, decided, cancelled *store.Proposal
+	pending, decided, cancelled *cstype.Proposal
 	// fresh makes a new pending interrupt, for a row that changes one.
-	fresh func() *store.Proposal
+	fresh func() *cstype.Proposal
 }
 
 func newRunRows(t *testing.T, open storeOpener) *runRows {
@@ -276,7 +276,7 @@ func newRunRows(t *testing.T, open storeOpener) *runRows {
 	}
 	rr := &runRows{e: e}
 	n := 0
-	rr.fresh = func() *store.Proposal {
+	rr.fresh = func() *cstype.Proposal {
 		t.Helper()
 		n++
 		res, err := e.Call(ctx, &countersign.Call{
@@ -368,7 +368,7 @@ func (rr *runRows) check(t *testing.T, a authorityActor, kind countersign.Creden
 		}
 	}
 	// fresh is a new interrupt when the row would change its proposal.
-	fresh := func(op string, shared *store.Proposal) *store.Proposal {
+	fresh := func(op string, shared *cstype.Proposal) *cstype.Proposal {
 		switch expectedRunRow(a, kind, op) {
 		case "applied":
 			return rr.fresh()
@@ -395,7 +395,7 @@ func (rr *runRows) check(t *testing.T, a authorityActor, kind countersign.Creden
 	dr, err = rr.e.Cancel(ctx, id, rr.cancelled.ID, "api", "")
 	check("cancel-again", status(dr), err)
 
-	resume := func(op string, p *store.Proposal, verdict countersign.Verdict) {
+	resume := func(op string, p *cstype.Proposal, verdict countersign.Verdict) {
 		t.Helper()
 		res, err := rr.e.Resume(ctx, &countersign.Decision{Identity: id, ProposalID: p.ID, Verdict: verdict, Via: countersign.ViaAGUI})
 		var got answer

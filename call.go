@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/canonjson"
 	"github.com/countersign/countersign/store"
 )
@@ -103,7 +104,7 @@ type callRun struct {
 	inputErr error
 	// approvedBy is the decision of a live grant that stands in for the
 	// humans, and grantID that grant.
-	approvedBy *store.Decision
+	approvedBy *cstype.Decision
 	grantID    string
 	conf       Confirmation
 	prep       *Prepared
@@ -124,7 +125,7 @@ func (r *callRun) asked() bool { return r.m.effect == EffectAsk }
 // call runs Call up to the wait: a wait-mode call whose proposal is not
 // settled returns it as wait, for Call to wait on. Each step below either
 // hands the call on or answers it.
-func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *store.Proposal, err error) {
+func (e *Engine) call(ctx context.Context, c *Call) (res *Result, wait *cstype.Proposal, err error) {
 	// r stays in this frame (resolve fills it in): a call that waits keeps
 	// nothing of the pipeline on the heap.
 	r := &callRun{}
@@ -243,7 +244,7 @@ func (e *Engine) lookup(ctx context.Context, c *Call, r *callRun) (*store.CallLo
 // (CreateProposal refuses another actor's thread, for the caller who loses
 // that race); for a call that leaves no record (a read) it is created here,
 // in a write only the thread's first call pays.
-func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun, t *store.Thread) error {
+func (e *Engine) checkOwner(ctx context.Context, c *Call, r *callRun, t *cstype.Thread) error {
 	if t == nil && r.recorded() {
 		return nil
 	}
@@ -271,7 +272,7 @@ func notOwner(c *Call) *ForbiddenError {
 // proposes or executes anew. It returns nil when the tool call is new, and a
 // *MismatchError when the repeat names another action or another input
 // than the record.
-func (e *Engine) replay(c *Call, r *callRun, p *store.Proposal) (*store.Proposal, error) {
+func (e *Engine) replay(c *Call, r *callRun, p *cstype.Proposal) (*cstype.Proposal, error) {
 	switch {
 	case p == nil:
 		return nil, nil
@@ -296,7 +297,7 @@ func (e *Engine) replay(c *Call, r *callRun, p *store.Proposal) (*store.Proposal
 // must be new to its thread (Call.FreshToolCallID) when p is not its own
 // run's: it is checked before the action and input are compared, so that
 // the refusal says the id is taken, whatever the other call was.
-func notReused(c *Call, p *store.Proposal) error {
+func notReused(c *Call, p *cstype.Proposal) error {
 	if c.FreshToolCallID && (c.RunID == "" || p.RunID != c.RunID) {
 		return &ToolCallIDReusedError{ToolCallID: c.ToolCallID}
 	}
@@ -308,7 +309,7 @@ func notReused(c *Call, p *store.Proposal) error {
 // that key order, spacing and the schema's normalization do not count; an
 // input the action's schema now refuses compares by its canonical form, so
 // that a genuine retry still replays after the schema changed.
-func sameCall(c *Call, r *callRun, p *store.Proposal) error {
+func sameCall(c *Call, r *callRun, p *cstype.Proposal) error {
 	var differs []string
 	if p.Action != r.a.name {
 		differs = append(differs, "action")
@@ -346,12 +347,12 @@ func inputDigest(r *callRun, raw json.RawMessage) string {
 // still runs preflight and prepare; the grant is checked again in the
 // transaction that creates the proposal (see record), so that one revoked
 // since lookup read it never approves.
-func (e *Engine) findGrant(r *callRun, g *store.Grant) {
+func (e *Engine) findGrant(r *callRun, g *cstype.Grant) {
 	if g == nil {
 		return
 	}
 	r.grantID = g.ID
-	r.approvedBy = &store.Decision{Actor: grantActor + g.ID, Via: viaGrant, Reason: "remembered approval by " + g.GrantedBy}
+	r.approvedBy = &cstype.Decision{Actor: grantActor + g.ID, Via: viaGrant, Reason: "remembered approval by " + g.GrantedBy}
 	if r.mode == ModeTwoPhase {
 		r.mode = ModeWait // there is nothing to confirm: the caller executes now
 	}
@@ -411,7 +412,7 @@ func (e *Engine) preflight(ctx context.Context, id Identity, a *Action, input js
 		return nil, nil, &DeniedError{Code: DeniedByPreflight, Action: a.name, Reason: pf.Reason}
 	case PreflightCompleted:
 		return nil, &Result{Status: ResultSucceeded, Executed: ptr(false), Receipt: pf.Receipt, Result: pf.Result,
-			Summary: store.DefaultSummary(a.name, store.StatusSucceeded, "It was already done.")}, nil
+			Summary: store.DefaultSummary(a.name, cstype.StatusSucceeded, "It was already done.")}, nil
 	case PreflightReady:
 		return pf.Confirmation, nil, nil
 	}
@@ -450,7 +451,7 @@ func prepareErr(a *Action, err error) error {
 // is never outrun); or, for a write the policy allows, a record already
 // executing under this process' lease. created is false when a concurrent
 // identical call stored it first: p is then that call's.
-func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Proposal, created bool, err error) {
+func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *cstype.Proposal, created bool, err error) {
 	a := r.a
 	key, err := a.replacementKeyFor(r.input)
 	if err != nil {
@@ -468,7 +469,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 			allowed.Owner = callerOwner(c.Identity.Actor)
 		}
 	}
-	p = &store.Proposal{
+	p = &cstype.Proposal{
 		ID:                 "prp_" + newID(),
 		Tenant:             c.Identity.Tenant,
 		Requester:          c.Identity.Actor,
@@ -513,21 +514,21 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 	params := &store.CreateProposalParams{Proposal: p, ApprovedBy: r.approvedBy, GrantID: r.grantID, Allowed: allowed}
 	r.leaseAsked = time.Now()
 	cr, err := e.store.CreateProposal(ctx, params)
-	if errors.Is(err, store.ErrGrantNotLive) {
+	if errors.Is(err, cstype.ErrGrantNotLive) {
 		// Revoked (or expired, or its rule changed) since lookup read it.
 		r.approvedBy, r.grantID, r.mode = nil, "", askedMode(c, r)
 		params.ApprovedBy, params.GrantID, p.Mode = nil, "", r.mode
 		cr, err = e.store.CreateProposal(ctx, params)
 	}
 	switch {
-	case errors.Is(err, store.ErrNotThreadOwner):
+	case errors.Is(err, cstype.ErrNotThreadOwner):
 		// Another actor's call created the thread since lookup read it.
 		return nil, false, notOwner(c)
 	case err != nil:
 		return nil, false, fmt.Errorf("call %s: create proposal: %w", a.name, err)
 	}
 	for _, s := range cr.Superseded {
-		e.changed(ctx, s, store.StatusPending)
+		e.changed(ctx, s, cstype.StatusPending)
 	}
 	if !cr.Created {
 		if cr.Proposal.Requester != c.Identity.Actor {
@@ -545,15 +546,15 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *store.Prop
 // executeAllowed executes the record of an allowed write, which this process
 // holds under the lease its creation took, as any claimed execution: a crash
 // or a lost lease leaves it to be recovered like an approved one.
-func (e *Engine) executeAllowed(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
+func (e *Engine) executeAllowed(ctx context.Context, p *cstype.Proposal, asked time.Time) (*Result, error) {
 	return e.executeHeld(ctx, p, asked)
 }
 
 // executeGranted executes a proposal a grant approved at its creation: the
 // caller claims it at once.
-func (e *Engine) executeGranted(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+func (e *Engine) executeGranted(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
 	res, err := e.claimAndExecute(ctx, c, p)
-	if !errors.Is(err, store.ErrConflict) {
+	if !errors.Is(err, cstype.ErrConflict) {
 		return res, err
 	}
 	if e.callerExecutes(p) {
@@ -562,7 +563,7 @@ func (e *Engine) executeGranted(ctx context.Context, c *Call, p *store.Proposal)
 		if err != nil {
 			return nil, fmt.Errorf("call %s: %w", p.Action, err)
 		}
-		if now.Status == store.StatusExecuting {
+		if now.Status == cstype.StatusExecuting {
 			return e.callerExecuting(ctx, c, now)
 		}
 		return resultOf(now), nil
@@ -576,11 +577,11 @@ func (e *Engine) executeGranted(ctx context.Context, c *Call, p *store.Proposal)
 }
 
 // withoutWait passes a Result and an error through call.
-func withoutWait(res *Result, err error) (*Result, *store.Proposal, error) { return res, nil, err }
+func withoutWait(res *Result, err error) (*Result, *cstype.Proposal, error) { return res, nil, err }
 
 // resumeOrWait answers a call whose proposal exists, or hands a wait-mode
 // proposal back for Call to wait on.
-func (e *Engine) resumeOrWait(ctx context.Context, c *Call, p *store.Proposal) (*Result, *store.Proposal, error) {
+func (e *Engine) resumeOrWait(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, *cstype.Proposal, error) {
 	if p.Mode == ModeWait {
 		return nil, p, nil
 	}
@@ -588,25 +589,25 @@ func (e *Engine) resumeOrWait(ctx context.Context, c *Call, p *store.Proposal) (
 }
 
 // resume answers a call whose proposal exists, by its mode and state.
-func (e *Engine) resume(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+func (e *Engine) resume(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
 	switch p.Mode {
 	case ModeWait:
 		return e.waitAndExecute(ctx, c, p)
 	case ModeTwoPhase:
 		switch p.Status {
-		case store.StatusPending:
+		case cstype.StatusPending:
 			return confirmationRequired(p), nil
-		case store.StatusApproved:
+		case cstype.StatusApproved:
 			if c.Evidence != p.ConfirmationID {
 				return confirmationRequired(p), nil
 			}
 			return e.claimAndExecute(ctx, c, p)
-		case store.StatusExecuting:
+		case cstype.StatusExecuting:
 			return e.waitSettled(ctx, c, p)
 		}
 		return resultOf(p), nil
 	default: // independent: the worker executes
-		if p.Status.Terminal() || p.Status == store.StatusReconciling {
+		if p.Status.Terminal() || p.Status == cstype.StatusReconciling {
 			return resultOf(p), nil
 		}
 		return pendingReceipt(p), nil

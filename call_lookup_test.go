@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -175,7 +176,7 @@ func (s *callCounter) CreateProposal(ctx context.Context, params *store.CreatePr
 	return s.Store.CreateProposal(ctx, params)
 }
 
-func (s *callCounter) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
+func (s *callCounter) GetProposal(ctx context.Context, params *store.GetProposalParams) (*cstype.Proposal, error) {
 	s.count("GetProposal")
 	return s.Store.GetProposal(ctx, params)
 }
@@ -185,7 +186,7 @@ func (s *callCounter) ProposalTenant(ctx context.Context, id string) (string, er
 	return s.Store.ProposalTenant(ctx, id)
 }
 
-func (s *callCounter) GetProposalByToolCall(ctx context.Context, params *store.GetProposalByToolCallParams) (*store.Proposal, error) {
+func (s *callCounter) GetProposalByToolCall(ctx context.Context, params *store.GetProposalByToolCallParams) (*cstype.Proposal, error) {
 	s.count("GetProposalByToolCall")
 	return s.Store.GetProposalByToolCall(ctx, params)
 }
@@ -195,12 +196,12 @@ func (s *callCounter) LookupCall(ctx context.Context, params *store.LookupCallPa
 	return s.Store.LookupCall(ctx, params)
 }
 
-func (s *callCounter) GetProposalByConfirmation(ctx context.Context, params *store.GetProposalByConfirmationParams) (*store.Proposal, error) {
+func (s *callCounter) GetProposalByConfirmation(ctx context.Context, params *store.GetProposalByConfirmationParams) (*cstype.Proposal, error) {
 	s.count("GetProposalByConfirmation")
 	return s.Store.GetProposalByConfirmation(ctx, params)
 }
 
-func (s *callCounter) ListProposals(ctx context.Context, params *store.ListProposalsParams) (*store.ProposalPage, error) {
+func (s *callCounter) ListProposals(ctx context.Context, params *store.ListProposalsParams) (*cstype.ProposalPage, error) {
 	s.count("ListProposals")
 	return s.Store.ListProposals(ctx, params)
 }
@@ -220,22 +221,22 @@ func (s *callCounter) Expire(ctx context.Context, params *store.ExpireParams) (*
 	return s.Store.Expire(ctx, params)
 }
 
-func (s *callCounter) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (s *callCounter) ExpireDue(ctx context.Context, params *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	s.count("ExpireDue")
 	return s.Store.ExpireDue(ctx, params)
 }
 
-func (s *callCounter) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (s *callCounter) EscalateDue(ctx context.Context, params *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	s.count("EscalateDue")
 	return s.Store.EscalateDue(ctx, params)
 }
 
-func (s *callCounter) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (s *callCounter) RemindDue(ctx context.Context, params *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	s.count("RemindDue")
 	return s.Store.RemindDue(ctx, params)
 }
 
-func (s *callCounter) Claim(ctx context.Context, params *store.ClaimParams) (*store.Proposal, error) {
+func (s *callCounter) Claim(ctx context.Context, params *store.ClaimParams) (*cstype.Proposal, error) {
 	s.count("Claim")
 	return s.Store.Claim(ctx, params)
 }
@@ -245,12 +246,12 @@ func (s *callCounter) ClaimBatch(ctx context.Context, params *store.ClaimBatchPa
 	return s.Store.ClaimBatch(ctx, params)
 }
 
-func (s *callCounter) RenewLease(ctx context.Context, params *store.RenewLeaseParams) (*store.Lease, error) {
+func (s *callCounter) RenewLease(ctx context.Context, params *store.RenewLeaseParams) (*cstype.Lease, error) {
 	s.count("RenewLease")
 	return s.Store.RenewLease(ctx, params)
 }
 
-func (s *callCounter) BeginRetry(ctx context.Context, params *store.BeginRetryParams) (*store.Proposal, error) {
+func (s *callCounter) BeginRetry(ctx context.Context, params *store.BeginRetryParams) (*cstype.Proposal, error) {
 	s.count("BeginRetry")
 	return s.Store.BeginRetry(ctx, params)
 }
@@ -270,27 +271,27 @@ func (s *callCounter) Resolve(ctx context.Context, params *store.ResolveParams) 
 	return s.Store.Resolve(ctx, params)
 }
 
-func (s *callCounter) FindGrant(ctx context.Context, params *store.FindGrantParams) (*store.Grant, error) {
+func (s *callCounter) FindGrant(ctx context.Context, params *store.FindGrantParams) (*cstype.Grant, error) {
 	s.count("FindGrant")
 	return s.Store.FindGrant(ctx, params)
 }
 
-func (s *callCounter) ListGrants(ctx context.Context, params *store.ListGrantsParams) ([]*store.Grant, error) {
+func (s *callCounter) ListGrants(ctx context.Context, params *store.ListGrantsParams) ([]*cstype.Grant, error) {
 	s.count("ListGrants")
 	return s.Store.ListGrants(ctx, params)
 }
 
-func (s *callCounter) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*store.Grant, error) {
+func (s *callCounter) RevokeGrant(ctx context.Context, params *store.RevokeGrantParams) (*cstype.Grant, error) {
 	s.count("RevokeGrant")
 	return s.Store.RevokeGrant(ctx, params)
 }
 
-func (s *callCounter) EnsureThread(ctx context.Context, params *store.EnsureThreadParams) (*store.Thread, error) {
+func (s *callCounter) EnsureThread(ctx context.Context, params *store.EnsureThreadParams) (*cstype.Thread, error) {
 	s.count("EnsureThread")
 	return s.Store.EnsureThread(ctx, params)
 }
 
-func (s *callCounter) GetThread(ctx context.Context, params *store.GetThreadParams) (*store.Thread, error) {
+func (s *callCounter) GetThread(ctx context.Context, params *store.GetThreadParams) (*cstype.Thread, error) {
 	s.count("GetThread")
 	return s.Store.GetThread(ctx, params)
 }
@@ -300,17 +301,17 @@ func (s *callCounter) DeleteThread(ctx context.Context, params *store.GetThreadP
 	return s.Store.DeleteThread(ctx, params)
 }
 
-func (s *callCounter) ListMessages(ctx context.Context, params *store.ListMessagesParams) ([]*store.Message, error) {
+func (s *callCounter) ListMessages(ctx context.Context, params *store.ListMessagesParams) ([]*cstype.Message, error) {
 	s.count("ListMessages")
 	return s.Store.ListMessages(ctx, params)
 }
 
-func (s *callCounter) CountByStatus(ctx context.Context) (map[store.Status]int, error) {
+func (s *callCounter) CountByStatus(ctx context.Context) (map[cstype.Status]int, error) {
 	s.count("CountByStatus")
 	return s.Store.CountByStatus(ctx)
 }
 
-func (s *callCounter) ListEvents(ctx context.Context, params *store.ListEventsParams) ([]*store.Event, error) {
+func (s *callCounter) ListEvents(ctx context.Context, params *store.ListEventsParams) ([]*cstype.Event, error) {
 	s.count("ListEvents")
 	return s.Store.ListEvents(ctx, params)
 }
@@ -335,12 +336,12 @@ func (s *callCounter) ReleaseSealLease(ctx context.Context, params *store.Releas
 	return s.Store.ReleaseSealLease(ctx, params)
 }
 
-func (s *callCounter) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+func (s *callCounter) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*cstype.AuditEvent, error) {
 	s.count("ListAudit")
 	return s.Store.ListAudit(ctx, params)
 }
 
-func (s *callCounter) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
+func (s *callCounter) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*cstype.AuditEvent, error) {
 	s.count("ListProposalAudit")
 	return s.Store.ListProposalAudit(ctx, params)
 }
@@ -355,7 +356,7 @@ func (s *callCounter) WriteCheckpoints(ctx context.Context, params *store.WriteC
 	return s.Store.WriteCheckpoints(ctx, params)
 }
 
-func (s *callCounter) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
+func (s *callCounter) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*cstype.Checkpoint, error) {
 	s.count("ListCheckpoints")
 	return s.Store.ListCheckpoints(ctx, params)
 }
@@ -390,27 +391,27 @@ func (s *callCounter) PostMessage(ctx context.Context, params *store.PostMessage
 	return s.Store.PostMessage(ctx, params)
 }
 
-func (s *callCounter) GetRun(ctx context.Context, params *store.GetRunParams) (*store.Run, error) {
+func (s *callCounter) GetRun(ctx context.Context, params *store.GetRunParams) (*cstype.Run, error) {
 	s.count("GetRun")
 	return s.Store.GetRun(ctx, params)
 }
 
-func (s *callCounter) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*store.Run, error) {
+func (s *callCounter) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*cstype.Run, error) {
 	s.count("ListRuns")
 	return s.Store.ListRuns(ctx, params)
 }
 
-func (s *callCounter) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*store.Run, error) {
+func (s *callCounter) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*cstype.Run, error) {
 	s.count("UpdateRun")
 	return s.Store.UpdateRun(ctx, params)
 }
 
-func (s *callCounter) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*store.Run, error) {
+func (s *callCounter) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([]*cstype.Run, error) {
 	s.count("ClaimRuns")
 	return s.Store.ClaimRuns(ctx, params)
 }
 
-func (s *callCounter) CancelRun(ctx context.Context, params *store.CancelRunParams) (*store.Run, error) {
+func (s *callCounter) CancelRun(ctx context.Context, params *store.CancelRunParams) (*cstype.Run, error) {
 	s.count("CancelRun")
 	return s.Store.CancelRun(ctx, params)
 }
@@ -420,22 +421,22 @@ func (s *callCounter) SetNotificationTargets(ctx context.Context, params *store.
 	return s.Store.SetNotificationTargets(ctx, params)
 }
 
-func (s *callCounter) ClaimNotifications(ctx context.Context, params *store.ClaimNotificationsParams) ([]*store.OutboxEntry, error) {
+func (s *callCounter) ClaimNotifications(ctx context.Context, params *store.ClaimNotificationsParams) ([]*cstype.OutboxEntry, error) {
 	s.count("ClaimNotifications")
 	return s.Store.ClaimNotifications(ctx, params)
 }
 
-func (s *callCounter) RecordDelivery(ctx context.Context, params *store.RecordDeliveryParams) (*store.OutboxEntry, error) {
+func (s *callCounter) RecordDelivery(ctx context.Context, params *store.RecordDeliveryParams) (*cstype.OutboxEntry, error) {
 	s.count("RecordDelivery")
 	return s.Store.RecordDelivery(ctx, params)
 }
 
-func (s *callCounter) ListNotifications(ctx context.Context, params *store.ListNotificationsParams) ([]*store.OutboxEntry, error) {
+func (s *callCounter) ListNotifications(ctx context.Context, params *store.ListNotificationsParams) ([]*cstype.OutboxEntry, error) {
 	s.count("ListNotifications")
 	return s.Store.ListNotifications(ctx, params)
 }
 
-func (s *callCounter) RetryNotification(ctx context.Context, params *store.RetryNotificationParams) (*store.OutboxEntry, error) {
+func (s *callCounter) RetryNotification(ctx context.Context, params *store.RetryNotificationParams) (*cstype.OutboxEntry, error) {
 	s.count("RetryNotification")
 	return s.Store.RetryNotification(ctx, params)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -31,7 +32,7 @@ func callerOwner(actor string) string { return "caller:" + actor }
 
 // callerExecutes reports whether p is an execution of a registered
 // caller-executed action.
-func (e *Engine) callerExecutes(p *store.Proposal) bool {
+func (e *Engine) callerExecutes(p *cstype.Proposal) bool {
 	a, ok := e.Action(p.Action)
 	return ok && a.callerExecuted
 }
@@ -40,7 +41,7 @@ func (e *Engine) callerExecutes(p *store.Proposal) bool {
 // the caller's next identical call before a worker settles it as unknown:
 // the proposal's own lifetime (what its rule gives a decision), and at
 // least a lease.
-func (e *Engine) callerRetryWindow(p *store.Proposal) time.Duration {
+func (e *Engine) callerRetryWindow(p *cstype.Proposal) time.Duration {
 	return max(p.ExpiresAt.Sub(p.CreatedAt), e.lease)
 }
 
@@ -49,18 +50,18 @@ func (e *Engine) callerRetryWindow(p *store.Proposal) time.Duration {
 // checks before an execution run here, as they do before a worker executes;
 // a refusal settles p under the caller's lease, and otherwise the answer is
 // ResultExecute.
-func (e *Engine) handOver(ctx context.Context, p *store.Proposal) (*Result, error) {
+func (e *Engine) handOver(ctx context.Context, p *cstype.Proposal) (*Result, error) {
 	a, registered := e.Action(p.Action)
 	ck, err := e.checkBeforeExecute(ctx, ctx, p, a, registered)
 	if err != nil {
 		return nil, err
 	}
-	params := &store.SettleParams{Tenant: p.Tenant, ID: p.ID, Fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
+	params := &store.SettleParams{Tenant: p.Tenant, ID: p.ID, Fence: cstype.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	switch {
 	case ck.fail != "":
-		params.Status, params.Executed, params.Error = store.StatusFailed, ptr(false), &ck.fail
+		params.Status, params.Executed, params.Error = cstype.StatusFailed, ptr(false), &ck.fail
 	case ck.completed != nil:
-		params.Status, params.Executed = store.StatusSucceeded, ptr(false)
+		params.Status, params.Executed = cstype.StatusSucceeded, ptr(false)
 		params.Receipt, params.Result = ck.completed.Receipt, ck.completed.Result
 	default:
 		return executeAnswer(p), nil
@@ -73,7 +74,7 @@ func (e *Engine) handOver(ctx context.Context, p *store.Proposal) (*Result, erro
 }
 
 // executeAnswer is the claim a caller's call answers with.
-func executeAnswer(p *store.Proposal) *Result {
+func executeAnswer(p *cstype.Proposal) *Result {
 	l := *p.Lease
 	return &Result{
 		Status: ResultExecute, Proposal: p, ProposalID: p.ID, OperationID: p.OperationID,
@@ -83,7 +84,7 @@ func executeAnswer(p *store.Proposal) *Result {
 
 // executingAnswer answers a repeated call whose caller-executed proposal is
 // executing under someone's lease.
-func executingAnswer(p *store.Proposal) *Result {
+func executingAnswer(p *cstype.Proposal) *Result {
 	return &Result{
 		Status: ResultExecuting, Proposal: p, ProposalID: p.ID, OperationID: p.OperationID,
 		Input: p.Input, ExpiresAt: p.ExpiresAt, Summary: p.Confirmation.Title,
@@ -95,12 +96,12 @@ func executingAnswer(p *store.Proposal) *Result {
 // with the attempt after), anything else answers ResultExecuting.
 //
 //go:noinline
-func (e *Engine) callerExecuting(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+func (e *Engine) callerExecuting(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
 	if !store.ReleasedToCaller(p) {
 		return executingAnswer(p), nil
 	}
 	res, err := e.claimAndExecute(ctx, c, p)
-	if !errors.Is(err, store.ErrConflict) {
+	if !errors.Is(err, cstype.ErrConflict) {
 		return res, err
 	}
 	// An identical call claimed it first.
@@ -108,7 +109,7 @@ func (e *Engine) callerExecuting(ctx context.Context, c *Call, p *store.Proposal
 	if err != nil {
 		return nil, fmt.Errorf("call %s: %w", p.Action, err)
 	}
-	if now.Status == store.StatusExecuting {
+	if now.Status == cstype.StatusExecuting {
 		return executingAnswer(now), nil
 	}
 	return resultOf(now), nil
@@ -120,15 +121,15 @@ func (e *Engine) callerExecuting(ctx context.Context, c *Call, p *store.Proposal
 // call to claim, for callerRetryWindow; one released before whose caller
 // never came back is unknown; otherwise it is reconciled if the action can
 // be, else unknown.
-func (x *execution) callerLapsed(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+func (x *execution) callerLapsed(lctx, ctx context.Context, a *Action) (*cstype.Proposal, error) {
 	if x.p.NextAttemptAt != nil {
-		return x.settle(ctx, store.StatusUnknown, nil, "", nil,
+		return x.settle(ctx, cstype.StatusUnknown, nil, "", nil,
 			fmt.Sprintf("the caller's lease lapsed and it did not claim attempt %d in time", x.p.Attempt+1))
 	}
 	if routeUncertain(a, x.p.Attempt, x.e.maxAttempts) == routeRetry {
 		until := x.e.clock().Add(x.e.callerRetryWindow(x.p))
 		return x.write(ctx, &store.SettleParams{
-			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: store.StatusExecuting,
+			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: cstype.StatusExecuting,
 			ReleaseLease: true, NextAttemptAt: &until,
 		})
 	}
@@ -170,7 +171,7 @@ type Settlement struct {
 	ProposalID string
 	LeaseToken string
 	// Status is succeeded or failed (the caller ran it and it failed).
-	Status  store.Status
+	Status  cstype.Status
 	Receipt string
 	Result  json.RawMessage
 	Error   string
@@ -179,7 +180,7 @@ type Settlement struct {
 // SettleResult is Settle's answer and the proposal after it.
 type SettleResult struct {
 	Status   LeaseAnswer
-	Proposal *store.Proposal
+	Proposal *cstype.Proposal
 }
 
 // Settle records the outcome of a caller-executed action under the caller's
@@ -188,7 +189,7 @@ type SettleResult struct {
 // the proposal already stands settled with this very outcome (a settlement
 // repeated after its answer was lost): that answers LeaseApplied.
 func (e *Engine) Settle(ctx context.Context, s *Settlement) (*SettleResult, error) {
-	if s.Status != store.StatusSucceeded && s.Status != store.StatusFailed {
+	if s.Status != cstype.StatusSucceeded && s.Status != cstype.StatusFailed {
 		return nil, fmt.Errorf("%w: settle to %q: want succeeded or failed", ErrInvalidCall, s.Status)
 	}
 	if s.LeaseToken == "" {
@@ -205,12 +206,12 @@ func (e *Engine) Settle(ctx context.Context, s *Settlement) (*SettleResult, erro
 		return e.settleRefused(p, s), nil
 	}
 	params := &store.SettleParams{
-		Tenant: p.Tenant, ID: p.ID, Fence: store.Fence{Token: s.LeaseToken, Generation: p.Lease.Generation},
+		Tenant: p.Tenant, ID: p.ID, Fence: cstype.Fence{Token: s.LeaseToken, Generation: p.Lease.Generation},
 		Status: s.Status, Executed: ptr(true), Receipt: s.Receipt, Result: s.Result,
 	}
 	params.Error = settlementError(s)
 	tr, err := e.settleFenced(ctx, p.Action, params)
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, cstype.ErrConflict) {
 		now, gerr := e.store.GetProposal(context.WithoutCancel(ctx), &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
 		if gerr != nil {
 			return nil, fmt.Errorf("settle: %w", gerr)
@@ -229,7 +230,7 @@ func settlementError(s *Settlement) *string {
 	switch {
 	case s.Error != "":
 		return &s.Error
-	case s.Status == store.StatusFailed:
+	case s.Status == cstype.StatusFailed:
 		msg := "the caller reported a failure"
 		return &msg
 	}
@@ -238,7 +239,7 @@ func settlementError(s *Settlement) *string {
 
 // settleRefused answers a settlement whose lease p no longer holds: a
 // conflict, unless p stands settled with exactly the outcome s reports.
-func (e *Engine) settleRefused(p *store.Proposal, s *Settlement) *SettleResult {
+func (e *Engine) settleRefused(p *cstype.Proposal, s *Settlement) *SettleResult {
 	text := func(e *string) string {
 		if e == nil {
 			return ""
@@ -263,8 +264,8 @@ type Renewal struct {
 // when applied, and the proposal.
 type RenewResult struct {
 	Status   LeaseAnswer
-	Lease    *store.Lease
-	Proposal *store.Proposal
+	Lease    *cstype.Lease
+	Proposal *cstype.Proposal
 }
 
 // Renew extends a caller's lease by the engine's lease duration, from the
@@ -282,9 +283,9 @@ func (e *Engine) Renew(ctx context.Context, r *Renewal) (*RenewResult, error) {
 		return &RenewResult{Status: LeaseConflict, Proposal: p}, nil
 	}
 	l, err := e.store.RenewLease(ctx, &store.RenewLeaseParams{
-		Tenant: p.Tenant, ID: p.ID, Fence: store.Fence{Token: r.LeaseToken, Generation: p.Lease.Generation}, LeaseDuration: e.lease,
+		Tenant: p.Tenant, ID: p.ID, Fence: cstype.Fence{Token: r.LeaseToken, Generation: p.Lease.Generation}, LeaseDuration: e.lease,
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, cstype.ErrConflict) {
 		now, gerr := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
 		if gerr != nil {
 			return nil, fmt.Errorf("renew: %w", gerr)
@@ -300,7 +301,7 @@ func (e *Engine) Renew(ctx context.Context, r *Renewal) (*RenewResult, error) {
 
 // leaseHolder reads the proposal a caller's settlement or renewal names, as
 // id may see it, and refuses anyone but its requester.
-func (e *Engine) leaseHolder(ctx context.Context, id Identity, proposalID, op string) (*store.Proposal, error) {
+func (e *Engine) leaseHolder(ctx context.Context, id Identity, proposalID, op string) (*cstype.Proposal, error) {
 	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -313,6 +314,6 @@ func (e *Engine) leaseHolder(ctx context.Context, id Identity, proposalID, op st
 
 // holds reports whether token is p's live execution lease, held by its
 // caller (a worker's lease, reconciling, is never the caller's).
-func holds(p *store.Proposal, token string) bool {
-	return p.Status == store.StatusExecuting && p.Lease != nil && p.Lease.Token == token && p.Lease.Owner == callerOwner(p.Requester)
+func holds(p *cstype.Proposal, token string) bool {
+	return p.Status == cstype.StatusExecuting && p.Lease != nil && p.Lease.Token == token && p.Lease.Owner == callerOwner(p.Requester)
 }

@@ -3,6 +3,7 @@ package countersign
 import (
 	"context"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
 )
@@ -24,7 +25,7 @@ const DefaultCheckpointBudget = 10_000
 // CheckpointPage is one page of a tenant's signed checkpoints.
 type CheckpointPage struct {
 	// Checkpoints are in seq order.
-	Checkpoints []*store.Checkpoint
+	Checkpoints []*cstype.Checkpoint
 	// Next is the seq to read on from (the after of the next page), or 0
 	// when this page holds the last checkpoint.
 	Next int64
@@ -34,9 +35,9 @@ type CheckpointPage struct {
 // seq > after, up to limit (1..MaxAuditPage; 0 means MaxAuditPage). Like the
 // audit log it needs the operator role.
 func (e *Engine) AuditCheckpoints(ctx context.Context, id Identity, after int64, limit int) (*CheckpointPage, error) {
-	cps, next, err := auditPage(id, "audit checkpoints", after, limit, func(l int) ([]*store.Checkpoint, error) {
+	cps, next, err := auditPage(id, "audit checkpoints", after, limit, func(l int) ([]*cstype.Checkpoint, error) {
 		return e.store.ListCheckpoints(ctx, &store.ListCheckpointsParams{Tenant: id.Tenant, After: after, Limit: l})
-	}, func(cp *store.Checkpoint) int64 { return cp.Seq })
+	}, func(cp *cstype.Checkpoint) int64 { return cp.Seq })
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/storetest"
@@ -41,9 +42,9 @@ func runSealer(t *testing.T, e *countersign.Engine, opts countersign.SealerOptio
 
 // checkpointsOf reads id's tenant's checkpoints through the engine, a page
 // of two at a time.
-func checkpointsOf(t *testing.T, e *countersign.Engine, id countersign.Identity) []*store.Checkpoint {
+func checkpointsOf(t *testing.T, e *countersign.Engine, id countersign.Identity) []*cstype.Checkpoint {
 	t.Helper()
-	var all []*store.Checkpoint
+	var all []*cstype.Checkpoint
 	for after := int64(0); ; {
 		page, err := e.AuditCheckpoints(t.Context(), id, after, 2)
 		if err != nil {
@@ -60,7 +61,7 @@ func checkpointsOf(t *testing.T, e *countersign.Engine, id countersign.Identity)
 // waitCheckpoint waits until id's tenant's newest checkpoint satisfies ok,
 // calling nudge (when not nil) between looks: a clock moved on brings the
 // next round.
-func waitCheckpoint(t *testing.T, e *countersign.Engine, id countersign.Identity, ok func(newest *store.Checkpoint) bool, nudge func()) []*store.Checkpoint {
+func waitCheckpoint(t *testing.T, e *countersign.Engine, id countersign.Identity, ok func(newest *cstype.Checkpoint) bool, nudge func()) []*cstype.Checkpoint {
 	t.Helper()
 	deadline := time.After(time.Minute)
 	for {
@@ -104,7 +105,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 		// The first round follows the first seal, which seals every event
 		// but where PostgreSQL meets a hole: then a later round signs the
 		// rest.
-		first := waitCheckpoint(t, h.engine, tBob, func(c *store.Checkpoint) bool { return c.Seq == n }, func() { h.clock.Advance(every) })
+		first := waitCheckpoint(t, h.engine, tBob, func(c *cstype.Checkpoint) bool { return c.Seq == n }, func() { h.clock.Advance(every) })
 		chain := auditAll(t, h.engine, tBob)
 		keys := checkpointKeys()
 		for _, c := range first {
@@ -116,13 +117,13 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 			}
 		}
 		other := countersign.Identity{Tenant: "other", Actor: "op", Roles: []string{"operator"}}
-		waitCheckpoint(t, h.engine, other, func(c *store.Checkpoint) bool { return c.Seq == 1 && c.Tenant == "other" }, func() { h.clock.Advance(every) })
+		waitCheckpoint(t, h.engine, other, func(c *cstype.Checkpoint) bool { return c.Seq == 1 && c.Tenant == "other" }, func() { h.clock.Advance(every) })
 
 		// Idle: the next round signs the same seq again, at the new time,
 		// in place of the last.
 		signedAt := first[len(first)-1].At
 		h.clock.Advance(every)
-		again := waitCheckpoint(t, h.engine, tBob, func(c *store.Checkpoint) bool { return c.At.After(signedAt) }, nil)
+		again := waitCheckpoint(t, h.engine, tBob, func(c *cstype.Checkpoint) bool { return c.At.After(signedAt) }, nil)
 		if len(again) != len(first) || again[len(again)-1].Seq != n || keys.VerifySignature(again[len(again)-1].Signed()) != nil {
 			t.Errorf("an idle chain signed again: %+v, want %d checkpoints, the last at seq %d with a new time", again, len(first), n)
 		}
@@ -131,7 +132,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 		h.decide(tBob, res.ProposalID, countersign.Reject)
 		waitSealed(t, h.engine, tBob, int(n)+2)
 		h.clock.Advance(every)
-		latest := waitCheckpoint(t, h.engine, tBob, func(c *store.Checkpoint) bool { return c.Seq == n+2 }, func() { h.clock.Advance(every) })
+		latest := waitCheckpoint(t, h.engine, tBob, func(c *cstype.Checkpoint) bool { return c.Seq == n+2 }, func() { h.clock.Advance(every) })
 		// Verified as of the newest checkpoint's signing: the wait above
 		// moves the fake clock an hour a try, and on a loaded machine it
 		// may try several times before the sealer's round lands, which
@@ -181,7 +182,7 @@ func TestSealerChecksTheChainInSteps(t *testing.T) {
 		h.decide(tBob, res.ProposalID, countersign.Reject)
 	}
 	runSealer(t, h.engine, countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute, SigningKey: checkpointKey, CheckpointEvery: time.Hour})
-	all := waitCheckpoint(t, h.engine, tBob, func(c *store.Checkpoint) bool { return c.Seq == 6 }, nil)
+	all := waitCheckpoint(t, h.engine, tBob, func(c *cstype.Checkpoint) bool { return c.Seq == 6 }, nil)
 	var seqs []int64
 	for _, c := range all {
 		seqs = append(seqs, c.Seq)
@@ -201,7 +202,7 @@ type rewritingStore struct {
 	edit, cut int64
 }
 
-func (s *rewritingStore) chain(ctx context.Context, tenant string) ([]*store.AuditEvent, error) {
+func (s *rewritingStore) chain(ctx context.Context, tenant string) ([]*cstype.AuditEvent, error) {
 	chain, err := storetest.ReadChain(ctx, s.Store, tenant)
 	if err != nil || !s.on.Load() {
 		return chain, err
@@ -209,7 +210,7 @@ func (s *rewritingStore) chain(ctx context.Context, tenant string) ([]*store.Aud
 	if s.cut > 0 {
 		return chain[:min(len(chain), int(s.cut))], nil
 	}
-	out := make([]*store.AuditEvent, len(chain))
+	out := make([]*cstype.AuditEvent, len(chain))
 	for i, ae := range chain {
 		cp := *ae
 		if cp.Seq >= s.edit {
@@ -226,7 +227,7 @@ func (s *rewritingStore) chain(ctx context.Context, tenant string) ([]*store.Aud
 	return out, nil
 }
 
-func (s *rewritingStore) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
+func (s *rewritingStore) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*cstype.AuditEvent, error) {
 	if !s.on.Load() {
 		return s.Store.ListAudit(ctx, params)
 	}
@@ -235,7 +236,7 @@ func (s *rewritingStore) ListAudit(ctx context.Context, params *store.ListAuditP
 		return nil, err
 	}
 	from := min(int(params.After), len(chain))
-	return chain[from:min(len(chain), from+cmp.Or(params.Limit, store.MaxPageSize))], nil
+	return chain[from:min(len(chain), from+cmp.Or(params.Limit, cstype.MaxPageSize))], nil
 }
 
 func (s *rewritingStore) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
@@ -282,7 +283,7 @@ func TestSealerRefusesAChangedChain(t *testing.T) {
 			}
 			every := time.Hour
 			runSealer(t, h.engine, countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute, SigningKey: checkpointKey, CheckpointEvery: every})
-			signed := waitCheckpoint(t, h.engine, tBob, func(c *store.Checkpoint) bool { return c.Seq == 4 }, nil)
+			signed := waitCheckpoint(t, h.engine, tBob, func(c *cstype.Checkpoint) bool { return c.Seq == 4 }, nil)
 			rs.on.Store(true)
 			for range 2 {
 				// Two rounds after the change, each refusing it.

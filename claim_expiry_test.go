@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -18,21 +19,21 @@ type settledLog struct {
 	n  map[string]int // "id status" → calls
 }
 
-func (l *settledLog) hook(ctx context.Context, p *store.Proposal) error {
+func (l *settledLog) hook(ctx context.Context, p *cstype.Proposal) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n[p.ID+" "+string(p.Status)]++
 	return nil
 }
 
-func (l *settledLog) count(id string, s store.Status) int {
+func (l *settledLog) count(id string, s cstype.Status) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.n[id+" "+string(s)]
 }
 
 // reached counts the transitions the observer saw to s.
-func (o *leaseObserver) reached(s store.Status) int {
+func (o *leaseObserver) reached(s cstype.Status) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.transition[s]
@@ -104,7 +105,7 @@ func TestClaimOfLapsedApprovalReportsTheExpiryOnce(t *testing.T) {
 			t.Fatal("waiters were not woken by the expiry")
 		}
 		p, err := e.Proposal(ctx, tAlice, ids[0])
-		if err != nil || p.Status != store.StatusExpired {
+		if err != nil || p.Status != cstype.StatusExpired {
 			t.Fatalf("stored proposal %v, %v; want expired", p, err)
 		}
 		if n, err := e.Sweep(ctx, 0); n != 0 || err != nil {
@@ -113,10 +114,10 @@ func TestClaimOfLapsedApprovalReportsTheExpiryOnce(t *testing.T) {
 		if res, err := e.Call(ctx, calls[0]); err != nil || res.Status != countersign.ResultExpired {
 			t.Fatalf("a repeat = %+v, %v; want expired", res, err)
 		}
-		if n := settled.count(ids[0], store.StatusExpired); n != 1 {
+		if n := settled.count(ids[0], cstype.StatusExpired); n != 1 {
 			t.Fatalf("OnSettled saw the expiry %d times; want once", n)
 		}
-		if n := obs.reached(store.StatusExpired); n != 1 {
+		if n := obs.reached(cstype.StatusExpired); n != 1 {
 			t.Fatalf("the Observer saw %d expiries; want one", n)
 		}
 	})
@@ -159,11 +160,11 @@ func TestLapsedApprovalExpiryReportedOnceUnderRaces(t *testing.T) {
 		}
 		wg.Wait()
 		for _, id := range ids {
-			if got := settled.count(id, store.StatusExpired); got != 1 {
+			if got := settled.count(id, cstype.StatusExpired); got != 1 {
 				t.Errorf("proposal %s: OnSettled saw the expiry %d times; want once", id, got)
 			}
 		}
-		if got := obs.reached(store.StatusExpired); got != n {
+		if got := obs.reached(cstype.StatusExpired); got != n {
 			t.Fatalf("the Observer saw %d expiries of %d proposals", got, n)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -59,7 +60,7 @@ func validClientToolName(s string) bool {
 }
 
 // checkClientTools validates the client tools a message offers its run.
-func (e *Engine) checkClientTools(tools []store.ClientTool) error {
+func (e *Engine) checkClientTools(tools []cstype.ClientTool) error {
 	if len(tools) > maxClientTools {
 		return fmt.Errorf("%w: tools: at most %d", ErrInvalidCall, maxClientTools)
 	}
@@ -95,26 +96,26 @@ func (e *Engine) hasAction(name string) bool {
 
 // toolResultMessages checks results against the calls the thread's latest
 // run left pending and returns them as the tool messages to store.
-func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Thread) ([]*store.Message, error) {
+func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *cstype.Thread) ([]*cstype.Message, error) {
 	if len(m.ToolResults) == 0 {
 		return nil, nil
 	}
 	if len(m.ToolResults) > maxToolResults {
 		return nil, fmt.Errorf("%w: tool results: at most %d", ErrInvalidCall, maxToolResults)
 	}
-	var pending []store.ToolCall
+	var pending []cstype.ToolCall
 	if t != nil {
 		var err error
 		if pending, err = e.awaitingCaller(ctx, m.Identity.Tenant, t.ID); err != nil {
 			return nil, err
 		}
 	}
-	calls := map[string]store.ToolCall{}
+	calls := map[string]cstype.ToolCall{}
 	for _, c := range pending {
 		calls[c.ID] = c
 	}
 	answered := map[string]bool{}
-	out := make([]*store.Message, 0, len(m.ToolResults))
+	out := make([]*cstype.Message, 0, len(m.ToolResults))
 	for i, r := range m.ToolResults {
 		c, ok := calls[r.ToolCallID]
 		switch {
@@ -135,7 +136,7 @@ func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Th
 			id = "msg_" + newID()
 		}
 		result, line := clientResult(c.Action, r)
-		out = append(out, &store.Message{ID: id, Tenant: m.Identity.Tenant, ThreadID: m.ThreadID, Role: store.RoleTool,
+		out = append(out, &cstype.Message{ID: id, Tenant: m.Identity.Tenant, ThreadID: m.ThreadID, Role: cstype.RoleTool,
 			ToolCallID: r.ToolCallID, Result: result, Text: line, Sender: m.Identity.Actor})
 	}
 	return out, nil
@@ -145,7 +146,7 @@ func (e *Engine) toolResultMessages(ctx context.Context, m *Message, t *store.Th
 // thread's latest run left to its caller when it finished (AG-UI's
 // pendingToolCallIds). A run that failed or was cancelled reported none, so
 // its calls take no result: the next message starts afresh.
-func (e *Engine) awaitingCaller(ctx context.Context, tenant, threadID string) ([]store.ToolCall, error) {
+func (e *Engine) awaitingCaller(ctx context.Context, tenant, threadID string) ([]cstype.ToolCall, error) {
 	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: threadID})
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
@@ -158,18 +159,18 @@ func (e *Engine) awaitingCaller(ctx context.Context, tenant, threadID string) ([
 	runID := ""
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
-			if c.ID == pending[0].ID && m.Role == store.RoleAssistant {
+			if c.ID == pending[0].ID && m.Role == cstype.RoleAssistant {
 				runID = m.RunID
 			}
 		}
 	}
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("get run: %w", err)
-	case r.Status != store.RunFinished:
+	case r.Status != cstype.RunFinished:
 		return nil, nil
 	}
 	return pending, nil
@@ -179,8 +180,8 @@ func (e *Engine) awaitingCaller(ctx context.Context, tenant, threadID string) ([
 // history (AG-UI's messages), is the tool message m the thread holds: a
 // result the front end posted (as this engine stores it), or one a run
 // wrote and streamed to it (its result object, or its text).
-func (r ToolResult) Resent(m *store.Message) bool {
-	if m.Role != store.RoleTool || m.ToolCallID != r.ToolCallID {
+func (r ToolResult) Resent(m *cstype.Message) bool {
+	if m.Role != cstype.RoleTool || m.ToolCallID != r.ToolCallID {
 		return false
 	}
 	if result, _ := clientResult("", r); bytes.Equal(result, m.Result) {
@@ -230,14 +231,14 @@ func firstLine(s string) string {
 // PendingClientCalls are the calls of the run's client tools that the
 // caller has not answered yet (store.PendingClientCalls), once the run has
 // finished: what it left to its caller, as AG-UI's pendingToolCallIds.
-func (st *RunState) PendingClientCalls() []store.ToolCall {
-	if st.Run.Status != store.RunFinished {
+func (st *RunState) PendingClientCalls() []cstype.ToolCall {
+	if st.Run.Status != cstype.RunFinished {
 		return nil
 	}
-	var out []store.ToolCall
+	var out []cstype.ToolCall
 	calls := store.PendingClientCalls(st.Messages)
 	for _, m := range st.Messages {
-		if m.RunID != st.Run.ID || m.Role != store.RoleAssistant {
+		if m.RunID != st.Run.ID || m.Role != cstype.RoleAssistant {
 			continue
 		}
 		for _, c := range m.ToolCalls {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -220,7 +221,7 @@ func TestConditionsFailClosed(t *testing.T) {
 			if !errors.Is(err, countersign.ErrDenied) {
 				t.Errorf("%v is not ErrDenied", err)
 			}
-			if _, err := h.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, store.ErrNotFound) {
+			if _, err := h.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, cstype.ErrNotFound) {
 				t.Errorf("the denied call left a record: %v", err)
 			}
 			if n := h.backend.total(); n != 0 {

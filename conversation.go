@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/textdecision"
 )
@@ -87,7 +88,7 @@ type Message struct {
 	Agent string
 	// ClientTools are tools the caller executes (clienttools.go), offered
 	// to the run's model besides the agent's actions. They need Agent.
-	ClientTools []store.ClientTool
+	ClientTools []cstype.ClientTool
 	// ToolResults answer the client tool calls the thread's latest run left
 	// pending; they are stored before Text, in the same write, and Text may
 	// then be empty. A message with results is never a text decision.
@@ -98,7 +99,7 @@ type Message struct {
 // Pending when it could mean several proposals), or a stored message and
 // the run it started.
 type MessageAnswer struct {
-	Thread *store.Thread
+	Thread *cstype.Thread
 	// Decision is the decision a text decision made.
 	Decision *DecideResult
 	// Pending lists the proposals an ambiguous text decision could mean;
@@ -108,11 +109,11 @@ type MessageAnswer struct {
 	Reply string
 	// Message is the stored message (nil for an ambiguous decision, and
 	// when only tool results were posted).
-	Message *store.Message
+	Message *cstype.Message
 	// Results are the stored tool results, in order.
-	Results []*store.Message
+	Results []*cstype.Message
 	// Run is the run the message started, if any.
-	Run *store.Run
+	Run *cstype.Run
 }
 
 // IsDecision reports whether the message was read as a text decision.
@@ -178,7 +179,7 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 		params.Message = e.userMessage(m)
 	}
 	if m.Agent != "" {
-		params.Run = &store.Run{ID: "run_" + newID(), Agent: m.Agent, Roles: m.Identity.Roles, ClientTools: m.ClientTools}
+		params.Run = &cstype.Run{ID: "run_" + newID(), Agent: m.Agent, Roles: m.Identity.Roles, ClientTools: m.ClientTools}
 		params.LeaseOwner, params.LeaseDuration = e.owner, e.lease
 	}
 	res, err := e.store.PostMessage(ctx, params)
@@ -191,7 +192,7 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 // messageIDFree refuses an id the thread already holds.
 func (e *Engine) messageIDFree(ctx context.Context, tenant, threadID, id string) error {
 	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: tenant, ThreadID: threadID})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, cstype.ErrNotFound) {
 		return fmt.Errorf("list messages: %w", err)
 	}
 	for _, held := range msgs {
@@ -202,13 +203,13 @@ func (e *Engine) messageIDFree(ctx context.Context, tenant, threadID, id string)
 	return nil
 }
 
-func (e *Engine) userMessage(m *Message) *store.Message {
+func (e *Engine) userMessage(m *Message) *cstype.Message {
 	id := m.ID
 	if id == "" {
 		id = "msg_" + newID()
 	}
-	return &store.Message{ID: id, Tenant: m.Identity.Tenant, ThreadID: m.ThreadID,
-		Role: store.RoleUser, Text: m.Text, Sender: m.Identity.Actor}
+	return &cstype.Message{ID: id, Tenant: m.Identity.Tenant, ThreadID: m.ThreadID,
+		Role: cstype.RoleUser, Text: m.Text, Sender: m.Identity.Actor}
 }
 
 // notOwnersMessage is the refusal of an ordinary message from someone
@@ -237,18 +238,18 @@ func quotedList(words []string) string {
 // conversationError turns a store error of a conversation write into the
 // engine's.
 func (e *Engine) conversationError(threadID string, err error) error {
-	var busy *store.ThreadBusyError
-	var taken *store.MessageIDTakenError
+	var busy *cstype.ThreadBusyError
+	var taken *cstype.MessageIDTakenError
 	switch {
 	case errors.As(err, &busy):
 		return &ThreadBusyError{ThreadID: busy.ThreadID, RunID: busy.RunID}
 	case errors.As(err, &taken):
 		return &MessageIDTakenError{ThreadID: threadID, MessageID: taken.ID}
-	case errors.Is(err, store.ErrNotThreadOwner):
+	case errors.Is(err, cstype.ErrNotThreadOwner):
 		return &ForbiddenError{Reason: e.notOwnersMessage()}
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		// Both stay in the chain: the store's words may be a driver's,
 		// which a surface does not show its caller.
 		return fmt.Errorf("%w: post message: %w", ErrInvalidCall, err)
@@ -258,7 +259,7 @@ func (e *Engine) conversationError(threadID string, err error) error {
 
 // textDecision reads m as a text decision in t and, when it is one, makes
 // it. It returns nil, nil for an ordinary message.
-func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) (*MessageAnswer, error) {
+func (e *Engine) textDecision(ctx context.Context, m *Message, t *cstype.Thread) (*MessageAnswer, error) {
 	page, err := e.store.ListProposals(ctx, &store.ListProposalsParams{Tenant: m.Identity.Tenant, ThreadID: t.ID, Limit: maxDecisionCandidates})
 	if err != nil {
 		return nil, fmt.Errorf("list thread proposals: %w", err)
@@ -269,7 +270,7 @@ func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) 
 	for i := len(page.Proposals) - 1; i >= 0; i-- {
 		p := page.Proposals[i]
 		if canSee(m.Identity, p) {
-			th.Proposals = append(th.Proposals, textdecision.Proposal{ID: p.ID, Pending: p.Status == store.StatusPending})
+			th.Proposals = append(th.Proposals, textdecision.Proposal{ID: p.ID, Pending: p.Status == cstype.StatusPending})
 		}
 	}
 	res := e.vocab.Parse(textdecision.Message{Role: textdecision.RoleUser, Text: m.Text}, th)
@@ -300,7 +301,7 @@ func (e *Engine) textDecision(ctx context.Context, m *Message, t *store.Thread) 
 	}
 	msg := e.userMessage(m)
 	stored, err := e.store.PostMessage(ctx, &store.PostMessageParams{Message: msg, Decision: true})
-	if errors.Is(err, store.ErrMessageIDTaken) {
+	if errors.Is(err, cstype.ErrMessageIDTaken) {
 		// Taken between the check and now, by a post racing this one: the
 		// decision stands, so its record keeps the words under an id of
 		// the engine's rather than being lost.
@@ -335,29 +336,29 @@ func decisionReply(dr *DecideResult) textdecision.ReplyKey {
 		return textdecision.ReplyExpired
 	}
 	switch p := dr.Proposal; {
-	case p.Status == store.StatusRejected:
+	case p.Status == cstype.StatusRejected:
 		return textdecision.ReplyRejected
-	case p.Status == store.StatusApproved && p.Mode == store.ModeIndependent:
+	case p.Status == cstype.StatusApproved && p.Mode == cstype.ModeIndependent:
 		return textdecision.ReplyApprovedQueued
 	}
 	return textdecision.ReplyApproved
 }
 
 // Run returns a run of a thread id owns.
-func (e *Engine) Run(ctx context.Context, id Identity, threadID, runID string) (*store.Run, error) {
+func (e *Engine) Run(ctx context.Context, id Identity, threadID, runID string) (*cstype.Run, error) {
 	if _, err := e.ownThread(ctx, id, threadID); err != nil {
 		return nil, err
 	}
 	return e.runOf(ctx, id.Tenant, threadID, runID)
 }
 
-func (e *Engine) runOf(ctx context.Context, tenant, threadID, runID string) (*store.Run, error) {
+func (e *Engine) runOf(ctx context.Context, tenant, threadID, runID string) (*cstype.Run, error) {
 	if !validID(runID) {
 		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
 	}
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: tenant, ID: runID})
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && r.ThreadID != threadID):
+	case errors.Is(err, cstype.ErrNotFound) || (err == nil && r.ThreadID != threadID):
 		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("get run: %w", err)
@@ -367,7 +368,7 @@ func (e *Engine) runOf(ctx context.Context, tenant, threadID, runID string) (*st
 
 // CancelRun cancels a run of a thread id owns; a run that ended is
 // returned as it is.
-func (e *Engine) CancelRun(ctx context.Context, id Identity, threadID, runID string) (*store.Run, error) {
+func (e *Engine) CancelRun(ctx context.Context, id Identity, threadID, runID string) (*cstype.Run, error) {
 	if _, err := e.ownThread(ctx, id, threadID); err != nil {
 		return nil, err
 	}
@@ -383,7 +384,7 @@ func (e *Engine) CancelRun(ctx context.Context, id Identity, threadID, runID str
 }
 
 // ownThread reads a thread only its owner may act in.
-func (e *Engine) ownThread(ctx context.Context, id Identity, threadID string) (*store.Thread, error) {
+func (e *Engine) ownThread(ctx context.Context, id Identity, threadID string) (*cstype.Thread, error) {
 	t, err := e.thread(ctx, id, threadID)
 	if err != nil {
 		return nil, err

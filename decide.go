@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
 // Verdict is what a decider asks for.
-type Verdict = store.Verdict
+type Verdict = cstype.Verdict
 
 // The verdicts.
 const (
-	Approve = store.VerdictApproved
-	Reject  = store.VerdictRejected
+	Approve = cstype.VerdictApproved
+	Reject  = cstype.VerdictRejected
 )
 
 // RoleOperator may resolve reconciling and unknown proposals.
@@ -34,20 +35,20 @@ type Decision struct {
 }
 
 // DecideStatus is the answer to a decision (docs/api.md §Decisions).
-type DecideStatus = store.DecideOutcome
+type DecideStatus = cstype.DecideOutcome
 
 // The decision answers. A missing proposal is an error wrapping ErrNotFound.
 const (
-	DecideApplied   = store.DecideApplied
-	DecideUnchanged = store.DecideUnchanged
-	DecideConflict  = store.DecideConflict
-	DecideExpired   = store.DecideExpired
+	DecideApplied   = cstype.DecideApplied
+	DecideUnchanged = cstype.DecideUnchanged
+	DecideConflict  = cstype.DecideConflict
+	DecideExpired   = cstype.DecideExpired
 )
 
 // DecideResult is a decision's answer and the proposal after it.
 type DecideResult struct {
 	Status   DecideStatus
-	Proposal *store.Proposal
+	Proposal *cstype.Proposal
 	// AwaitingCaller is true when the proposal stands approved and only its
 	// agent's next call runs it, before its ExpiresAt: no call waits for it
 	// and no run is parked on it (see store.AwaitsCaller). When the deadline
@@ -135,7 +136,7 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 // marked as awaiting the caller although that call executes it at once.
 // The mark only decides how a lapse is worded, and such an approval does
 // not lapse unless that process stops.
-func (e *Engine) awaitsCaller(ctx context.Context, p *store.Proposal) (bool, error) {
+func (e *Engine) awaitsCaller(ctx context.Context, p *cstype.Proposal) (bool, error) {
 	switch {
 	case p.Mode == ModeTwoPhase:
 		return true, nil
@@ -146,7 +147,7 @@ func (e *Engine) awaitsCaller(ctx context.Context, p *store.Proposal) (bool, err
 	}
 	r, err := e.store.GetRun(ctx, &store.GetRunParams{Tenant: p.Tenant, ID: p.RunID})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return true, nil // a caller's own run id, not a built-in run
 	case err != nil:
 		return false, fmt.Errorf("read run %s: %w", p.RunID, err)
@@ -156,8 +157,8 @@ func (e *Engine) awaitsCaller(ctx context.Context, p *store.Proposal) (bool, err
 
 // grantFor describes the grant an approval asks for. It goes live only when
 // the proposal's execution succeeds.
-func (e *Engine) grantFor(p *store.Proposal, d *Decision) *store.Grant {
-	g := &store.Grant{
+func (e *Engine) grantFor(p *cstype.Proposal, d *Decision) *cstype.Grant {
+	g := &cstype.Grant{
 		ID:            "grt_" + newID(),
 		Tenant:        p.Tenant,
 		Requester:     p.Requester,
@@ -184,7 +185,7 @@ func (e *Engine) grantFor(p *store.Proposal, d *Decision) *store.Grant {
 // Cancel withdraws a pending proposal. Only its requester may (mayCancel);
 // the answer is applied, or unchanged when the proposal was cancelled
 // already. A proposal past pending otherwise is an error wrapping
-// store.ErrConflict, and one the caller may not see a *ForbiddenError.
+// cstype.ErrConflict, and one the caller may not see a *ForbiddenError.
 func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reason string) (*DecideResult, error) {
 	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
@@ -205,11 +206,11 @@ func (e *Engine) Cancel(ctx context.Context, id Identity, proposalID, via, reaso
 
 // Resolve is an operator's verdict on a reconciling or unknown proposal:
 // status succeeded or failed, with a note. It needs the operator role.
-func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, status store.Status, receipt, note, via string) (*store.Proposal, error) {
+func (e *Engine) Resolve(ctx context.Context, id Identity, proposalID string, status cstype.Status, receipt, note, via string) (*cstype.Proposal, error) {
 	if err := requireOperator(id, proposalID, "resolving needs the operator role"); err != nil {
 		return nil, err
 	}
-	if status != store.StatusSucceeded && status != store.StatusFailed {
+	if status != cstype.StatusSucceeded && status != cstype.StatusFailed {
 		return nil, fmt.Errorf("%w: resolve to %q: want succeeded or failed", ErrInvalidCall, status)
 	}
 	// Another tenant's proposal is refused, as every read of it is.

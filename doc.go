@@ -27,7 +27,7 @@
 //     belongs to its first caller: only the owner makes calls in it, and a
 //     call by anyone else is refused ([ForbiddenError]) before anything is
 //     stored, run or revealed.
-//   - A proposal ([store.Proposal]) is the durable record of one write call,
+//   - A proposal ([cstype.Proposal]) is the durable record of one write call,
 //     stored before anything runs: the approval record of a call that needs a
 //     decision, or the record of a write the policy allows (created
 //     executing, no approvers). It freezes the input (RFC 8785 canonical JSON

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/store"
@@ -44,7 +45,7 @@ type ActorResolver interface {
 type Observer interface {
 	// Transition reports a proposal this process moved from one status to
 	// p.Status; from is empty for a new proposal.
-	Transition(p *store.Proposal, from store.Status)
+	Transition(p *cstype.Proposal, from cstype.Status)
 	// Executed reports one call of an action's Execute hook and its error.
 	Executed(action string, d time.Duration, err error)
 	// LeaseLost reports an execution that lost its lease and stopped.
@@ -74,7 +75,7 @@ func (e *Engine) Subscribe() (<-chan struct{}, func()) { return e.hub.Subscribe(
 
 // SettledFunc is called once per settlement, by the process that settled.
 // Its error is logged and never retried: a hook cannot fail a settlement.
-type SettledFunc func(ctx context.Context, p *store.Proposal) error
+type SettledFunc func(ctx context.Context, p *cstype.Proposal) error
 
 // Defaults for Options.
 const (
@@ -276,14 +277,14 @@ func (e *Engine) clock() time.Time { return e.now().UTC() }
 
 // changed wakes waiters of p and, when p reached a terminal state through this
 // process, runs the OnSettled hooks once.
-func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Status) {
+func (e *Engine) changed(ctx context.Context, p *cstype.Proposal, from cstype.Status) {
 	e.hub.Publish(p.ID)
 	e.hub.Publish(changesKey)
 	e.hub.Publish(tenantChangesKey(p.Tenant))
 	if e.observer != nil {
 		e.observer.Transition(p, from)
 	}
-	if p.Status == store.StatusApproved && p.Mode == ModeIndependent {
+	if p.Status == cstype.StatusApproved && p.Mode == ModeIndependent {
 		e.hub.Publish(workKey)
 	}
 	if p.Status.Terminal() && !from.Terminal() {
@@ -291,7 +292,7 @@ func (e *Engine) changed(ctx context.Context, p *store.Proposal, from store.Stat
 	}
 }
 
-func (e *Engine) runSettled(ctx context.Context, p *store.Proposal) {
+func (e *Engine) runSettled(ctx context.Context, p *cstype.Proposal) {
 	ctx = context.WithoutCancel(ctx)
 	for _, h := range e.onSettled {
 		func() {

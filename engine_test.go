@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/storetest"
@@ -124,7 +125,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	opts := countersign.Options{
 		Store: h.store, Actions: actions, Policy: &countersign.Policy{Rules: rules},
 		Now: h.clock.Now, ActorResolver: o.resolver, RetryBackoff: time.Millisecond, WaitPoll: 5 * time.Millisecond,
-		OnSettled: []countersign.SettledFunc{func(ctx context.Context, p *store.Proposal) error {
+		OnSettled: []countersign.SettledFunc{func(ctx context.Context, p *cstype.Proposal) error {
 			v, _ := h.settled.LoadOrStore(p.ID, new(atomic.Int32))
 			v.(*atomic.Int32).Add(1)
 			return errHook // logged, and never retried or fatal
@@ -232,7 +233,7 @@ func TestTypedActionInfersSchemaAndListsEveryFailingPath(t *testing.T) {
 	res, err := e.Call(context.Background(), &countersign.Call{Identity: tAlice, ThreadID: "t", ToolCallID: "c2",
 		Action: "payments.refund", Input: json.RawMessage(`{"amount":40,"customer":"c_9"}`)})
 	// An allowed write leaves its record.
-	if err != nil || res.Status != countersign.ResultSucceeded || res.Receipt != "c_9" || res.Proposal == nil || res.Proposal.Status != store.StatusSucceeded {
+	if err != nil || res.Status != countersign.ResultSucceeded || res.Receipt != "c_9" || res.Proposal == nil || res.Proposal.Status != cstype.StatusSucceeded {
 		t.Fatalf("allowed call = %+v, %v", res, err)
 	}
 }
@@ -580,7 +581,7 @@ func TestTwoPhaseRejectedIsDeniedAndExpiredStartsOver(t *testing.T) {
 		t.Fatalf("expired evidence should start a new cycle: %+v", fresh)
 	}
 	old, _ := h.engine.Proposal(ctx, tAlice, second.ProposalID)
-	if old.Status != store.StatusExpired || h.settledCount(old.ID) != 1 {
+	if old.Status != cstype.StatusExpired || h.settledCount(old.ID) != 1 {
 		t.Fatalf("old proposal = %s, settled %d", old.Status, h.settledCount(old.ID))
 	}
 }
@@ -607,7 +608,7 @@ func TestIndependentModeReceiptAndWorker(t *testing.T) {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
 	p, _ := h.engine.Proposal(ctx, tAlice, res.ProposalID)
-	if p.Status != store.StatusSucceeded || h.backend.total() != 1 {
+	if p.Status != cstype.StatusSucceeded || h.backend.total() != 1 {
 		t.Fatalf("status %s, executions %d", p.Status, h.backend.total())
 	}
 	if r := h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount":40,"customer":"c_9"}`)); r.Status != countersign.ResultSucceeded {
@@ -668,7 +669,7 @@ func TestReplacementSupersedesPending(t *testing.T) {
 	ctx := context.Background()
 	p1, _ := h.engine.Proposal(ctx, tAlice, first.ProposalID)
 	p2, _ := h.engine.Proposal(ctx, tAlice, other.ProposalID)
-	if p1.Status != store.StatusSuperseded || p2.Status != store.StatusPending || second.Status != countersign.ResultPending {
+	if p1.Status != cstype.StatusSuperseded || p2.Status != cstype.StatusPending || second.Status != countersign.ResultPending {
 		t.Fatalf("statuses: first %s, other %s, second %s", p1.Status, p2.Status, second.Status)
 	}
 	if h.settledCount(p1.ID) != 1 {
@@ -677,7 +678,7 @@ func TestReplacementSupersedesPending(t *testing.T) {
 	// Replaying the older call supersedes nothing.
 	h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount":40,"customer":"c_9"}`))
 	p3, _ := h.engine.Proposal(ctx, tAlice, second.ProposalID)
-	if p3.Status != store.StatusPending {
+	if p3.Status != cstype.StatusPending {
 		t.Fatalf("replay superseded the newer proposal: %s", p3.Status)
 	}
 }
@@ -707,13 +708,13 @@ func TestDecisionRules(t *testing.T) {
 	if _, err := decide(tEve, countersign.Approve, "web"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("other tenant: %v", err)
 	}
-	if r, err := decide(tBob, countersign.Approve, "web"); err != nil || r.Status != countersign.DecideApplied || r.Proposal.Status != store.StatusPending {
+	if r, err := decide(tBob, countersign.Approve, "web"); err != nil || r.Status != countersign.DecideApplied || r.Proposal.Status != cstype.StatusPending {
 		t.Fatalf("first approval: %+v, %v", r, err)
 	}
 	if r, _ := decide(tBob, countersign.Approve, "cli"); r.Status != countersign.DecideUnchanged {
 		t.Fatalf("same approver again: %s", r.Status)
 	}
-	if r, _ := decide(tCarol, countersign.Approve, "cli"); r.Status != countersign.DecideApplied || r.Proposal.Status != store.StatusApproved {
+	if r, _ := decide(tCarol, countersign.Approve, "cli"); r.Status != countersign.DecideApplied || r.Proposal.Status != cstype.StatusApproved {
 		t.Fatalf("quorum: %+v", r)
 	}
 	if r, _ := decide(tCarol, countersign.Reject, "cli"); r.Status != countersign.DecideConflict {
@@ -731,7 +732,7 @@ func TestDecisionRules(t *testing.T) {
 	late := h.call(refundCall("call_2", countersign.ModeIndependent, `{"amount":1,"customer":"c_2"}`))
 	h.clock.Advance(11 * time.Minute)
 	r, err := h.engine.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: late.ProposalID, Verdict: countersign.Approve, Via: "web"})
-	if err != nil || r.Status != countersign.DecideExpired || r.Proposal.Status != store.StatusExpired {
+	if err != nil || r.Status != countersign.DecideExpired || r.Proposal.Status != cstype.StatusExpired {
 		t.Fatalf("late decision: %+v, %v", r, err)
 	}
 	if h.settledCount(late.ProposalID) != 1 {
@@ -755,21 +756,21 @@ func TestCancelAndResolve(t *testing.T) {
 		t.Fatalf("cancel by another: %v", err)
 	}
 	dr, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", "changed my mind")
-	if err != nil || dr.Status != countersign.DecideApplied || dr.Proposal.Status != store.StatusCancelled || dr.Proposal.Outcome == nil {
+	if err != nil || dr.Status != countersign.DecideApplied || dr.Proposal.Status != cstype.StatusCancelled || dr.Proposal.Outcome == nil {
 		t.Fatalf("cancel: %+v, %v", dr, err)
 	}
 	// The requester asking again is told nothing changed; anyone else is
 	// still refused.
-	if again, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", ""); err != nil || again.Status != countersign.DecideUnchanged || again.Proposal.Status != store.StatusCancelled {
+	if again, err := h.engine.Cancel(ctx, tAlice, res.ProposalID, "api", ""); err != nil || again.Status != countersign.DecideUnchanged || again.Proposal.Status != cstype.StatusCancelled {
 		t.Fatalf("cancel again: %+v, %v; want unchanged", again, err)
 	}
 	if _, err := h.engine.Cancel(ctx, tBob, res.ProposalID, "api", "no"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("cancel of a cancelled proposal by another: %v", err)
 	}
-	if _, err := h.engine.Resolve(ctx, tBob, res.ProposalID, store.StatusSucceeded, "", "note", "api"); !errors.Is(err, countersign.ErrConflict) {
+	if _, err := h.engine.Resolve(ctx, tBob, res.ProposalID, cstype.StatusSucceeded, "", "note", "api"); !errors.Is(err, countersign.ErrConflict) {
 		t.Fatalf("resolve a cancelled proposal: %v", err)
 	}
-	if _, err := h.engine.Resolve(ctx, tCarol, res.ProposalID, store.StatusSucceeded, "", "note", "api"); !errors.Is(err, countersign.ErrForbidden) {
+	if _, err := h.engine.Resolve(ctx, tCarol, res.ProposalID, cstype.StatusSucceeded, "", "note", "api"); !errors.Is(err, countersign.ErrForbidden) {
 		t.Fatalf("resolve without the operator role: %v", err)
 	}
 }
@@ -786,17 +787,17 @@ func TestExecutionRechecks(t *testing.T) {
 		name     string
 		resolver countersign.ActorResolver
 		change   func(b *backend) *countersign.Action // re-registered between approval and execution
-		status   store.Status
+		status   cstype.Status
 		executed bool
 		errPart  string
 	}{
-		{name: "requester gone", resolver: gone, status: store.StatusFailed, errPart: "no longer exists"},
-		{name: "tenant changed", resolver: moved, status: store.StatusFailed, errPart: "no longer belongs"},
+		{name: "requester gone", resolver: gone, status: cstype.StatusFailed, errPart: "no longer exists"},
+		{name: "tenant changed", resolver: moved, status: cstype.StatusFailed, errPart: "no longer belongs"},
 		{name: "new version", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.Version = "2"
 			return mustAction(t, s)
-		}, status: store.StatusFailed, errPart: "ACTION_VERSION_CHANGED: action payments.refund version 1"},
+		}, status: cstype.StatusFailed, errPart: "ACTION_VERSION_CHANGED: action payments.refund version 1"},
 		{name: "authorization refused", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.Hooks.Authorize = func(ctx context.Context, req *countersign.AuthorizeRequest) error {
@@ -806,12 +807,12 @@ func TestExecutionRechecks(t *testing.T) {
 				return nil
 			}
 			return mustAction(t, s)
-		}, status: store.StatusFailed, errPart: "card frozen"},
+		}, status: cstype.StatusFailed, errPart: "card frozen"},
 		{name: "schema drift", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.InputSchema = json.RawMessage(`{"type":"object","required":["amount","customer","currency"]}`)
 			return mustAction(t, s)
-		}, status: store.StatusFailed, errPart: "approved snapshot"},
+		}, status: cstype.StatusFailed, errPart: "approved snapshot"},
 		{name: "preflight denied", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.Hooks.Preflight = func(ctx context.Context, req *countersign.PreflightRequest) (*countersign.Preflight, error) {
@@ -821,18 +822,18 @@ func TestExecutionRechecks(t *testing.T) {
 				return &countersign.Preflight{Verdict: countersign.PreflightReady}, nil
 			}
 			return mustAction(t, s)
-		}, status: store.StatusFailed, errPart: "already refunded"},
+		}, status: cstype.StatusFailed, errPart: "already refunded"},
 		{name: "preflight completed", change: func(b *backend) *countersign.Action {
 			s := refundSpec(b)
 			s.Hooks.Preflight = func(ctx context.Context, req *countersign.PreflightRequest) (*countersign.Preflight, error) {
 				return &countersign.Preflight{Verdict: countersign.PreflightCompleted, Receipt: "rf_existing"}, nil
 			}
 			return mustAction(t, s)
-		}, status: store.StatusSucceeded},
+		}, status: cstype.StatusSucceeded},
 		{name: "definite failure", change: func(b *backend) *countersign.Action {
 			b.script = []error{countersign.NotApplied(errors.New("card declined"))}
 			return mustAction(t, refundSpec(b))
-		}, status: store.StatusFailed, executed: true, errPart: "card declined"},
+		}, status: cstype.StatusFailed, executed: true, errPart: "card declined"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -876,16 +877,16 @@ func TestUncertainOutcomes(t *testing.T) {
 		idempotent bool
 		reconcile  *countersign.ReconcileStatus
 		script     []error
-		status     store.Status
+		status     cstype.Status
 		executions int
 		attempts   string
 	}{
-		{name: "neither: unknown", script: []error{errUncertain}, status: store.StatusUnknown, executions: 1, attempts: "1"},
-		{name: "idempotent: retried with the same operation id", idempotent: true, script: []error{errUncertain, errUncertain}, status: store.StatusSucceeded, executions: 3, attempts: "1,2,3"},
-		{name: "idempotent: bounded attempts", idempotent: true, script: []error{errUncertain, errUncertain, errUncertain, errUncertain, errUncertain}, status: store.StatusUnknown, executions: 5, attempts: "1,2,3,4,5"},
-		{name: "reconcile: applied", reconcile: ptrTo(countersign.ReconcileApplied), script: []error{errUncertain}, status: store.StatusSucceeded, executions: 1, attempts: "1"},
-		{name: "reconcile: not applied", reconcile: ptrTo(countersign.ReconcileNotApplied), script: []error{errUncertain}, status: store.StatusFailed, executions: 1, attempts: "1"},
-		{name: "reconcile: unknown stays reconciling", reconcile: ptrTo(countersign.ReconcileUnknown), script: []error{errUncertain}, status: store.StatusReconciling, executions: 1, attempts: "1"},
+		{name: "neither: unknown", script: []error{errUncertain}, status: cstype.StatusUnknown, executions: 1, attempts: "1"},
+		{name: "idempotent: retried with the same operation id", idempotent: true, script: []error{errUncertain, errUncertain}, status: cstype.StatusSucceeded, executions: 3, attempts: "1,2,3"},
+		{name: "idempotent: bounded attempts", idempotent: true, script: []error{errUncertain, errUncertain, errUncertain, errUncertain, errUncertain}, status: cstype.StatusUnknown, executions: 5, attempts: "1,2,3,4,5"},
+		{name: "reconcile: applied", reconcile: ptrTo(countersign.ReconcileApplied), script: []error{errUncertain}, status: cstype.StatusSucceeded, executions: 1, attempts: "1"},
+		{name: "reconcile: not applied", reconcile: ptrTo(countersign.ReconcileNotApplied), script: []error{errUncertain}, status: cstype.StatusFailed, executions: 1, attempts: "1"},
+		{name: "reconcile: unknown stays reconciling", reconcile: ptrTo(countersign.ReconcileUnknown), script: []error{errUncertain}, status: cstype.StatusReconciling, executions: 1, attempts: "1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -915,15 +916,15 @@ func TestUncertainOutcomes(t *testing.T) {
 				t.Fatalf("attempts = %s, want %s", got, tc.attempts)
 			}
 			switch p.Status {
-			case store.StatusUnknown:
+			case cstype.StatusUnknown:
 				if out.Executed != nil || !strings.Contains(p.Outcome.Summary, "Do not retry automatically") {
 					t.Fatalf("unknown outcome = %+v", p.Outcome)
 				}
-			case store.StatusReconciling:
+			case cstype.StatusReconciling:
 				if p.NextAttemptAt == nil || p.Lease != nil || out.Executed != nil {
 					t.Fatalf("reconciling: next %v, lease %+v", p.NextAttemptAt, p.Lease)
 				}
-			case store.StatusSucceeded:
+			case cstype.StatusSucceeded:
 				if tc.reconcile != nil && p.Outcome.Receipt != "rc_reconciled" {
 					t.Fatalf("receipt = %s", p.Outcome.Receipt)
 				}
@@ -946,7 +947,7 @@ func TestUnconsumedApprovalLapses(t *testing.T) {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
 	p, _ := h.engine.Proposal(ctx, tAlice, res.ProposalID)
-	if p.Status != store.StatusExpired || h.backend.total() != 0 || h.settledCount(p.ID) != 1 {
+	if p.Status != cstype.StatusExpired || h.backend.total() != 0 || h.settledCount(p.ID) != 1 {
 		t.Fatalf("status %s, executions %d, settled %d", p.Status, h.backend.total(), h.settledCount(p.ID))
 	}
 	// The late caller is told it expired, and nothing runs.
@@ -1099,7 +1100,7 @@ func TestTypedErrors(t *testing.T) {
 	res := h2.call(refundCall("c1", countersign.ModeIndependent, `{"amount":40,"customer":"c_9"}`))
 	h2.decide(tBob, res.ProposalID, countersign.Approve)
 	_, err = h2.engine.Cancel(ctx, tAlice, res.ProposalID, "api", "")
-	if !errors.As(err, &ce) || ce.Got != store.StatusApproved || !errors.Is(err, countersign.ErrConflict) {
+	if !errors.As(err, &ce) || ce.Got != cstype.StatusApproved || !errors.Is(err, countersign.ErrConflict) {
 		t.Fatalf("conflict: %v", err)
 	}
 }

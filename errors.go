@@ -5,19 +5,19 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/schema"
-	"github.com/countersign/countersign/store"
 )
 
 // Sentinels, for errors.Is. Each typed error below matches one of them.
 var (
 	// ErrNotFound: no such proposal, grant or thread in the caller's tenant.
-	ErrNotFound = store.ErrNotFound
+	ErrNotFound = cstype.ErrNotFound
 	// ErrConflict: a compare-and-set found the proposal in another state.
 	// The error is a *ConflictError.
-	ErrConflict = store.ErrConflict
+	ErrConflict = cstype.ErrConflict
 	// ErrLeaseLost: the execution lease was taken over; the holder must stop.
-	ErrLeaseLost = store.ErrLeaseLost
+	ErrLeaseLost = cstype.ErrLeaseLost
 	// ErrActionNotFound: the call names an action that is not registered.
 	ErrActionNotFound = errors.New("action not found")
 	// ErrInvalidInput: the input failed the action's schema (*InvalidInputError).
@@ -36,7 +36,7 @@ var (
 )
 
 // ConflictError reports a guarded transition refused by the proposal's state.
-type ConflictError = store.ConflictError
+type ConflictError = cstype.ConflictError
 
 // InputProblem is one failing location of an input.
 type InputProblem = schema.Problem

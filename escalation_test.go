@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store/sqlitestore"
 )
 
@@ -22,7 +22,7 @@ var escalationRules = []countersign.Rule{{
 	EscalateAfter: 30 * time.Minute, EscalateTo: []string{"role:manager"}, RemindEvery: 10 * time.Minute,
 }}
 
-func eventsOf(t *testing.T, e *countersign.Engine, id countersign.Identity, pid string, typ store.EventType) int {
+func eventsOf(t *testing.T, e *countersign.Engine, id countersign.Identity, pid string, typ cstype.EventType) int {
 	t.Helper()
 	evs, err := e.ProposalEvents(context.Background(), id, pid)
 	if err != nil {
@@ -59,7 +59,7 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 		if _, err := h.engine.Proposal(ctx, tMona, pid); !errors.Is(err, countersign.ErrForbidden) {
 			t.Fatalf("a manager read it before the escalation: %v", err)
 		}
-		if page, err := h.engine.List(ctx, tMona, store.ListProposalsParams{}); err != nil || len(page.Proposals) != 0 {
+		if page, err := h.engine.List(ctx, tMona, countersign.ListParams{}); err != nil || len(page.Proposals) != 0 {
 			t.Fatalf("a manager listed it before the escalation: %+v, %v", page, err)
 		}
 
@@ -74,11 +74,11 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 			t.Fatalf("sweep at +30m: %d escalated, %d reminded, %v; want 1, 1", esc, rem, err)
 		}
 		p, err = h.engine.Proposal(ctx, tMona, pid)
-		if err != nil || !slices.Equal(p.Approvers, []string{"role:finance", "role:manager"}) || p.Status != store.StatusPending {
+		if err != nil || !slices.Equal(p.Approvers, []string{"role:finance", "role:manager"}) || p.Status != cstype.StatusPending {
 			t.Fatalf("after escalation, as a manager: %+v, %v", p, err)
 		}
 		// It is in the managers' inbox now.
-		page, err := h.engine.List(ctx, tMona, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}})
+		page, err := h.engine.List(ctx, tMona, countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}})
 		if err != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != pid {
 			t.Fatalf("the manager's pending list: %+v, %v; want the escalated proposal", page, err)
 		}
@@ -87,7 +87,7 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 		if esc, rem, err := h.engine.SweepEscalations(ctx, 10); err != nil || esc != 0 || rem != 0 {
 			t.Fatalf("sweep at +35m: %d escalated, %d reminded, %v; want nothing", esc, rem, err)
 		}
-		if n := eventsOf(t, h.engine, tBob, pid, store.EventEscalated); n != 1 {
+		if n := eventsOf(t, h.engine, tBob, pid, cstype.EventEscalated); n != 1 {
 			t.Fatalf("%d escalations, want 1", n)
 		}
 		// The manager decides; the reminders stop.
@@ -100,7 +100,7 @@ func TestEscalationAddsApproversOnceAndRemindsWhilePending(t *testing.T) {
 		}
 		// At +10m, and at +30m one for the backlog (+20m and +30m): the
 		// next was due at +40m, after the decision.
-		if n := eventsOf(t, h.engine, tBob, pid, store.EventReminder); n != 2 {
+		if n := eventsOf(t, h.engine, tBob, pid, cstype.EventReminder); n != 2 {
 			t.Fatalf("%d reminders, want 2", n)
 		}
 	})

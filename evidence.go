@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -22,7 +23,7 @@ func (e *Engine) spendEvidence(ctx context.Context, c *Call, r *callRun) (res *R
 	p, err := e.store.GetProposalByConfirmation(ctx, &store.GetProposalByConfirmationParams{
 		Tenant: c.Identity.Tenant, ConfirmationID: c.Evidence,
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, cstype.ErrNotFound) {
 		return nil, nil, false
 	}
 	if err != nil {
@@ -44,15 +45,15 @@ func (e *Engine) spendEvidence(ctx context.Context, c *Call, r *callRun) (res *R
 		return nil, invalidEvidence(c, p, EvidenceDenied), true
 	}
 	switch p.Status {
-	case store.StatusPending:
+	case cstype.StatusPending:
 		return confirmationRequired(p), nil, true
-	case store.StatusApproved:
+	case cstype.StatusApproved:
 		res, err := e.claimAndExecute(ctx, c, p)
-		if errors.Is(err, store.ErrConflict) {
+		if errors.Is(err, cstype.ErrConflict) {
 			return nil, invalidEvidence(c, p, EvidenceConsumed), true
 		}
 		return res, err, true
-	case store.StatusExpired:
+	case cstype.StatusExpired:
 		return nil, nil, false
 	default: // executing or settled
 		if p.ConsumedBy == c.ToolCallID {
@@ -67,7 +68,7 @@ func (e *Engine) spendEvidence(ctx context.Context, c *Call, r *callRun) (res *R
 // proposal's evidence after a human said no: such evidence is denied, as it
 // is when another tool call presents it, rather than answered with the
 // proposal's outcome. It returns nil when the evidence has nothing to say.
-func replayedEvidence(c *Call, p *store.Proposal) error {
+func replayedEvidence(c *Call, p *cstype.Proposal) error {
 	if c.Evidence == "" || c.Evidence != p.ConfirmationID || p.Mode != ModeTwoPhase || !evidenceDenied(p) {
 		return nil
 	}
@@ -76,14 +77,14 @@ func replayedEvidence(c *Call, p *store.Proposal) error {
 
 // evidenceDenied reports whether p's evidence can never be spent because a
 // human (or a newer call) said no to it.
-func evidenceDenied(p *store.Proposal) bool {
+func evidenceDenied(p *cstype.Proposal) bool {
 	switch p.Status {
-	case store.StatusRejected, store.StatusCancelled, store.StatusSuperseded:
+	case cstype.StatusRejected, cstype.StatusCancelled, cstype.StatusSuperseded:
 		return true
 	}
 	return false
 }
 
-func invalidEvidence(c *Call, p *store.Proposal, r EvidenceReason) *EvidenceError {
+func invalidEvidence(c *Call, p *cstype.Proposal, r EvidenceReason) *EvidenceError {
 	return &EvidenceError{Reason: r, ProposalID: p.ID, ConfirmationID: c.Evidence}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store/memstore"
 )
 
@@ -40,7 +40,7 @@ func Example_callerExecuted() {
 	// ... send the mail, keyed by res.OperationID, then:
 	s, err := e.Settle(ctx, &countersign.Settlement{
 		Identity: alice, ProposalID: res.ProposalID, LeaseToken: res.Lease.Token,
-		Status: store.StatusSucceeded, Receipt: "msg_1",
+		Status: cstype.StatusSucceeded, Receipt: "msg_1",
 	})
 	if err != nil {
 		panic(err)

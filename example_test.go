@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store/memstore"
 )
 
@@ -185,8 +185,8 @@ func Example_independentMode() {
 	// thread: Action "payments.refund" completed. Receipt: rf_c_9.
 }
 
-func countersignListPending() store.ListProposalsParams {
-	return store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}}
+func countersignListPending() countersign.ListParams {
+	return countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}}
 }
 
 // A rule's When asks two finance approvers only for large refunds; the

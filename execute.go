@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/google/uuid"
 )
@@ -40,7 +41,7 @@ func (e *Engine) authorize(ctx context.Context, a *Action, id Identity, phase Ph
 // claimAndExecute claims an approved proposal for this caller and executes it.
 // A caller-executed action is claimed for the caller, which runs it: the
 // answer is the claim (see handOver).
-func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
 	asked := time.Now()
 	byCaller := e.callerExecutes(p)
 	owner := e.owner
@@ -54,8 +55,8 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 		// A claim that finds the approval lapsed expires it and hands back
 		// the expired proposal, so this process settles it exactly once, and
 		// the caller is told it expired.
-		if claimed != nil && claimed.Status == store.StatusExpired {
-			e.changed(ctx, claimed, store.StatusApproved)
+		if claimed != nil && claimed.Status == cstype.StatusExpired {
+			e.changed(ctx, claimed, cstype.StatusApproved)
 			return resultOf(claimed), nil
 		}
 		return nil, err
@@ -70,9 +71,9 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *store.Proposal
 // executeHeld executes, for its caller, an approved proposal this process
 // holds under the lease that a claim (or an allowed write's record) asked
 // for at asked took, and answers the caller.
-func (e *Engine) executeHeld(ctx context.Context, p *store.Proposal, asked time.Time) (*Result, error) {
-	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: store.StatusApproved}, asked, e.lease, nil)
-	if errors.Is(err, store.ErrLeaseLost) {
+func (e *Engine) executeHeld(ctx context.Context, p *cstype.Proposal, asked time.Time) (*Result, error) {
+	settled, err := e.executeClaimed(ctx, &store.Claimed{Proposal: p, From: cstype.StatusApproved}, asked, e.lease, nil)
+	if errors.Is(err, cstype.ErrLeaseLost) {
 		// The execution was given up with its lease: whoever claims the
 		// proposal next settles it (or already did). The caller is told
 		// where it stands, as any waiter would be, and a repeat of the call
@@ -95,31 +96,31 @@ func (e *Engine) executeHeld(ctx context.Context, p *store.Proposal, asked time.
 // reconciling. asked is when the claim was asked for: the lease is reckoned
 // from then (see lease.go). It is shared by in-process callers and the
 // worker.
-func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*store.Proposal, error) {
+func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*cstype.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
 		settler = func(ctx context.Context, params *store.SettleParams, _ bool) (*store.TransitionResult, error) {
 			return e.store.Settle(ctx, params)
 		}
 	}
-	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
+	x := &execution{e: e, p: p, lease: lease, settler: settler, fence: cstype.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}}
 	lctx, stop := x.holdLease(ctx, asked)
 	defer stop()
 
 	a, registered := e.Action(p.Action)
 	switch cl.From {
-	case store.StatusExecuting:
+	case cstype.StatusExecuting:
 		// The previous holder may or may not have executed: never guess.
 		if !registered {
-			return x.settle(ctx, store.StatusUnknown, nil, "", nil, "the action is no longer registered; the previous attempt's outcome is unknown")
+			return x.settle(ctx, cstype.StatusUnknown, nil, "", nil, "the action is no longer registered; the previous attempt's outcome is unknown")
 		}
 		if a.callerExecuted {
 			return x.callerLapsed(lctx, ctx, a)
 		}
 		return x.uncertain(lctx, ctx, a, errors.New("the previous execution was interrupted"))
-	case store.StatusReconciling:
+	case cstype.StatusReconciling:
 		if !registered || a.hooks.Reconcile == nil {
-			return x.settle(ctx, store.StatusUnknown, nil, "", nil, "the action can no longer be reconciled")
+			return x.settle(ctx, cstype.StatusUnknown, nil, "", nil, "the action can no longer be reconciled")
 		}
 		return x.reconcile(lctx, ctx, a)
 	}
@@ -135,7 +136,7 @@ func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked ti
 	case ck.fail != "":
 		return x.fail(ctx, false, ck.fail)
 	case ck.completed != nil:
-		return x.settle(ctx, store.StatusSucceeded, ptr(false), ck.completed.Receipt, ck.completed.Result, "")
+		return x.settle(ctx, cstype.StatusSucceeded, ptr(false), ck.completed.Receipt, ck.completed.Result, "")
 	}
 	x.id = ck.id
 	return x.run(lctx, ctx, a)
@@ -157,12 +158,12 @@ type checked struct {
 // snapshot, and preflight. ctx bounds the resolver, lctx the hooks. An
 // error is no verdict (a resolver outage): nothing may execute, and the
 // lease is left to lapse.
-func (e *Engine) checkBeforeExecute(ctx, lctx context.Context, p *store.Proposal, a *Action, registered bool) (*checked, error) {
+func (e *Engine) checkBeforeExecute(ctx, lctx context.Context, p *cstype.Proposal, a *Action, registered bool) (*checked, error) {
 	id := requesterIdentity(p)
 	if e.resolver != nil {
 		got, err := e.resolver.ResolveActor(ctx, p.Tenant, p.Requester)
 		switch {
-		case errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, cstype.ErrNotFound):
 			return &checked{fail: "the requester no longer exists"}, nil
 		case err != nil:
 			// A resolver outage is not a verdict: leave the lease to lapse
@@ -212,9 +213,9 @@ type settleFunc func(ctx context.Context, params *store.SettleParams, held bool)
 // execution is one lease holder's work on one proposal.
 type execution struct {
 	e     *Engine
-	p     *store.Proposal
+	p     *cstype.Proposal
 	id    Identity
-	fence store.Fence
+	fence cstype.Fence
 	lease time.Duration
 	// settler writes settlements: the store directly, or a worker's group.
 	settler settleFunc
@@ -231,7 +232,7 @@ func (x *execution) leaseLost() bool { return x.holder.isLost() }
 // done and must be recorded, and the fence decides whether it lands. If
 // nobody took the lease over it does; if someone did, the store answers
 // ErrLeaseLost and the new holder treats the outcome as uncertain.
-func (x *execution) settle(ctx context.Context, status store.Status, executed *bool, receipt string, result json.RawMessage, errText string) (*store.Proposal, error) {
+func (x *execution) settle(ctx context.Context, status cstype.Status, executed *bool, receipt string, result json.RawMessage, errText string) (*cstype.Proposal, error) {
 	params := &store.SettleParams{
 		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: status,
 		Executed: executed, Receipt: receipt, Result: result,
@@ -242,7 +243,7 @@ func (x *execution) settle(ctx context.Context, status store.Status, executed *b
 	return x.write(ctx, params)
 }
 
-func (x *execution) write(ctx context.Context, params *store.SettleParams) (*store.Proposal, error) {
+func (x *execution) write(ctx context.Context, params *store.SettleParams) (*cstype.Proposal, error) {
 	if a, ok := x.e.Action(x.p.Action); ok && a.hooks.Present != nil && params.Status.Terminal() {
 		o := &Outcome{ProposalID: x.p.ID, Status: params.Status, Executed: params.Executed, Receipt: params.Receipt, Result: params.Result, Error: params.Error}
 		params.Presentation = a.hooks.Present(ctx, o)
@@ -253,7 +254,7 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*sto
 	}
 	tr, err := x.settleRetrying(context.WithoutCancel(ctx), params)
 	if err != nil {
-		if final && errors.Is(err, store.ErrLeaseLost) {
+		if final && errors.Is(err, cstype.ErrLeaseLost) {
 			x.holder.lose("settlement refused", err)
 		}
 		return nil, fmt.Errorf("settle proposal %s: %w", x.p.ID, err)
@@ -276,8 +277,8 @@ func (x *execution) logSettled(ctx context.Context, params *store.SettleParams) 
 	level := slog.LevelWarn
 	msg := "execution failed"
 	switch params.Status {
-	case store.StatusFailed:
-	case store.StatusReconciling, store.StatusUnknown:
+	case cstype.StatusFailed:
+	case cstype.StatusReconciling, cstype.StatusUnknown:
 		level, msg = slog.LevelError, "execution outcome uncertain"
 	default:
 		return
@@ -301,16 +302,16 @@ func (x *execution) settleRetrying(ctx context.Context, params *store.SettlePara
 		switch {
 		case err == nil:
 			return tr, nil
-		case errors.Is(err, store.ErrConflict) && ambiguous:
+		case errors.Is(err, cstype.ErrConflict) && ambiguous:
 			p, gerr := x.e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: x.p.Tenant, ID: x.p.ID})
 			if gerr == nil && p.Status == params.Status && p.Outcome != nil && p.Outcome.Receipt == params.Receipt {
 				return &store.TransitionResult{Proposal: p, From: x.p.Status, Changed: true}, nil
 			}
 			return nil, err
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidParams), errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, cstype.ErrConflict), errors.Is(err, cstype.ErrInvalidParams), errors.Is(err, cstype.ErrNotFound):
 			return nil, err
 		case x.leaseLost():
-			return nil, errors.Join(store.ErrLeaseLost, err)
+			return nil, errors.Join(cstype.ErrLeaseLost, err)
 		}
 		ambiguous = true
 		x.e.log.Warn("settlement failed; retrying while the lease lasts", "proposal", x.p.ID, "err", err)
@@ -319,17 +320,17 @@ func (x *execution) settleRetrying(ctx context.Context, params *store.SettlePara
 	}
 }
 
-func (x *execution) fail(ctx context.Context, executed bool, reason string) (*store.Proposal, error) {
-	return x.settle(ctx, store.StatusFailed, ptr(executed), "", nil, reason)
+func (x *execution) fail(ctx context.Context, executed bool, reason string) (*cstype.Proposal, error) {
+	return x.settle(ctx, cstype.StatusFailed, ptr(executed), "", nil, reason)
 }
 
 // run executes, retrying an idempotent action with the same operation id
 // while the outcome stays uncertain.
-func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+func (x *execution) run(lctx, ctx context.Context, a *Action) (*cstype.Proposal, error) {
 	if !x.holder.held() {
 		// Nothing was executed: the proposal stays as the claim left it,
 		// for the lease's next holder.
-		return nil, fmt.Errorf("execute proposal %s: not begun: %w", x.p.ID, store.ErrLeaseLost)
+		return nil, fmt.Errorf("execute proposal %s: not begun: %w", x.p.ID, cstype.ErrLeaseLost)
 	}
 	began := time.Now()
 	rec, err := a.hooks.Execute(lctx, &ExecuteRequest{
@@ -345,7 +346,7 @@ func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, 
 		if rec == nil {
 			rec = &Receipt{}
 		}
-		return x.settle(ctx, store.StatusSucceeded, ptr(true), rec.ID, rec.Result, "")
+		return x.settle(ctx, cstype.StatusSucceeded, ptr(true), rec.ID, rec.Result, "")
 	case errors.As(err, &ne):
 		return x.fail(ctx, false, ne.Error())
 	case errors.Is(err, ErrNotApplied):
@@ -359,15 +360,15 @@ func (x *execution) run(lctx, ctx context.Context, a *Action) (*store.Proposal, 
 // else unknown. Nothing here re-issues a non-idempotent write. Without the
 // lease it does nothing: the proposal stays as it is, and whoever claims it
 // next routes the uncertain outcome.
-func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error) (*store.Proposal, error) {
+func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error) (*cstype.Proposal, error) {
 	if x.leaseLost() {
-		return nil, fmt.Errorf("proposal %s: outcome uncertain (%v): %w", x.p.ID, cause, store.ErrLeaseLost)
+		return nil, fmt.Errorf("proposal %s: outcome uncertain (%v): %w", x.p.ID, cause, cstype.ErrLeaseLost)
 	}
 	switch routeUncertain(a, x.p.Attempt, x.e.maxAttempts) {
 	case routeReconcile:
 		msg := "outcome uncertain: " + cause.Error()
 		if _, err := x.write(ctx, &store.SettleParams{
-			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: store.StatusReconciling, Error: &msg,
+			Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: cstype.StatusReconciling, Error: &msg,
 		}); err != nil {
 			return nil, err
 		}
@@ -376,7 +377,7 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 		select {
 		case <-lctx.Done():
 			if x.leaseLost() {
-				return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, store.ErrLeaseLost)
+				return nil, fmt.Errorf("retry proposal %s: %w", x.p.ID, cstype.ErrLeaseLost)
 			}
 			// The caller stopped waiting; the proposal stays executing and
 			// its lease lapses, so a worker recovers it.
@@ -398,16 +399,16 @@ func (x *execution) uncertain(lctx, ctx context.Context, a *Action, cause error)
 	if a.idempotent {
 		detail = fmt.Sprintf("%s (after %d attempts)", detail, x.p.Attempt)
 	}
-	return x.settle(ctx, store.StatusUnknown, nil, "", nil, detail)
+	return x.settle(ctx, cstype.StatusUnknown, nil, "", nil, detail)
 }
 
 // beginRetry starts the next attempt under the lease. It renews the lease
 // too, so it is asked with a renewal's deadline and confirms the lease when
 // it succeeds.
-func (x *execution) beginRetry(ctx context.Context) (*store.Proposal, error) {
+func (x *execution) beginRetry(ctx context.Context) (*cstype.Proposal, error) {
 	deadline, ok := x.holder.deadline()
 	if !ok {
-		return nil, store.ErrLeaseLost
+		return nil, cstype.ErrLeaseLost
 	}
 	asked := time.Now()
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -425,9 +426,9 @@ func (x *execution) beginRetry(ctx context.Context) (*store.Proposal, error) {
 // reconcile asks the backend what became of the operation. An unknown answer
 // leaves the proposal reconciling, with the lease released until the next
 // attempt is due.
-func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Proposal, error) {
+func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*cstype.Proposal, error) {
 	if !x.holder.held() {
-		return nil, fmt.Errorf("reconcile proposal %s: not begun: %w", x.p.ID, store.ErrLeaseLost)
+		return nil, fmt.Errorf("reconcile proposal %s: not begun: %w", x.p.ID, cstype.ErrLeaseLost)
 	}
 	r, err := a.hooks.Reconcile(lctx, &ReconcileRequest{
 		Identity: requesterIdentity(x.p),
@@ -439,13 +440,13 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 		// it is settled, and the fence decides.
 		switch r.Status {
 		case ReconcileApplied:
-			return x.settle(ctx, store.StatusSucceeded, ptr(true), r.Receipt, r.Result, "")
+			return x.settle(ctx, cstype.StatusSucceeded, ptr(true), r.Receipt, r.Result, "")
 		case ReconcileNotApplied:
 			return x.fail(ctx, true, "reconciled: the operation was not applied")
 		}
 	}
 	if x.leaseLost() {
-		return nil, fmt.Errorf("reconcile proposal %s: %w", x.p.ID, store.ErrLeaseLost)
+		return nil, fmt.Errorf("reconcile proposal %s: %w", x.p.ID, cstype.ErrLeaseLost)
 	}
 	msg := "reconcile: the backend does not know yet whether the operation was applied"
 	if err != nil {
@@ -453,12 +454,12 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*store.Prop
 	}
 	// The pause doubles with every unknown answer, up to 2^10 times the first.
 	n := 1
-	if x.p.Outcome != nil && x.p.Status == store.StatusReconciling {
+	if x.p.Outcome != nil && x.p.Status == cstype.StatusReconciling {
 		n = x.p.Outcome.Reconciles + 1
 	}
 	next := x.e.clock().Add(x.e.reconcileBack << min(n-1, 10))
 	return x.write(ctx, &store.SettleParams{
-		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: store.StatusReconciling,
+		Tenant: x.p.Tenant, ID: x.p.ID, Fence: x.fence, Status: cstype.StatusReconciling,
 		Error: &msg, ReleaseLease: true, NextAttemptAt: &next, Reconciles: n,
 	})
 }
@@ -519,11 +520,11 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 	req := &ExecuteRequest{Identity: c.Identity, Action: a.name, ActionVersion: a.version, Input: input, OperationID: "op_" + newID(), StateVersion: stateVersion}
 	succeeded := func(receipt string, result json.RawMessage) (*Result, error) {
 		return &Result{Status: ResultSucceeded, Executed: ptr(true), Receipt: receipt, Result: result,
-			Summary: store.DefaultSummary(a.name, store.StatusSucceeded, receiptDetail(receipt))}, nil
+			Summary: store.DefaultSummary(a.name, cstype.StatusSucceeded, receiptDetail(receipt))}, nil
 	}
 	failed := func(executed bool, reason string) (*Result, error) {
 		return &Result{Status: ResultFailed, Executed: ptr(executed), Error: reason,
-			Summary: store.DefaultSummary(a.name, store.StatusFailed, reason)}, nil
+			Summary: store.DefaultSummary(a.name, cstype.StatusFailed, reason)}, nil
 	}
 	for req.Attempt = 1; ; req.Attempt++ {
 		began := time.Now()
@@ -567,7 +568,7 @@ func (e *Engine) executeDirect(ctx context.Context, c *Call, a *Action, input js
 				return failed(true, "reconciled: the operation was not applied")
 			}
 		}
-		return &Result{Status: ResultUnknown, Error: err.Error(), Summary: store.DefaultSummary(a.name, store.StatusUnknown, "")}, nil
+		return &Result{Status: ResultUnknown, Error: err.Error(), Summary: store.DefaultSummary(a.name, cstype.StatusUnknown, "")}, nil
 	}
 }
 

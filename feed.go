@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -66,7 +67,7 @@ func newAuditTail(st store.Store, tenant string, after int64, now func() time.Ti
 // next returns up to limit events (ascending id) not handed out before, and
 // whether it read up to the newest event. limit <= 0 means no limit:
 // everything up to the newest event.
-func (t *auditTail) next(ctx context.Context, limit int) (out []*store.Event, atTail bool, err error) {
+func (t *auditTail) next(ctx context.Context, limit int) (out []*cstype.Event, atTail bool, err error) {
 	began := t.now()
 	var (
 		high    = t.floor
@@ -125,8 +126,8 @@ const FeedFromNow int64 = -1
 // FeedEvent is one audit event and its proposal as it stands now (not as it
 // stood at the event: a stream that replays history shows today's state).
 type FeedEvent struct {
-	Event    *store.Event
-	Proposal *store.Proposal
+	Event    *cstype.Event
+	Proposal *cstype.Proposal
 }
 
 // Feed is one identity's view of its tenant's audit log, in event order,
@@ -143,14 +144,14 @@ type Feed struct {
 
 // Feed starts a feed for id after the event id after (0: from the first
 // event; FeedFromNow: from the newest). An after beyond the newest event of
-// the tenant, or below -1, is an error wrapping store.ErrInvalidCursor: a
+// the tenant, or below -1, is an error wrapping cstype.ErrInvalidCursor: a
 // client resuming from a position this store never reached (a restored
 // backup, another server) must start afresh rather than wait in silence.
 //
 // The caller must Close the feed when it is done with it.
 func (e *Engine) Feed(ctx context.Context, id Identity, after int64) (*Feed, error) {
 	if after < FeedFromNow {
-		return nil, fmt.Errorf("feed after %d: %w", after, store.ErrInvalidCursor)
+		return nil, fmt.Errorf("feed after %d: %w", after, cstype.ErrInvalidCursor)
 	}
 	// Subscribed before the first read, so that no change falls between a
 	// read and the wait that follows it.
@@ -166,7 +167,7 @@ func (e *Engine) Feed(ctx context.Context, id Identity, after int64) (*Feed, err
 			after = newest
 		case after > newest:
 			unsubscribe()
-			return nil, fmt.Errorf("feed after %d: the newest event is %d: %w", after, newest, store.ErrInvalidCursor)
+			return nil, fmt.Errorf("feed after %d: the newest event is %d: %w", after, newest, cstype.ErrInvalidCursor)
 		}
 	}
 	return &Feed{e: e, id: id, tail: newAuditTail(e.store, id.Tenant, after, e.clock), changes: changes, unsubscribe: unsubscribe}, nil
@@ -194,7 +195,7 @@ func (f *Feed) Close() {
 // Events of proposals that no longer exist are skipped.
 func (f *Feed) Next(ctx context.Context, limit int) ([]FeedEvent, error) {
 	var out []FeedEvent
-	read := map[string]*store.Proposal{}
+	read := map[string]*cstype.Proposal{}
 	// Events the identity may not see are skipped: read on until there is
 	// something to hand out or nothing more to read.
 	for {
@@ -209,7 +210,7 @@ func (f *Feed) Next(ctx context.Context, limit int) ([]FeedEvent, error) {
 				p, gerr = f.e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: f.id.Tenant, ID: ev.ProposalID})
 				switch {
 				case gerr == nil:
-				case errors.Is(gerr, store.ErrNotFound):
+				case errors.Is(gerr, cstype.ErrNotFound):
 					p = nil
 				default:
 					return out, fmt.Errorf("feed: read proposal %s: %w", ev.ProposalID, gerr)

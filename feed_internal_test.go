@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/storetest"
@@ -22,11 +23,11 @@ type lateStore struct {
 	hidden map[int64]bool
 }
 
-func (s *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+func (s *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
 	evs, err := s.Store.ListEvents(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.DeleteFunc(evs, func(ev *store.Event) bool { return s.hidden[ev.ID] }), err
+	return slices.DeleteFunc(evs, func(ev *cstype.Event) bool { return s.hidden[ev.ID] }), err
 }
 
 func (s *lateStore) set(id int64, hidden bool) {
@@ -41,11 +42,11 @@ func proposeN(t *testing.T, st store.Store, tenant string, n int) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
-		p := &store.Proposal{
+		p := &cstype.Proposal{
 			ID: fmt.Sprintf("prp_%d", i), Tenant: tenant, Requester: "alice", ThreadID: "t1",
 			ToolCallID: fmt.Sprint("call_", i), Action: "a", ActionVersion: "1",
 			Input: json.RawMessage(`{}`), RawInput: json.RawMessage(`{}`), InputDigest: "sha256:x",
-			Preview: "a", Confirmation: store.Confirmation{Title: "a"}, ConfirmationID: fmt.Sprint("cnf_", i),
+			Preview: "a", Confirmation: cstype.Confirmation{Title: "a"}, ConfirmationID: fmt.Sprint("cnf_", i),
 			Mode: ModeWait, Approvers: []string{"requester"}, Quorum: 1,
 			ExpiresAt: time.Now().Add(time.Hour), OperationID: fmt.Sprint("op_", i),
 		}

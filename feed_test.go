@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // drainFeed reads f until it has nothing new, and returns the event ids.
@@ -79,7 +79,7 @@ func TestFeedDeliversEachVisibleEventOnce(t *testing.T) {
 			if err != nil || len(evs) != n {
 				t.Fatalf("%s after the decision: %v, %d events, want %d", who, err, len(evs), n)
 			}
-			if n == 1 && (evs[0].Event.Type != store.EventDecided || evs[0].Proposal.Status != store.StatusRejected) {
+			if n == 1 && (evs[0].Event.Type != cstype.EventDecided || evs[0].Proposal.Status != cstype.StatusRejected) {
 				t.Fatalf("%s got %s with the proposal %s", who, evs[0].Event.Type, evs[0].Proposal.Status)
 			}
 			if again := drainFeed(t, feeds[who]); len(again) != 0 {
@@ -108,7 +108,7 @@ func TestFeedPositions(t *testing.T) {
 		}
 		newest := ids[0]
 		for _, bad := range []int64{newest + 1, newest + 1000, -2} {
-			if _, err := e.Feed(ctx, tBob, bad); !errors.Is(err, store.ErrInvalidCursor) {
+			if _, err := e.Feed(ctx, tBob, bad); !errors.Is(err, cstype.ErrInvalidCursor) {
 				t.Fatalf("Feed after %d: %v, want ErrInvalidCursor", bad, err)
 			}
 		}

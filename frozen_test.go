@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/faultstore"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -52,7 +53,7 @@ func TestNoExecuteAfterTheLeaseRanOut(t *testing.T) {
 		t.Fatalf("Execute ran %d times after the lease ran out", n)
 	}
 	p, err := st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: tAlice.Tenant, ID: ids[0]})
-	if err != nil || p.Status != store.StatusExecuting {
+	if err != nil || p.Status != cstype.StatusExecuting {
 		t.Fatalf("proposal after the lapse: %v, %v; want executing, left to the next holder", p, err)
 	}
 }

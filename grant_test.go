@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -139,7 +140,7 @@ func TestGrantRevokedWhileCallsPrepareIsNeverOutrun(t *testing.T) {
 				t.Fatalf("call %d after the revocation = %+v, %v; want pending, asking a human", i, results[i], errs[i])
 			}
 			p, err := h.store.GetProposal(ctx, &store.GetProposalParams{Tenant: "acme", ID: results[i].ProposalID})
-			if err != nil || p.Status != store.StatusPending || len(p.Decisions) != 0 {
+			if err != nil || p.Status != cstype.StatusPending || len(p.Decisions) != 0 {
 				t.Fatalf("proposal of call %d = %+v, %v; want pending, undecided", i, p, err)
 			}
 		}

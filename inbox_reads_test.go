@@ -12,7 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/scripted"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // The reads behind the inbox's proposal page and its counts: the
@@ -69,7 +69,7 @@ func chat(t *testing.T, e *countersign.Engine, rt *agent.Runtime, thread, text s
 		return nil
 	}
 	r, err := rt.Drive(context.Background(), ans.Run)
-	if err != nil || r.Status != store.RunFinished {
+	if err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run of %q: %v %+v", text, err, r)
 	}
 	return r.ProposalIDs
@@ -252,7 +252,7 @@ func TestTurn(t *testing.T) {
 			t.Errorf("carol through a channel the rule does not take: %+v", got)
 		}
 		res, err = e.Decide(ctx, &countersign.Decision{Identity: tCarol, ProposalID: p.ID, Verdict: countersign.Approve})
-		if err != nil || res.Proposal.Status != store.StatusApproved {
+		if err != nil || res.Proposal.Status != cstype.StatusApproved {
 			t.Fatalf("carol approves: %v %+v", err, res)
 		}
 		if got := e.Turn(ctx, tBob, res.Proposal, "web"); got.Yours || got.Needed != 0 || got.From != nil || got.Decision == nil {

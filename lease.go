@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -41,7 +42,7 @@ type leaseHolder struct {
 	// tenant, id and fence are copies: the execution replaces its proposal
 	// as it settles.
 	tenant, id string
-	fence      store.Fence
+	fence      cstype.Fence
 	// cancel cancels the execution's context.
 	cancel context.CancelFunc
 
@@ -122,7 +123,7 @@ func (h *leaseHolder) renew(ctx context.Context, next time.Time) {
 			t.Reset(time.Until(asked.Add(renewEvery(h.lease))))
 		case ctx.Err() != nil:
 			return // stopped
-		case errors.Is(err, store.ErrLeaseLost):
+		case errors.Is(err, cstype.ErrLeaseLost):
 			if !h.isSettlingLast() {
 				h.lose("lease taken over", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/faultstore"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -22,14 +23,14 @@ import (
 type leaseObserver struct {
 	mu         sync.Mutex
 	leaseLost  int
-	transition map[store.Status]int // by the status reached
+	transition map[cstype.Status]int // by the status reached
 }
 
 func newLeaseObserver() *leaseObserver {
-	return &leaseObserver{transition: map[store.Status]int{}}
+	return &leaseObserver{transition: map[cstype.Status]int{}}
 }
 
-func (o *leaseObserver) Transition(p *store.Proposal, from store.Status) {
+func (o *leaseObserver) Transition(p *cstype.Proposal, from cstype.Status) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p.Status != from {
@@ -145,7 +146,7 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 				// The outcome is uncertain and the lease gone: nothing is
 				// settled, and the proposal waits for recovery.
 				p, _ := e.Proposal(context.Background(), tAlice, id)
-				if p.Status != store.StatusExecuting || len(fs.Settlements()) != 0 {
+				if p.Status != cstype.StatusExecuting || len(fs.Settlements()) != 0 {
 					t.Fatalf("status %s after %d settlements; want executing and none", p.Status, len(fs.Settlements()))
 				}
 				// Once the lease ran out, another worker recovers it; a
@@ -156,7 +157,7 @@ func TestLeaseGivenUpBeforeItCanLapse(t *testing.T) {
 					t.Fatalf("recovery RunOnce = %d, %v", n, err)
 				}
 				p, _ = e.Proposal(context.Background(), tAlice, id)
-				if p.Status != store.StatusUnknown || executions != 1 {
+				if p.Status != cstype.StatusUnknown || executions != 1 {
 					t.Fatalf("after recovery: %s after %d executions; want unknown after 1", p.Status, executions)
 				}
 			})
@@ -261,7 +262,7 @@ func TestHealthyLeaseIsNeverGivenUp(t *testing.T) {
 					t.Fatalf("RunOnce = %d, %v", n, err)
 				}
 				p, _ := e.Proposal(context.Background(), tAlice, id)
-				if p.Status != store.StatusSucceeded || obs.losses() != 0 {
+				if p.Status != cstype.StatusSucceeded || obs.losses() != 0 {
 					t.Fatalf("status %s with %d lease losses; want succeeded with none", p.Status, obs.losses())
 				}
 				// Ten leases' worth of execution, renewed every third of one.
@@ -296,7 +297,7 @@ func TestRenewalRefusedAfterTheLastSettlementIsNoLoss(t *testing.T) {
 		}})
 		// The settlement has landed: let the renewal reach the store now,
 		// and wait until its refusal has been handled.
-		letRenewalIn := func(ctx context.Context, p *store.Proposal) error {
+		letRenewalIn := func(ctx context.Context, p *cstype.Proposal) error {
 			close(gate)
 			synctest.Wait()
 			return nil
@@ -312,7 +313,7 @@ func TestRenewalRefusedAfterTheLastSettlementIsNoLoss(t *testing.T) {
 		}
 		r := fs.Renewals()
 		p, _ := e.Proposal(context.Background(), tAlice, id)
-		if len(r) != 1 || !errors.Is(r[0].Err, store.ErrLeaseLost) || p.Status != store.StatusSucceeded {
+		if len(r) != 1 || !errors.Is(r[0].Err, cstype.ErrLeaseLost) || p.Status != cstype.StatusSucceeded {
 			t.Fatalf("renewals %+v, status %s; want one refused renewal after the success", r, p.Status)
 		}
 		if obs.losses() != 0 {
@@ -402,14 +403,14 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 		// viaRun runs the first worker with Run, which settles in groups
 		// (SettleMany), instead of RunOnce (Settle).
 		viaRun    bool
-		want      store.Status
+		want      cstype.Status
 		settleErr error // what the store answers the first holder's settle
 	}{
-		{name: "nobody reclaimed: it lands", want: store.StatusSucceeded},
-		{name: "nobody reclaimed: it lands from a settlement group", viaRun: true, want: store.StatusSucceeded},
-		{name: "reclaimed, no reconcile: unknown", reclaim: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
-		{name: "reclaimed, no reconcile: unknown, from a settlement group", reclaim: true, viaRun: true, want: store.StatusUnknown, settleErr: store.ErrLeaseLost},
-		{name: "reclaimed and reconciled: succeeded once", reclaim: true, reconcile: true, want: store.StatusSucceeded, settleErr: store.ErrLeaseLost},
+		{name: "nobody reclaimed: it lands", want: cstype.StatusSucceeded},
+		{name: "nobody reclaimed: it lands from a settlement group", viaRun: true, want: cstype.StatusSucceeded},
+		{name: "reclaimed, no reconcile: unknown", reclaim: true, want: cstype.StatusUnknown, settleErr: cstype.ErrLeaseLost},
+		{name: "reclaimed, no reconcile: unknown, from a settlement group", reclaim: true, viaRun: true, want: cstype.StatusUnknown, settleErr: cstype.ErrLeaseLost},
+		{name: "reclaimed and reconciled: succeeded once", reclaim: true, reconcile: true, want: cstype.StatusSucceeded, settleErr: cstype.ErrLeaseLost},
 	}
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		for _, tc := range cases {
@@ -419,7 +420,7 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 				b := newFencedBackend(fs)
 				a := b.action(t, tc.reconcile)
 				var settled sync.Map // proposal id → settlements seen by OnSettled
-				onSettled := func(ctx context.Context, p *store.Proposal) error {
+				onSettled := func(ctx context.Context, p *cstype.Proposal) error {
 					n, _ := settled.LoadOrStore(p.ID, new(int))
 					*n.(*int)++
 					return nil
@@ -510,7 +511,7 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 						mine = append(mine, s)
 					}
 				}
-				if len(mine) != 1 || mine[0].Params.Status != store.StatusSucceeded || mine[0].Params.Fence.Generation != fence.Generation {
+				if len(mine) != 1 || mine[0].Params.Status != cstype.StatusSucceeded || mine[0].Params.Fence.Generation != fence.Generation {
 					t.Fatalf("settlements under the first fence: %+v; want one, succeeded", mine)
 				}
 				if got := mine[0].Err; (tc.settleErr == nil) != (got == nil) || (tc.settleErr != nil && !errors.Is(got, tc.settleErr)) {
@@ -530,7 +531,7 @@ func TestKnownOutcomeAfterLostLeaseGoesThroughTheFence(t *testing.T) {
 				if p.Status != tc.want || b.count() != 1 {
 					t.Fatalf("status %s after %d executions; want %s after exactly 1", p.Status, b.count(), tc.want)
 				}
-				if tc.want == store.StatusSucceeded && (p.Outcome == nil || p.Outcome.Receipt != "r_"+p.OperationID) {
+				if tc.want == cstype.StatusSucceeded && (p.Outcome == nil || p.Outcome.Receipt != "r_"+p.OperationID) {
 					t.Fatalf("outcome %+v; want the backend's receipt", p.Outcome)
 				}
 				if n, _ := settled.Load(id); n == nil || *n.(*int) != 1 {

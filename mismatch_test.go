@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
 )
 
 // A tool call id names one call: repeating it with another action or another
@@ -84,7 +83,7 @@ func TestRepeatedToolCallWithAnotherActionOrInputIsAMismatch(t *testing.T) {
 			t.Fatalf("%d executions, want 1", n)
 		}
 
-		page, err := h.engine.List(ctx, tAlice, store.ListProposalsParams{ThreadID: "t1"})
+		page, err := h.engine.List(ctx, tAlice, countersign.ListParams{ThreadID: "t1"})
 		if err != nil || len(page.Proposals) != 2 {
 			t.Fatalf("thread holds %+v, %v; want the two first calls only", page, err)
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // An Execute hook that makes no attempt at the change (its own check just
@@ -47,7 +47,7 @@ func TestNotExecuted(t *testing.T) {
 		h.decide(tBob, res.ProposalID, countersign.Approve)
 		out := h.call(refundCall("call_1", countersign.ModeWait, `{"amount":40,"customer":"c_9"}`))
 		p := out.Proposal
-		if out.Status != countersign.ResultFailed || p.Status != store.StatusFailed || out.Error != want {
+		if out.Status != countersign.ResultFailed || p.Status != cstype.StatusFailed || out.Error != want {
 			t.Fatalf("result %s %q, proposal %s: want failed with %q", out.Status, out.Error, p.Status, want)
 		}
 		if out.Executed == nil || *out.Executed || p.Outcome.Executed == nil || *p.Outcome.Executed {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/maintenance"
+	"github.com/countersign/countersign/internal/outboxhost"
 	"github.com/countersign/countersign/store"
 )
 
@@ -14,10 +17,10 @@ import (
 // rather than checking the role itself.
 
 // Notifications lists the notifications of id's tenant, newest event first,
-// at most limit (0: store.MaxPageSize), optionally of one status. Anyone but
+// at most limit (0: cstype.MaxPageSize), optionally of one status. Anyone but
 // an operator gets a *ForbiddenError; an unknown status wraps
-// store.ErrInvalidParams.
-func (e *Engine) Notifications(ctx context.Context, id Identity, status store.NotificationStatus, limit int) ([]*store.OutboxEntry, error) {
+// cstype.ErrInvalidParams.
+func (e *Engine) Notifications(ctx context.Context, id Identity, status cstype.NotificationStatus, limit int) ([]*cstype.OutboxEntry, error) {
 	if err := requireOperator(id, "", "only an operator may list notifications"); err != nil {
 		return nil, err
 	}
@@ -32,7 +35,7 @@ func (e *Engine) Notifications(ctx context.Context, id Identity, status store.No
 // outbox, due at once with its attempts counted afresh. Anyone but an
 // operator gets a *ForbiddenError; an unknown id, or another tenant's, wraps
 // ErrNotFound; a notification that is not failed is a *ConflictError.
-func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*store.OutboxEntry, error) {
+func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificationID string) (*cstype.OutboxEntry, error) {
 	if err := requireOperator(id, "", "only an operator may retry notifications"); err != nil {
 		return nil, err
 	}
@@ -44,4 +47,18 @@ func (e *Engine) RetryNotification(ctx context.Context, id Identity, notificatio
 		return nil, fmt.Errorf("retry notification: %w", err)
 	}
 	return n, nil
+}
+
+// Outbox is the engine's store as the notification deliverer (package
+// notifications) needs it: the outbox of every tenant, and the proposal a
+// notification announces. It checks nobody: it is the deliverer's, which
+// acts for the engine. Its argument is the proof that the caller may import
+// internal/outboxhost (package notifications, the composition root;
+// test/imports checks who does): outboxhost.Grant(). Any other key panics, as a
+// misuse of the engine rather than an input.
+func (e *Engine) Outbox(k *outboxhost.Key) maintenance.NotificationStore {
+	if !outboxhost.Valid(k) {
+		panic("countersign: Engine.Outbox wants outboxhost.Grant()")
+	}
+	return e.store
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -17,13 +18,13 @@ func TestNotificationsAreForOperators(t *testing.T) {
 		h := newHarness(t, harnessOpts{open: open})
 		ctx := context.Background()
 		if err := h.store.SetNotificationTargets(ctx, &store.SetNotificationTargetsParams{Targets: []store.NotificationTarget{
-			{Name: "hook", Events: []store.EventType{store.EventCreated}},
+			{Name: "hook", Events: []cstype.EventType{cstype.EventCreated}},
 		}}); err != nil {
 			t.Fatal(err)
 		}
 		pending := h.call(refundCall("call_1", countersign.ModeIndependent, `{"amount":40,"customer":"c_9"}`))
 		ns, err := h.engine.Notifications(ctx, tBob, "", 0)
-		if err != nil || len(ns) != 1 || ns[0].ProposalID != pending.ProposalID || ns[0].EventType != store.EventCreated {
+		if err != nil || len(ns) != 1 || ns[0].ProposalID != pending.ProposalID || ns[0].EventType != cstype.EventCreated {
 			t.Fatalf("the operator's listing: %+v, %v", ns, err)
 		}
 		for _, id := range []countersign.Identity{tAlice, tCarol, tDave} {
@@ -43,10 +44,10 @@ func TestNotificationsAreForOperators(t *testing.T) {
 			t.Errorf("another tenant's operator retries: %v, want not found", err)
 		}
 		// A pending notification is not retried: only a failed one.
-		if _, err := h.engine.RetryNotification(ctx, tBob, ns[0].ID); !errors.Is(err, store.ErrConflict) {
+		if _, err := h.engine.RetryNotification(ctx, tBob, ns[0].ID); !errors.Is(err, cstype.ErrConflict) {
 			t.Errorf("retry a pending notification: %v, want a conflict", err)
 		}
-		if _, err := h.engine.Notifications(ctx, tBob, "lost", 0); !errors.Is(err, store.ErrInvalidParams) {
+		if _, err := h.engine.Notifications(ctx, tBob, "lost", 0); !errors.Is(err, cstype.ErrInvalidParams) {
 			t.Errorf("an unknown status: %v", err)
 		}
 	})

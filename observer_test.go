@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // workLog is a WorkObserver that records what it hears.
@@ -31,12 +31,12 @@ func (l *workLog) has(s string) bool {
 	return slices.Contains(l.events, s)
 }
 
-func (l *workLog) Transition(*store.Proposal, store.Status) {}
-func (l *workLog) Executed(string, time.Duration, error)    {}
-func (l *workLog) LeaseLost(string)                         {}
-func (l *workLog) Claimed(action string)                    { l.add("claimed " + action) }
-func (l *workLog) Retried(action string)                    { l.add("retried " + action) }
-func (l *workLog) Reconciled(action, outcome string)        { l.add("reconciled " + action + " " + outcome) }
+func (l *workLog) Transition(*cstype.Proposal, cstype.Status) {}
+func (l *workLog) Executed(string, time.Duration, error)      {}
+func (l *workLog) LeaseLost(string)                           {}
+func (l *workLog) Claimed(action string)                      { l.add("claimed " + action) }
+func (l *workLog) Retried(action string)                      { l.add("retried " + action) }
+func (l *workLog) Reconciled(action, outcome string)          { l.add("reconciled " + action + " " + outcome) }
 func (l *workLog) Decided(v countersign.Verdict, via string) {
 	l.add("decided " + string(v) + " " + via)
 }
@@ -45,9 +45,9 @@ func (l *workLog) Decided(v countersign.Verdict, via string) {
 // WorkObserver do.
 type plainObserver struct{ transitions atomic.Int32 }
 
-func (o *plainObserver) Transition(*store.Proposal, store.Status) { o.transitions.Add(1) }
-func (o *plainObserver) Executed(string, time.Duration, error)    {}
-func (o *plainObserver) LeaseLost(string)                         {}
+func (o *plainObserver) Transition(*cstype.Proposal, cstype.Status) { o.transitions.Add(1) }
+func (o *plainObserver) Executed(string, time.Duration, error)      {}
+func (o *plainObserver) LeaseLost(string)                           {}
 
 // An Observer that is a WorkObserver hears the worker's claims, idempotent
 // retries, reconcile attempts with their outcome, and decisions with their

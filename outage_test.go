@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -42,21 +43,21 @@ func (d *downStore) ClaimBatch(ctx context.Context, p *store.ClaimBatchParams) (
 	return d.Store.ClaimBatch(ctx, p)
 }
 
-func (d *downStore) ExpireDue(ctx context.Context, p *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (d *downStore) ExpireDue(ctx context.Context, p *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	if d.refuse() {
 		return nil, errDown
 	}
 	return d.Store.ExpireDue(ctx, p)
 }
 
-func (d *downStore) EscalateDue(ctx context.Context, p *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (d *downStore) EscalateDue(ctx context.Context, p *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	if d.refuse() {
 		return nil, errDown
 	}
 	return d.Store.EscalateDue(ctx, p)
 }
 
-func (d *downStore) RemindDue(ctx context.Context, p *store.ExpireDueParams) ([]*store.Proposal, error) {
+func (d *downStore) RemindDue(ctx context.Context, p *store.ExpireDueParams) ([]*cstype.Proposal, error) {
 	if d.refuse() {
 		return nil, errDown
 	}
@@ -143,7 +144,7 @@ func TestWorkerBacksOffDuringOutage(t *testing.T) {
 	defer cancel()
 	for _, id := range ids {
 		p, err := e.Wait(wctx, tAlice, id)
-		if err != nil || p.Status != store.StatusSucceeded {
+		if err != nil || p.Status != cstype.StatusSucceeded {
 			t.Fatalf("proposal %s after the outage: %v, %v", id, p, err)
 		}
 	}

@@ -1,8 +1,6 @@
 package countersign
 
-import (
-	"github.com/countersign/countersign/store"
-)
+import "github.com/countersign/countersign/cstype"
 
 // Outcome admission waits while a run holds the thread (docs/design.md §12): an
 // outcome settled while a run is running or parked is not part of the
@@ -22,13 +20,13 @@ import (
 // above, given the thread's runs: an admitted outcome (an assistant message
 // with an outcome and no run) created during a run's turn moves to just
 // after the run's last message, or is left out while the run has not ended.
-func heldOutcomes(msgs []*store.Message, runs []*store.Run) []*store.Message {
+func heldOutcomes(msgs []*cstype.Message, runs []*cstype.Run) []*cstype.Message {
 	if len(runs) == 0 {
 		return msgs
 	}
 	// during returns the run whose turn m was admitted in, if any. A
 	// thread's runs do not overlap: at most one holds it at a time.
-	during := func(m *store.Message) *store.Run {
+	during := func(m *cstype.Message) *cstype.Run {
 		for _, r := range runs {
 			if m.CreatedAt.Before(r.StartedAt) {
 				continue
@@ -39,11 +37,11 @@ func heldOutcomes(msgs []*store.Message, runs []*store.Run) []*store.Message {
 		}
 		return nil
 	}
-	held := map[string][]*store.Message{} // run id → outcomes it held
-	var out []*store.Message
+	held := map[string][]*cstype.Message{} // run id → outcomes it held
+	var out []*cstype.Message
 	moved := false
 	for _, m := range msgs {
-		if m.Outcome != nil && m.RunID == "" && m.Role == store.RoleAssistant {
+		if m.Outcome != nil && m.RunID == "" && m.Role == cstype.RoleAssistant {
 			if r := during(m); r != nil {
 				held[r.ID] = append(held[r.ID], m)
 				moved = true
@@ -66,7 +64,7 @@ func heldOutcomes(msgs []*store.Message, runs []*store.Run) []*store.Message {
 			last[m.RunID] = i
 		}
 	}
-	var final []*store.Message
+	var final []*cstype.Message
 	for i, m := range out {
 		final = append(final, m)
 		if m.RunID != "" && last[m.RunID] == i && ended[m.RunID] {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/faultstore"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
@@ -111,7 +112,7 @@ func TestPartition(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	statuses := map[store.Status]int{}
+	statuses := map[cstype.Status]int{}
 	takenOver := map[string]bool{}
 	for _, id := range ids {
 		p, err := eDirect.Wait(wctx, tAlice, id)
@@ -124,7 +125,7 @@ func TestPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range evs {
-			if ev.Type == store.EventSettled && ev.Status == store.StatusReconciling {
+			if ev.Type == cstype.EventSettled && ev.Status == cstype.StatusReconciling {
 				takenOver[id] = true // its lease lapsed in the partition; the other worker reconciled it
 				break
 			}
@@ -151,7 +152,7 @@ func TestPartition(t *testing.T) {
 		switch {
 		case st.Err == nil:
 			t.Errorf("the partitioned worker settled %s (%s) after it was taken over", st.Params.ID, st.Params.Status)
-		case errors.Is(st.Err, store.ErrLeaseLost):
+		case errors.Is(st.Err, cstype.ErrLeaseLost):
 			fenced++
 		default:
 			lost++
@@ -159,7 +160,7 @@ func TestPartition(t *testing.T) {
 	}
 	renewedAfter := 0
 	for _, r := range cut.Renewals() {
-		if takenOver[r.Params.ID] && errors.Is(r.Err, store.ErrLeaseLost) {
+		if takenOver[r.Params.ID] && errors.Is(r.Err, cstype.ErrLeaseLost) {
 			renewedAfter++
 		}
 	}
@@ -172,7 +173,7 @@ func TestPartition(t *testing.T) {
 	if most > 1 {
 		t.Errorf("an operation executed %d times", most)
 	}
-	if statuses[store.StatusApproved] != 0 || statuses[store.StatusExecuting] != 0 || statuses[store.StatusPending] != 0 {
+	if statuses[cstype.StatusApproved] != 0 || statuses[cstype.StatusExecuting] != 0 || statuses[cstype.StatusPending] != 0 {
 		t.Errorf("statuses %v: want every proposal settled", statuses)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/condition"
-	"github.com/countersign/countersign/store"
 )
 
 // Effect is what a rule does with a matching call.
@@ -32,22 +32,22 @@ const (
 )
 
 // Mode is who executes an approved call and what the caller sees (docs/design.md §4).
-type Mode = store.Mode
+type Mode = cstype.Mode
 
 // The call modes.
 const (
-	ModeWait        = store.ModeWait
-	ModeTwoPhase    = store.ModeTwoPhase
-	ModeIndependent = store.ModeIndependent
+	ModeWait        = cstype.ModeWait
+	ModeTwoPhase    = cstype.ModeTwoPhase
+	ModeIndependent = cstype.ModeIndependent
 )
 
 // Scope is the reach of a remembered approval.
-type Scope = store.Scope
+type Scope = cstype.Scope
 
 // The remember scopes.
 const (
-	ScopeRun    = store.ScopeRun
-	ScopeThread = store.ScopeThread
+	ScopeRun    = cstype.ScopeRun
+	ScopeThread = cstype.ScopeThread
 )
 
 // Defaults for rules that leave a field empty.
@@ -90,7 +90,7 @@ type Rule struct {
 	// Approvers are "requester", "role:NAME" or "actor:ID". Default: requester.
 	Approvers []string
 	// CanDecide, if set, narrows who may decide beyond Approvers.
-	CanDecide func(ctx context.Context, decider Identity, p *store.Proposal) bool
+	CanDecide func(ctx context.Context, decider Identity, p *cstype.Proposal) bool
 	// Quorum is the number of distinct approvers needed. Default 1.
 	Quorum int
 	// ForbidSelfApproval refuses an approval by the requester.
@@ -531,7 +531,7 @@ func globMatch(pattern, name string) bool {
 
 // mayDecide reports whether decider may decide p under the frozen approvers
 // and, when present, the current rule's CanDecide hook.
-func mayDecide(ctx context.Context, p *store.Proposal, decider Identity, verdict store.Verdict, via string, hook func(context.Context, Identity, *store.Proposal) bool) error {
+func mayDecide(ctx context.Context, p *cstype.Proposal, decider Identity, verdict cstype.Verdict, via string, hook func(context.Context, Identity, *cstype.Proposal) bool) error {
 	deny := func(reason string) error {
 		return &ForbiddenError{ProposalID: p.ID, Actor: decider.Actor, Reason: reason}
 	}
@@ -547,7 +547,7 @@ func mayDecide(ctx context.Context, p *store.Proposal, decider Identity, verdict
 	if !isApprover(p, decider) {
 		return deny("not among the approvers " + strings.Join(p.Approvers, ", "))
 	}
-	if verdict == store.VerdictApproved && p.ForbidSelfApproval && decider.Actor == p.Requester {
+	if verdict == cstype.VerdictApproved && p.ForbidSelfApproval && decider.Actor == p.Requester {
 		return deny("the rule forbids self-approval")
 	}
 	if hook != nil && !hook(ctx, decider, p) {
@@ -556,7 +556,7 @@ func mayDecide(ctx context.Context, p *store.Proposal, decider Identity, verdict
 	return nil
 }
 
-func isApprover(p *store.Proposal, id Identity) bool {
+func isApprover(p *cstype.Proposal, id Identity) bool {
 	for _, a := range p.Approvers {
 		switch {
 		case a == ApproverRequester && id.Actor == p.Requester:

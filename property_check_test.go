@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -19,19 +20,19 @@ import (
 // unknown→succeeded|failed only by an operator's resolution. A proposal
 // starts pending ([*]→pending), or approved ([*]→approved) when a live grant
 // approved its call: then it holds exactly that grant's decision.
-var propEdges = map[store.Status][]store.Status{
-	store.StatusPending:     {store.StatusApproved, store.StatusRejected, store.StatusExpired, store.StatusSuperseded, store.StatusCancelled},
-	store.StatusApproved:    {store.StatusExecuting, store.StatusExpired},
-	store.StatusExecuting:   {store.StatusSucceeded, store.StatusFailed, store.StatusReconciling, store.StatusUnknown, store.StatusExecuting},
-	store.StatusReconciling: {store.StatusSucceeded, store.StatusFailed, store.StatusReconciling},
-	store.StatusUnknown:     {store.StatusSucceeded, store.StatusFailed},
+var propEdges = map[cstype.Status][]cstype.Status{
+	cstype.StatusPending:     {cstype.StatusApproved, cstype.StatusRejected, cstype.StatusExpired, cstype.StatusSuperseded, cstype.StatusCancelled},
+	cstype.StatusApproved:    {cstype.StatusExecuting, cstype.StatusExpired},
+	cstype.StatusExecuting:   {cstype.StatusSucceeded, cstype.StatusFailed, cstype.StatusReconciling, cstype.StatusUnknown, cstype.StatusExecuting},
+	cstype.StatusReconciling: {cstype.StatusSucceeded, cstype.StatusFailed, cstype.StatusReconciling},
+	cstype.StatusUnknown:     {cstype.StatusSucceeded, cstype.StatusFailed},
 }
 
 // propReachable reports whether to can follow from within one step, along
 // the graph's edges.
-func propReachable(from, to store.Status, mode store.Mode, resolving bool) bool {
-	seen := map[store.Status]bool{from: true}
-	queue := []store.Status{from}
+func propReachable(from, to cstype.Status, mode cstype.Mode, resolving bool) bool {
+	seen := map[cstype.Status]bool{from: true}
+	queue := []cstype.Status{from}
 	for len(queue) > 0 {
 		s := queue[0]
 		queue = queue[1:]
@@ -39,10 +40,10 @@ func propReachable(from, to store.Status, mode store.Mode, resolving bool) bool 
 			return true
 		}
 		for _, n := range propEdges[s] {
-			if s == store.StatusApproved && n == store.StatusExpired && !mode.CallerExecutes() {
+			if s == cstype.StatusApproved && n == cstype.StatusExpired && !mode.CallerExecutes() {
 				continue
 			}
-			if s == store.StatusUnknown && !resolving {
+			if s == cstype.StatusUnknown && !resolving {
 				continue
 			}
 			if !seen[n] {
@@ -55,7 +56,7 @@ func propReachable(from, to store.Status, mode store.Mode, resolving bool) bool 
 }
 
 // neverExecuted are the terminal statuses a proposal reaches without running.
-var neverExecuted = []store.Status{store.StatusRejected, store.StatusExpired, store.StatusSuperseded, store.StatusCancelled}
+var neverExecuted = []cstype.Status{cstype.StatusRejected, cstype.StatusExpired, cstype.StatusSuperseded, cstype.StatusCancelled}
 
 // checkStep lists every proposal of the tenant from the store and checks:
 //
@@ -123,7 +124,7 @@ func (h *propHarness) checkStep(t *rapid.T) {
 			h.order = append(h.order, p.ID)
 		}
 	}
-	byID := make(map[string]*store.Proposal, len(cur))
+	byID := make(map[string]*cstype.Proposal, len(cur))
 	for _, p := range cur {
 		byID[p.ID] = p
 	}
@@ -179,7 +180,7 @@ func (h *propHarness) checkStep(t *rapid.T) {
 	}
 }
 
-func statusOf(p *store.Proposal) store.Status {
+func statusOf(p *cstype.Proposal) cstype.Status {
 	if p == nil {
 		return "(new)"
 	}
@@ -188,8 +189,8 @@ func statusOf(p *store.Proposal) store.Status {
 
 // listAll pages through the tenant's proposals, with a small page size to
 // exercise the cursors.
-func (h *propHarness) listAll(t *rapid.T) []*store.Proposal {
-	var out []*store.Proposal
+func (h *propHarness) listAll(t *rapid.T) []*cstype.Proposal {
+	var out []*cstype.Proposal
 	seen := map[string]bool{}
 	params := &store.ListProposalsParams{Tenant: propTenant, Limit: 3}
 	for {
@@ -212,7 +213,7 @@ func (h *propHarness) listAll(t *rapid.T) []*store.Proposal {
 }
 
 // checkTransition checks invariants 1, 3 and 5 for one proposal.
-func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now time.Time) {
+func (h *propHarness) checkTransition(t *rapid.T, old, p *cstype.Proposal, now time.Time) {
 	if old == nil {
 		if h.stepName != "call" {
 			h.fatalf(t, "proposal %s appeared in a %s step", p.ID, h.stepName)
@@ -223,9 +224,9 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 			switch {
 			case p.Mode == countersign.ModeTwoPhase:
 				h.fatalf(t, "proposal %s approved by a grant is two_phase: nothing is left to confirm", p.ID)
-			case p.Status == store.StatusApproved:
+			case p.Status == cstype.StatusApproved:
 				h.fatalf(t, "proposal %s approved by a grant was left approved (version %d): its caller did not claim it", p.ID, p.Version)
-			case !propReachable(store.StatusApproved, p.Status, p.Mode, false):
+			case !propReachable(cstype.StatusApproved, p.Status, p.Mode, false):
 				h.fatalf(t, "proposal %s approved by a grant is %s", p.ID, p.Status)
 			}
 			return
@@ -234,12 +235,12 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 			// [*]→executing: an allowed write is recorded under its
 			// caller's lease, then run (it may have settled, or be stuck
 			// executing after a stall).
-			if !propReachable(store.StatusExecuting, p.Status, p.Mode, false) {
+			if !propReachable(cstype.StatusExecuting, p.Status, p.Mode, false) {
 				h.fatalf(t, "allowed write %s is %s", p.ID, p.Status)
 			}
 			return
 		}
-		if p.Status != store.StatusPending || p.Version != 1 {
+		if p.Status != cstype.StatusPending || p.Version != 1 {
 			h.fatalf(t, "new proposal %s is %s at version %d, want pending at 1 (or approved by a grant)", p.ID, p.Status, p.Version)
 		}
 		return
@@ -257,7 +258,7 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 		p.ThreadID != old.ThreadID || p.ToolCallID != old.ToolCallID || p.Action != old.Action {
 		h.fatalf(t, "proposal %s changed a frozen field", p.ID)
 	}
-	if len(p.Decisions) < len(old.Decisions) || !slices.EqualFunc(old.Decisions, p.Decisions[:min(len(old.Decisions), len(p.Decisions))], func(a, b store.Decision) bool {
+	if len(p.Decisions) < len(old.Decisions) || !slices.EqualFunc(old.Decisions, p.Decisions[:min(len(old.Decisions), len(p.Decisions))], func(a, b cstype.Decision) bool {
 		return a.Actor == b.Actor && a.Decision == b.Decision && a.At.Equal(b.At)
 	}) {
 		h.fatalf(t, "proposal %s rewrote its decisions: %+v → %+v", p.ID, old.Decisions, p.Decisions)
@@ -266,8 +267,8 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 	changed := p.Version != old.Version
 	resolving := h.stepName == "resolve" && h.target == p.ID
 	switch {
-	case old.Status == store.StatusUnknown:
-		if changed && !(resolving && (p.Status == store.StatusSucceeded || p.Status == store.StatusFailed)) {
+	case old.Status == cstype.StatusUnknown:
+		if changed && !(resolving && (p.Status == cstype.StatusSucceeded || p.Status == cstype.StatusFailed)) {
 			h.fatalf(t, "unknown proposal %s moved to %s (version %d→%d) in a %s step", p.ID, p.Status, old.Version, p.Version, h.stepName)
 		}
 	case old.Status.Terminal():
@@ -289,15 +290,15 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 		case "clock", "revoke", "delete-thread", "zombie":
 			h.fatalf(t, "a %s step changed proposal %s (%s→%s)", h.stepName, p.ID, old.Status, p.Status)
 		case "sweep":
-			if p.Status != store.StatusExpired {
+			if p.Status != cstype.StatusExpired {
 				h.fatalf(t, "a sweep moved proposal %s %s→%s", p.ID, old.Status, p.Status)
 			}
 		}
 	}
 
 	// Expiry (invariant 5).
-	if p.Status == store.StatusExpired && old.Status != store.StatusExpired {
-		if old.Status == store.StatusApproved && !p.Mode.CallerExecutes() {
+	if p.Status == cstype.StatusExpired && old.Status != cstype.StatusExpired {
+		if old.Status == cstype.StatusApproved && !p.Mode.CallerExecutes() {
 			h.fatalf(t, "independent approval %s expired", p.ID)
 		}
 		if p.Outcome != nil && p.Outcome.At.Before(p.ExpiresAt) {
@@ -310,10 +311,10 @@ func (h *propHarness) checkTransition(t *rapid.T, old, p *store.Proposal, now ti
 }
 
 // checkOutcome checks invariant 4's outcome object for one proposal.
-func (h *propHarness) checkOutcome(t *rapid.T, p *store.Proposal) {
+func (h *propHarness) checkOutcome(t *rapid.T, p *cstype.Proposal) {
 	o := p.Outcome
 	switch {
-	case p.Status.Terminal() || p.Status == store.StatusReconciling:
+	case p.Status.Terminal() || p.Status == cstype.StatusReconciling:
 		if o == nil {
 			h.fatalf(t, "%s proposal %s has no outcome", p.Status, p.ID)
 			return
@@ -333,7 +334,7 @@ func (h *propHarness) checkOutcome(t *rapid.T, p *store.Proposal) {
 	if slices.Contains(neverExecuted, p.Status) && h.opCounts[p.OperationID] > 0 {
 		h.fatalf(t, "%s proposal %s was executed %d times", p.Status, p.ID, h.opCounts[p.OperationID])
 	}
-	if p.Status == store.StatusUnknown && o.Executed != nil {
+	if p.Status == cstype.StatusUnknown && o.Executed != nil {
 		h.fatalf(t, "unknown proposal %s says executed=%v", p.ID, *o.Executed)
 	}
 	if p.Status.Terminal() && (p.Lease != nil || p.NextAttemptAt != nil) {
@@ -349,7 +350,7 @@ func fmtBool(b *bool) string {
 }
 
 // checkDecisions checks invariant 6 for one proposal.
-func (h *propHarness) checkDecisions(t *rapid.T, p *store.Proposal) {
+func (h *propHarness) checkDecisions(t *rapid.T, p *cstype.Proposal) {
 	if h.allowedRecord(p) {
 		return // nobody decides an allowed write
 	}
@@ -370,7 +371,7 @@ func (h *propHarness) checkDecisions(t *rapid.T, p *store.Proposal) {
 		if !mayDecide(p, d.Actor, d.Decision) {
 			h.fatalf(t, "proposal %s holds a %s decision by %s via %q, who may not take it", p.ID, d.Decision, d.Actor, d.Via)
 		}
-		if d.Decision == store.VerdictRejected {
+		if d.Decision == cstype.VerdictRejected {
 			rejections++
 			if i != len(p.Decisions)-1 {
 				h.fatalf(t, "proposal %s holds decisions after a rejection: %+v", p.ID, p.Decisions)
@@ -383,18 +384,18 @@ func (h *propHarness) checkDecisions(t *rapid.T, p *store.Proposal) {
 	}
 	approvals := approvedBy(p)
 	switch p.Status {
-	case store.StatusApproved, store.StatusExecuting, store.StatusSucceeded, store.StatusFailed, store.StatusReconciling, store.StatusUnknown:
+	case cstype.StatusApproved, cstype.StatusExecuting, cstype.StatusSucceeded, cstype.StatusFailed, cstype.StatusReconciling, cstype.StatusUnknown:
 		if !quorumMet(p) {
 			h.fatalf(t, "%s proposal %s has %d valid approvals, quorum %d, and no grant decision", p.Status, p.ID, approvals, quorum)
 		}
 		if rejections > 0 {
 			h.fatalf(t, "%s proposal %s holds a rejection", p.Status, p.ID)
 		}
-	case store.StatusRejected:
+	case cstype.StatusRejected:
 		if rejections != 1 {
 			h.fatalf(t, "rejected proposal %s holds %d rejections", p.ID, rejections)
 		}
-	case store.StatusPending:
+	case cstype.StatusPending:
 		if approvals >= quorum || rejections > 0 || byGrant {
 			h.fatalf(t, "pending proposal %s holds %d approvals (quorum %d), %d rejections, grant decision %v", p.ID, approvals, quorum, rejections, byGrant)
 		}
@@ -406,7 +407,7 @@ func (h *propHarness) checkDecisions(t *rapid.T, p *store.Proposal) {
 }
 
 // checkExecutions checks invariant 2 over the Execute invocations of the step.
-func (h *propHarness) checkExecutions(t *rapid.T, execs []execRec, byID map[string]*store.Proposal) {
+func (h *propHarness) checkExecutions(t *rapid.T, execs []execRec, byID map[string]*cstype.Proposal) {
 	idempotent := map[string]bool{actTag: true}
 	for _, x := range execs {
 		h.opCounts[x.opID]++
@@ -445,7 +446,7 @@ func (h *propHarness) checkExecutions(t *rapid.T, execs []execRec, byID map[stri
 		}
 	}
 	for _, p := range byID {
-		if p.Status == store.StatusSucceeded && (p.Outcome == nil || p.Outcome.ResolvedBy == "") && h.opCounts[p.OperationID] == 0 {
+		if p.Status == cstype.StatusSucceeded && (p.Outcome == nil || p.Outcome.ResolvedBy == "") && h.opCounts[p.OperationID] == 0 {
 			h.fatalf(t, "proposal %s succeeded without ever executing", p.ID)
 		}
 	}
@@ -461,16 +462,16 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // checkMessages checks invariant 4's outcome messages.
-func (h *propHarness) checkMessages(t *rapid.T, ctx context.Context, cur []*store.Proposal) {
+func (h *propHarness) checkMessages(t *rapid.T, ctx context.Context, cur []*cstype.Proposal) {
 	type key struct {
 		id     string
-		status store.Status
+		status cstype.Status
 	}
 	count := map[key]int{}
 	threads := map[string]bool{}
 	for _, th := range []string{"t1", "t2"} {
 		msgs, err := h.st.ListMessages(ctx, &store.ListMessagesParams{Tenant: propTenant, ThreadID: th})
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, cstype.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -499,8 +500,8 @@ func (h *propHarness) checkMessages(t *rapid.T, ctx context.Context, cur []*stor
 		if p == nil {
 			continue
 		}
-		wasUnknown := slices.Contains(h.history[p.ID], store.StatusUnknown) || p.Status == store.StatusUnknown
-		if k.status != p.Status && !(k.status == store.StatusUnknown && wasUnknown) {
+		wasUnknown := slices.Contains(h.history[p.ID], cstype.StatusUnknown) || p.Status == cstype.StatusUnknown
+		if k.status != p.Status && !(k.status == cstype.StatusUnknown && wasUnknown) {
 			h.fatalf(t, "thread holds a %s outcome message for proposal %s, which is %s", k.status, p.ID, p.Status)
 		}
 	}
@@ -529,7 +530,7 @@ func (h *propHarness) checkMessages(t *rapid.T, ctx context.Context, cur []*stor
 	}
 }
 
-func (h *propHarness) prevOrCur(cur []*store.Proposal, id string) *store.Proposal {
+func (h *propHarness) prevOrCur(cur []*cstype.Proposal, id string) *cstype.Proposal {
 	for _, p := range cur {
 		if p.ID == id {
 			return p
@@ -539,12 +540,12 @@ func (h *propHarness) prevOrCur(cur []*store.Proposal, id string) *store.Proposa
 }
 
 // checkGrants checks invariant 6's grants and the calls they approved.
-func (h *propHarness) checkGrants(t *rapid.T, ctx context.Context, byID map[string]*store.Proposal) {
+func (h *propHarness) checkGrants(t *rapid.T, ctx context.Context, byID map[string]*cstype.Proposal) {
 	gs, err := h.st.ListGrants(ctx, &store.ListGrantsParams{Tenant: propTenant})
 	if err != nil {
 		h.fatalf(t, "ListGrants: %v", err)
 	}
-	grants := map[string]*store.Grant{}
+	grants := map[string]*cstype.Grant{}
 	for _, g := range gs {
 		grants[g.ID] = g
 		o := byID[g.OriginProposalID]
@@ -552,17 +553,17 @@ func (h *propHarness) checkGrants(t *rapid.T, ctx context.Context, byID map[stri
 			h.fatalf(t, "grant %s originates in unknown proposal %s", g.ID, g.OriginProposalID)
 			continue
 		}
-		if !slices.ContainsFunc(o.Decisions, func(d store.Decision) bool {
-			return d.Actor == g.GrantedBy && d.Decision == store.VerdictApproved && d.Remember == g.Scope
+		if !slices.ContainsFunc(o.Decisions, func(d cstype.Decision) bool {
+			return d.Actor == g.GrantedBy && d.Decision == cstype.VerdictApproved && d.Remember == g.Scope
 		}) || !mayDecide(o, g.GrantedBy, countersign.Approve) || !slices.Contains(o.RememberScopes, g.Scope) {
 			h.fatalf(t, "grant %s (%s by %s) has no matching allowed approval on %s", g.ID, g.Scope, g.GrantedBy, o.ID)
 		}
-		if g.ActivatedAt != nil && o.Status != store.StatusSucceeded {
+		if g.ActivatedAt != nil && o.Status != cstype.StatusSucceeded {
 			h.fatalf(t, "grant %s is active but its proposal %s is %s", g.ID, o.ID, o.Status)
 		}
 		if g.Requester != o.Requester || g.ThreadID != o.ThreadID || g.Action != o.Action || g.ActionVersion != o.ActionVersion ||
 			(g.InputDigest != o.InputDigest && !(g.InputDigest == "" && o.GrantAnyInput)) ||
-			(g.Scope == store.ScopeRun && g.RunID != o.RunID) {
+			(g.Scope == cstype.ScopeRun && g.RunID != o.RunID) {
 			h.fatalf(t, "grant %s does not describe its proposal %s", g.ID, o.ID)
 		}
 	}
@@ -601,9 +602,9 @@ func (h *propHarness) checkGrants(t *rapid.T, ctx context.Context, byID map[stri
 // approves the call of proposal p (docs/design.md §5): same requester, thread,
 // action and version; same run for a run grant; same input unless the rule
 // let the grant cover any input.
-func grantMatches(g *store.Grant, o, p *store.Proposal) bool {
+func grantMatches(g *cstype.Grant, o, p *cstype.Proposal) bool {
 	if g.Requester != p.Requester || g.ThreadID != p.ThreadID || g.Action != p.Action || g.ActionVersion != p.ActionVersion ||
-		(g.Scope == store.ScopeRun && g.RunID != p.RunID) || (g.Scope != store.ScopeRun && g.Scope != store.ScopeThread) {
+		(g.Scope == cstype.ScopeRun && g.RunID != p.RunID) || (g.Scope != cstype.ScopeRun && g.Scope != cstype.ScopeThread) {
 		return false
 	}
 	if g.InputDigest == "" {
@@ -615,25 +616,25 @@ func grantMatches(g *store.Grant, o, p *store.Proposal) bool {
 // checkSupersede checks docs/design.md §2.7: a new proposal with a replacement key
 // supersedes the pending proposals of the same requester, thread, action and
 // key, and only those.
-func (h *propHarness) checkSupersede(t *rapid.T, cur []*store.Proposal) {
-	var created []*store.Proposal
+func (h *propHarness) checkSupersede(t *rapid.T, cur []*cstype.Proposal) {
+	var created []*cstype.Proposal
 	for _, p := range cur {
 		if h.prev[p.ID] == nil {
 			created = append(created, p)
 		}
 	}
-	same := func(a, b *store.Proposal) bool {
+	same := func(a, b *cstype.Proposal) bool {
 		return a.ReplacementKey != "" && a.Requester == b.Requester && a.ThreadID == b.ThreadID &&
 			a.Action == b.Action && a.ReplacementKey == b.ReplacementKey
 	}
 	for _, p := range cur {
 		old := h.prev[p.ID]
-		if old != nil && old.Status != store.StatusSuperseded && p.Status == store.StatusSuperseded &&
-			!slices.ContainsFunc(created, func(n *store.Proposal) bool { return same(n, p) }) {
+		if old != nil && old.Status != cstype.StatusSuperseded && p.Status == cstype.StatusSuperseded &&
+			!slices.ContainsFunc(created, func(n *cstype.Proposal) bool { return same(n, p) }) {
 			h.fatalf(t, "proposal %s was superseded, but no proposal with its key %q was created", p.ID, p.ReplacementKey)
 		}
 		for _, n := range created {
-			if n.ID != p.ID && same(n, p) && p.Status == store.StatusPending {
+			if n.ID != p.ID && same(n, p) && p.Status == cstype.StatusPending {
 				h.fatalf(t, "new proposal %s left pending proposal %s with the same key %q", n.ID, p.ID, p.ReplacementKey)
 			}
 		}
@@ -645,10 +646,10 @@ func (h *propHarness) checkSupersede(t *rapid.T, cur []*store.Proposal) {
 // counts the unknown (or failed) answers, Outcome.Reconciles = n, and the next
 // attempt is due ReconcileBackoff << (n-1) after the n-th (at most 2^10 times
 // the first pause).
-func (h *propHarness) checkReconcileBackoff(t *rapid.T, cur []*store.Proposal) {
+func (h *propHarness) checkReconcileBackoff(t *rapid.T, cur []*cstype.Proposal) {
 	for _, p := range cur {
 		old := h.prev[p.ID]
-		if p.Status != store.StatusReconciling || p.NextAttemptAt == nil || p.Outcome == nil ||
+		if p.Status != cstype.StatusReconciling || p.NextAttemptAt == nil || p.Outcome == nil ||
 			(old != nil && old.Version == p.Version) {
 			continue
 		}
@@ -661,7 +662,7 @@ func (h *propHarness) checkReconcileBackoff(t *rapid.T, cur []*store.Proposal) {
 		if pause, want := p.NextAttemptAt.Sub(p.Outcome.At), propReconcileBackoff<<min(n-1, 10); pause != want {
 			h.fatalf(t, "reconciling proposal %s waits %v after its unknown answer #%d, want %v", p.ID, pause, n, want)
 		}
-		if old == nil || old.Status != store.StatusReconciling || old.NextAttemptAt == nil || old.Outcome == nil {
+		if old == nil || old.Status != cstype.StatusReconciling || old.NextAttemptAt == nil || old.Outcome == nil {
 			continue
 		}
 		if n <= old.Outcome.Reconciles {

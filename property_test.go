@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/storetest"
@@ -218,11 +219,11 @@ type propHarness struct {
 	aliases    map[string]string
 	aliasCount map[string]int
 	order      []string // proposal ids, first seen first
-	prev       map[string]*store.Proposal
-	history    map[string][]store.Status
+	prev       map[string]*cstype.Proposal
+	history    map[string][]cstype.Status
 	calls      []*propCall
 	nextTool   int
-	grants     map[string]*store.Grant // as listed at the end of the previous step
+	grants     map[string]*cstype.Grant // as listed at the end of the previous step
 	execsSeen  int
 	opCounts   map[string]int
 	opsByCall  map[string]map[string]bool // thread/tool call → operation ids
@@ -240,9 +241,9 @@ func newPropHarness(t *rapid.T) *propHarness {
 		preflighted:     map[string]bool{},
 		prepared:        map[string]string{},
 		preflightedExec: map[string]bool{},
-		prev:            map[string]*store.Proposal{},
-		history:         map[string][]store.Status{},
-		grants:          map[string]*store.Grant{},
+		prev:            map[string]*cstype.Proposal{},
+		history:         map[string][]cstype.Status{},
+		grants:          map[string]*cstype.Grant{},
 		opCounts:        map[string]int{},
 		opsByCall:       map[string]map[string]bool{},
 		reachedAt:       map[string]int{},
@@ -343,7 +344,7 @@ func (h *propHarness) action(name string, idempotent, reconcile bool) *countersi
 // and before the first Execute of a proposal.
 func (h *propHarness) preflight(ctx context.Context, req *countersign.PreflightRequest) (*countersign.Preflight, error) {
 	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
-	var p *store.Proposal
+	var p *cstype.Proposal
 	if req.ProposalID != "" {
 		p, _ = h.st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: propTenant, ID: req.ProposalID})
 	}
@@ -357,7 +358,7 @@ func (h *propHarness) preflight(ctx context.Context, req *countersign.PreflightR
 		}
 		h.preflighted[ci.Thread+"/"+ci.Tool] = true
 	case countersign.PhaseExecute:
-		if p == nil || p.Status != store.StatusExecuting || req.StateVersion != p.StateVersion {
+		if p == nil || p.Status != cstype.StatusExecuting || req.StateVersion != p.StateVersion {
 			h.violate("preflight of the execute phase for proposal %q (%v) with state version %q", req.ProposalID, p != nil, req.StateVersion)
 			break
 		}
@@ -395,7 +396,7 @@ func (h *propHarness) execute(action string) func(ctx context.Context, req *coun
 	return func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
 		ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
 		// What the store says at the moment of execution.
-		var p *store.Proposal
+		var p *cstype.Proposal
 		if req.ProposalID != "" {
 			var err error
 			p, err = h.st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: propTenant, ID: req.ProposalID})
@@ -412,7 +413,7 @@ func (h *propHarness) execute(action string) func(ctx context.Context, req *coun
 			b, h.execPlan = h.execPlan[0], h.execPlan[1:]
 		}
 		h.execs = append(h.execs, execRec{action: action, opID: req.OperationID, proposalID: req.ProposalID, caller: ci})
-		var stale *store.Fence
+		var stale *cstype.Fence
 		if p != nil {
 			stale = h.staleFence(p)
 			h.recordFence(p)
@@ -440,7 +441,7 @@ func (h *propHarness) execute(action string) func(ctx context.Context, req *coun
 			// A previous holder of this lease (stalled, now back) must be
 			// fenced off while this one holds it.
 			_, err := h.st.RenewLease(context.Background(), &store.RenewLeaseParams{Tenant: propTenant, ID: p.ID, Fence: *stale, LeaseDuration: propLease})
-			if !errors.Is(err, store.ErrLeaseLost) {
+			if !errors.Is(err, cstype.ErrLeaseLost) {
 				h.mu.Lock()
 				h.violate("a stale holder renewed the lease on %s under its new holder: %v", p.ID, err)
 				h.mu.Unlock()
@@ -474,8 +475,8 @@ func (h *propHarness) execute(action string) func(ctx context.Context, req *coun
 
 // checkExecution checks, under h.mu, that an Execute for a proposal runs only
 // for a claimed proposal that a quorum approved, on behalf of the right call.
-func (h *propHarness) checkExecution(action string, req *countersign.ExecuteRequest, p *store.Proposal, ci *callInfo) {
-	if p.Status != store.StatusExecuting {
+func (h *propHarness) checkExecution(action string, req *countersign.ExecuteRequest, p *cstype.Proposal, ci *callInfo) {
+	if p.Status != cstype.StatusExecuting {
 		h.violate("Execute of %s while it is %s", p.ID, p.Status)
 	}
 	if p.OperationID != req.OperationID || p.Action != action {
@@ -522,20 +523,20 @@ func (h *propHarness) checkExecution(action string, req *countersign.ExecuteRequ
 
 // allowedRecord reports whether p is the record of a write its rule allowed:
 // nobody decides it (no approvers, quorum 0, no decisions).
-func (h *propHarness) allowedRecord(p *store.Proposal) bool {
+func (h *propHarness) allowedRecord(p *cstype.Proposal) bool {
 	return h.rules[p.Action].Effect == countersign.EffectAllow && len(p.Approvers) == 0 && p.Quorum == 0 && len(p.Decisions) == 0
 }
 
 // recordFence remembers, under h.mu, the lease an execution runs under, for
 // opZombie to replay once it is stale.
-func (h *propHarness) recordFence(p *store.Proposal) {
+func (h *propHarness) recordFence(p *cstype.Proposal) {
 	if p.Lease != nil {
-		h.fences = append(h.fences, propFence{proposalID: p.ID, fence: store.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}})
+		h.fences = append(h.fences, propFence{proposalID: p.ID, fence: cstype.Fence{Token: p.Lease.Token, Generation: p.Lease.Generation}})
 	}
 }
 
 // staleFence returns, under h.mu, an earlier lease on p other than its current one.
-func (h *propHarness) staleFence(p *store.Proposal) *store.Fence {
+func (h *propHarness) staleFence(p *cstype.Proposal) *cstype.Fence {
 	for i := len(h.fences) - 1; i >= 0; i-- {
 		f := h.fences[i]
 		if f.proposalID == p.ID && p.Lease != nil && f.fence.Token != p.Lease.Token {
@@ -547,11 +548,11 @@ func (h *propHarness) staleFence(p *store.Proposal) *store.Fence {
 
 type propFence struct {
 	proposalID string
-	fence      store.Fence
+	fence      cstype.Fence
 }
 
 func (h *propHarness) reconcile(ctx context.Context, req *countersign.ReconcileRequest) (*countersign.Reconciliation, error) {
-	var p *store.Proposal
+	var p *cstype.Proposal
 	if req.ProposalID != "" {
 		p, _ = h.st.GetProposal(context.Background(), &store.GetProposalParams{Tenant: propTenant, ID: req.ProposalID})
 	}
@@ -570,7 +571,7 @@ func (h *propHarness) reconcile(ctx context.Context, req *countersign.ReconcileR
 			h.interrupted = true
 		}
 	}
-	if p != nil && p.Status != store.StatusReconciling {
+	if p != nil && p.Status != cstype.StatusReconciling {
 		h.violate("Reconcile of %s while it is %s", p.ID, p.Status)
 	}
 	if p != nil && p.OperationID != req.OperationID {
@@ -579,7 +580,7 @@ func (h *propHarness) reconcile(ctx context.Context, req *countersign.ReconcileR
 	h.mu.Unlock()
 	switch a {
 	case reconResolved:
-		if _, err := h.e.Resolve(context.Background(), propIdentities["olga"], p.ID, store.StatusFailed, "", "resolved meanwhile", "cli"); err != nil {
+		if _, err := h.e.Resolve(context.Background(), propIdentities["olga"], p.ID, cstype.StatusFailed, "", "resolved meanwhile", "cli"); err != nil {
 			h.mu.Lock()
 			h.violate("Resolve of reconciling %s during Reconcile: %v", p.ID, err)
 			h.mu.Unlock()
@@ -598,7 +599,7 @@ func (h *propHarness) reconcile(ctx context.Context, req *countersign.ReconcileR
 // onSettled counts the settlements. Every other one fails: a hook's error is
 // logged and must change nothing (the settlement stands, and the hook is not
 // run again).
-func (h *propHarness) onSettled(ctx context.Context, p *store.Proposal) error {
+func (h *propHarness) onSettled(ctx context.Context, p *cstype.Proposal) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.settled[p.ID]++
@@ -683,8 +684,8 @@ func (h *propHarness) drawScript(t *rapid.T) {
 }
 
 // proposals returns the last snapshot in first-seen order.
-func (h *propHarness) proposals() []*store.Proposal {
-	out := make([]*store.Proposal, 0, len(h.order))
+func (h *propHarness) proposals() []*cstype.Proposal {
+	out := make([]*cstype.Proposal, 0, len(h.order))
 	for _, id := range h.order {
 		out = append(out, h.prev[id])
 	}
@@ -692,12 +693,12 @@ func (h *propHarness) proposals() []*store.Proposal {
 }
 
 // pickProposal draws a proposal, preferring those in the given statuses.
-func (h *propHarness) pickProposal(t *rapid.T, label string, prefer ...store.Status) *store.Proposal {
+func (h *propHarness) pickProposal(t *rapid.T, label string, prefer ...cstype.Status) *cstype.Proposal {
 	all := h.proposals()
 	if len(all) == 0 {
 		return nil
 	}
-	var preferred []*store.Proposal
+	var preferred []*cstype.Proposal
 	for _, p := range all {
 		if slices.Contains(prefer, p.Status) {
 			preferred = append(preferred, p)
@@ -738,9 +739,9 @@ func (h *propHarness) drawInput(t *rapid.T) (raw, canon string) {
 // repeats the tool call of an approved wait or two-phase proposal, with the
 // confirmation as evidence for two-phase (the same tool call id, or a new one).
 func (h *propHarness) opResume(t *rapid.T) {
-	var cands []*store.Proposal
+	var cands []*cstype.Proposal
 	for _, p := range h.proposals() {
-		if p.Status == store.StatusApproved && p.Mode.CallerExecutes() {
+		if p.Status == cstype.StatusApproved && p.Mode.CallerExecutes() {
 			cands = append(cands, p)
 		}
 	}
@@ -792,7 +793,7 @@ func (h *propHarness) opAgain(t *rapid.T) {
 	if err != nil {
 		h.fatalf(t, "ListGrants: %v", err)
 	}
-	var o *store.Proposal
+	var o *cstype.Proposal
 	if len(gs) > 0 {
 		o = h.prev[gs[rapid.IntRange(0, len(gs)-1).Draw(t, "againOf")].OriginProposalID]
 	}
@@ -868,7 +869,7 @@ func (h *propHarness) opCall(t *rapid.T) {
 		case 0: // bogus
 			c.Evidence = "cnf_bogus"
 		case 1, 2: // an earlier confirmation, bound to the right call or not
-			if p := h.pickProposal(t, "evidenceOf", store.StatusApproved, store.StatusPending); p != nil {
+			if p := h.pickProposal(t, "evidenceOf", cstype.StatusApproved, cstype.StatusPending); p != nil {
 				c.Evidence = p.ConfirmationID
 				c.ThreadID, c.Action, c.Identity = p.ThreadID, p.Action, propIdentities[p.Requester]
 				raw, canon = string(p.RawInput), string(p.Input)
@@ -903,7 +904,7 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 	now := h.clock.Now()
 	// What the store held before the call: the tool call's own proposal, and
 	// the proposal the evidence names.
-	var existing, ev *store.Proposal
+	var existing, ev *cstype.Proposal
 	for _, p := range h.proposals() {
 		if p.ThreadID == c.ThreadID && p.ToolCallID == c.ToolCallID {
 			existing = p
@@ -970,7 +971,7 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 	case errors.As(err, &denied), errors.As(err, &evidence):
 	case cancelled && errors.Is(err, context.Canceled):
 		// The caller gave up while an idempotent retry was pending.
-	case interrupted && errors.Is(err, store.ErrLeaseLost):
+	case interrupted && errors.Is(err, cstype.ErrLeaseLost):
 		// A stalled holder whose lease was taken over, or a reconciler
 		// whose proposal an operator resolved meanwhile.
 	default:
@@ -995,15 +996,15 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 		if interrupted || cancelled {
 			return
 		}
-		want := []store.Status{store.Status(res.Status)}
+		want := []cstype.Status{cstype.Status(res.Status)}
 		switch res.Status {
 		case countersign.ResultPending:
 			// Expired too: when a wait-mode call expires the proposal itself
 			// (a lapsed approval, a due pending one) and its WaitTimeout
 			// fires together with the wake-up, it answers from its stale copy.
-			want = []store.Status{store.StatusPending, store.StatusApproved, store.StatusExecuting, store.StatusExpired}
+			want = []cstype.Status{cstype.StatusPending, cstype.StatusApproved, cstype.StatusExecuting, cstype.StatusExpired}
 		case countersign.ResultConfirmationRequired:
-			want = []store.Status{store.StatusPending, store.StatusApproved}
+			want = []cstype.Status{cstype.StatusPending, cstype.StatusApproved}
 		}
 		if !slices.Contains(want, p.Status) {
 			h.fatalf(t, "Call answered %s for proposal %s, which the store holds as %s", res.Status, p.ID, p.Status)
@@ -1031,20 +1032,20 @@ func (h *propHarness) doCall(t *rapid.T, pc *propCall) {
 // outcomeStatus reports whether a call's answer reports its proposal's
 // outcome (terminal or reconciling), rather than a receipt or a confirmation.
 func outcomeStatus(s countersign.ResultStatus) bool {
-	return store.Status(s).Terminal() || s == countersign.ResultReconciling
+	return cstype.Status(s).Terminal() || s == countersign.ResultReconciling
 }
 
 // checkReplay checks a repeated tool call against the state before it: a
 // settled proposal answers its recorded outcome without running anything,
 // and a caller-executes approval that lapsed answers expired (the claim finds
 // it past its deadline and expires it).
-func (h *propHarness) checkReplay(t *rapid.T, c countersign.Call, existing *store.Proposal, now time.Time, res *countersign.Result, err error) {
+func (h *propHarness) checkReplay(t *rapid.T, c countersign.Call, existing *cstype.Proposal, now time.Time, res *countersign.Result, err error) {
 	if existing == nil {
 		return
 	}
 	switch {
 	case c.Evidence != "" && c.Evidence == existing.ConfirmationID && existing.Mode == countersign.ModeTwoPhase &&
-		slices.Contains([]store.Status{store.StatusRejected, store.StatusCancelled, store.StatusSuperseded}, existing.Status):
+		slices.Contains([]cstype.Status{cstype.StatusRejected, cstype.StatusCancelled, cstype.StatusSuperseded}, existing.Status):
 		// Evidence of a proposal a human (or a newer call) said no to is
 		// denied, on its own tool call as on any other.
 		h.cov.add("replay presenting its own denied evidence")
@@ -1069,7 +1070,7 @@ func (h *propHarness) checkReplay(t *rapid.T, c countersign.Call, existing *stor
 			}
 		}
 		h.mu.Unlock()
-	case existing.Status == store.StatusApproved && store.Due(existing, now) &&
+	case existing.Status == cstype.StatusApproved && store.Due(existing, now) &&
 		(existing.Mode == countersign.ModeWait || existing.Mode == countersign.ModeTwoPhase && c.Evidence == existing.ConfirmationID):
 		h.cov.add(fmt.Sprintf("resume of a lapsed approval (%s)", existing.Mode))
 		if err != nil || res.ProposalID != existing.ID || res.Status != countersign.ResultExpired {
@@ -1083,7 +1084,7 @@ func (h *propHarness) checkReplay(t *rapid.T, c countersign.Call, existing *stor
 // rule's). A grant's approval is never two_phase (wait instead): it was
 // claimed and executed by the caller at once, and the answer is its outcome,
 // naming the grant.
-func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string, existing *store.Proposal, res *countersign.Result, err error, disturbed bool) {
+func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string, existing *cstype.Proposal, res *countersign.Result, err error, disturbed bool) {
 	if existing != nil {
 		return
 	}
@@ -1142,7 +1143,7 @@ func (h *propHarness) checkCreated(t *rapid.T, c countersign.Call, canon string,
 // checkEvidence checks docs/design.md §4's evidence rules against the state
 // before the call: evidence from another thread or actor (or of a proposal
 // that is not two-phase) is inert, and a refusal names the right reason.
-func (h *propHarness) checkEvidence(t *rapid.T, c countersign.Call, canon string, existing, ev *store.Proposal, now time.Time, res *countersign.Result, err error) {
+func (h *propHarness) checkEvidence(t *rapid.T, c countersign.Call, canon string, existing, ev *cstype.Proposal, now time.Time, res *countersign.Result, err error) {
 	if c.Evidence == "" || existing != nil {
 		return // no evidence, or a repeated tool call: it resumes its own proposal
 	}
@@ -1165,15 +1166,15 @@ func (h *propHarness) checkEvidence(t *rapid.T, c countersign.Call, canon string
 	case refused && ee.Reason == countersign.EvidenceMismatch:
 		h.fatalf(t, "evidence %s refused as a mismatch for the same action and input", c.Evidence)
 	case refused && ee.Reason == countersign.EvidenceDenied &&
-		!slices.Contains([]store.Status{store.StatusRejected, store.StatusCancelled, store.StatusSuperseded}, ev.Status):
+		!slices.Contains([]cstype.Status{cstype.StatusRejected, cstype.StatusCancelled, cstype.StatusSuperseded}, ev.Status):
 		h.fatalf(t, "evidence %s refused as denied; its proposal was %s", c.Evidence, ev.Status)
 	case refused && ee.Reason == countersign.EvidenceConsumed &&
-		(ev.Status == store.StatusPending || slices.Contains(neverExecuted, ev.Status)):
+		(ev.Status == cstype.StatusPending || slices.Contains(neverExecuted, ev.Status)):
 		h.fatalf(t, "evidence %s refused as consumed; its proposal was %s", c.Evidence, ev.Status)
 	case store.Due(ev, now):
-	case ev.Status == store.StatusPending && (err != nil || res.Status != countersign.ResultConfirmationRequired || res.ProposalID != ev.ID):
+	case ev.Status == cstype.StatusPending && (err != nil || res.Status != countersign.ResultConfirmationRequired || res.ProposalID != ev.ID):
 		h.fatalf(t, "evidence %s of pending %s: want its confirmation again, got %v %v", c.Evidence, ev.ID, res, err)
-	case ev.Status == store.StatusApproved && err == nil && res.ProposalID != ev.ID:
+	case ev.Status == cstype.StatusApproved && err == nil && res.ProposalID != ev.ID:
 		h.fatalf(t, "evidence %s of approved %s answered for %s", c.Evidence, ev.ID, res.ProposalID)
 	}
 }
@@ -1193,9 +1194,9 @@ func errClass(err error) string {
 		return "invalid input"
 	case errors.Is(err, context.Canceled):
 		return "context canceled"
-	case errors.Is(err, store.ErrLeaseLost):
+	case errors.Is(err, cstype.ErrLeaseLost):
 		return "lease lost"
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, cstype.ErrConflict):
 		return "conflict"
 	}
 	return "other"
@@ -1218,7 +1219,7 @@ func otherThread(th string) string {
 }
 
 func (h *propHarness) opDecide(t *rapid.T) {
-	p := h.pickProposal(t, "decideOn", store.StatusPending)
+	p := h.pickProposal(t, "decideOn", cstype.StatusPending)
 	if p == nil {
 		h.logf(t, "no proposal to decide")
 		return
@@ -1288,7 +1289,7 @@ func (h *propHarness) opDecide(t *rapid.T) {
 }
 
 // mayDecide reports whether actor may take the verdict on p (docs/design.md §5).
-func mayDecide(p *store.Proposal, actor string, verdict countersign.Verdict) bool {
+func mayDecide(p *cstype.Proposal, actor string, verdict countersign.Verdict) bool {
 	id := propIdentities[actor]
 	if verdict == countersign.Approve && p.ForbidSelfApproval && actor == p.Requester {
 		return false
@@ -1311,15 +1312,15 @@ const propGrantActor = "grant:"
 
 // isGrantDecision reports whether d has the form of a grant's decision: an
 // approval by "grant:<id>" via "grant".
-func isGrantDecision(d store.Decision) bool {
+func isGrantDecision(d cstype.Decision) bool {
 	return strings.HasPrefix(d.Actor, propGrantActor) && len(d.Actor) > len(propGrantActor) &&
-		d.Via == "grant" && d.Decision == store.VerdictApproved
+		d.Via == "grant" && d.Decision == cstype.VerdictApproved
 }
 
 // grantOf returns the grant that approved p when it was created: its first
 // decision, in the form of a grant's. (checkGrants checks, in the step the
 // proposal appears, that the grant was live and matched the call.)
-func grantOf(p *store.Proposal) (string, bool) {
+func grantOf(p *cstype.Proposal) (string, bool) {
 	if len(p.Decisions) == 0 || !isGrantDecision(p.Decisions[0]) {
 		return "", false
 	}
@@ -1329,7 +1330,7 @@ func grantOf(p *store.Proposal) (string, bool) {
 // quorumMet reports whether p holds a valid approval: a grant's decision
 // (which stands for the quorum, whatever the rule says), or a quorum of
 // distinct approvals by allowed deciders.
-func quorumMet(p *store.Proposal) bool {
+func quorumMet(p *cstype.Proposal) bool {
 	if _, ok := grantOf(p); ok {
 		return true
 	}
@@ -1337,34 +1338,34 @@ func quorumMet(p *store.Proposal) bool {
 }
 
 // approvedBy counts the distinct actors who approved p and were allowed to.
-func approvedBy(p *store.Proposal) int {
+func approvedBy(p *cstype.Proposal) int {
 	seen := map[string]bool{}
 	for _, d := range p.Decisions {
-		if d.Decision == store.VerdictApproved && mayDecide(p, d.Actor, countersign.Approve) {
+		if d.Decision == cstype.VerdictApproved && mayDecide(p, d.Actor, countersign.Approve) {
 			seen[d.Actor] = true
 		}
 	}
 	return len(seen)
 }
 
-func expectDecide(p *store.Proposal, actor string, verdict countersign.Verdict, now time.Time) countersign.DecideStatus {
-	if store.Due(p, now) || p.Status == store.StatusExpired {
+func expectDecide(p *cstype.Proposal, actor string, verdict countersign.Verdict, now time.Time) countersign.DecideStatus {
+	if store.Due(p, now) || p.Status == cstype.StatusExpired {
 		return countersign.DecideExpired
 	}
 	switch p.Status {
-	case store.StatusPending:
-		if verdict == countersign.Approve && slices.ContainsFunc(p.Decisions, func(d store.Decision) bool {
-			return d.Actor == actor && d.Decision == store.VerdictApproved
+	case cstype.StatusPending:
+		if verdict == countersign.Approve && slices.ContainsFunc(p.Decisions, func(d cstype.Decision) bool {
+			return d.Actor == actor && d.Decision == cstype.VerdictApproved
 		}) {
 			return countersign.DecideUnchanged
 		}
 		return countersign.DecideApplied
-	case store.StatusRejected:
+	case cstype.StatusRejected:
 		if verdict == countersign.Reject {
 			return countersign.DecideUnchanged
 		}
 		return countersign.DecideConflict
-	case store.StatusSuperseded, store.StatusCancelled:
+	case cstype.StatusSuperseded, cstype.StatusCancelled:
 		return countersign.DecideConflict
 	default: // approved and after
 		if verdict == countersign.Approve {
@@ -1375,7 +1376,7 @@ func expectDecide(p *store.Proposal, actor string, verdict countersign.Verdict, 
 }
 
 func (h *propHarness) opCancel(t *rapid.T) {
-	p := h.pickProposal(t, "cancelOf", store.StatusPending)
+	p := h.pickProposal(t, "cancelOf", cstype.StatusPending)
 	if p == nil {
 		h.logf(t, "no proposal to cancel")
 		return
@@ -1394,16 +1395,16 @@ func (h *propHarness) opCancel(t *rapid.T) {
 		if !errors.As(err, &fe) {
 			h.fatalf(t, "Cancel by %s of %s's proposal: want ForbiddenError, got %v", actor, p.Requester, err)
 		}
-	case p.Status == store.StatusCancelled:
-		if err != nil || got.Status != countersign.DecideUnchanged || got.Proposal.Status != store.StatusCancelled {
+	case p.Status == cstype.StatusCancelled:
+		if err != nil || got.Status != countersign.DecideUnchanged || got.Proposal.Status != cstype.StatusCancelled {
 			h.fatalf(t, "Cancel of a cancelled proposal: %+v, %v; want unchanged", got, err)
 		}
 	case store.Due(p, now):
 		if !errors.Is(err, countersign.ErrConflict) {
 			h.fatalf(t, "Cancel of a due proposal: want a conflict, got %v", err)
 		}
-	case p.Status == store.StatusPending:
-		if err != nil || got.Status != countersign.DecideApplied || got.Proposal.Status != store.StatusCancelled {
+	case p.Status == cstype.StatusPending:
+		if err != nil || got.Status != countersign.DecideApplied || got.Proposal.Status != cstype.StatusCancelled {
 			h.fatalf(t, "Cancel of a pending proposal: %+v, %v; want applied", got, err)
 		}
 	default:
@@ -1423,7 +1424,7 @@ func (h *propHarness) opClock(t *rapid.T) {
 		now := h.clock.Now()
 		var ds []time.Duration
 		for _, p := range h.proposals() {
-			if (p.Status == store.StatusPending || p.Status == store.StatusApproved) && p.ExpiresAt.After(now) {
+			if (p.Status == cstype.StatusPending || p.Status == cstype.StatusApproved) && p.ExpiresAt.After(now) {
 				ds = append(ds, p.ExpiresAt.Sub(now))
 			}
 		}
@@ -1451,7 +1452,7 @@ func (h *propHarness) opWorker(t *rapid.T) {
 	var due []time.Time
 	now := h.clock.Now()
 	for _, p := range h.proposals() {
-		if p.Status == store.StatusReconciling && p.NextAttemptAt != nil && p.NextAttemptAt.After(now) {
+		if p.Status == cstype.StatusReconciling && p.NextAttemptAt != nil && p.NextAttemptAt.After(now) {
 			due = append(due, *p.NextAttemptAt)
 		}
 	}
@@ -1474,7 +1475,7 @@ func (h *propHarness) opWorker(t *rapid.T) {
 }
 
 func (h *propHarness) opResolve(t *rapid.T) {
-	p := h.pickProposal(t, "resolveOf", store.StatusReconciling, store.StatusUnknown)
+	p := h.pickProposal(t, "resolveOf", cstype.StatusReconciling, cstype.StatusUnknown)
 	if p == nil {
 		h.logf(t, "no proposal to resolve")
 		return
@@ -1484,7 +1485,7 @@ func (h *propHarness) opResolve(t *rapid.T) {
 	if rapid.IntRange(0, 4).Draw(t, "resolveByNonOperator") == 0 {
 		actor = "bob"
 	}
-	to := rapid.SampledFrom([]store.Status{store.StatusSucceeded, store.StatusFailed}).Draw(t, "resolveTo")
+	to := rapid.SampledFrom([]cstype.Status{cstype.StatusSucceeded, cstype.StatusFailed}).Draw(t, "resolveTo")
 	got, err := h.e.Resolve(context.Background(), propIdentities[actor], p.ID, to, "rcpt_manual", "checked the ledger", "cli")
 	h.logf(t, "Resolve %s (%s) to %s by %s → %v", p.ID, p.Status, to, actor, err)
 	var fe *countersign.ForbiddenError
@@ -1493,7 +1494,7 @@ func (h *propHarness) opResolve(t *rapid.T) {
 		if !errors.As(err, &fe) {
 			h.fatalf(t, "Resolve by a non-operator: want ForbiddenError, got %v", err)
 		}
-	case p.Status == store.StatusReconciling || p.Status == store.StatusUnknown:
+	case p.Status == cstype.StatusReconciling || p.Status == cstype.StatusUnknown:
 		if err != nil || got.Status != to {
 			h.fatalf(t, "Resolve of a %s proposal to %s: %v", p.Status, to, err)
 		}
@@ -1530,7 +1531,7 @@ func (h *propHarness) opDeleteThread(t *rapid.T) {
 	th := rapid.SampledFrom([]string{"t1", "t2"}).Draw(t, "thread")
 	err := h.st.DeleteThread(context.Background(), &store.GetThreadParams{Tenant: propTenant, ID: th})
 	h.logf(t, "DeleteThread %s → %v", th, err)
-	if err != nil && !(errors.Is(err, store.ErrNotFound) && !h.threadAlive[th]) {
+	if err != nil && !(errors.Is(err, cstype.ErrNotFound) && !h.threadAlive[th]) {
 		h.fatalf(t, "DeleteThread %s: %v", th, err)
 	}
 }
@@ -1560,7 +1561,7 @@ func (h *propHarness) opZombie(t *rapid.T) {
 	what := rapid.SampledFrom([]string{"settle", "renew", "retry"}).Draw(t, "zombieOp")
 	switch what {
 	case "settle":
-		st := rapid.SampledFrom([]store.Status{store.StatusSucceeded, store.StatusFailed, store.StatusUnknown, store.StatusReconciling}).Draw(t, "zombieStatus")
+		st := rapid.SampledFrom([]cstype.Status{cstype.StatusSucceeded, cstype.StatusFailed, cstype.StatusUnknown, cstype.StatusReconciling}).Draw(t, "zombieStatus")
 		_, err = h.st.Settle(ctx, &store.SettleParams{Tenant: propTenant, ID: p.ID, Fence: f.fence, Status: st, Executed: new(bool)})
 		what += " " + string(st)
 	case "renew":
@@ -1569,7 +1570,7 @@ func (h *propHarness) opZombie(t *rapid.T) {
 		_, err = h.st.BeginRetry(ctx, &store.BeginRetryParams{Tenant: propTenant, ID: p.ID, Fence: f.fence, LeaseDuration: propLease})
 	}
 	h.logf(t, "stale %s on %s (%s) → %v", what, p.ID, p.Status, err)
-	if !errors.Is(err, store.ErrLeaseLost) {
+	if !errors.Is(err, cstype.ErrLeaseLost) {
 		h.fatalf(t, "stale %s on %s proposal %s: want ErrLeaseLost, got %v", what, p.Status, p.ID, err)
 	}
 }

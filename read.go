@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -21,12 +22,12 @@ func forbidden(id Identity, proposalID, reason string) *ForbiddenError {
 }
 
 // validID rejects ids no record can have, before they reach a store.
-func validID(s string) bool { return s != "" && len(s) <= store.MaxIDLen }
+func validID(s string) bool { return s != "" && len(s) <= cstype.MaxIDLen }
 
 // Proposal returns a proposal id may see: the owner of its thread (its
 // requester) and whoever may decide it. Another tenant's proposal, or one id
 // may not see, is a *ForbiddenError; an unknown one wraps ErrNotFound.
-func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (*cstype.Proposal, error) {
 	p, err := e.proposalOfTenant(ctx, id, proposalID)
 	if err != nil {
 		return nil, err
@@ -40,7 +41,7 @@ func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (
 // proposalOfTenant reads a proposal of id's tenant, telling another
 // tenant's (forbidden) from none at all (not found). It does not check
 // visibility.
-func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID string) (*cstype.Proposal, error) {
 	if !validID(proposalID) {
 		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
 	}
@@ -48,12 +49,12 @@ func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID s
 	if err == nil {
 		return p, nil
 	}
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, cstype.ErrNotFound) {
 		return nil, fmt.Errorf("get proposal: %w", err)
 	}
 	tenant, err := e.store.ProposalTenant(ctx, proposalID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("get proposal: %w", err)
@@ -70,10 +71,10 @@ func (e *Engine) proposalOfTenant(ctx context.Context, id Identity, proposalID s
 
 // ThreadView is a thread and its conversation, oldest message first.
 type ThreadView struct {
-	Thread   *store.Thread
-	Messages []*store.Message
+	Thread   *cstype.Thread
+	Messages []*cstype.Message
 	// Runs are the thread's runs, newest first, at most ThreadRuns.
-	Runs []*store.Run
+	Runs []*cstype.Run
 }
 
 // ThreadRuns is how many runs a ThreadView lists.
@@ -92,7 +93,7 @@ func (e *Engine) Thread(ctx context.Context, id Identity, threadID string) (*Thr
 		return nil, &ForbiddenError{Actor: id.Actor, Reason: "only the thread's owner may read it"}
 	}
 	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: id.Tenant, ThreadID: t.ID})
-	if errors.Is(err, store.ErrNotFound) { // deleted meanwhile
+	if errors.Is(err, cstype.ErrNotFound) { // deleted meanwhile
 		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
 	}
 	if err != nil {
@@ -110,12 +111,12 @@ func (e *Engine) Thread(ctx context.Context, id Identity, threadID string) (*Thr
 }
 
 // thread reads a thread of id's tenant without checking who asks.
-func (e *Engine) thread(ctx context.Context, id Identity, threadID string) (*store.Thread, error) {
+func (e *Engine) thread(ctx context.Context, id Identity, threadID string) (*cstype.Thread, error) {
 	if !validID(threadID) {
 		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
 	}
 	t, err := e.store.GetThread(ctx, &store.GetThreadParams{Tenant: id.Tenant, ID: threadID})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, cstype.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q: %w", threadID, ErrNotFound)
 	}
 	if err != nil {
@@ -126,12 +127,12 @@ func (e *Engine) thread(ctx context.Context, id Identity, threadID string) (*sto
 
 // ProposalEvents returns the audit trail of a proposal id may see, oldest
 // first.
-func (e *Engine) ProposalEvents(ctx context.Context, id Identity, proposalID string) ([]*store.Event, error) {
+func (e *Engine) ProposalEvents(ctx context.Context, id Identity, proposalID string) ([]*cstype.Event, error) {
 	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, err
 	}
-	var all []*store.Event
+	var all []*cstype.Event
 	const page = 1000
 	for after := int64(0); ; {
 		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: id.Tenant, ProposalID: p.ID, AfterID: after, Limit: page})
@@ -146,12 +147,24 @@ func (e *Engine) ProposalEvents(ctx context.Context, id Identity, proposalID str
 	}
 }
 
+// ListParams selects a page of proposals for List and ThreadProposals.
+// The tenant and what the caller may see come from its Identity.
+type ListParams struct {
+	Statuses []cstype.Status // empty: any
+	Action   string          // empty: any
+	ThreadID string          // empty: any; ThreadProposals sets it
+	After    string          // an opaque cursor from a previous page's Next
+	Limit    int             // 1..cstype.MaxPageSize; 0 means cstype.MaxPageSize
+}
+
 // List returns a page of the proposals id may see, newest first: every
 // proposal of the threads it owns, and those it may decide.
-func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposalsParams) (*store.ProposalPage, error) {
-	params.Tenant = id.Tenant
-	params.Visible = visibilityOf(id)
-	page, err := e.store.ListProposals(ctx, &params)
+func (e *Engine) List(ctx context.Context, id Identity, params ListParams) (*cstype.ProposalPage, error) {
+	page, err := e.store.ListProposals(ctx, &store.ListProposalsParams{
+		Tenant: id.Tenant, Visible: visibilityOf(id),
+		Statuses: params.Statuses, Action: params.Action, ThreadID: params.ThreadID,
+		After: params.After, Limit: params.Limit,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list proposals: %w", err)
 	}
@@ -162,7 +175,7 @@ func (e *Engine) List(ctx context.Context, id Identity, params store.ListProposa
 // (where List would answer an empty page). An approver who does not own the
 // thread sees the proposals it may decide; any other actor is refused with
 // a *ForbiddenError, as every read of another actor's thread is.
-func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params store.ListProposalsParams) (*store.ProposalPage, error) {
+func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID string, params ListParams) (*cstype.ProposalPage, error) {
 	t, err := e.thread(ctx, id, threadID)
 	if err != nil {
 		return nil, err
@@ -182,7 +195,7 @@ func (e *Engine) ThreadProposals(ctx context.Context, id Identity, threadID stri
 
 // Grants lists the grants id may see and revoke (its own, those it granted,
 // and, for operators, the tenant's), newest first, optionally of one thread.
-func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*store.Grant, error) {
+func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*cstype.Grant, error) {
 	gs, err := e.store.ListGrants(ctx, &store.ListGrantsParams{Tenant: id.Tenant, ThreadID: threadID})
 	if err != nil {
 		return nil, fmt.Errorf("list grants: %w", err)
@@ -200,7 +213,7 @@ func (e *Engine) Grants(ctx context.Context, id Identity, threadID string) ([]*s
 // decision again. Revoking twice is not an error. An unknown grant, or
 // another tenant's, wraps ErrNotFound; one id may not manage is a
 // *ForbiddenError.
-func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*store.Grant, error) {
+func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (*cstype.Grant, error) {
 	if err := mayAct(id, ActRevokeGrant); err != nil {
 		return nil, err
 	}
@@ -212,7 +225,7 @@ func (e *Engine) RevokeGrant(ctx context.Context, id Identity, grantID string) (
 	if err != nil {
 		return nil, fmt.Errorf("revoke grant: %w", err)
 	}
-	var g *store.Grant
+	var g *cstype.Grant
 	for _, x := range gs {
 		if x.ID == grantID {
 			g = x
@@ -249,12 +262,12 @@ type Permissions struct {
 
 // Permissions says what id may do with p through channel via ("web",
 // "api", …). p is a proposal id may see, as the engine returned it.
-func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal, via string) Permissions {
+func (e *Engine) Permissions(ctx context.Context, id Identity, p *cstype.Proposal, via string) Permissions {
 	var out Permissions
 	if !canSee(id, p) {
 		return out
 	}
-	if p.Status == store.StatusPending {
+	if p.Status == cstype.StatusPending {
 		hook := e.canDecideHook(p)
 		out.Approve = mayDecide(ctx, p, id, Approve, via, hook) == nil
 		if out.Approve {
@@ -263,7 +276,7 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal
 		out.Reject = mayDecide(ctx, p, id, Reject, via, hook) == nil
 		out.Cancel = p.Requester == id.Actor
 	}
-	out.Resolve = (p.Status == store.StatusReconciling || p.Status == store.StatusUnknown) &&
+	out.Resolve = (p.Status == cstype.StatusReconciling || p.Status == cstype.StatusUnknown) &&
 		isOperator(id)
 	return out
 }
@@ -271,7 +284,7 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *store.Proposal
 // canDecideHook is the CanDecide hook of the rule p was made under (its
 // match and when) as the policy stands today, or else of the most specific
 // rule for its action, if it has one.
-func (e *Engine) canDecideHook(p *store.Proposal) func(context.Context, Identity, *store.Proposal) bool {
+func (e *Engine) canDecideHook(p *cstype.Proposal) func(context.Context, Identity, *cstype.Proposal) bool {
 	if r := e.policy.ruleFor(p.Action, p.RuleMatch, p.RuleWhen); r != nil {
 		return r.CanDecide
 	}
@@ -346,7 +359,7 @@ func (e *Engine) ProposalConversation(ctx context.Context, id Identity, proposal
 	}
 	msgs, err := e.store.ListMessages(ctx, &store.ListMessagesParams{Tenant: id.Tenant, ThreadID: t.ID})
 	switch {
-	case errors.Is(err, store.ErrNotFound): // deleted meanwhile
+	case errors.Is(err, cstype.ErrNotFound): // deleted meanwhile
 		return out, nil
 	case err != nil:
 		return nil, fmt.Errorf("list messages: %w", err)
@@ -388,13 +401,13 @@ func (e *Engine) ProposalConversation(ctx context.Context, id Identity, proposal
 
 // readableAbout reads the proposal a message of t is about and asks
 // mayReadAbout; a proposal no longer there is read as none.
-func (e *Engine) readableAbout(ctx context.Context, id Identity, t *store.Thread, proposalID string) (bool, error) {
+func (e *Engine) readableAbout(ctx context.Context, id Identity, t *cstype.Thread, proposalID string) (bool, error) {
 	if mayReadThread(id, t) {
 		return true, nil
 	}
 	other, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		other = nil
 	case err != nil:
 		return false, fmt.Errorf("get proposal: %w", err)
@@ -431,18 +444,18 @@ type Turn struct {
 
 // RecordedDecision is one decision a proposal holds: who, which verdict,
 // via which channel, when, why.
-type RecordedDecision = store.Decision
+type RecordedDecision = cstype.Decision
 
 // Turn says where p stands for id through channel via ("web", "api", …).
 // p is a proposal id may see, as the engine returned it; for any other the
 // answer is the zero Turn.
-func (e *Engine) Turn(ctx context.Context, id Identity, p *store.Proposal, via string) Turn {
+func (e *Engine) Turn(ctx context.Context, id Identity, p *cstype.Proposal, via string) Turn {
 	var out Turn
 	if !canSee(id, p) {
 		return out
 	}
 	out.Decision = decisionOf(p, id)
-	if p.Status == store.StatusPending {
+	if p.Status == cstype.StatusPending {
 		now, hook := e.clock(), e.canDecideHook(p)
 		out.Yours = waitsFor(ctx, p, id, via, now, hook)
 		out.Reject = mayReject(ctx, p, id, via, now, hook)
@@ -466,7 +479,7 @@ func (e *Engine) WaitingFor(ctx context.Context, id Identity, via string, limit 
 		return 0, false, nil
 	}
 	now := e.clock()
-	params := store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Limit: 200}
+	params := ListParams{Statuses: []cstype.Status{cstype.StatusPending}, Limit: 200}
 	for seen := 0; ; {
 		page, err := e.List(ctx, id, params)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // readEngine is an engine on a store of open whose refunds finance approves
@@ -33,7 +33,7 @@ func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
 
 // pendingRefund has alice propose a refund in thread t1, to a customer of
 // its own (so that it replaces nothing), and returns it.
-func pendingRefund(t *testing.T, e *countersign.Engine, tool string) *store.Proposal {
+func pendingRefund(t *testing.T, e *countersign.Engine, tool string) *cstype.Proposal {
 	t.Helper()
 	res, err := e.Call(context.Background(), &countersign.Call{
 		Identity: tAlice, ThreadID: "t1", ToolCallID: tool, Action: "payments.refund",
@@ -77,7 +77,7 @@ func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 				t.Fatalf("%s reads: %v", who.Actor, err)
 			}
 			evs, err := e.ProposalEvents(ctx, who, p.ID)
-			if err != nil || len(evs) == 0 || evs[0].Type != store.EventCreated {
+			if err != nil || len(evs) == 0 || evs[0].Type != cstype.EventCreated {
 				t.Fatalf("%s reads events: %v %v", who.Actor, err, evs)
 			}
 		}
@@ -93,7 +93,7 @@ func TestProposalReadsAreCheckedByTheEngine(t *testing.T) {
 				t.Fatalf("%s got events with the refusal", who.Actor)
 			}
 		}
-		for _, id := range []string{"prp_nope", "", string(make([]byte, store.MaxIDLen+1))} {
+		for _, id := range []string{"prp_nope", "", string(make([]byte, cstype.MaxIDLen+1))} {
 			_, err := e.Proposal(ctx, tBob, id)
 			wantNotFound(t, "unknown id", err)
 		}
@@ -126,10 +126,10 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 		_, err = e.Thread(ctx, tAlice, "nope")
 		wantNotFound(t, "unknown thread", err)
 
-		_, err = e.ThreadProposals(ctx, tDave, "t1", store.ListProposalsParams{})
+		_, err = e.ThreadProposals(ctx, tDave, "t1", countersign.ListParams{})
 		wantForbidden(t, "dave lists t1", err)
 		for who, want := range map[*countersign.Identity]int{&tAlice: 1, &tBob: 1} {
-			page, err := e.ThreadProposals(ctx, *who, "t1", store.ListProposalsParams{})
+			page, err := e.ThreadProposals(ctx, *who, "t1", countersign.ListParams{})
 			if err != nil || len(page.Proposals) != want {
 				t.Fatalf("%s lists t1: %v, %d proposals, want %d", who.Actor, err, len(page.Proposals), want)
 			}
@@ -137,7 +137,7 @@ func TestThreadReadsAreTheOwners(t *testing.T) {
 				t.Fatalf("%s lists t1: wrong proposal", who.Actor)
 			}
 		}
-		_, err = e.ThreadProposals(ctx, tBob, "nope", store.ListProposalsParams{})
+		_, err = e.ThreadProposals(ctx, tBob, "nope", countersign.ListParams{})
 		wantNotFound(t, "list unknown thread", err)
 	})
 }

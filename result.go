@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // ResultStatus is what a call came to. It mirrors docs/api.md's call statuses.
@@ -44,7 +44,7 @@ type Result struct {
 	Error    string
 	// Proposal is the call's record: nil for a read action, which leaves
 	// none.
-	Proposal *store.Proposal
+	Proposal *cstype.Proposal
 	// ProposalID, ConfirmationID, Summary and ExpiresAt describe a pending
 	// proposal (independent receipt, two-phase confirmation).
 	ProposalID     string
@@ -59,17 +59,17 @@ type Result struct {
 	// Engine.Renew; the attempt is Proposal.Attempt).
 	OperationID string
 	Input       json.RawMessage
-	Lease       *store.Lease
+	Lease       *cstype.Lease
 }
 
-func confirmationRequired(p *store.Proposal) *Result {
+func confirmationRequired(p *cstype.Proposal) *Result {
 	return &Result{
 		Status: ResultConfirmationRequired, Executed: ptr(false), Proposal: p,
 		ProposalID: p.ID, ConfirmationID: p.ConfirmationID, Summary: p.Confirmation.Title, ExpiresAt: p.ExpiresAt,
 	}
 }
 
-func pendingReceipt(p *store.Proposal) *Result {
+func pendingReceipt(p *cstype.Proposal) *Result {
 	return &Result{
 		Status: ResultPending, Executed: ptr(false), Proposal: p,
 		ProposalID: p.ID, Summary: p.Confirmation.Title, ExpiresAt: p.ExpiresAt,
@@ -77,9 +77,9 @@ func pendingReceipt(p *store.Proposal) *Result {
 }
 
 // resultOf turns a settled (or reconciling) proposal into the caller's answer.
-func resultOf(p *store.Proposal) *Result {
+func resultOf(p *cstype.Proposal) *Result {
 	r := &Result{Status: ResultStatus(p.Status), Proposal: p, ProposalID: p.ID, ExpiresAt: p.ExpiresAt}
-	if d := p.Decisions; len(d) > 0 && d[0].Via == viaGrant && d[0].Decision == store.VerdictApproved && strings.HasPrefix(d[0].Actor, grantActor) {
+	if d := p.Decisions; len(d) > 0 && d[0].Via == viaGrant && d[0].Decision == cstype.VerdictApproved && strings.HasPrefix(d[0].Actor, grantActor) {
 		r.GrantID = strings.TrimPrefix(p.Decisions[0].Actor, grantActor)
 	}
 	if o := p.Outcome; o != nil {
@@ -92,9 +92,9 @@ func resultOf(p *store.Proposal) *Result {
 		}
 	}
 	switch p.Status {
-	case store.StatusUnknown, store.StatusReconciling:
+	case cstype.StatusUnknown, cstype.StatusReconciling:
 		r.Executed = nil
-	case store.StatusPending, store.StatusApproved, store.StatusExecuting:
+	case cstype.StatusPending, cstype.StatusApproved, cstype.StatusExecuting:
 		r.Status = ResultPending
 	}
 	return r

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // ResumeResult is what a resume of an interrupt came to: the caller's
@@ -19,7 +19,7 @@ type ResumeResult struct {
 	// with the outcome that stands.
 	Stands bool
 	// Proposal is the proposal as it stands after the resume.
-	Proposal *store.Proposal
+	Proposal *cstype.Proposal
 }
 
 // Resume takes a resume of an interrupt — a proposal a run of a thread

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -56,7 +57,7 @@ func TestSessionLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the store holds no session under the token's SHA-256: %v", err)
 		}
-		if _, err := s.GetSession(ctx, &store.GetSessionParams{ID: token}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.GetSession(ctx, &store.GetSessionParams{ID: token}); !errors.Is(err, cstype.ErrNotFound) {
 			t.Errorf("the store holds the token itself: %v", err)
 		}
 		if rec.CredentialSHA256 != countersign.CredentialSHA256("sk_live_secret") || strings.Contains(rec.CredentialSHA256, "secret") {
@@ -214,7 +215,7 @@ func TestSweeperRemovesExpiredSessions(t *testing.T) {
 		// Until the sweeper removes it (the test's deadline bounds the wait).
 		for {
 			_, err := s.GetSession(ctx, &store.GetSessionParams{ID: id})
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, cstype.ErrNotFound) {
 				break
 			}
 			if err != nil {

@@ -1,6 +1,7 @@
 package countersign
 
 import (
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -27,7 +28,7 @@ func visibilityOf(id Identity) *store.Visibility {
 }
 
 // canSee reports whether id may see p.
-func canSee(id Identity, p *store.Proposal) bool {
+func canSee(id Identity, p *cstype.Proposal) bool {
 	return p.Tenant == id.Tenant && store.CanSee(p, visibilityOf(id))
 }
 
@@ -35,7 +36,7 @@ func canSee(id Identity, p *store.Proposal) bool {
 // can always give up a standing approval), the approver who granted it, and
 // the tenant's operators. An agent credential sees its actor's grants as
 // their requester only, and revokes none (RevokeGrant asks mayAct first).
-func mayManageGrant(id Identity, g *store.Grant) bool {
+func mayManageGrant(id Identity, g *cstype.Grant) bool {
 	if !id.IsHuman() {
 		return g.Tenant == id.Tenant && g.Requester == id.Actor
 	}
@@ -46,6 +47,6 @@ func mayManageGrant(id Identity, g *store.Grant) bool {
 // mayReadThread reports whether id may read thread t (a thread of id's
 // tenant) and its conversation: only its owner. Its messages carry the
 // outcomes of every call made in it.
-func mayReadThread(id Identity, t *store.Thread) bool {
+func mayReadThread(id Identity, t *cstype.Thread) bool {
 	return t.Owner == id.Actor
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -25,14 +26,14 @@ import (
 // approval (the caller executes in wait mode), or returns the outcome. When
 // the call's WaitTimeout passes first it answers pending; when ctx ends, pending
 // with ctx's error.
-func (e *Engine) waitAndExecute(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
+func (e *Engine) waitAndExecute(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
 	_, res, err := e.await(ctx, c, p)
 	return res, err
 }
 
 // waitSettled waits for an executing proposal to settle, then returns its outcome.
-func (e *Engine) waitSettled(ctx context.Context, c *Call, p *store.Proposal) (*Result, error) {
-	if p.Status != store.StatusExecuting {
+func (e *Engine) waitSettled(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
+	if p.Status != cstype.StatusExecuting {
 		return resultOf(p), nil
 	}
 	return e.waitAndExecute(ctx, c, p)
@@ -40,7 +41,7 @@ func (e *Engine) waitSettled(ctx context.Context, c *Call, p *store.Proposal) (*
 
 // Wait blocks until the proposal is terminal or reconciling, or ctx ends, and
 // returns it (with ctx's error if ctx ended). It never executes anything.
-func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*store.Proposal, error) {
+func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*cstype.Proposal, error) {
 	p, err := e.Proposal(ctx, id, proposalID)
 	if err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*sto
 // outcome, and when c's WaitTimeout passes, or ctx ends, the answer is
 // pending (with ctx's error if ctx ended). A store read that fails is an
 // error unless the wait had ended meanwhile.
-func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.Proposal, *Result, error) {
+func (e *Engine) await(ctx context.Context, c *Call, p *cstype.Proposal) (*cstype.Proposal, *Result, error) {
 	var deadline time.Time
 	if c != nil && c.WaitTimeout > 0 {
 		deadline = time.Now().Add(c.WaitTimeout)
@@ -82,7 +83,7 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 			if waitOver(ctx, deadline) {
 				return e.waitEnded(ctx, c, p)
 			}
-			if !errors.Is(err, store.ErrUnavailable) {
+			if !errors.Is(err, cstype.ErrUnavailable) {
 				return nil, nil, waitFailed(p, err)
 			}
 			// The store cannot be reached: the wait holds on, and reads
@@ -98,12 +99,12 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 		}
 		p = fresh
 		switch {
-		case p.Status.Terminal() || p.Status == store.StatusReconciling:
+		case p.Status.Terminal() || p.Status == cstype.StatusReconciling:
 			if c == nil {
 				return p, nil, nil
 			}
 			return nil, resultOf(p), nil
-		case p.Status == store.StatusApproved && c != nil:
+		case p.Status == cstype.StatusApproved && c != nil:
 			// Nobody waits while the caller executes.
 			unwatch()
 			if res, err, done := e.executeWaited(ctx, c, p); done {
@@ -112,7 +113,7 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 			}
 			wake, unwatch = e.watch(p)
 			continue
-		case p.Status == store.StatusExecuting && c != nil && e.callerExecutes(p):
+		case p.Status == cstype.StatusExecuting && c != nil && e.callerExecutes(p):
 			// A caller's execution is its caller's to finish: a repeat
 			// answers at once, and never gets a second lease.
 			res, err := e.callerExecuting(ctx, c, p)
@@ -136,7 +137,7 @@ func (e *Engine) await(ctx context.Context, c *Call, p *store.Proposal) (*store.
 // waitEnded answers a wait that ended before p was settled: p with ctx's
 // error for Wait; for a call, pending, with ctx's error if ctx ended (not
 // when only its WaitTimeout passed).
-func (e *Engine) waitEnded(ctx context.Context, c *Call, p *store.Proposal) (*store.Proposal, *Result, error) {
+func (e *Engine) waitEnded(ctx context.Context, c *Call, p *cstype.Proposal) (*cstype.Proposal, *Result, error) {
 	if c == nil {
 		return p, nil, ctx.Err()
 	}
@@ -155,7 +156,7 @@ func waitOver(ctx context.Context, deadline time.Time) bool {
 }
 
 //go:noinline
-func waitFailed(p *store.Proposal, err error) error {
+func waitFailed(p *cstype.Proposal, err error) error {
 	return fmt.Errorf("wait for proposal %s: %w", p.ID, err)
 }
 
@@ -164,13 +165,13 @@ func waitFailed(p *store.Proposal, err error) error {
 // on for its outcome.
 //
 //go:noinline
-func (e *Engine) executeWaited(ctx context.Context, c *Call, p *store.Proposal) (res *Result, err error, done bool) {
+func (e *Engine) executeWaited(ctx context.Context, c *Call, p *cstype.Proposal) (res *Result, err error, done bool) {
 	res, err = e.claimAndExecute(ctx, c, p)
 	// A store that cannot be reached leaves the wait on too: the next read
 	// finds the proposal as the claim left it (still approved, or executing
 	// under a lease whose lapse a worker recovers), and nothing is executed
 	// twice since the claim is a compare-and-set.
-	return res, err, !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrUnavailable)
+	return res, err, !errors.Is(err, cstype.ErrConflict) && !errors.Is(err, cstype.ErrUnavailable)
 }
 
 // waitOutageRecheck is how often a waiter reads again while the store
@@ -192,7 +193,7 @@ func outageWake(deadline time.Time) time.Duration {
 // whether it did.
 //
 //go:noinline
-func (e *Engine) expireWaited(ctx context.Context, p *store.Proposal) bool {
+func (e *Engine) expireWaited(ctx context.Context, p *cstype.Proposal) bool {
 	if !store.Due(p, e.clock()) {
 		return false
 	}
@@ -209,9 +210,9 @@ func (e *Engine) expireWaited(ctx context.Context, p *store.Proposal) bool {
 // answer pending), and at the latest waitRecheck (see watch).
 //
 //go:noinline
-func (e *Engine) nextWake(p *store.Proposal, deadline time.Time) time.Duration {
+func (e *Engine) nextWake(p *cstype.Proposal, deadline time.Time) time.Duration {
 	next := e.recheck()
-	if p.Status == store.StatusPending {
+	if p.Status == cstype.StatusPending {
 		next = min(next, max(p.ExpiresAt.Sub(e.clock()), 0)+time.Millisecond)
 	}
 	if !deadline.IsZero() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/sqlitestore"
@@ -28,7 +29,7 @@ type countingStore struct {
 	reads atomic.Int64
 }
 
-func (s *countingStore) GetProposal(ctx context.Context, p *store.GetProposalParams) (*store.Proposal, error) {
+func (s *countingStore) GetProposal(ctx context.Context, p *store.GetProposalParams) (*cstype.Proposal, error) {
 	s.reads.Add(1)
 	return s.Store.GetProposal(ctx, p)
 }
@@ -61,7 +62,7 @@ func pendingIDs(t *testing.T, e *countersign.Engine, n int) []string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var ids []string
-		params := store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}}
+		params := countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}}
 		for {
 			page, err := e.List(context.Background(), waitBob, params)
 			if err != nil {

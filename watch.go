@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
@@ -60,7 +61,7 @@ func callKey(tenant, id string) string { return tenant + "\x00" + id }
 
 // callWaits registers a wait-mode call waiting on p until the returned
 // function is called.
-func (e *Engine) callWaits(p *store.Proposal) func() {
+func (e *Engine) callWaits(p *cstype.Proposal) func() {
 	w := &e.waits
 	k := callKey(p.Tenant, p.ID)
 	w.mu.Lock()
@@ -79,7 +80,7 @@ func (e *Engine) callWaits(p *store.Proposal) func() {
 }
 
 // callWaiting reports whether a wait-mode call waits on p in this process.
-func (e *Engine) callWaiting(p *store.Proposal) bool {
+func (e *Engine) callWaiting(p *cstype.Proposal) bool {
 	return e.CallWaiting(p.Tenant, p.ID)
 }
 
@@ -104,7 +105,7 @@ type tenantWatch struct {
 // watch registers a wait on p and returns its wake-up channel and the
 // function that ends the registration. The caller must re-read p after
 // watch returns and before it blocks.
-func (e *Engine) watch(p *store.Proposal) (<-chan struct{}, func()) {
+func (e *Engine) watch(p *cstype.Proposal) (<-chan struct{}, func()) {
 	wake, unsubscribe := e.hub.Subscribe(p.ID)
 	w := &e.waits
 	w.mu.Lock()
@@ -277,7 +278,7 @@ func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch)
 	for _, ev := range evs {
 		// A creation is never news to a waiter: it read its proposal after
 		// the proposal existed.
-		if ev.Type != store.EventCreated {
+		if ev.Type != cstype.EventCreated {
 			e.hub.Publish(ev.ProposalID)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -20,7 +21,7 @@ type eventHidingStore struct {
 	reads  int   // reads left that do not see it
 }
 
-func (s *eventHidingStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+func (s *eventHidingStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
 	evs, err := s.Store.ListEvents(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -50,7 +51,7 @@ func TestWatcherWakesOnLateCommittedEvents(t *testing.T) {
 	}
 	create := func(id string) {
 		t.Helper()
-		p := &store.Proposal{ID: id, Tenant: "acme", Requester: "alice", ThreadID: "t", ToolCallID: id, Action: "noop",
+		p := &cstype.Proposal{ID: id, Tenant: "acme", Requester: "alice", ThreadID: "t", ToolCallID: id, Action: "noop",
 			Mode: ModeIndependent, Approvers: []string{"role:finance"}, Quorum: 1, ExpiresAt: time.Now().Add(time.Hour), OperationID: "op_" + id}
 		if _, err := st.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
 			t.Fatal(err)
@@ -59,7 +60,7 @@ func TestWatcherWakesOnLateCommittedEvents(t *testing.T) {
 	approve := func(id string) {
 		t.Helper()
 		// Straight to the store: another process decides, nothing signals here.
-		if _, err := st.Decide(ctx, &store.DecideParams{Tenant: "acme", ID: id, Actor: "bob", Verdict: store.VerdictApproved, Via: "api"}); err != nil {
+		if _, err := st.Decide(ctx, &store.DecideParams{Tenant: "acme", ID: id, Actor: "bob", Verdict: cstype.VerdictApproved, Via: "api"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +80,7 @@ func TestWatcherWakesOnLateCommittedEvents(t *testing.T) {
 	}
 	st.mu.Lock()
 	for _, ev := range evs {
-		if ev.ProposalID == "p1" && ev.Type != store.EventCreated {
+		if ev.ProposalID == "p1" && ev.Type != cstype.EventCreated {
 			st.hidden = ev.ID
 		}
 	}

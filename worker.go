@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
@@ -61,7 +62,7 @@ type WorkerOptions struct {
 	// status, counted in the store every ProposalCountsEvery, and when
 	// they were counted: server.ProposalCounts.Set, which /metrics then
 	// reports without store work. Nil: no counting.
-	OnProposalCounts func(counts map[store.Status]int, at time.Time)
+	OnProposalCounts func(counts map[cstype.Status]int, at time.Time)
 	// ProposalCountsEvery is how often OnProposalCounts is given a new
 	// count. Default DefaultProposalCountsEvery (30s).
 	ProposalCountsEvery time.Duration

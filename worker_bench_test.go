@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
@@ -93,7 +94,7 @@ func benchDrain(b *testing.B, slots int) {
 			// Wait for the last settlements too.
 			for {
 				page, err := st.ListProposals(context.Background(), &store.ListProposalsParams{Tenant: "acme", Limit: 1,
-					Statuses: []store.Status{store.StatusApproved, store.StatusExecuting}})
+					Statuses: []cstype.Status{cstype.StatusApproved, cstype.StatusExecuting}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -51,9 +51,9 @@ func TestEmbeddedWorkerDeliversNotifications(t *testing.T) {
 		}
 		secret := []byte("receiver-secret")
 		d, err := notifications.New(notifications.Options{
-			Store:   st,
-			Targets: []notifications.Target{{URL: rcv.URL, Events: []store.EventType{store.EventCreated}, Secret: secret}},
-			Render: func(p *store.Proposal) (json.RawMessage, error) {
+			Engine:  e,
+			Targets: []notifications.Target{{URL: rcv.URL, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret}},
+			Render: func(p *cstype.Proposal) (json.RawMessage, error) {
 				return json.Marshal(map[string]string{"id": p.ID, "status": string(p.Status)})
 			},
 			PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
@@ -135,9 +135,9 @@ func TestWorkerCountsProposals(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		counts := make(chan map[store.Status]int, 100)
+		counts := make(chan map[cstype.Status]int, 100)
 		w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 10 * time.Millisecond, ProposalCountsEvery: 5 * time.Millisecond,
-			OnProposalCounts: func(c map[store.Status]int, _ time.Time) {
+			OnProposalCounts: func(c map[cstype.Status]int, _ time.Time) {
 				select {
 				case counts <- c:
 				default:
@@ -156,7 +156,7 @@ func TestWorkerCountsProposals(t *testing.T) {
 		for i := range 3 { // the first count, and two more each interval
 			select {
 			case c := <-counts:
-				if c[store.StatusPending] != 3 || len(c) > len(store.Statuses) {
+				if c[cstype.StatusPending] != 3 || len(c) > len(cstype.Statuses) {
 					t.Fatalf("count %d: %v, want 3 pending", i+1, c)
 				}
 			case <-time.After(30 * time.Second):

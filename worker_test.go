@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/sqlitestore"
@@ -130,7 +131,7 @@ func TestWorkerDrainsConcurrentlyExactlyOnce(t *testing.T) {
 			defer cancel()
 			for _, id := range ids {
 				p, err := e.Wait(wctx, tAlice, id)
-				if err != nil || p.Status != store.StatusSucceeded {
+				if err != nil || p.Status != cstype.StatusSucceeded {
 					t.Fatalf("proposal %s: %v, %v", id, p, err)
 				}
 			}
@@ -175,7 +176,7 @@ func TestWorkerShutdownCancelsAtTheDeadline(t *testing.T) {
 	}
 	// The cancelled execution's outcome is uncertain, and it says so.
 	p, _ := e.Proposal(context.Background(), tAlice, ids[0])
-	if p.Status != store.StatusUnknown {
+	if p.Status != cstype.StatusUnknown {
 		t.Fatalf("status after a cancelled execution = %s, want unknown", p.Status)
 	}
 }
@@ -186,7 +187,7 @@ type failingRenewals struct {
 	renewals atomic.Int32
 }
 
-func (f *failingRenewals) RenewLease(ctx context.Context, p *store.RenewLeaseParams) (*store.Lease, error) {
+func (f *failingRenewals) RenewLease(ctx context.Context, p *store.RenewLeaseParams) (*cstype.Lease, error) {
 	f.renewals.Add(1)
 	return nil, errors.New("connection refused")
 }
@@ -210,7 +211,7 @@ func TestLostLeaseStopsWithoutSettling(t *testing.T) {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
 	p, _ := e.Proposal(context.Background(), tAlice, ids[0])
-	if p.Status != store.StatusExecuting || st.renewals.Load() == 0 {
+	if p.Status != cstype.StatusExecuting || st.renewals.Load() == 0 {
 		t.Fatalf("status %s after %d failed renewals, want executing (never settled)", p.Status, st.renewals.Load())
 	}
 	// Another worker recovers it: the first attempt's outcome is unknown,
@@ -221,7 +222,7 @@ func TestLostLeaseStopsWithoutSettling(t *testing.T) {
 		t.Fatalf("recovery RunOnce = %d, %v", n, err)
 	}
 	p, _ = e.Proposal(context.Background(), tAlice, ids[0])
-	if _, total, _ := n.counts(); p.Status != store.StatusUnknown || total != 1 {
+	if _, total, _ := n.counts(); p.Status != cstype.StatusUnknown || total != 1 {
 		t.Fatalf("after recovery: %s with %d executions; want unknown with 1", p.Status, total)
 	}
 }
@@ -233,13 +234,13 @@ func TestWorkerRecoversDeadCallers(t *testing.T) {
 		reconcile  bool
 		idempotent bool
 		executed   bool // whether the dead caller's attempt reached the backend
-		want       store.Status
+		want       cstype.Status
 		executions int
 	}{
-		{name: "reconcile: applied", reconcile: true, executed: true, want: store.StatusSucceeded, executions: 1},
-		{name: "reconcile: not applied", reconcile: true, executed: false, want: store.StatusFailed, executions: 0},
-		{name: "idempotent: retried once more", idempotent: true, executed: true, want: store.StatusSucceeded, executions: 2},
-		{name: "neither: unknown", executed: true, want: store.StatusUnknown, executions: 1},
+		{name: "reconcile: applied", reconcile: true, executed: true, want: cstype.StatusSucceeded, executions: 1},
+		{name: "reconcile: not applied", reconcile: true, executed: false, want: cstype.StatusFailed, executions: 0},
+		{name: "idempotent: retried once more", idempotent: true, executed: true, want: cstype.StatusSucceeded, executions: 2},
+		{name: "neither: unknown", executed: true, want: cstype.StatusUnknown, executions: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

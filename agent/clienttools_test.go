@@ -12,7 +12,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 )
 
 // clientModel calls the caller's get_weather tool (and, on "weather and
@@ -48,7 +49,7 @@ func (m *clientModel) last() *agent.Request {
 	return m.requests[len(m.requests)-1]
 }
 
-var weatherTool = store.ClientTool{Name: "get_weather", Description: "The weather in a city.",
+var weatherTool = cstype.ClientTool{Name: "get_weather", Description: "The weather in a city.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}
 
 func clientHarness(t *testing.T, mode countersign.Mode) (*harness, *clientModel) {
@@ -68,9 +69,9 @@ func (h *harness) postMessage(m *countersign.Message) (*countersign.MessageAnswe
 	return h.engine.PostMessage(context.Background(), m)
 }
 
-func (h *harness) pending(r *store.Run) []string {
+func (h *harness) pending(r *cstype.Run) []string {
 	h.t.Helper()
-	st, err := h.engine.RunState(context.Background(), "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(context.Background(), "acme", r.ID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -83,12 +84,12 @@ func (h *harness) pending(r *store.Run) []string {
 
 func TestClientToolCallEndsTheRunAndItsResultStartsTheNext(t *testing.T) {
 	h, model := clientHarness(t, countersign.ModeWait)
-	ans, err := h.postMessage(&countersign.Message{Text: "weather in Lisbon?", Agent: "demo", ClientTools: []store.ClientTool{weatherTool}})
+	ans, err := h.postMessage(&countersign.Message{Text: "weather in Lisbon?", Agent: "demo", ClientTools: []cstype.ClientTool{weatherTool}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := h.drive(ans.Run)
-	if r.Status != store.RunFinished || r.Steps != 1 {
+	if r.Status != cstype.RunFinished || r.Steps != 1 {
 		t.Fatalf("run %+v, want finished after one model call", r)
 	}
 	// The model was offered the caller's tool besides the agent's action.
@@ -106,7 +107,7 @@ func TestClientToolCallEndsTheRunAndItsResultStartsTheNext(t *testing.T) {
 		t.Fatalf("pending client calls %q, want call_w", got)
 	}
 	msgs := h.messages()
-	if a := msgs[len(msgs)-1]; a.Role != store.RoleAssistant || len(a.ToolCalls) != 1 || !a.ToolCalls[0].Client {
+	if a := msgs[len(msgs)-1]; a.Role != cstype.RoleAssistant || len(a.ToolCalls) != 1 || !a.ToolCalls[0].Client {
 		t.Fatalf("last message %+v, want the assistant's client call", a)
 	}
 
@@ -120,7 +121,7 @@ func TestClientToolCallEndsTheRunAndItsResultStartsTheNext(t *testing.T) {
 		t.Fatalf("answer %+v, want the result stored and a run", ans)
 	}
 	r2 := h.drive(ans.Run)
-	if r2.Status != store.RunFinished || len(h.pending(r2)) != 0 {
+	if r2.Status != cstype.RunFinished || len(h.pending(r2)) != 0 {
 		t.Fatalf("run %+v, pending %q; want finished, nothing pending", r2, h.pending(r2))
 	}
 	msgs = h.messages()
@@ -150,19 +151,19 @@ func TestClientToolCallEndsTheRunAndItsResultStartsTheNext(t *testing.T) {
 
 func TestClientCallWaitsForTheEngineCallsOfItsStep(t *testing.T) {
 	h, model := clientHarness(t, countersign.ModeWait)
-	ans, err := h.postMessage(&countersign.Message{Text: "weather and refund", Agent: "demo", ClientTools: []store.ClientTool{weatherTool}})
+	ans, err := h.postMessage(&countersign.Message{Text: "weather and refund", Agent: "demo", ClientTools: []cstype.ClientTool{weatherTool}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := h.drive(ans.Run)
-	if r.Status != store.RunParked {
+	if r.Status != cstype.RunParked {
 		t.Fatalf("run %s, want parked on the refund", r.Status)
 	}
 	// Approved in the conversation; the run makes the refund, then ends
 	// with the caller's call pending, without asking the model again.
 	h.post(bob, "yes", false)
 	r = h.resume()
-	if r.Status != store.RunFinished || h.executed.Load() != 1 || r.Steps != 1 {
+	if r.Status != cstype.RunFinished || h.executed.Load() != 1 || r.Steps != 1 {
 		t.Fatalf("run %+v, %d executions; want finished after the refund, one model call", r, h.executed.Load())
 	}
 	if got := h.pending(r); !slices.Equal(got, []string{"call_w"}) {
@@ -201,7 +202,7 @@ func TestClientCallWaitsForTheEngineCallsOfItsStep(t *testing.T) {
 
 func TestCallsNobodyAnsweredReadAsNoResult(t *testing.T) {
 	h, model := clientHarness(t, countersign.ModeWait)
-	ans, err := h.postMessage(&countersign.Message{Text: "weather?", Agent: "demo", ClientTools: []store.ClientTool{weatherTool}})
+	ans, err := h.postMessage(&countersign.Message{Text: "weather?", Agent: "demo", ClientTools: []cstype.ClientTool{weatherTool}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +225,11 @@ func TestCallsNobodyAnsweredReadAsNoResult(t *testing.T) {
 
 	// A run cancelled while it waits for a human leaves its calls without
 	// results: the next run's model reads them answered by no result.
-	ans, err = h.postMessage(&countersign.Message{Text: "weather and refund", Agent: "demo", ClientTools: []store.ClientTool{weatherTool}})
+	ans, err = h.postMessage(&countersign.Message{Text: "weather and refund", Agent: "demo", ClientTools: []cstype.ClientTool{weatherTool}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := h.drive(ans.Run); r.Status != store.RunParked {
+	if r := h.drive(ans.Run); r.Status != cstype.RunParked {
 		t.Fatalf("run %s, want parked", r.Status)
 	}
 	if _, err := h.engine.CancelRun(context.Background(), alice, "th1", ans.Run.ID); err != nil {
@@ -254,14 +255,14 @@ func TestClientToolsAreChecked(t *testing.T) {
 	h, _ := clientHarness(t, countersign.ModeWait)
 	long := strings.Repeat("x", 65)
 	for name, m := range map[string]*countersign.Message{
-		"a dotted name":            {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Name: "get.weather"}}},
-		"a long name":              {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Name: long}}},
-		"no name":                  {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Description: "x"}}},
-		"twice":                    {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{weatherTool, weatherTool}},
-		"parameters not JSON":      {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Name: "a", Parameters: json.RawMessage(`{`)}}},
-		"parameters an array":      {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Name: "a", Parameters: json.RawMessage(`[]`)}}},
-		"parameters null":          {Text: "x", Agent: "demo", ClientTools: []store.ClientTool{{Name: "a", Parameters: json.RawMessage(`null`)}}},
-		"without a run":            {Text: "x", ClientTools: []store.ClientTool{weatherTool}},
+		"a dotted name":            {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: "get.weather"}}},
+		"a long name":              {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: long}}},
+		"no name":                  {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Description: "x"}}},
+		"twice":                    {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{weatherTool, weatherTool}},
+		"parameters not JSON":      {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: "a", Parameters: json.RawMessage(`{`)}}},
+		"parameters an array":      {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: "a", Parameters: json.RawMessage(`[]`)}}},
+		"parameters null":          {Text: "x", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: "a", Parameters: json.RawMessage(`null`)}}},
+		"without a run":            {Text: "x", ClientTools: []cstype.ClientTool{weatherTool}},
 		"neither text nor any":     {Agent: "demo"},
 		"a result on a new thread": {Agent: "demo", ToolResults: []countersign.ToolResult{{ToolCallID: "call_w", Content: "x"}}},
 		"a result with a bad id":   {Agent: "demo", ToolResults: []countersign.ToolResult{{ID: "bad id", ToolCallID: "call_w"}}},
@@ -276,10 +277,10 @@ func TestClientToolsAreChecked(t *testing.T) {
 	}
 }
 
-func manyTools(n int) []store.ClientTool {
-	out := make([]store.ClientTool, n)
+func manyTools(n int) []cstype.ClientTool {
+	out := make([]cstype.ClientTool, n)
 	for i := range out {
-		out[i] = store.ClientTool{Name: fmt.Sprintf("tool_%d", i)}
+		out[i] = cstype.ClientTool{Name: fmt.Sprintf("tool_%d", i)}
 	}
 	return out
 }

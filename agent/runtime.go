@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 )
 
 // DefaultPollInterval is how often Work looks for runs to resume when
@@ -26,7 +27,7 @@ const callWait = time.Millisecond
 const maxDriven = 16
 
 // sweepEvery is how often Work's claim also looks at every parked run
-// (Engine.SweepRuns), for one that parked at the very moment its proposal
+// (RunHost.SweepRuns), for one that parked at the very moment its proposal
 // was decided and so was not marked ready; the other claims cost the same
 // whatever the number of parked runs.
 const sweepEvery = 30 * time.Second
@@ -50,6 +51,9 @@ type RuntimeOptions struct {
 // replayed, never executed twice.
 type Runtime struct {
 	engine *countersign.Engine
+	// host is the engine's side of runs that checks nobody (reading,
+	// writing, claiming any run): the runtime acts for the engine.
+	host   *countersign.RunHost
 	agents map[string]*Agent
 	poll   time.Duration
 	log    *slog.Logger
@@ -60,7 +64,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("agent: runtime: an engine is required")
 	}
-	rt := &Runtime{engine: opts.Engine, agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
+	rt := &Runtime{engine: opts.Engine, host: opts.Engine.RunHost(runhost.Grant()), agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
 	if rt.poll <= 0 {
 		rt.poll = DefaultPollInterval
 	}
@@ -90,22 +94,22 @@ func (rt *Runtime) Agent(name string) (*Agent, bool) {
 var errStop = errors.New("stop")
 
 // Drive takes a run this process holds (as Engine.PostMessage or
-// Engine.ClaimRuns returned it) from step to step until it parks, ends, or
+// RunHost.ClaimRuns returned it) from step to step until it parks, ends, or
 // stops being this process's (cancelled, or its lease taken over). It
 // returns the run as it left it. An error means the run could not be
 // written: it stays running under its lease, which lapses, and another
 // process resumes it.
-func (rt *Runtime) Drive(ctx context.Context, r *store.Run) (*store.Run, error) {
+func (rt *Runtime) Drive(ctx context.Context, r *cstype.Run) (*cstype.Run, error) {
 	if r.Lease == nil {
 		return r, nil
 	}
-	d := &drive{rt: rt, fence: store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}, run: r}
+	d := &drive{rt: rt, fence: cstype.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}, run: r}
 	for {
 		err := d.step(ctx)
 		switch {
 		case errors.Is(err, errStop):
 			return d.run, nil
-		case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrConflict):
+		case errors.Is(err, cstype.ErrLeaseLost) || errors.Is(err, cstype.ErrConflict):
 			return d.latest(ctx), nil
 		case err != nil:
 			return d.run, err
@@ -116,13 +120,13 @@ func (rt *Runtime) Drive(ctx context.Context, r *store.Run) (*store.Run, error) 
 // drive is one Drive call's state.
 type drive struct {
 	rt    *Runtime
-	fence store.Fence
-	run   *store.Run
+	fence cstype.Fence
+	run   *cstype.Run
 }
 
 // latest rereads the run, for a caller that lost it.
-func (d *drive) latest(ctx context.Context) *store.Run {
-	st, err := d.rt.engine.RunState(ctx, d.run.Tenant, d.run.ID)
+func (d *drive) latest(ctx context.Context) *cstype.Run {
+	st, err := d.rt.host.RunState(ctx, d.run.Tenant, d.run.ID)
 	if err != nil {
 		return d.run
 	}
@@ -130,35 +134,35 @@ func (d *drive) latest(ctx context.Context) *store.Run {
 }
 
 // update writes a step; the lease is renewed with it.
-func (d *drive) update(ctx context.Context, p *store.UpdateRunParams) error {
+func (d *drive) update(ctx context.Context, p *countersign.RunUpdate) error {
 	p.Tenant, p.ID, p.Fence = d.run.Tenant, d.run.ID, d.fence
-	if p.To == "" || p.To == store.RunRunning {
+	if p.To == "" || p.To == cstype.RunRunning {
 		p.LeaseDuration = d.rt.engine.LeaseDuration()
 	}
-	r, err := d.rt.engine.UpdateRun(ctx, p)
+	r, err := d.rt.host.UpdateRun(ctx, p)
 	if err != nil {
 		return err
 	}
 	d.run = r
-	if r.Status != store.RunRunning {
+	if r.Status != cstype.RunRunning {
 		return errStop
 	}
 	return nil
 }
 
 func (d *drive) fail(ctx context.Context, reason string) error {
-	return d.update(ctx, &store.UpdateRunParams{To: store.RunFailed, Error: reason})
+	return d.update(ctx, &countersign.RunUpdate{To: cstype.RunFailed, Error: reason})
 }
 
 // step takes one step: answer the tool calls of the run's last model
 // message that have no result yet, or else ask the model.
 func (d *drive) step(ctx context.Context) error {
-	st, err := d.rt.engine.RunState(ctx, d.run.Tenant, d.run.ID)
+	st, err := d.rt.host.RunState(ctx, d.run.Tenant, d.run.ID)
 	if err != nil {
 		return err
 	}
 	d.run = st.Run
-	if d.run.Status != store.RunRunning || d.run.Lease == nil || d.run.Lease.Token != d.fence.Token {
+	if d.run.Status != cstype.RunRunning || d.run.Lease == nil || d.run.Lease.Token != d.fence.Token {
 		return errStop
 	}
 	a, ok := d.rt.agents[d.run.Agent]
@@ -172,7 +176,7 @@ func (d *drive) step(ctx context.Context) error {
 	case len(client) > 0:
 		// Only the caller's calls are left: the run ends with them
 		// pending, and their results come with the thread's next message.
-		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
+		return d.update(ctx, &countersign.RunUpdate{To: cstype.RunFinished})
 	}
 	if d.run.Steps >= a.Steps() {
 		return d.fail(ctx, fmt.Sprintf("the agent made %d model calls, its max_steps", a.Steps()))
@@ -183,7 +187,7 @@ func (d *drive) step(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // this process is going away; another resumes the run
 		}
-		return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed, Error: "model: " + err.Error()})
+		return d.update(ctx, &countersign.RunUpdate{Steps: 1, To: cstype.RunFailed, Error: "model: " + err.Error()})
 	}
 	offered := map[string]bool{}
 	for _, t := range req.Tools {
@@ -193,11 +197,11 @@ func (d *drive) step(ctx context.Context) error {
 	for _, t := range d.run.ClientTools {
 		isClient[t.Name] = true
 	}
-	msg := &store.Message{ID: "msg_" + randomID(), Role: store.RoleAssistant, Text: reply.Text}
+	msg := &cstype.Message{ID: "msg_" + randomID(), Role: cstype.RoleAssistant, Text: reply.Text}
 	ids := map[string]bool{}
 	for _, c := range reply.ToolCalls {
 		if !offered[c.Action] {
-			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
+			return d.update(ctx, &countersign.RunUpdate{Steps: 1, To: cstype.RunFailed,
 				Error: fmt.Sprintf("model: a tool call of %q (id %q), which was not offered", c.Action, c.ID)})
 		}
 		if c.ID == "" {
@@ -209,22 +213,22 @@ func (d *drive) step(ctx context.Context) error {
 		if ids[c.ID] {
 			// Two calls of one reply under one id cannot each get their
 			// own result: no provider does this, and nothing is called.
-			return d.update(ctx, &store.UpdateRunParams{Steps: 1, To: store.RunFailed,
+			return d.update(ctx, &countersign.RunUpdate{Steps: 1, To: cstype.RunFailed,
 				Error: fmt.Sprintf("model: two tool calls with id %q in one reply", c.ID)})
 		}
 		ids[c.ID] = true
-		msg.ToolCalls = append(msg.ToolCalls, store.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: isClient[c.Action]})
+		msg.ToolCalls = append(msg.ToolCalls, cstype.ToolCall{ID: c.ID, Action: c.Action, Input: c.Input, Client: isClient[c.Action]})
 	}
-	p := &store.UpdateRunParams{Steps: 1, Messages: []*store.Message{msg}}
+	p := &countersign.RunUpdate{Steps: 1, Messages: []*cstype.Message{msg}}
 	if len(msg.ToolCalls) == 0 {
-		p.To = store.RunFinished
+		p.To = cstype.RunFinished
 	}
 	return d.update(ctx, p)
 }
 
 // clientTools are the tools the run's caller executes, as its model is
 // offered them.
-func clientTools(r *store.Run) []Tool {
+func clientTools(r *cstype.Run) []Tool {
 	out := make([]Tool, 0, len(r.ClientTools))
 	for _, t := range r.ClientTools {
 		schema := t.Parameters
@@ -247,7 +251,7 @@ func clientTools(r *store.Run) []Tool {
 // record of the id that another run made (Call.FreshToolCallID), so one
 // id names one call of the thread while a call this run repeats after a
 // crash still replays its own record.
-func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []store.ToolCall, clientLeft bool) error {
+func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []cstype.ToolCall, clientLeft bool) error {
 	endTurn := clientLeft
 	used := usedBefore(st.Messages, d.run.ID)
 	for _, c := range calls {
@@ -270,16 +274,16 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 		if !ok {
 			return err // the store failed: leave the run to its lease
 		}
-		if res != nil && res.Status == countersign.ResultPending && res.Proposal != nil && res.Proposal.Mode == store.ModeWait {
-			return d.update(ctx, &store.UpdateRunParams{To: store.RunParked, Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}})
+		if res != nil && res.Status == countersign.ResultPending && res.Proposal != nil && res.Proposal.Mode == cstype.ModeWait {
+			return d.update(ctx, &countersign.RunUpdate{To: cstype.RunParked, Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}})
 		}
 		if res != nil && res.Status == countersign.ResultPending {
 			endTurn = true
 		}
 		body, _ := json.Marshal(out) // strings, bools and raw JSON only
-		m := &store.Message{ID: "msg_" + randomID(), Role: store.RoleTool, ToolCallID: c.ID, Text: out.line(c.Action),
+		m := &cstype.Message{ID: "msg_" + randomID(), Role: cstype.RoleTool, ToolCallID: c.ID, Text: out.line(c.Action),
 			Result: body, ProposalID: out.ProposalID}
-		p := &store.UpdateRunParams{Messages: []*store.Message{m}}
+		p := &countersign.RunUpdate{Messages: []*cstype.Message{m}}
 		if out.ProposalID != "" {
 			p.ProposalIDs = []string{out.ProposalID}
 		}
@@ -288,7 +292,7 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 		}
 	}
 	if endTurn {
-		return d.update(ctx, &store.UpdateRunParams{To: store.RunFinished})
+		return d.update(ctx, &countersign.RunUpdate{To: cstype.RunFinished})
 	}
 	return nil
 }
@@ -298,7 +302,7 @@ func (d *drive) answer(ctx context.Context, st *countersign.RunState, calls []st
 // as "RUN_ID/MODEL_ID"; that run goes on with that record (its approval
 // executes, once) rather than proposing the call again. Only the run's
 // last proposal can be that one: a parked run's is added last.
-func (d *drive) recordedAs(ctx context.Context, st *countersign.RunState, c store.ToolCall) string {
+func (d *drive) recordedAs(ctx context.Context, st *countersign.RunState, c cstype.ToolCall) string {
 	n := len(d.run.ProposalIDs)
 	if n == 0 {
 		return c.ID
@@ -338,9 +342,9 @@ func (rt *Runtime) Work(ctx context.Context) error {
 	var swept time.Time // never: the first claim sweeps
 	for {
 		if free := maxDriven - len(sem); free > 0 {
-			claim := rt.engine.ClaimRuns
+			claim := rt.host.ClaimRuns
 			if time.Since(swept) >= sweepEvery {
-				claim, swept = rt.engine.SweepRuns, time.Now()
+				claim, swept = rt.host.SweepRuns, time.Now()
 			}
 			runs, err := claim(ctx, free)
 			if err != nil && ctx.Err() == nil {

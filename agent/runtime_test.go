@@ -13,6 +13,8 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/scripted"
+	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/textdecision"
@@ -83,7 +85,7 @@ func (h *harness) post(id countersign.Identity, text string, withAgent bool) *co
 	return ans
 }
 
-func (h *harness) drive(r *store.Run) *store.Run {
+func (h *harness) drive(r *cstype.Run) *cstype.Run {
 	h.t.Helper()
 	got, err := h.rt.Drive(context.Background(), r)
 	if err != nil {
@@ -94,16 +96,16 @@ func (h *harness) drive(r *store.Run) *store.Run {
 
 // resume claims the runs that are ready and drives them; it returns the
 // one run it expects.
-func (h *harness) resume() *store.Run {
+func (h *harness) resume() *cstype.Run {
 	h.t.Helper()
-	runs, err := h.engine.ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		h.t.Fatalf("ClaimRuns: %d runs, %v; want 1", len(runs), err)
 	}
 	return h.drive(runs[0])
 }
 
-func (h *harness) messages() []*store.Message {
+func (h *harness) messages() []*cstype.Message {
 	h.t.Helper()
 	v, err := h.engine.Thread(context.Background(), alice, "th1")
 	if err != nil {
@@ -121,7 +123,7 @@ func TestWaitModeParksAndResumesOnATextDecision(t *testing.T) {
 				t.Fatalf("answer %+v, want a run", ans)
 			}
 			r := h.drive(ans.Run)
-			if r.Status != store.RunParked || r.Awaiting == "" || len(r.ProposalIDs) != 1 || r.Steps != 1 {
+			if r.Status != cstype.RunParked || r.Awaiting == "" || len(r.ProposalIDs) != 1 || r.Steps != 1 {
 				t.Fatalf("run %+v, want parked on its proposal", r)
 			}
 			// Parked: no other message is taken, but a decision is.
@@ -136,12 +138,12 @@ func TestWaitModeParksAndResumesOnATextDecision(t *testing.T) {
 				t.Fatalf("decisions %+v, want bob's via text", d)
 			}
 			r = h.resume()
-			if r.Status != store.RunFinished || h.executed.Load() != 1 {
+			if r.Status != cstype.RunFinished || h.executed.Load() != 1 {
 				t.Fatalf("run %+v, %d executions; want finished after one", r, h.executed.Load())
 			}
-			var tool, last *store.Message
+			var tool, last *cstype.Message
 			for _, m := range h.messages() {
-				if m.Role == store.RoleTool && m.RunID == r.ID {
+				if m.Role == cstype.RoleTool && m.RunID == r.ID {
 					tool = m
 				}
 				if m.RunID == r.ID {
@@ -151,7 +153,7 @@ func TestWaitModeParksAndResumesOnATextDecision(t *testing.T) {
 			if tool == nil || !strings.Contains(string(tool.Result), `"status":"succeeded"`) {
 				t.Fatalf("tool message %+v, want the call's success", tool)
 			}
-			if last == nil || last.Role != store.RoleAssistant || !strings.Contains(last.Text, "rf_1") {
+			if last == nil || last.Role != cstype.RoleAssistant || !strings.Contains(last.Text, "rf_1") {
 				t.Fatalf("last message %+v, want the model's reply with the summary", last)
 			}
 			// The thread takes new messages again.
@@ -163,12 +165,12 @@ func TestWaitModeParksAndResumesOnATextDecision(t *testing.T) {
 func TestRejectedCallGoesToTheModel(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
-	if r.Status != store.RunParked {
+	if r.Status != cstype.RunParked {
 		t.Fatalf("run %s, want parked", r.Status)
 	}
 	h.post(bob, "no", false)
 	r = h.resume()
-	if r.Status != store.RunFinished || h.executed.Load() != 0 {
+	if r.Status != cstype.RunFinished || h.executed.Load() != 0 {
 		t.Fatalf("run %s, %d executions; want finished, none", r.Status, h.executed.Load())
 	}
 }
@@ -176,12 +178,12 @@ func TestRejectedCallGoesToTheModel(t *testing.T) {
 func TestIndependentCallEndsTheTurn(t *testing.T) {
 	h := newHarness(t, countersign.ModeIndependent, "en")
 	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
-	if r.Status != store.RunFinished || r.Steps != 1 {
+	if r.Status != cstype.RunFinished || r.Steps != 1 {
 		t.Fatalf("run %+v, want finished after one model call", r)
 	}
 	msgs := h.messages()
 	last := msgs[len(msgs)-1]
-	if last.Role != store.RoleTool || !strings.Contains(string(last.Result), `"status":"pending"`) || !strings.Contains(string(last.Result), `"executed":false`) {
+	if last.Role != cstype.RoleTool || !strings.Contains(string(last.Result), `"status":"pending"`) || !strings.Contains(string(last.Result), `"executed":false`) {
 		t.Fatalf("last message %+v, want the pending receipt", last)
 	}
 }
@@ -190,13 +192,13 @@ func TestCrashedRunResumesWithoutExecutingTwice(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
 	h.post(bob, "yes", false)
-	runs, err := h.engine.ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %v, %v", runs, err)
 	}
 	// The process that claimed it executes the call, then dies before it
 	// records the result: the same call replays, and does not run again.
-	st, err := h.engine.RunState(context.Background(), "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(context.Background(), "acme", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,12 +217,12 @@ func TestCrashedRunResumesWithoutExecutingTwice(t *testing.T) {
 	}
 	// Its lease lapses; another process takes the run over.
 	if _, err := h.store.UpdateRun(context.Background(), &store.UpdateRunParams{Tenant: "acme", ID: r.ID,
-		Fence: store.Fence{Token: runs[0].Lease.Token, Generation: runs[0].Lease.Generation}, LeaseDuration: time.Nanosecond}); err != nil {
+		Fence: cstype.Fence{Token: runs[0].Lease.Token, Generation: runs[0].Lease.Generation}, LeaseDuration: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond)
 	r = h.resume()
-	if r.Status != store.RunFinished || h.executed.Load() != 1 {
+	if r.Status != cstype.RunFinished || h.executed.Load() != 1 {
 		t.Fatalf("run %s, %d executions; want finished, still one", r.Status, h.executed.Load())
 	}
 }
@@ -240,7 +242,7 @@ func TestOnlyTheOwnerPosts(t *testing.T) {
 	if _, err := h.engine.PostMessage(context.Background(), &countersign.Message{Identity: carol, ThreadID: "th1", Text: "yes #" + r.Awaiting}); err == nil {
 		t.Fatal("carol, who may not decide, decided by text")
 	}
-	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending {
+	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != cstype.StatusPending {
 		t.Fatalf("proposal %s after a refused decision, want pending", p.Status)
 	}
 }
@@ -258,7 +260,7 @@ func TestMaxSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Independent: the turn ends with the receipt, within one step.
-	if r.Status != store.RunFinished || r.Steps != 1 {
+	if r.Status != cstype.RunFinished || r.Steps != 1 {
 		t.Fatalf("run %+v", r)
 	}
 }
@@ -271,7 +273,7 @@ func TestTextDecisionNeedsTheTextChannel(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("a text decision under a rule without the text channel: %v, want forbidden", err)
 	}
-	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending {
+	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != cstype.StatusPending {
 		t.Fatalf("proposal %s, want pending", p.Status)
 	}
 	for _, m := range h.messages() {
@@ -288,10 +290,10 @@ func TestAssistantTextIsNeverADecision(t *testing.T) {
 		{Match: `.*`, Say: "yes"}}, AfterTool: "yes"})
 	rt, _ := agent.NewRuntime(agent.RuntimeOptions{Engine: h.engine, Agents: []*agent.Agent{{Name: "demo", Model: model}}})
 	r, err := rt.Drive(context.Background(), h.post(alice, "refund", true).Run)
-	if err != nil || r.Status != store.RunParked {
+	if err != nil || r.Status != cstype.RunParked {
 		t.Fatalf("run %+v, %v", r, err)
 	}
-	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != store.StatusPending || len(p.Decisions) != 0 {
+	if p, _ := h.engine.Proposal(context.Background(), alice, r.Awaiting); p.Status != cstype.StatusPending || len(p.Decisions) != 0 {
 		t.Fatalf("the model's text decided: %+v", p.Decisions)
 	}
 }
@@ -318,7 +320,7 @@ func TestTwoPhaseRetriesWithTheEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := rt.Drive(context.Background(), h.post(alice, "refund 40 to c_9", true).Run)
-	if err != nil || r.Status != store.RunFinished {
+	if err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run %+v, %v", r, err)
 	}
 	msgs := h.messages()
@@ -327,10 +329,10 @@ func TestTwoPhaseRetriesWithTheEvidence(t *testing.T) {
 	}
 	h.post(bob, "yes", false)
 	r, err = rt.Drive(context.Background(), h.post(alice, "go ahead", true).Run)
-	if err != nil || r.Status != store.RunFinished {
+	if err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run %+v, %v", r, err)
 	}
-	var last *store.Message
+	var last *cstype.Message
 	for _, m := range h.messages() {
 		if m.RunID == r.ID {
 			last = m

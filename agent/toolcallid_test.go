@@ -8,7 +8,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/runhost"
 )
 
 // idModel calls the refund under the ids it is given, all in one reply, and
@@ -40,23 +41,23 @@ func (h *harness) runtime(m agent.Model) *agent.Runtime {
 
 // callsOf returns the tool calls of run's assistant messages and its tool
 // messages.
-func (h *harness) callsOf(runID string) (calls []store.ToolCall, results []*store.Message) {
+func (h *harness) callsOf(runID string) (calls []cstype.ToolCall, results []*cstype.Message) {
 	h.t.Helper()
 	for _, m := range h.messages() {
 		if m.RunID != runID {
 			continue
 		}
 		calls = append(calls, m.ToolCalls...)
-		if m.Role == store.RoleTool {
+		if m.Role == cstype.RoleTool {
 			results = append(results, m)
 		}
 	}
 	return calls, results
 }
 
-func (h *harness) threadProposals() []*store.Proposal {
+func (h *harness) threadProposals() []*cstype.Proposal {
 	h.t.Helper()
-	page, err := h.engine.ThreadProposals(context.Background(), alice, "th1", store.ListProposalsParams{})
+	page, err := h.engine.ThreadProposals(context.Background(), alice, "th1", countersign.ListParams{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ var mintedCallID = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
 func TestProposalCarriesTheModelsToolCallID(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	r := h.drive(h.post(alice, "refund 40 EUR to c_9", true).Run)
-	if r.Status != store.RunParked {
+	if r.Status != cstype.RunParked {
 		t.Fatalf("run %s, want parked", r.Status)
 	}
 	calls, _ := h.callsOf(r.ID)
@@ -88,7 +89,7 @@ func TestProposalCarriesTheModelsToolCallID(t *testing.T) {
 	h.post(bob, "yes", false)
 	r = h.resume()
 	_, results := h.callsOf(r.ID)
-	if r.Status != store.RunFinished || len(results) != 1 || results[0].ToolCallID != calls[0].ID || results[0].ProposalID != p.ID {
+	if r.Status != cstype.RunFinished || len(results) != 1 || results[0].ToolCallID != calls[0].ID || results[0].ProposalID != p.ID {
 		t.Fatalf("run %s, results %+v; want finished with the result of %q", r.Status, results, calls[0].ID)
 	}
 
@@ -107,22 +108,22 @@ func TestToolCallIDReusedAcrossRuns(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	rt := h.runtime(idModel{ids: []string{"dup_1"}})
 	r, err := rt.Drive(context.Background(), h.post(alice, "refund 40 to c_9", true).Run)
-	if err != nil || r.Status != store.RunParked {
+	if err != nil || r.Status != cstype.RunParked {
 		t.Fatalf("run %+v, %v; want parked", r, err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}
-	if r, err = rt.Drive(context.Background(), runs[0]); err != nil || r.Status != store.RunFinished || h.executed.Load() != 1 {
+	if r, err = rt.Drive(context.Background(), runs[0]); err != nil || r.Status != cstype.RunFinished || h.executed.Load() != 1 {
 		t.Fatalf("run %+v, %v, %d executions; want finished after one", r, err, h.executed.Load())
 	}
 
 	// The second run reuses the id: the first call's record is not its
 	// own, so it is neither replayed nor executed again.
 	r2, err := rt.Drive(context.Background(), h.post(alice, "refund 40 to c_9 again", true).Run)
-	if err != nil || r2.Status != store.RunFinished {
+	if err != nil || r2.Status != cstype.RunFinished {
 		t.Fatalf("second run %+v, %v; want finished", r2, err)
 	}
 	_, results := h.callsOf(r2.ID)
@@ -141,7 +142,7 @@ func TestToolCallIDReusedAcrossRuns(t *testing.T) {
 	}
 	// The model read the refusal.
 	msgs := h.messages()
-	if last := msgs[len(msgs)-1]; last.Role != store.RoleAssistant || last.Text != "error TOOL_CALL_ID_REUSED" {
+	if last := msgs[len(msgs)-1]; last.Role != cstype.RoleAssistant || last.Text != "error TOOL_CALL_ID_REUSED" {
 		t.Fatalf("last message %+v, want the model's reply to the refusal", last)
 	}
 }
@@ -162,7 +163,7 @@ func TestToolCallIDOfACallOutsideRuns(t *testing.T) {
 	}
 	rt := h.runtime(idModel{ids: []string{"ext_1"}})
 	r, err := rt.Drive(context.Background(), h.post(alice, "refund 40 to c_9", true).Run)
-	if err != nil || r.Status != store.RunFinished {
+	if err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run %+v, %v; want finished", r, err)
 	}
 	_, results := h.callsOf(r.ID)
@@ -173,7 +174,7 @@ func TestToolCallIDOfACallOutsideRuns(t *testing.T) {
 	if err := json.Unmarshal(results[0].Result, &out); err != nil || out.Code != "TOOL_CALL_ID_REUSED" {
 		t.Fatalf("result %s, %v; want TOOL_CALL_ID_REUSED", results[0].Result, err)
 	}
-	if p, _ := h.engine.Proposal(context.Background(), alice, res.ProposalID); h.executed.Load() != 0 || p.Status != store.StatusApproved {
+	if p, _ := h.engine.Proposal(context.Background(), alice, res.ProposalID); h.executed.Load() != 0 || p.Status != cstype.StatusApproved {
 		t.Fatalf("%d executions, proposal %s; want none, still approved", h.executed.Load(), p.Status)
 	}
 }
@@ -185,7 +186,7 @@ func TestToolCallIDEmptyOrTwiceInOneReply(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		h := newHarness(t, countersign.ModeWait, "en")
 		r, err := h.runtime(idModel{ids: []string{""}}).Drive(context.Background(), h.post(alice, "refund", true).Run)
-		if err != nil || r.Status != store.RunParked {
+		if err != nil || r.Status != cstype.RunParked {
 			t.Fatalf("run %+v, %v; want parked", r, err)
 		}
 		calls, _ := h.callsOf(r.ID)
@@ -200,7 +201,7 @@ func TestToolCallIDEmptyOrTwiceInOneReply(t *testing.T) {
 	t.Run("twice", func(t *testing.T) {
 		h := newHarness(t, countersign.ModeWait, "en")
 		r, err := h.runtime(idModel{ids: []string{"c1", "c1"}}).Drive(context.Background(), h.post(alice, "refund", true).Run)
-		if err != nil || r.Status != store.RunFailed || r.Error != `model: two tool calls with id "c1" in one reply` {
+		if err != nil || r.Status != cstype.RunFailed || r.Error != `model: two tool calls with id "c1" in one reply` {
 			t.Fatalf("run %+v, %v; want failed naming the id", r, err)
 		}
 		if n := len(h.threadProposals()); n != 0 {
@@ -217,15 +218,15 @@ func TestToolCallIDReusedWithinARun(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	rt := h.runtime(againModel{})
 	r, err := rt.Drive(context.Background(), h.post(alice, "refund", true).Run)
-	if err != nil || r.Status != store.RunParked {
+	if err != nil || r.Status != cstype.RunParked {
 		t.Fatalf("run %+v, %v; want parked", r, err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.ClaimRuns(context.Background(), 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}
-	if r, err = rt.Drive(context.Background(), runs[0]); err != nil || r.Status != store.RunFinished {
+	if r, err = rt.Drive(context.Background(), runs[0]); err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run %+v, %v; want finished", r, err)
 	}
 	_, results := h.callsOf(r.ID)
@@ -266,16 +267,16 @@ func TestRunParkedBeforeTheOneIdentityGoesOn(t *testing.T) {
 	h := newHarness(t, countersign.ModeWait, "en")
 	ctx := context.Background()
 	r := h.post(alice, "refund", true).Run
-	fence := store.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}
+	fence := cstype.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}
 	// What the runtime wrote then: the reply, the call under the run's
 	// prefix, the park.
 	input := json.RawMessage(`{"amount":40,"customer":"c_9"}`)
-	if _, err := h.engine.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: r.ID, Fence: fence, Steps: 1,
-		LeaseDuration: h.engine.LeaseDuration(), Messages: []*store.Message{{ID: "msg_old", Role: store.RoleAssistant,
-			ToolCalls: []store.ToolCall{{ID: "call_1", Action: "payments.refund", Input: input}}}}}); err != nil {
+	if _, err := h.engine.RunHost(runhost.Grant()).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, Steps: 1,
+		LeaseDuration: h.engine.LeaseDuration(), Messages: []*cstype.Message{{ID: "msg_old", Role: cstype.RoleAssistant,
+			ToolCalls: []cstype.ToolCall{{ID: "call_1", Action: "payments.refund", Input: input}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.engine.RunState(ctx, "acme", r.ID)
+	st, err := h.engine.RunHost(runhost.Grant()).RunState(ctx, "acme", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,16 +285,16 @@ func TestRunParkedBeforeTheOneIdentityGoesOn(t *testing.T) {
 	if err != nil || res.Status != countersign.ResultPending {
 		t.Fatalf("call: %+v, %v", res, err)
 	}
-	if _, err := h.engine.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: r.ID, Fence: fence, To: store.RunParked,
+	if _, err := h.engine.RunHost(runhost.Grant()).UpdateRun(ctx, &countersign.RunUpdate{Tenant: "acme", ID: r.ID, Fence: fence, To: cstype.RunParked,
 		Awaiting: res.ProposalID, ProposalIDs: []string{res.ProposalID}}); err != nil {
 		t.Fatal(err)
 	}
 	h.post(bob, "yes", false)
-	runs, err := h.engine.ClaimRuns(ctx, 10)
+	runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(ctx, 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ClaimRuns: %d, %v", len(runs), err)
 	}
-	if r, err = h.runtime(idModel{}).Drive(ctx, runs[0]); err != nil || r.Status != store.RunFinished {
+	if r, err = h.runtime(idModel{}).Drive(ctx, runs[0]); err != nil || r.Status != cstype.RunFinished {
 		t.Fatalf("run %+v, %v; want finished", r, err)
 	}
 	_, results := h.callsOf(r.ID)

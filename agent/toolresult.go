@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // ToolOutput is the result object a tool message carries, and the model
@@ -94,11 +94,11 @@ func (o *ToolOutput) line(action string) string {
 
 // unanswered returns the tool calls of the run's last assistant message
 // that no tool message of the run answers yet: the engine's to make, and
-// the client's (store.ToolCall.Client), left to the run's caller.
-func unanswered(msgs []*store.Message, runID string) (calls, client []store.ToolCall) {
+// the client's (cstype.ToolCall.Client), left to the run's caller.
+func unanswered(msgs []*cstype.Message, runID string) (calls, client []cstype.ToolCall) {
 	last := -1
 	for i, m := range msgs {
-		if m.RunID == runID && m.Role == store.RoleAssistant {
+		if m.RunID == runID && m.Role == cstype.RoleAssistant {
 			last = i
 		}
 	}
@@ -107,7 +107,7 @@ func unanswered(msgs []*store.Message, runID string) (calls, client []store.Tool
 	}
 	answered := map[string]bool{}
 	for _, m := range msgs[last+1:] {
-		if m.RunID == runID && m.Role == store.RoleTool {
+		if m.RunID == runID && m.Role == cstype.RoleTool {
 			answered[m.ToolCallID] = true
 		}
 	}
@@ -126,10 +126,10 @@ func unanswered(msgs []*store.Message, runID string) (calls, client []store.Tool
 // usedBefore is the set of tool call ids that messages of the thread
 // other than the run's last assistant message (the one being answered)
 // name: another run's calls, and this run's earlier ones.
-func usedBefore(msgs []*store.Message, runID string) map[string]bool {
+func usedBefore(msgs []*cstype.Message, runID string) map[string]bool {
 	last := -1
 	for i, m := range msgs {
-		if m.RunID == runID && m.Role == store.RoleAssistant {
+		if m.RunID == runID && m.Role == cstype.RoleAssistant {
 			last = i
 		}
 	}
@@ -154,14 +154,14 @@ func NewToolCallID() string { return "call_" + randomID() }
 // two-phase call the model makes again (in this run or a later one, once
 // the human approved) carries it, and the engine checks that it binds this
 // exact call, so an id for another input is refused, never spent.
-func evidenceFor(msgs []*store.Message, action string) string {
+func evidenceFor(msgs []*cstype.Message, action string) string {
 	calls := map[string]string{} // "run/tool call id" → action
 	evidence := ""
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
 			calls[m.RunID+"/"+c.ID] = c.Action
 		}
-		if m.Role == store.RoleTool && calls[m.RunID+"/"+m.ToolCallID] == action {
+		if m.Role == cstype.RoleTool && calls[m.RunID+"/"+m.ToolCallID] == action {
 			var out ToolOutput
 			if json.Unmarshal(m.Result, &out) == nil && out.Status == string(countersign.ResultConfirmationRequired) {
 				evidence = out.ConfirmationID
@@ -184,7 +184,7 @@ var noResult = json.RawMessage(`{"status":"no_result","error":"no result was rec
 // answered, and where nothing answered a call (a cancelled run's, a
 // client's the caller moved on from) noResult does once the conversation
 // moves on (a user's message, a run's).
-func conversation(msgs []*store.Message) []Message {
+func conversation(msgs []*cstype.Message) []Message {
 	out := make([]Message, 0, len(msgs))
 	var (
 		open     []ToolCall // the last assistant message's calls without a result yet
@@ -203,13 +203,13 @@ func conversation(msgs []*store.Message) []Message {
 	}
 	for _, m := range msgs {
 		switch m.Role {
-		case store.RoleUser:
+		case cstype.RoleUser:
 			if m.Decision {
 				continue
 			}
 			moveOn()
 			out = append(out, Message{Role: RoleUser, Text: m.Text})
-		case store.RoleAssistant:
+		case cstype.RoleAssistant:
 			am := Message{Role: RoleAssistant, Text: m.Text}
 			for _, c := range m.ToolCalls {
 				am.ToolCalls = append(am.ToolCalls, ToolCall{ID: c.ID, Action: c.Action, Input: c.Input})
@@ -221,7 +221,7 @@ func conversation(msgs []*store.Message) []Message {
 			moveOn()
 			out = append(out, am)
 			open = slices.Clone(am.ToolCalls)
-		case store.RoleTool:
+		case cstype.RoleTool:
 			i := slices.IndexFunc(open, func(c ToolCall) bool { return c.ID == m.ToolCallID })
 			if i < 0 {
 				continue // answers no call it could follow: a provider would refuse it

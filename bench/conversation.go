@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/scripted"
+	"github.com/countersign/countersign/internal/runhost"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/store"
@@ -65,7 +66,7 @@ func init() {
 			"thread (a text decision, same route, answered applied), and the Work loop claims the run, executes the call once and "+
 			"finishes the run. C clients make turns one after another, after one untimed turn each; a turn is timed from sending the "+
 			"first POST to the client seeing the run finished (`GET /v1/threads/{id}/runs/{run_id}`, read whenever the engine signals "+
-			"a change to the run, Engine.WatchRun, and at least every %s); resumption is from the answer to \"yes\" to the same "+
+			"a change to the run, RunHost.WatchRun, and at least every %s); resumption is from the answer to \"yes\" to the same "+
 			"moment. Every run must finish and every refund execute once. On PostgreSQL a pgx tracer counts round trips to the server "+
 			"(each query, prepare and batch) by the context they serve: the user's message (its request and the run's steps up to "+
 			"parking, which the server drives), the decision, the Work loop (its claims and the resumed steps), the clients' reads of "+
@@ -75,7 +76,7 @@ func init() {
 			"before and after the P, goroutines are runtime.NumGoroutine() and memory is the Go runtime's live heap "+
 			"objects + goroutine stacks (runtime/metrics, after GCs until they stop shrinking, as in B5), and on PostgreSQL the "+
 			"store's pool is read for its connections in use and open; the memory the W left behind, from before the first, is "+
-			"reported apart. Last, with none of the W + P ready, Engine.ClaimRuns (what the Work loop calls on each change in the "+
+			"reported apart. Last, with none of the W + P ready, RunHost.ClaimRuns (what the Work loop calls on each change in the "+
 			"process and each second) is timed, as it was after the W. On PostgreSQL the runs and proposals are analyzed before each "+
 			"timing of the claim, after the W and after the P, as autovacuum would have done (the bench's server may run without "+
 			"it): without statistics the planner checks each parked run's proposal by a scan of the pending proposals' index, so "+
@@ -300,7 +301,7 @@ func turn(ctx context.Context, eng *countersign.Engine, api *apiServer, thread s
 		return t, fmt.Errorf("thread %s: the message answered %+v, want a run parked on one proposal", thread, asked.Run)
 	}
 	// Watch before deciding, so that no change of the run goes unseen.
-	changed, unwatch := eng.WatchRun(workload.Tenant, asked.Run.ID)
+	changed, unwatch := eng.RunHost(runhost.Grant()).WatchRun(workload.Tenant, asked.Run.ID)
 	defer unwatch()
 	var decided messageAnswer
 	if err := api.post(ctx, path, approverKey, map[string]string{"text": "yes"}, &decided); err != nil {
@@ -396,7 +397,7 @@ func (a *apiServer) get(ctx context.Context, path, token string, out any) error 
 // idleClaims is how many claims idleClaim times.
 const idleClaims = 21
 
-// idleClaim times Engine.ClaimRuns, as the Work loop calls it, while no
+// idleClaim times RunHost.ClaimRuns, as the Work loop calls it, while no
 // parked run is ready: the median of idleClaims calls. A run claimed is
 // an error (none was decided). On PostgreSQL the store's tables are
 // analyzed first, as autovacuum would have (the bench's server may run
@@ -413,7 +414,7 @@ func idleClaim(ctx context.Context, eng *countersign.Engine, st store.Store, spe
 	lat := make([]time.Duration, idleClaims)
 	for i := range lat {
 		t0 := time.Now()
-		runs, err := eng.ClaimRuns(ctx, 16)
+		runs, err := eng.RunHost(runhost.Grant()).ClaimRuns(ctx, 16)
 		lat[i] = time.Since(t0)
 		if err != nil {
 			return 0, err
@@ -528,7 +529,7 @@ func parkedRuns(e *env, sz conversationSizes) ([]Figure, error) {
 		{Key: k + ".parked_bytes_per_run", Label: fmt.Sprintf("Go memory per parked run (heap objects + stacks with %s parked minus before, ÷ runs)", nn),
 			Value: (float64(memAfter) - float64(memBefore)) / float64(n), Unit: "bytes",
 			Note: fmt.Sprintf("%s MB before, %s MB after", format(float64(memBefore)/(1<<20)), format(float64(memAfter)/(1<<20)))},
-		{Key: k + ".parked_claim_ms", Label: fmt.Sprintf("Engine.ClaimRuns (the Work loop's, on every change and every second) finding none ready among %s parked runs, p50 of %d", thousands(fmt.Sprint(sz.WarmParked+n)), idleClaims),
+		{Key: k + ".parked_claim_ms", Label: fmt.Sprintf("RunHost.ClaimRuns (the Work loop's, on every change and every second) finding none ready among %s parked runs, p50 of %d", thousands(fmt.Sprint(sz.WarmParked+n)), idleClaims),
 			Value: ms(claimAfter), Unit: "ms", Note: fmt.Sprintf("%s ms among the first %s", format(ms(claimBefore)), thousands(fmt.Sprint(sz.WarmParked)))},
 		{Key: k + ".parked_warm_mb", Label: fmt.Sprintf("Go memory the first %s parked runs left behind (bounded: the pools, the store's memory of rows)", thousands(fmt.Sprint(sz.WarmParked))),
 			Value: (float64(memBefore) - float64(memStart)) / (1 << 20), Unit: "MB"},

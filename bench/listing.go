@@ -86,7 +86,7 @@ func init() {
 type listSource struct {
 	name   string
 	id     countersign.Identity
-	params store.ListProposalsParams
+	params countersign.ListParams
 	// check reports a row that does not belong on the page.
 	check func(p *store.Proposal) error
 }
@@ -94,7 +94,7 @@ type listSource struct {
 func listSources() []listSource {
 	return []listSource{
 		{name: "thread", id: countersign.Identity{Tenant: workload.Tenant, Actor: hotAgent},
-			params: store.ListProposalsParams{ThreadID: hotThread, Limit: listPage},
+			params: countersign.ListParams{ThreadID: hotThread, Limit: listPage},
 			check: func(p *store.Proposal) error {
 				if p.ThreadID != hotThread {
 					return fmt.Errorf("proposal %s of thread %s", p.ID, p.ThreadID)
@@ -102,7 +102,7 @@ func listSources() []listSource {
 				return nil
 			}},
 		{name: "inbox", id: countersign.Identity{Tenant: workload.Tenant, Actor: inboxActor, Roles: []string{inboxRole}},
-			params: store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Limit: listPage},
+			params: countersign.ListParams{Statuses: []store.Status{store.StatusPending}, Limit: listPage},
 			check: func(p *store.Proposal) error {
 				if p.Status != store.StatusPending || !slices.Contains(p.Approvers, "role:"+inboxRole) {
 					return fmt.Errorf("proposal %s is %s for %v", p.ID, p.Status, p.Approvers)

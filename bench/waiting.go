@@ -327,7 +327,7 @@ func warmUp(ctx context.Context, eng *countersign.Engine, alice, bob countersign
 		done <- err
 	}()
 	for {
-		page, err := eng.List(ctx, bob, store.ListProposalsParams{ThreadID: "warm", Limit: 1})
+		page, err := eng.List(ctx, bob, countersign.ListParams{ThreadID: "warm", Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -72,7 +72,7 @@ type Config struct {
 	// "store: URL" or as "store: {url: URL, connect_timeout: 60s}".
 	Store string
 	// StoreConnectTimeout is how long serve and worker wait at start for a
-	// store that cannot be reached (store.ErrUnavailable: PostgreSQL not
+	// store that cannot be reached (cstype.ErrUnavailable: PostgreSQL not
 	// up yet, the database file's volume not mounted), retrying with
 	// backoff, before they give up. Default DefaultStoreConnectTimeout.
 	StoreConnectTimeout time.Duration

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/canonjson"
 	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -123,7 +123,7 @@ func (s *session) stopEliciting(r *repeat) {
 // newAsk records a form sent to who about p and returns its request state:
 // 128 random bits, which nothing but this session's record makes mean
 // anything. Forms past their proposal's expiry are forgotten.
-func (s *session) newAsk(p *store.Proposal, who caller) string {
+func (s *session) newAsk(p *cstype.Proposal, who caller) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -141,7 +141,7 @@ func (s *session) newAsk(p *store.Proposal, who caller) string {
 // p, still open; such a form is answered once. Anything else (no state, a
 // made-up one, one sent about another proposal or to another credential) is
 // no answer, and leaves the form to the one it was sent to.
-func (s *session) takeAsk(state string, p *store.Proposal, who caller) bool {
+func (s *session) takeAsk(state string, p *cstype.Proposal, who caller) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.asks[state]
@@ -304,7 +304,7 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // elicit asks the client's user to decide p with an elicitation request,
 // for clients before multi round-trip requests. An error, or no answer
 // before the proposal expires, decides nothing.
-func (g *Gateway) elicit(ctx, life context.Context, ss *mcp.ServerSession, id countersign.Identity, p *store.Proposal) {
+func (g *Gateway) elicit(ctx, life context.Context, ss *mcp.ServerSession, id countersign.Identity, p *cstype.Proposal) {
 	ectx, cancel := context.WithDeadline(ctx, p.ExpiresAt)
 	defer cancel()
 	ans, err := ss.Elicit(ectx, approvalForm(p))
@@ -319,7 +319,7 @@ func (g *Gateway) elicit(ctx, life context.Context, ss *mcp.ServerSession, id co
 // approve decides (true approves, false rejects), decline rejects, and
 // cancel (dismissed) decides nothing. The decision is made under life, so
 // that it lands even if the client leaves right after answering.
-func (g *Gateway) decide(life context.Context, id countersign.Identity, p *store.Proposal, ans *mcp.ElicitResult) {
+func (g *Gateway) decide(life context.Context, id countersign.Identity, p *cstype.Proposal, ans *mcp.ElicitResult) {
 	d := &countersign.Decision{Identity: id, ProposalID: p.ID, Via: countersign.ViaMCP}
 	switch ans.Action {
 	case "accept":
@@ -346,14 +346,14 @@ func (g *Gateway) decide(life context.Context, id countersign.Identity, p *store
 }
 
 // approvalForm is the elicitation that asks to decide p.
-func approvalForm(p *store.Proposal) *mcp.ElicitParams {
+func approvalForm(p *cstype.Proposal) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "form", Message: question(p), RequestedSchema: decisionSchema(p)}
 }
 
 // question is the elicitation's message: what the approver decides. The
 // agent's words in it are plain text (internal/plaintext): its invisible
 // and control characters as \u{XXXX}, line breaks only in the preview.
-func question(p *store.Proposal) string {
+func question(p *cstype.Proposal) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Approve %s?\n\n%s", plaintext.Line(p.Action), plaintext.Line(p.Confirmation.Title))
 	if p.Preview != "" && p.Preview != p.Confirmation.Title {
@@ -368,7 +368,7 @@ func question(p *store.Proposal) string {
 
 // decisionSchema is the form an approver fills in: approve, a reason, and
 // the remember scopes the rule allows.
-func decisionSchema(p *store.Proposal) map[string]any {
+func decisionSchema(p *cstype.Proposal) map[string]any {
 	props := map[string]any{
 		"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "Approve this call (unchecked: reject it)"},
 		"reason":  map[string]any{"type": "string", "title": "Reason", "maxLength": 1000},
@@ -490,12 +490,12 @@ func refused(status, text string, extra map[string]any) *mcp.CallToolResult {
 }
 
 // rejectReason is the reason of the rejection that settled p, if any.
-func rejectReason(p *store.Proposal) string {
+func rejectReason(p *cstype.Proposal) string {
 	if p == nil {
 		return ""
 	}
 	for i := len(p.Decisions) - 1; i >= 0; i-- {
-		if d := p.Decisions[i]; d.Decision == store.VerdictRejected {
+		if d := p.Decisions[i]; d.Decision == cstype.VerdictRejected {
 			return d.Reason
 		}
 	}
@@ -512,10 +512,10 @@ func cmpOr(s, fallback string) string {
 // expiredText says why an expired call never ran: nobody decided it in
 // time, or it was approved and the agent did not call again before the
 // deadline (not_collected), or it was approved and not run in time.
-func expiredText(p *store.Proposal) string {
+func expiredText(p *cstype.Proposal) string {
 	switch {
 	case p == nil:
-	case p.Outcome != nil && p.Outcome.Reason == store.ReasonNotCollected:
+	case p.Outcome != nil && p.Outcome.Reason == cstype.ReasonNotCollected:
 		return "This call was approved, but the agent did not call again before " + p.ExpiresAt.UTC().Format(time.RFC3339) + "; it expired and was not run."
 	case p.Quorum > 0 && p.Approvals() >= p.Quorum:
 		return "This call was approved, but it was not run before " + p.ExpiresAt.UTC().Format(time.RFC3339) + "; it expired."

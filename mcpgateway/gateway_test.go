@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/canonjson"
-	"github.com/countersign/countersign/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -121,7 +121,7 @@ func testElicitationApproves(t *testing.T, protocol string) {
 		t.Fatalf("%d proposals, want 1", len(ps))
 	}
 	p := ps[0]
-	if p.Status != store.StatusSucceeded || len(p.Decisions) != 1 || p.Decisions[0].Via != countersign.ViaMCP ||
+	if p.Status != cstype.StatusSucceeded || len(p.Decisions) != 1 || p.Decisions[0].Via != countersign.ViaMCP ||
 		p.Decisions[0].Actor != "alice" || p.Decisions[0].Reason != "checked by a human" {
 		t.Fatalf("proposal %s, decisions %+v: want succeeded, approved by alice via mcp", p.Status, p.Decisions)
 	}
@@ -165,7 +165,7 @@ func testElicitationRejects(t *testing.T, protocol string, answer func(*mcp.Elic
 		t.Fatalf("upstream called %d times, want never", n)
 	}
 	p := h.proposals(alice)[0]
-	if p.Status != store.StatusRejected || p.Decisions[0].Via != countersign.ViaMCP || p.Decisions[0].Reason != reason {
+	if p.Status != cstype.StatusRejected || p.Decisions[0].Via != countersign.ViaMCP || p.Decisions[0].Reason != reason {
 		t.Fatalf("proposal %s, decisions %+v", p.Status, p.Decisions)
 	}
 	if sc["proposal_id"] != p.ID {
@@ -217,7 +217,7 @@ func TestHoldThenApproveElsewhere(t *testing.T) {
 			if res.IsError || text(res) != "sent to bob@example.com" || len(h.up.callsOf("send_email")) != 1 {
 				t.Fatalf("after approval: %q, %d upstream calls: want the upstream's result, once", text(res), len(h.up.callsOf("send_email")))
 			}
-			if p, _ := h.engine.Proposal(h.ctx, alice, ps[0].ID); p.Status != store.StatusSucceeded {
+			if p, _ := h.engine.Proposal(h.ctx, alice, ps[0].ID); p.Status != cstype.StatusSucceeded {
 				t.Fatalf("proposal %s, want succeeded", p.Status)
 			}
 		})
@@ -267,7 +267,7 @@ func TestOtherTenantSeesAndDecidesNothing(t *testing.T) {
 	if len(mine) != 1 || mine[0].ID == pid || mine[0].Tenant != "evil" {
 		t.Fatalf("mallory's proposals %+v: want one of her own", mine)
 	}
-	if p, _ := h.engine.Proposal(h.ctx, alice, pid); p.Status != store.StatusPending || len(p.Decisions) != 0 {
+	if p, _ := h.engine.Proposal(h.ctx, alice, pid); p.Status != cstype.StatusPending || len(p.Decisions) != 0 {
 		t.Fatalf("alice's proposal %s with %d decisions: want pending, undecided", p.Status, len(p.Decisions))
 	}
 	// bob, of alice's tenant but not her approver, may not decide either:
@@ -280,7 +280,7 @@ func TestOtherTenantSeesAndDecidesNothing(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("bob's own call: %q", text(res))
 	}
-	if p, _ := h.engine.Proposal(h.ctx, alice, pid); p.Status != store.StatusPending {
+	if p, _ := h.engine.Proposal(h.ctx, alice, pid); p.Status != cstype.StatusPending {
 		t.Fatalf("alice's proposal is %s after bob's call", p.Status)
 	}
 }
@@ -319,7 +319,7 @@ func TestUpstreamToolErrorFails(t *testing.T) {
 	if sc := structured(t, res); !res.IsError || sc["status"] != "failed" || !strings.Contains(text(res), "disk full") {
 		t.Fatalf("result %q %v: want failed with the tool's message", text(res), sc)
 	}
-	if p := h.proposals(alice)[0]; p.Status != store.StatusFailed || p.Outcome == nil || p.Outcome.Executed == nil || !*p.Outcome.Executed {
+	if p := h.proposals(alice)[0]; p.Status != cstype.StatusFailed || p.Outcome == nil || p.Outcome.Executed == nil || !*p.Outcome.Executed {
 		t.Fatalf("proposal %s %+v: want failed, executed", p.Status, p.Outcome)
 	}
 }
@@ -403,7 +403,7 @@ func testBrokenConnection(t *testing.T, kind string) {
 			t.Fatalf("upstream called %d times, want once: an uncertain write is never retried", n)
 		}
 		p := h.proposals(alice)[0]
-		if p.Status != store.StatusUnknown {
+		if p.Status != cstype.StatusUnknown {
 			t.Fatalf("proposal %s, want unknown", p.Status)
 		}
 		// The upstream is connected again, and a new call runs.
@@ -425,7 +425,7 @@ func testBrokenConnection(t *testing.T, kind string) {
 			t.Fatalf("upstream calls %+v: want two, with the same operation id", calls)
 		}
 		p := h.proposals(alice)[0]
-		if p.Status != store.StatusSucceeded || p.OperationID != calls[0].operationID || p.Attempt != 2 {
+		if p.Status != cstype.StatusSucceeded || p.OperationID != calls[0].operationID || p.Attempt != 2 {
 			t.Fatalf("proposal %s, operation %s, attempt %d", p.Status, p.OperationID, p.Attempt)
 		}
 		if h.up.connections() < 2 {
@@ -533,7 +533,7 @@ func TestCommandUpstreamRestarts(t *testing.T) {
 	if sc := structured(t, res); !res.IsError || sc["status"] != "unknown" {
 		t.Fatalf("a call during which the upstream died: %q %v, want unknown", text(res), sc)
 	}
-	if p := h.proposals(alice)[0]; p.Status != store.StatusUnknown || len(p.Decisions) != 1 {
+	if p := h.proposals(alice)[0]; p.Status != cstype.StatusUnknown || len(p.Decisions) != 1 {
 		t.Fatalf("proposal %s: want unknown after an approval", p.Status)
 	}
 	var second string
@@ -613,7 +613,7 @@ func TestApprovedNotCollected(t *testing.T) {
 	}
 	// Wait expires the proposal at its deadline; it executes nothing.
 	p, err := h.engine.Wait(h.ctx, alice, pid)
-	if err != nil || p.Status != store.StatusExpired || p.Outcome == nil || p.Outcome.Reason != store.ReasonNotCollected {
+	if err != nil || p.Status != cstype.StatusExpired || p.Outcome == nil || p.Outcome.Reason != cstype.ReasonNotCollected {
 		t.Fatalf("after the deadline: %+v, %v; want expired, not_collected", p, err)
 	}
 	res = h.call(c, "up__send_email", email)
@@ -675,7 +675,7 @@ func TestStopDrainsCalls(t *testing.T) {
 	if a.err != nil || a.res.IsError || text(a.res) != "done" {
 		t.Fatalf("the call running at stop: %v %q, want its result", a.err, text(a.res))
 	}
-	if p := h.proposals(alice)[0]; p.Status != store.StatusSucceeded {
+	if p := h.proposals(alice)[0]; p.Status != cstype.StatusSucceeded {
 		t.Fatalf("proposal %s, want succeeded", p.Status)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -496,9 +497,9 @@ func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
 }
 
 // proposals lists the proposals id sees.
-func (h *harness) proposals(id countersign.Identity) []*store.Proposal {
+func (h *harness) proposals(id countersign.Identity) []*cstype.Proposal {
 	h.t.Helper()
-	page, err := h.engine.List(h.ctx, id, store.ListProposalsParams{})
+	page, err := h.engine.List(h.ctx, id, countersign.ListParams{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

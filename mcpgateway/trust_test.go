@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -108,11 +108,11 @@ func testAnnotationsAreClaims(t *testing.T, kind string) {
 		t.Fatalf("added_later: %v, want pending", sc)
 	}
 	// The reads left no record; each write is a pending proposal.
-	got := map[string]store.Status{}
+	got := map[string]cstype.Status{}
 	for _, p := range h.proposals(alice) {
 		got[p.Action] = p.Status
 	}
-	want := map[string]store.Status{"ext__drop_table": store.StatusPending, "ext__stale": store.StatusPending, "ext__added_later": store.StatusPending}
+	want := map[string]cstype.Status{"ext__drop_table": cstype.StatusPending, "ext__stale": cstype.StatusPending, "ext__added_later": cstype.StatusPending}
 	if len(got) != len(want) {
 		t.Fatalf("proposals %v, want %v", got, want)
 	}
@@ -159,7 +159,7 @@ func TestIdempotentHintNotTrusted(t *testing.T) {
 			if n := len(h.up.callsOf("put_record")); n != 1 {
 				t.Fatalf("upstream called %d times, want once", n)
 			}
-			if p := h.proposals(alice)[0]; p.Status != store.StatusUnknown {
+			if p := h.proposals(alice)[0]; p.Status != cstype.StatusUnknown {
 				t.Fatalf("proposal %s, want unknown", p.Status)
 			}
 		})
@@ -213,7 +213,7 @@ func testActionVersionChanged(t *testing.T, kind string, change func(*upstreamSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != store.StatusFailed || p.Outcome == nil || p.Outcome.Executed == nil || *p.Outcome.Executed ||
+	if p.Status != cstype.StatusFailed || p.Outcome == nil || p.Outcome.Executed == nil || *p.Outcome.Executed ||
 		p.Outcome.Error == nil || !strings.HasPrefix(*p.Outcome.Error, "ACTION_VERSION_CHANGED: ") {
 		t.Fatalf("proposal %s, outcome %+v: want failed, not executed, ACTION_VERSION_CHANGED", p.Status, p.Outcome)
 	}
@@ -263,7 +263,7 @@ func TestUnsolicitedAnswerDecidesNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if p.Status != store.StatusPending || len(p.Decisions) != 0 || len(h.up.callsOf("send_email")) != 0 {
+				if p.Status != cstype.StatusPending || len(p.Decisions) != 0 || len(h.up.callsOf("send_email")) != 0 {
 					t.Fatalf("proposal %s with decisions %+v, %d upstream calls: want pending, undecided, not run",
 						p.Status, p.Decisions, len(h.up.callsOf("send_email")))
 				}
@@ -351,7 +351,7 @@ func testAnswerBoundToQuestion(t *testing.T, kind string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now.Status != store.StatusPending || len(now.Decisions) != 0 {
+		if now.Status != cstype.StatusPending || len(now.Decisions) != 0 {
 			t.Fatalf("proposal %s is %s with %+v after answers to other questions", id, now.Status, now.Decisions)
 		}
 	}
@@ -363,7 +363,7 @@ func testAnswerBoundToQuestion(t *testing.T, kind string) {
 	if res.IsError || text(res) != "sent to bob@example.com" || len(h.up.callsOf("send_email")) != 1 {
 		t.Fatalf("the answer to p1's question: %q %v, want it approved and run once", text(res), res.StructuredContent)
 	}
-	if now, _ := h.engine.Proposal(h.ctx, alice, p1); now.Status != store.StatusSucceeded || len(now.Decisions) != 1 || now.Decisions[0].Via != countersign.ViaMCP {
+	if now, _ := h.engine.Proposal(h.ctx, alice, p1); now.Status != cstype.StatusSucceeded || len(now.Decisions) != 1 || now.Decisions[0].Via != countersign.ViaMCP {
 		t.Fatalf("p1 %s %+v, want succeeded, approved via mcp", now.Status, now.Decisions)
 	}
 }

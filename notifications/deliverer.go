@@ -16,10 +16,12 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/defaults"
 	"github.com/countersign/countersign/internal/maintenance"
+	"github.com/countersign/countersign/internal/outboxhost"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -34,13 +36,6 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultMaxConcurrency = 4
 )
-
-// Store is what a Deliverer needs of the store: its outbox and the
-// proposal a notification announces.
-type Store interface {
-	store.Outbox
-	GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error)
-}
 
 // Backoff bounds the delay between two attempts: Initial after the first,
 // doubling after each, never more than Max.
@@ -65,7 +60,7 @@ type Target struct {
 	// and log line (they show it REDACTED).
 	URL string
 	// Events are the event types it is sent ("proposal.created", …).
-	Events []store.EventType
+	Events []cstype.EventType
 	// Secret signs every request (Countersign-Signature); empty sends none.
 	// Give each receiver its own: whoever holds a secret can sign anything
 	// its verifiers accept, so a receiver must never hold one a webhook
@@ -92,11 +87,13 @@ func TargetName(rawURL string) string {
 
 // Options configures a Deliverer. Zero fields take the documented defaults.
 type Options struct {
-	Store   Store
+	// Engine is the engine whose store's outbox is delivered
+	// (Engine.Outbox): the deliverer claims and records through it.
+	Engine  *countersign.Engine
 	Targets []Target
 	// Render returns the proposal object of a notification's body: the
 	// server's wire type (server.RenderProposal).
-	Render func(p *store.Proposal) (json.RawMessage, error)
+	Render func(p *cstype.Proposal) (json.RawMessage, error)
 	// Owner names this worker in its leases. Default "notifications".
 	Owner string
 	// PollInterval is how often due notifications are looked for. Default
@@ -131,8 +128,8 @@ type Deliverer struct {
 
 // New validates the options and returns a Deliverer.
 func New(opts Options) (*Deliverer, error) {
-	if opts.Store == nil {
-		return nil, errors.New("notifications: Options.Store is nil")
+	if opts.Engine == nil {
+		return nil, errors.New("notifications: Options.Engine is nil")
 	}
 	if opts.Render == nil {
 		return nil, errors.New("notifications: Options.Render is nil")
@@ -218,12 +215,12 @@ func New(opts Options) (*Deliverer, error) {
 			Send: func(ctx context.Context, id string, body []byte) error { return d.post(ctx, t, id, body) },
 		})
 	}
-	d.svc = maintenance.NewNotificationDelivery(opts.Store, cfg)
+	d.svc = maintenance.NewNotificationDelivery(opts.Engine.Outbox(outboxhost.Grant()), cfg)
 	return d, nil
 }
 
 // Sync writes the targets to the store, so that events appended from now
-// on are announced to them (store.Outbox.SetNotificationTargets). Run does
+// on are announced to them (the outbox's SetNotificationTargets). Run does
 // it too before it delivers; a process that serves requests before its
 // worker runs calls Sync at start, so that those requests' events are
 // announced as well.
@@ -258,7 +255,7 @@ type body struct {
 }
 
 // render is the body of a notification's first attempt.
-func (d *Deliverer) render(e *store.OutboxEntry, p *store.Proposal) ([]byte, error) {
+func (d *Deliverer) render(e *cstype.OutboxEntry, p *cstype.Proposal) ([]byte, error) {
 	rendered, err := d.o.Render(p)
 	if err != nil {
 		return nil, fmt.Errorf("render proposal %s: %w", e.ProposalID, err)

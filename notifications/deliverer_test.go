@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/store"
@@ -90,7 +91,7 @@ func propose(t *testing.T, e *countersign.Engine, toolCall string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Proposal == nil || res.Proposal.Status != store.StatusPending {
+	if res.Proposal == nil || res.Proposal.Status != cstype.StatusPending {
 		t.Fatalf("call: %+v; want a pending proposal", res)
 	}
 	return res.Proposal.ID
@@ -133,7 +134,7 @@ func (rc *receiver) got() ([]*http.Request, [][]byte) {
 func newDeliverer(t *testing.T, st store.Store, target notifications.Target) *notifications.Deliverer {
 	t.Helper()
 	d, err := notifications.New(notifications.Options{
-		Store: st, Targets: []notifications.Target{target}, Render: server.RenderProposal,
+		Engine: newEngine(t, st), Targets: []notifications.Target{target}, Render: server.RenderProposal,
 		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -148,7 +149,7 @@ func newDeliverer(t *testing.T, st store.Store, target notifications.Target) *no
 // settle runs d's passes until the tenant's only notification is no longer
 // pending, and returns it. Backoffs are a millisecond: a pass that finds
 // nothing due only waits for the next.
-func settle(t *testing.T, st store.Store, d *notifications.Deliverer) *store.OutboxEntry {
+func settle(t *testing.T, st store.Store, d *notifications.Deliverer) *cstype.OutboxEntry {
 	t.Helper()
 	for t.Context().Err() == nil {
 		if _, err := d.DeliverDue(t.Context()); err != nil {
@@ -161,7 +162,7 @@ func settle(t *testing.T, st store.Store, d *notifications.Deliverer) *store.Out
 		if len(ns) != 1 {
 			t.Fatalf("notifications: %d, want 1", len(ns))
 		}
-		if ns[0].Status != store.NotificationPending {
+		if ns[0].Status != cstype.NotificationPending {
 			return ns[0]
 		}
 		time.Sleep(time.Millisecond)
@@ -183,12 +184,12 @@ func TestDeliveryRetriesUntilDelivered(t *testing.T) {
 			srv := httptest.NewServer(rc)
 			defer srv.Close()
 			d := newDeliverer(t, st, notifications.Target{
-				URL: srv.URL, Events: []store.EventType{store.EventCreated}, Secret: secret, Backoff: fastBackoff,
+				URL: srv.URL, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret, Backoff: fastBackoff,
 			})
 			pid := propose(t, e, "call_1")
 
 			n := settle(t, st, d)
-			if n.Status != store.NotificationDelivered || n.Attempts != 4 {
+			if n.Status != cstype.NotificationDelivered || n.Attempts != 4 {
 				t.Fatalf("notification %+v; want delivered at attempt 4", n)
 			}
 			reqs, bodies := rc.got()
@@ -240,11 +241,11 @@ func TestDeliveryFailsAfterMaxAttempts(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	d := newDeliverer(t, st, notifications.Target{
-		URL: srv.URL, Events: []store.EventType{store.EventCreated}, MaxAttempts: 3, Backoff: fastBackoff,
+		URL: srv.URL, Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: 3, Backoff: fastBackoff,
 	})
 	propose(t, e, "call_1")
 	n := settle(t, st, d)
-	if n.Status != store.NotificationFailed || n.Attempts != 3 || n.LastError == "" {
+	if n.Status != cstype.NotificationFailed || n.Attempts != 3 || n.LastError == "" {
 		t.Fatalf("notification %+v; want failed after 3 attempts, with the error", n)
 	}
 	if reqs, _ := rc.got(); len(reqs) != 3 {
@@ -259,7 +260,7 @@ func TestDeliveryFailsAfterMaxAttempts(t *testing.T) {
 	}
 	// Two more failures (4 and 5), then the receiver accepts the third.
 	n = settle(t, st, d)
-	if n.Status != store.NotificationDelivered || n.Attempts != 3 {
+	if n.Status != cstype.NotificationDelivered || n.Attempts != 3 {
 		t.Fatalf("after the retry: %+v; want delivered at its third attempt", n)
 	}
 	if reqs, _ := rc.got(); len(reqs) != 6 {
@@ -287,7 +288,7 @@ func TestSlowReceiverDoesNotDelayDecisions(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	d := newDeliverer(t, st, notifications.Target{
-		URL: srv.URL, Events: []store.EventType{store.EventCreated, store.EventDecided}, Timeout: time.Hour,
+		URL: srv.URL, Events: []cstype.EventType{cstype.EventCreated, cstype.EventDecided}, Timeout: time.Hour,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})
@@ -323,23 +324,23 @@ func TestSlowReceiverDoesNotDelayDecisions(t *testing.T) {
 	// The decision's notification is delivered beside the blocked one:
 	// a slow receiver holds one of the worker's slots, not the others.
 	awaitRequest("the decision's notification, while the creation's blocks,")
-	ns, err := st.ListNotifications(t.Context(), &store.ListNotificationsParams{Tenant: "acme", Status: store.NotificationPending})
+	ns, err := st.ListNotifications(t.Context(), &store.ListNotificationsParams{Tenant: "acme", Status: cstype.NotificationPending})
 	if err != nil || len(ns) != 2 {
 		t.Fatalf("pending notifications: %d, %v; want the creation's and the decision's", len(ns), err)
 	}
 }
 
 func TestOptionsInvalid(t *testing.T) {
-	st := memstore.New(nil)
+	e := newEngine(t, memstore.New(nil))
 	for name, o := range map[string]notifications.Options{
-		"no store":     {Render: server.RenderProposal},
-		"no render":    {Store: st},
-		"bad url":      {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "ftp://x", Events: []store.EventType{store.EventCreated}}}},
-		"no events":    {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x"}}},
-		"twice":        {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []store.EventType{store.EventCreated}}, {URL: "http://x", Events: []store.EventType{store.EventCreated}}}},
-		"short lease":  {Store: st, Render: server.RenderProposal, LeaseDuration: time.Second, Targets: []notifications.Target{{URL: "http://x", Events: []store.EventType{store.EventCreated}, Timeout: 5 * time.Second}}},
-		"backoff":      {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []store.EventType{store.EventCreated}, Backoff: notifications.Backoff{Initial: time.Minute, Max: time.Second}}}},
-		"neg attempts": {Store: st, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []store.EventType{store.EventCreated}, MaxAttempts: -1}}},
+		"no engine":    {Render: server.RenderProposal},
+		"no render":    {Engine: e},
+		"bad url":      {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "ftp://x", Events: []cstype.EventType{cstype.EventCreated}}}},
+		"no events":    {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x"}}},
+		"twice":        {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}, {URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}}}},
+		"short lease":  {Engine: e, Render: server.RenderProposal, LeaseDuration: time.Second, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Timeout: 5 * time.Second}}},
+		"backoff":      {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Backoff: notifications.Backoff{Initial: time.Minute, Max: time.Second}}}},
+		"neg attempts": {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: -1}}},
 	} {
 		if _, err := notifications.New(o); err == nil {
 			t.Errorf("%s: New accepted it", name)
@@ -365,7 +366,7 @@ func TestDeadWorkersLastAttemptCounts(t *testing.T) {
 	rc := &receiver{t: t}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	target := notifications.Target{URL: srv.URL, Events: []store.EventType{store.EventCreated}, MaxAttempts: 1}
+	target := notifications.Target{URL: srv.URL, Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: 1}
 	d := newDeliverer(t, st, target)
 	propose(t, e, "call_1")
 	// The dead worker: it claimed, under a short lease, and never recorded.
@@ -376,7 +377,7 @@ func TestDeadWorkersLastAttemptCounts(t *testing.T) {
 		t.Fatalf("claim: %v, %v", claimed, err)
 	}
 	n := settle(t, st, d)
-	if n.Status != store.NotificationFailed || n.Attempts != 2 || !strings.Contains(n.LastError, "attempts spent") {
+	if n.Status != cstype.NotificationFailed || n.Attempts != 2 || !strings.Contains(n.LastError, "attempts spent") {
 		t.Fatalf("notification %+v; want failed, its one attempt spent", n)
 	}
 	if reqs, _ := rc.got(); len(reqs) != 0 {

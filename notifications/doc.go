@@ -1,6 +1,6 @@
 // Package notifications delivers the notification outbox: the rows the store
 // writes, in the transaction of each event, for every configured receiver
-// whose event types name the event's type (see store.Outbox).
+// whose event types name the event's type (see the outbox of the store contract, package store).
 //
 // A Deliverer is run by countersign's Worker (WorkerOptions.Notifications),
 // the start point of every periodic job; its claims and records are

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/countersign/countersign/store/storetest"
 )
@@ -50,7 +50,7 @@ func TestEscalationAndRemindersAreNotified(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 	d := newDeliverer(t, st, notifications.Target{URL: srv.URL, Secret: secret, Backoff: fastBackoff,
-		Events: []store.EventType{store.EventEscalated, store.EventReminder}})
+		Events: []cstype.EventType{cstype.EventEscalated, cstype.EventReminder}})
 	id := propose(t, e, "call_esc")
 	clock.Advance(30 * time.Minute)
 	if esc, rem, err := e.SweepEscalations(t.Context(), 10); err != nil || esc != 1 || rem != 1 {

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -64,8 +64,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				st := newStore(t, "mem")
 				e := newEngine(t, st)
 				d, err := notifications.New(notifications.Options{
-					Store: st, Render: server.RenderProposal, Client: client.c, Logger: slog.New(slog.DiscardHandler),
-					Targets: []notifications.Target{{URL: receiver.URL + "/in", Events: []store.EventType{store.EventCreated},
+					Engine: e, Render: server.RenderProposal, Client: client.c, Logger: slog.New(slog.DiscardHandler),
+					Targets: []notifications.Target{{URL: receiver.URL + "/in", Events: []cstype.EventType{cstype.EventCreated},
 						Secret: secret, MaxAttempts: 1}},
 				})
 				if err != nil {
@@ -76,7 +76,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				}
 				propose(t, e, "call_1")
 				n := settle(t, st, d)
-				if n.Status != store.NotificationFailed || !strings.Contains(n.LastError, "redirects are not followed") {
+				if n.Status != cstype.NotificationFailed || !strings.Contains(n.LastError, "redirects are not followed") {
 					t.Errorf("notification %+v; want failed, saying the redirect was not followed", n)
 				}
 				if got := first.got(); len(got) != 1 || got[0].Get(webhook.SignatureHeader) == "" {
@@ -90,8 +90,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 	// The caller's client keeps its own redirect policy for its other uses.
 	c := &http.Client{}
-	st := newStore(t, "mem")
-	if _, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal, Client: c}); err != nil {
+	e := newEngine(t, newStore(t, "mem"))
+	if _, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal, Client: c}); err != nil {
 		t.Fatal(err)
 	}
 	if c.CheckRedirect != nil {
@@ -132,8 +132,8 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 			st := newStore(t, "mem")
 			e := newEngine(t, st)
 			d, err := notifications.New(notifications.Options{
-				Store: st, Render: server.RenderProposal, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-				Targets: []notifications.Target{{URL: c.url, Events: []store.EventType{store.EventCreated}, Secret: secret, MaxAttempts: 1}},
+				Engine: e, Render: server.RenderProposal, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+				Targets: []notifications.Target{{URL: c.url, Events: []cstype.EventType{cstype.EventCreated}, Secret: secret, MaxAttempts: 1}},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -143,7 +143,7 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 			}
 			propose(t, e, "call_1")
 			n := settle(t, st, d)
-			if n.Status != store.NotificationFailed || !strings.Contains(n.LastError, c.says) {
+			if n.Status != cstype.NotificationFailed || !strings.Contains(n.LastError, c.says) {
 				t.Fatalf("notification %+v; want failed, saying %q", n, c.says)
 			}
 			if strings.Contains(n.LastError, token) {
@@ -163,15 +163,15 @@ func TestURLTokensStayOutOfErrorsAndLogs(t *testing.T) {
 // character that would end it early in a text, and its errors never repeat
 // the URL's secrets.
 func TestTargetURLsAreChecked(t *testing.T) {
-	st := newStore(t, "mem")
+	e := newEngine(t, newStore(t, "mem"))
 	for _, u := range []string{
 		"https://user:s3cr3t@hooks.example/in",
 		"https://hooks.example/in?token=s3cr3t&x=a b",
 		"https://hooks.example/in?token=s3cr3t&x=\"",
 		"ftp://hooks.example/in?token=s3cr3t",
 	} {
-		_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
-			Targets: []notifications.Target{{URL: u, Events: []store.EventType{store.EventCreated}}}})
+		_, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal,
+			Targets: []notifications.Target{{URL: u, Events: []cstype.EventType{cstype.EventCreated}}}})
 		if err == nil {
 			t.Errorf("New accepted %q", u)
 			continue
@@ -180,10 +180,10 @@ func TestTargetURLsAreChecked(t *testing.T) {
 			t.Errorf("New's error repeats the secret: %v", err)
 		}
 	}
-	_, err := notifications.New(notifications.Options{Store: st, Render: server.RenderProposal,
+	_, err := notifications.New(notifications.Options{Engine: e, Render: server.RenderProposal,
 		Targets: []notifications.Target{
-			{URL: "https://hooks.example/in?token=s3cr3t", Events: []store.EventType{store.EventCreated}},
-			{URL: "https://hooks.example/in?token=s3cr3t", Events: []store.EventType{store.EventCreated}},
+			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},
+			{URL: "https://hooks.example/in?token=s3cr3t", Events: []cstype.EventType{cstype.EventCreated}},
 		}})
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("a URL twice: %v", err)

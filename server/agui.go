@@ -12,7 +12,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agui/event"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // The AG-UI endpoint (docs/api.md, AG-UI): POST /v1/agui and /v1/agui/{agent}
@@ -162,11 +162,11 @@ func badInput(format string, args ...any) error {
 // every input. Its role and content must be the stored message's: a user's
 // text, an assistant's text (its tool calls are the stored ones, whatever
 // the front end says), a tool's result. Any other role is never stored.
-func resent(m *aguiMessage, held *store.Message) bool {
+func resent(m *aguiMessage, held *cstype.Message) bool {
 	switch m.Role {
-	case store.RoleUser, store.RoleAssistant:
+	case cstype.RoleUser, cstype.RoleAssistant:
 		return held.Role == m.Role && held.Text == m.text()
-	case store.RoleTool:
+	case cstype.RoleTool:
 		var content string
 		if json.Unmarshal(m.Content, &content) != nil {
 			return false
@@ -187,7 +187,7 @@ func resent(m *aguiMessage, held *store.Message) bool {
 // thread holds. The engine checks that the results answer the calls the
 // last run left to the caller (pendingToolCallIds).
 func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *aguiInput) (*countersign.Message, error) {
-	held := map[string]*store.Message{}
+	held := map[string]*cstype.Message{}
 	if v, err := s.engine.Thread(ctx, id, in.ThreadID); err == nil {
 		for _, m := range v.Messages {
 			held[m.ID] = m
@@ -237,7 +237,7 @@ func (s *Server) newInput(ctx context.Context, id countersign.Identity, in *agui
 		if string(params) == "null" {
 			params = nil
 		}
-		out.ClientTools = append(out.ClientTools, store.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
+		out.ClientTools = append(out.ClientTools, cstype.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out, nil
 }
@@ -285,7 +285,7 @@ func (s *Server) aguiResume(ctx context.Context, w http.ResponseWriter, r *http.
 		return failWith(err)
 	}
 	type entry struct {
-		p        *store.Proposal
+		p        *cstype.Proposal
 		d        *countersign.Decision
 		resolved bool
 	}
@@ -386,12 +386,12 @@ func (s *Server) aguiError(r *http.Request, err error) (code, message string) {
 		return CodeForbidden, "forbidden"
 	case errors.Is(err, countersign.ErrNotFound):
 		return CodeNotFound, "not found"
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		// Before ErrInvalidCall, which the engine wraps it in.
 		return logged(slog.LevelWarn, CodeInvalidInput, storeRefusedText)
 	case errors.Is(err, countersign.ErrInvalidCall):
 		return CodeInvalidInput, err.Error()
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, cstype.ErrUnavailable):
 		return logged(slog.LevelWarn, CodeUnavailable, unavailableMessage)
 	}
 	return logged(slog.LevelError, CodeInternal, internalMessage)

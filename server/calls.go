@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // callRequest is the body of POST /v1/calls.
@@ -41,7 +41,7 @@ func (c *callRequest) validate() error {
 		return errBadBody("wait_seconds", "want a number from 0 to 60")
 	}
 	for _, f := range []struct{ name, v string }{{"thread_id", c.ThreadID}, {"run_id", c.RunID}, {"tool_call_id", c.ToolCallID}} {
-		if len(f.v) > store.MaxIDLen {
+		if len(f.v) > cstype.MaxIDLen {
 			return errBadBody(f.name, "longer than 256 bytes")
 		}
 	}
@@ -105,7 +105,7 @@ func callError(err error) error {
 	if ae := agentRefused(err); ae != nil {
 		return ae
 	}
-	if errors.Is(err, countersign.ErrForbidden) || errors.Is(err, store.ErrNotThreadOwner) {
+	if errors.Is(err, countersign.ErrForbidden) || errors.Is(err, cstype.ErrNotThreadOwner) {
 		// Another actor's thread: the answer must say nothing of it (no
 		// proposal, input, operation or confirmation id, result), so it is
 		// the same whatever the thread holds.
@@ -138,7 +138,7 @@ func callError(err error) error {
 	switch {
 	case errors.Is(err, countersign.ErrActionNotFound):
 		return newError(http.StatusNotFound, CodeActionNotFound, "no action of that name")
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		// The store's words may be its driver's: a fixed text, the cause
 		// logged.
 		return errStoreRefused(err)

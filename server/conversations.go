@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // Agents drives the runs the chat route starts: package agent's Runtime,
@@ -19,7 +19,7 @@ type Agents interface {
 	// HasAgent reports whether an agent of that name is configured.
 	HasAgent(name string) bool
 	// Drive takes a run this process holds until it parks or ends.
-	Drive(ctx context.Context, r *store.Run) (*store.Run, error)
+	Drive(ctx context.Context, r *cstype.Run) (*cstype.Run, error)
 }
 
 // maxRunDrive bounds how long a chat request drives its run; a run still
@@ -46,7 +46,7 @@ type Run struct {
 	EndedAt     *time.Time `json:"ended_at,omitempty"`
 }
 
-func wireRun(r *store.Run) *Run {
+func wireRun(r *cstype.Run) *Run {
 	if r == nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ func wireRun(r *store.Run) *Run {
 		StartedAt: r.StartedAt.UTC(), EndedAt: utcPtr(r.EndedAt)}
 }
 
-func wireRuns(rs []*store.Run) []*Run {
+func wireRuns(rs []*cstype.Run) []*Run {
 	out := make([]*Run, len(rs))
 	for i, r := range rs {
 		out[i] = wireRun(r)
@@ -72,7 +72,7 @@ func conversationError(err error, threadID string) error {
 		return newError(http.StatusConflict, CodeThreadBusy, "run %s holds thread %s; wait for it to end or cancel it", busy.RunID, busy.ThreadID)
 	case errors.As(err, &taken):
 		return errMessageIDTaken(taken)
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		// Before ErrInvalidCall, which the engine wraps it in: the store's
 		// words are not the caller's to read.
 		return errStoreRefused(err)
@@ -166,7 +166,7 @@ func (s *Server) handlePostMessage(w http.ResponseWriter, r *http.Request, id co
 
 // drive takes a run as far as it goes within maxRunDrive; the run belongs
 // to this process, not to the request that started it.
-func (s *Server) drive(r *store.Run) *store.Run {
+func (s *Server) drive(r *cstype.Run) *cstype.Run {
 	ctx, cancel := context.WithTimeout(s.base, maxRunDrive)
 	defer cancel()
 	got, err := s.agents.Drive(ctx, r)
@@ -181,12 +181,12 @@ func (s *Server) drive(r *store.Run) *store.Run {
 
 // runMessages are the messages a run added, after the user's that started
 // it.
-func (s *Server) runMessages(ctx context.Context, id countersign.Identity, threadID string, first *store.Message, run *store.Run) ([]*store.Message, error) {
+func (s *Server) runMessages(ctx context.Context, id countersign.Identity, threadID string, first *cstype.Message, run *cstype.Run) ([]*cstype.Message, error) {
 	v, err := s.engine.Thread(ctx, id, threadID)
 	if err != nil {
 		return nil, threadError(err, threadID)
 	}
-	out := []*store.Message{first}
+	out := []*cstype.Message{first}
 	for _, m := range v.Messages {
 		if m.RunID == run.ID {
 			out = append(out, m)

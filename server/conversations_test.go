@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/internal/runhost"
 )
 
 // chatHarness is a server with the demo's scripted agent as its default.
@@ -95,7 +96,7 @@ func TestChatRunParksAndATextDecisionResumesIt(t *testing.T) {
 			if pd["status"] != "applied" || pd["proposal"].(map[string]any)["status"] != "approved" || dec["text"] == "" {
 				t.Fatalf("decision %v", dec)
 			}
-			runs, err := h.engine.ClaimRuns(context.Background(), 4)
+			runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 4)
 			if err != nil || len(runs) != 1 {
 				t.Fatalf("ClaimRuns: %v, %v", runs, err)
 			}

@@ -136,7 +136,7 @@ func errBadParam(name, message string) *apiError {
 const unavailableRetryAfter = "2"
 
 // errUnavailable answers a request the store could not serve because it
-// cannot be reached (store.ErrUnavailable): 503 with Retry-After, never 500.
+// cannot be reached (cstype.ErrUnavailable): 503 with Retry-After, never 500.
 func errUnavailable() *apiError {
 	e := newError(http.StatusServiceUnavailable, CodeUnavailable, unavailableMessage)
 	e.header = http.Header{"Retry-After": {unavailableRetryAfter}}
@@ -155,7 +155,7 @@ const (
 )
 
 // errStoreRefused answers a request the store refused as invalid
-// (store.ErrInvalidParams: a value the database cannot hold, an id the
+// (cstype.ErrInvalidParams: a value the database cannot hold, an id the
 // caller chose that exists): 400 INVALID_BODY with a fixed text, since the
 // store's words may be its driver's, and the cause logged.
 func errStoreRefused(err error) *apiError {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -47,14 +48,14 @@ func (s *faultyStore) PostMessage(ctx context.Context, p *store.PostMessageParam
 	return s.Store.PostMessage(ctx, p)
 }
 
-func (s *faultyStore) GetThread(ctx context.Context, p *store.GetThreadParams) (*store.Thread, error) {
+func (s *faultyStore) GetThread(ctx context.Context, p *store.GetThreadParams) (*cstype.Thread, error) {
 	if err := s.fault("GetThread"); err != nil {
 		return nil, err
 	}
 	return s.Store.GetThread(ctx, p)
 }
 
-func (s *faultyStore) ListMessages(ctx context.Context, p *store.ListMessagesParams) ([]*store.Message, error) {
+func (s *faultyStore) ListMessages(ctx context.Context, p *store.ListMessagesParams) ([]*cstype.Message, error) {
 	if err := s.fault("ListMessages"); err != nil {
 		return nil, err
 	}
@@ -93,14 +94,14 @@ func requireNoDriverWords(t *testing.T, what, text string) {
 }
 
 // driverErrors are errors as the stores return them: refused as invalid
-// (store.ErrInvalidParams, with the driver's words), unreachable
-// (store.ErrUnavailable), and anything else.
+// (cstype.ErrInvalidParams, with the driver's words), unreachable
+// (cstype.ErrUnavailable), and anything else.
 var driverErrors = map[string]error{
-	"pg unique": fmt.Errorf("pgstore: post message: %w: messages_id_key exists: %w", store.ErrInvalidParams,
+	"pg unique": fmt.Errorf("pgstore: post message: %w: messages_id_key exists: %w", cstype.ErrInvalidParams,
 		errors.New(`ERROR: duplicate key value violates unique constraint "messages_id_key" (SQLSTATE 23505)`)),
-	"sqlite unique": fmt.Errorf("sqlitestore: create: %w: %s", store.ErrInvalidParams,
+	"sqlite unique": fmt.Errorf("sqlitestore: create: %w: %s", cstype.ErrInvalidParams,
 		"constraint failed: UNIQUE constraint failed: messages.id (2067)"),
-	"pg encoding": fmt.Errorf("pgstore: post message: %w: %w", store.ErrInvalidParams,
+	"pg encoding": fmt.Errorf("pgstore: post message: %w: %w", cstype.ErrInvalidParams,
 		errors.New(`ERROR: invalid byte sequence for encoding "UTF8": 0x00 (SQLSTATE 22021)`)),
 	"pg internal": fmt.Errorf("pgstore: get thread: %w", errors.New(`pq: relation "cs_test.threads" does not exist (SQLSTATE 42P01)`)),
 	"sqlite busy": fmt.Errorf("sqlitestore: list messages: %w", errors.New("sqlite: database is locked (5) (SQLITE_BUSY)")),
@@ -149,7 +150,7 @@ func TestNoDriverTextInErrors(t *testing.T) {
 				if resp.status < 400 {
 					t.Errorf("%s: %d %s, want an error", what, resp.status, resp.body)
 				}
-				if errors.Is(err, store.ErrUnavailable) && resp.status != 503 {
+				if errors.Is(err, cstype.ErrUnavailable) && resp.status != 503 {
 					t.Errorf("%s: %d %s, want 503", what, resp.status, resp.body)
 				}
 				requireNoDriverWords(t, what, string(resp.body))
@@ -161,7 +162,7 @@ func TestNoDriverTextInErrors(t *testing.T) {
 				t.Errorf("%s: %s, want a RUN_ERROR", what, types(evs))
 				continue
 			}
-			if errors.Is(err, store.ErrUnavailable) && e.Code != CodeUnavailable {
+			if errors.Is(err, cstype.ErrUnavailable) && e.Code != CodeUnavailable {
 				t.Errorf("%s: RUN_ERROR %s, want %s", what, e.Code, CodeUnavailable)
 			}
 			requireNoDriverWords(t, what, e.Code+" "+e.Message)

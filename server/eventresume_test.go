@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -23,7 +24,7 @@ type countingStore struct {
 	events int
 }
 
-func (c *countingStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+func (c *countingStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
 	evs, err := c.Store.ListEvents(ctx, p)
 	c.mu.Lock()
 	c.reads++

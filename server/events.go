@@ -12,18 +12,18 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // streamName maps an audit event to the stream's event name, or "" for the
 // audit-only events (claims, retries). Cancellations and operator
 // resolutions settle a proposal, so the stream calls them settled.
-func streamName(t store.EventType) string {
+func streamName(t cstype.EventType) string {
 	switch t {
-	case store.EventCreated, store.EventDecided, store.EventSettled, store.EventExpired, store.EventSuperseded:
+	case cstype.EventCreated, cstype.EventDecided, cstype.EventSettled, cstype.EventExpired, cstype.EventSuperseded:
 		return string(t)
-	case store.EventCancelled, store.EventResolved:
-		return string(store.EventSettled)
+	case cstype.EventCancelled, cstype.EventResolved:
+		return string(cstype.EventSettled)
 	}
 	return ""
 }
@@ -58,7 +58,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	}
 	feed, err := s.engine.Feed(ctx, id, after)
 	switch {
-	case errors.Is(err, store.ErrInvalidCursor):
+	case errors.Is(err, cstype.ErrInvalidCursor):
 		return errEventCursor()
 	case err != nil:
 		return err
@@ -87,11 +87,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 			outage = false
 		case ctx.Err() != nil || errors.Is(err, errClientGone):
 			return nil
-		case errors.Is(err, store.ErrUnavailable) && outage:
+		case errors.Is(err, cstype.ErrUnavailable) && outage:
 			// Logged when the outage began; the stream holds on.
 		default:
 			// The store failed: log it and try again at the next tick.
-			outage = errors.Is(err, store.ErrUnavailable)
+			outage = errors.Is(err, cstype.ErrUnavailable)
 			s.log.LogAttrs(ctx, slog.LevelWarn, "event stream: read events", slog.String("tenant", id.Tenant), slog.Any("err", err))
 		}
 		select {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -295,7 +296,7 @@ type lateStore struct {
 	overtook bool // a read returned an event above the hidden one
 }
 
-func (l *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+func (l *lateStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
 	evs, err := l.Store.ListEvents(ctx, p)
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // Caller-executed actions: a call's `execute` answer is the claim of a lease
@@ -33,13 +33,13 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, id counter
 	if err := readBody(w, r, &req, false); err != nil {
 		return err
 	}
-	status := store.Status(req.Outcome)
+	status := cstype.Status(req.Outcome)
 	switch {
 	case req.LeaseToken == "":
 		return errBadBody("lease_token", "required")
 	case req.Outcome == "":
 		return errBadBody("outcome", "required")
-	case status != store.StatusSucceeded && status != store.StatusFailed:
+	case status != cstype.StatusSucceeded && status != cstype.StatusFailed:
 		return errBadBody("outcome", "want succeeded or failed")
 	}
 	result := req.Result
@@ -83,6 +83,6 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request, id counters
 }
 
 // wireLease is a caller's lease as docs/api.md writes it.
-func wireLease(l *store.Lease, attempt int) map[string]any {
+func wireLease(l *cstype.Lease, attempt int) map[string]any {
 	return map[string]any{"token": l.Token, "expires_at": l.ExpiresAt.UTC(), "attempt": attempt}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -253,17 +254,17 @@ func TestAGUIResultOnlyForPendingCalls(t *testing.T) {
 	// A run of alice's that called get_weather and then failed, written
 	// as the runtime writes it.
 	posted, err := st.PostMessage(ctx, &store.PostMessageParams{Owner: "alice",
-		Message:    &store.Message{ID: "m1", Tenant: "acme", ThreadID: "ct9", Role: store.RoleUser, Text: "weather in Faro?", Sender: "alice"},
-		Run:        &store.Run{ID: "run_failed", Agent: "demo", ClientTools: []store.ClientTool{{Name: "get_weather"}}},
+		Message:    &cstype.Message{ID: "m1", Tenant: "acme", ThreadID: "ct9", Role: cstype.RoleUser, Text: "weather in Faro?", Sender: "alice"},
+		Run:        &cstype.Run{ID: "run_failed", Agent: "demo", ClientTools: []cstype.ClientTool{{Name: "get_weather"}}},
 		LeaseOwner: "test", LeaseDuration: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := posted.Run.Lease
-	if _, err := st.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: "run_failed", Fence: store.Fence{Token: l.Token, Generation: l.Generation},
-		Steps: 1, To: store.RunFailed, Error: "gave up",
-		Messages: []*store.Message{{ID: "a1", Role: store.RoleAssistant, Text: "Let me look.",
-			ToolCalls: []store.ToolCall{{ID: "call_f", Action: "get_weather", Input: json.RawMessage(`{"city":"Faro"}`), Client: true}}}}}); err != nil {
+	if _, err := st.UpdateRun(ctx, &store.UpdateRunParams{Tenant: "acme", ID: "run_failed", Fence: cstype.Fence{Token: l.Token, Generation: l.Generation},
+		Steps: 1, To: cstype.RunFailed, Error: "gave up",
+		Messages: []*cstype.Message{{ID: "a1", Role: cstype.RoleAssistant, Text: "Let me look.",
+			ToolCalls: []cstype.ToolCall{{ID: "call_f", Action: "get_weather", Input: json.RawMessage(`{"city":"Faro"}`), Client: true}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	user := map[string]any{"id": "m1", "role": "user", "content": "weather in Faro?"}

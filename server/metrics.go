@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -155,7 +155,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // initLabels creates, at 0, the series of every label value known without
 // the engine's actions.
 func (m *Metrics) initLabels() {
-	for _, s := range store.Statuses {
+	for _, s := range cstype.Statuses {
 		m.transitions.WithLabelValues(string(s))
 	}
 	for _, v := range []countersign.Verdict{countersign.Approve, countersign.Reject} {
@@ -198,12 +198,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 // Transition implements countersign.Observer.
-func (m *Metrics) Transition(p *store.Proposal, from store.Status) {
+func (m *Metrics) Transition(p *cstype.Proposal, from cstype.Status) {
 	if p == nil || p.Status == from {
 		return // a partial approval towards a quorum moves nothing
 	}
 	m.transitions.WithLabelValues(string(p.Status)).Inc()
-	if from == store.StatusPending && (p.Status == store.StatusApproved || p.Status == store.StatusRejected) {
+	if from == cstype.StatusPending && (p.Status == cstype.StatusApproved || p.Status == cstype.StatusRejected) {
 		// UpdatedAt is the decision's time on the store's clock, like CreatedAt.
 		if d := p.UpdatedAt.Sub(p.CreatedAt); d >= 0 {
 			m.decisionLatency.WithLabelValues(string(p.Status)).Observe(d.Seconds())

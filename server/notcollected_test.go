@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/runhost"
 	"github.com/countersign/countersign/store/storetest"
 )
 
@@ -247,7 +248,7 @@ func TestApprovedParkedRunIsNotAwaitingTheCaller(t *testing.T) {
 			}
 			// The runtime comes back only after the deadline.
 			clock.Advance(time.Hour)
-			runs, err := h.engine.ClaimRuns(context.Background(), 4)
+			runs, err := h.engine.RunHost(runhost.Grant()).ClaimRuns(context.Background(), 4)
 			if err != nil || len(runs) != 1 {
 				t.Fatalf("ClaimRuns: %v, %v", runs, err)
 			}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/store"
 )
 
 // Notification is one entry of the notification outbox, as operators see
@@ -28,7 +28,7 @@ type Notification struct {
 	UpdatedAt     time.Time `json:"updated_at"`
 }
 
-func wireNotification(n *store.OutboxEntry) *Notification {
+func wireNotification(n *cstype.OutboxEntry) *Notification {
 	// The deliverer stores errors redacted; a row an older version wrote
 	// may still hold a receiver's URL with its token.
 	return &Notification{
@@ -41,7 +41,7 @@ func wireNotification(n *store.OutboxEntry) *Notification {
 // RenderProposal is the proposal object of the API, as JSON: what a
 // notification's "proposal" holds, so that receivers parse the same object
 // the routes answer with.
-func RenderProposal(p *store.Proposal) (json.RawMessage, error) {
+func RenderProposal(p *cstype.Proposal) (json.RawMessage, error) {
 	return json.Marshal(wireProposal(p))
 }
 
@@ -50,7 +50,7 @@ func (s *Server) handleListNotifications(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	status := store.NotificationStatus(q.Get("status"))
+	status := cstype.NotificationStatus(q.Get("status"))
 	if status != "" && !status.Valid() {
 		return errBadParam("status", "want pending, delivered or failed")
 	}
@@ -92,7 +92,7 @@ func notificationError(err error) error {
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return errForbidden("%s", fe.Reason)
 	}
-	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
+	if ce, ok := errors.AsType[*cstype.ConflictError](err); ok {
 		// No details: the documented details of INVALID_STATE are a
 		// proposal's status, which clients type as such.
 		return newError(http.StatusConflict, CodeInvalidState, "the notification is %s; only a failed one is retried", ce.Got)

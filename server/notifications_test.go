@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/store"
 )
@@ -35,11 +36,10 @@ func TestNotificationsFailedListedAndRetried(t *testing.T) {
 				}
 			}))
 			defer receiver.Close()
-			st := h.store
 			d, err := notifications.New(notifications.Options{
-				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
+				Engine: h.engine, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
 				Targets: []notifications.Target{{
-					URL: receiver.URL, Events: []store.EventType{store.EventCreated}, MaxAttempts: 2,
+					URL: receiver.URL, Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: 2,
 					Backoff: notifications.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
 				}},
 			})
@@ -118,8 +118,8 @@ func TestNotificationErrorsHideURLSecrets(t *testing.T) {
 			const target = "http://127.0.0.1:1/in?token=qs-t0ken-1234"
 			st := h.store
 			d, err := notifications.New(notifications.Options{
-				Store: st, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
-				Targets: []notifications.Target{{URL: target, Events: []store.EventType{store.EventCreated}}},
+				Engine: h.engine, Render: RenderProposal, Logger: slog.New(slog.DiscardHandler),
+				Targets: []notifications.Target{{URL: target, Events: []cstype.EventType{cstype.EventCreated}}},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // notOwner checks a refusal of dave (an actor of alice's tenant without
@@ -214,7 +214,7 @@ func TestThreadOwnershipOfEvidence(t *testing.T) {
 func TestCallErrorOwnership(t *testing.T) {
 	t.Parallel()
 	for _, err := range []error{
-		fmt.Errorf("call: create proposal: %w", store.ErrNotThreadOwner),
+		fmt.Errorf("call: create proposal: %w", cstype.ErrNotThreadOwner),
 		fmt.Errorf("call: %w", &countersign.ForbiddenError{Actor: "dave", Reason: "only the thread's owner may make calls in it"}),
 	} {
 		ae, ok := callError(err).(*apiError)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,7 +26,7 @@ type ProposalCounts struct {
 	backlogDesc *prometheus.Desc
 
 	mu     sync.Mutex
-	counts map[store.Status]int // nil until the first count
+	counts map[cstype.Status]int // nil until the first count
 	at     time.Time
 }
 
@@ -48,8 +48,8 @@ func NewProposalCounts() *ProposalCounts {
 
 // Set records a count, taken at at: the next scrapes report it. It is safe
 // for concurrent use, and keeps its own copy of counts.
-func (c *ProposalCounts) Set(counts map[store.Status]int, at time.Time) {
-	cp := make(map[store.Status]int, len(counts))
+func (c *ProposalCounts) Set(counts map[cstype.Status]int, at time.Time) {
+	cp := make(map[cstype.Status]int, len(counts))
 	maps.Copy(cp, counts)
 	c.mu.Lock()
 	c.counts, c.at = cp, at
@@ -71,10 +71,10 @@ func (c *ProposalCounts) Collect(ch chan<- prometheus.Metric) {
 	if counts == nil {
 		return
 	}
-	for _, s := range store.Statuses {
+	for _, s := range cstype.Statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(c.atDesc, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
 	// The backlog comes from the same count: a scrape still reads no store.
-	ch <- prometheus.MustNewConstMetric(c.backlogDesc, prometheus.GaugeValue, float64(counts[store.StatusApproved]))
+	ch <- prometheus.MustNewConstMetric(c.backlogDesc, prometheus.GaugeValue, float64(counts[cstype.StatusApproved]))
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -41,17 +42,17 @@ func (c *countsStore) taken() int {
 	return n
 }
 
-func (c *countsStore) CountByStatus(ctx context.Context) (map[store.Status]int, error) {
+func (c *countsStore) CountByStatus(ctx context.Context) (map[cstype.Status]int, error) {
 	c.note()
 	return c.Store.CountByStatus(ctx)
 }
 
-func (c *countsStore) ListProposals(ctx context.Context, p *store.ListProposalsParams) (*store.ProposalPage, error) {
+func (c *countsStore) ListProposals(ctx context.Context, p *store.ListProposalsParams) (*cstype.ProposalPage, error) {
 	c.note()
 	return c.Store.ListProposals(ctx, p)
 }
 
-func (c *countsStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*store.Event, error) {
+func (c *countsStore) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
 	c.note()
 	return c.Store.ListEvents(ctx, p)
 }
@@ -131,7 +132,7 @@ func TestMetricsScrapeCostsNoStoreWork(t *testing.T) {
 func countOnce(t *testing.T, st store.Store, counts *ProposalCounts) {
 	t.Helper()
 	set := make(chan struct{}, 1)
-	svc := maintenance.NewProposalCounts(st, func(c map[store.Status]int, at time.Time) {
+	svc := maintenance.NewProposalCounts(st, func(c map[cstype.Status]int, at time.Time) {
 		counts.Set(c, at)
 		set <- struct{}{}
 	}, maintenance.ProposalCountsConfig{Interval: time.Hour, Logger: discard()})
@@ -251,8 +252,8 @@ func TestProposalCountsSetKeepsItsCopy(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	counts := NewProposalCounts()
 	reg.MustRegister(counts)
-	m := map[store.Status]int{store.StatusPending: 3}
+	m := map[cstype.Status]int{cstype.StatusPending: 3}
 	counts.Set(m, time.Unix(1_700_000_000, 0))
-	m[store.StatusPending] = 99
+	m[cstype.StatusPending] = 99
 	scrapeUntil(t, reg, []string{`countersign_proposals{status="pending"} 3`, "countersign_proposals_counted_timestamp_seconds 1.7e+09"})
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // query parses the request's query string; a malformed one is a 400.
@@ -26,10 +26,10 @@ func query(r *http.Request) (url.Values, error) {
 func parseLimit(q url.Values) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
-		return store.MaxPageSize, nil
+		return cstype.MaxPageSize, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > store.MaxPageSize {
+	if err != nil || n < 1 || n > cstype.MaxPageSize {
 		return 0, errBadParam("limit", "want an integer from 1 to 1000")
 	}
 	return n, nil
@@ -56,11 +56,11 @@ func escapeURIComponent(s string) string {
 }
 
 // list answers a page the engine read.
-func list(w http.ResponseWriter, page *store.ProposalPage, err error) error {
+func list(w http.ResponseWriter, page *cstype.ProposalPage, err error) error {
 	switch {
-	case errors.Is(err, store.ErrInvalidCursor):
+	case errors.Is(err, cstype.ErrInvalidCursor):
 		return newError(http.StatusBadRequest, CodeInvalidCursor, "after: not a cursor this server issued, or altered")
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		e := errBadParam("query", "a value the server cannot look up")
 		e.cause = err
 		return e
@@ -79,7 +79,7 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request, id 
 	if err != nil {
 		return err
 	}
-	params := store.ListProposalsParams{Action: q.Get("action"), ThreadID: q.Get("thread_id"), After: q.Get("after")}
+	params := countersign.ListParams{Action: q.Get("action"), ThreadID: q.Get("thread_id"), After: q.Get("after")}
 	if params.Limit, err = parseLimit(q); err != nil {
 		return err
 	}
@@ -89,10 +89,10 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request, id 
 			if st == "" {
 				continue
 			}
-			if !store.Status(st).Valid() {
+			if !cstype.Status(st).Valid() {
 				return errBadParam("status", "unknown status "+strconv.Quote(st))
 			}
-			params.Statuses = append(params.Statuses, store.Status(st))
+			params.Statuses = append(params.Statuses, cstype.Status(st))
 		}
 	}
 	page, err := s.engine.List(r.Context(), id, params)
@@ -105,7 +105,7 @@ func (s *Server) handleThreadProposals(w http.ResponseWriter, r *http.Request, i
 		return err
 	}
 	threadID := r.PathValue("thread_id")
-	params := store.ListProposalsParams{After: q.Get("after")}
+	params := countersign.ListParams{After: q.Get("after")}
 	if params.Limit, err = parseLimit(q); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request, id co
 	if err != nil {
 		return readError(err)
 	}
-	if wait && !(p.Status.Terminal() || p.Status == store.StatusReconciling) {
+	if wait && !(p.Status.Terminal() || p.Status == cstype.StatusReconciling) {
 		ctx, cancel := s.requestContext(r)
 		defer cancel()
 		ctx, cancelWait := context.WithTimeout(ctx, waitFor(&seconds, 0, s.waitCap))
@@ -228,7 +228,7 @@ func decisionError(err error) error {
 		// channels) is only given to those who see the proposal anyway.
 		return errForbidden("%s", fe.Reason)
 	}
-	if ce, ok := errors.AsType[*store.ConflictError](err); ok {
+	if ce, ok := errors.AsType[*cstype.ConflictError](err); ok {
 		e := newError(http.StatusConflict, CodeInvalidState, "the proposal is %s; this needs %s", ce.Got, joinStatuses(ce.Want))
 		e.details = map[string]string{"status": string(ce.Got)}
 		return e
@@ -244,7 +244,7 @@ func decisionError(err error) error {
 		e := errNotFound("no such proposal")
 		e.bodyStatus = "not_found"
 		return e
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		// The store's words may be its driver's: a fixed text, the cause
 		// logged.
 		return errStoreRefused(err)
@@ -254,7 +254,7 @@ func decisionError(err error) error {
 	return err
 }
 
-func joinStatuses(ss []store.Status) string {
+func joinStatuses(ss []cstype.Status) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
 		parts[i] = string(s)
@@ -263,7 +263,7 @@ func joinStatuses(ss []store.Status) string {
 }
 
 // decided writes a decision's answer.
-func decided(w http.ResponseWriter, status store.DecideOutcome, p *store.Proposal) error {
+func decided(w http.ResponseWriter, status cstype.DecideOutcome, p *cstype.Proposal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"status": string(status), "proposal": wireProposal(p)})
 	return nil
 }
@@ -338,11 +338,11 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, id counte
 	if err := readBody(w, r, &req, false); err != nil {
 		return err
 	}
-	status := store.Status(req.Outcome)
+	status := cstype.Status(req.Outcome)
 	switch {
 	case req.Outcome == "":
 		return errBadBody("outcome", "required")
-	case status != store.StatusSucceeded && status != store.StatusFailed:
+	case status != cstype.StatusSucceeded && status != cstype.StatusFailed:
 		return errBadBody("outcome", "want succeeded or failed")
 	case req.Note == nil || strings.TrimSpace(*req.Note) == "":
 		return errBadBody("note", "required: say how the outcome was established")

@@ -7,8 +7,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agui/event"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/plaintext"
-	"github.com/countersign/countersign/store"
 )
 
 // interruptSchema is the responseSchema of an approval interrupt (docs/api.md,
@@ -35,14 +35,14 @@ type runStream struct {
 func now() int64 { return time.Now().UnixMilli() }
 
 // messages writes the run's messages not written yet.
-func (rs *runStream) messages(msgs []*store.Message, runID string) error {
+func (rs *runStream) messages(msgs []*cstype.Message, runID string) error {
 	for _, m := range msgs {
 		if m.RunID != runID || rs.sent[m.ID] {
 			continue
 		}
 		rs.sent[m.ID] = true
 		switch m.Role {
-		case store.RoleAssistant:
+		case cstype.RoleAssistant:
 			if m.Text != "" {
 				for _, e := range []event.Event{
 					&event.TextMessageStart{MessageID: m.ID, Role: event.RoleAssistant, Timestamp: now()},
@@ -70,7 +70,7 @@ func (rs *runStream) messages(msgs []*store.Message, runID string) error {
 				}
 				rs.open[c.ID] = true
 			}
-		case store.RoleTool:
+		case cstype.RoleTool:
 			delete(rs.open, m.ToolCallID)
 			content := string(m.Result)
 			if content == "" {
@@ -100,7 +100,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, id countersig
 // follows follow, a parked run a resume decided: then the stream carries
 // the run's continuation from its interrupt on, whoever drives it, and ends
 // when the run ends or parks on another interrupt.
-func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id countersign.Identity, drive *store.Run, threadID, runID string, follow *store.Run) error {
+func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id countersign.Identity, drive *cstype.Run, threadID, runID string, follow *cstype.Run) error {
 	run := drive
 	if run == nil {
 		run = follow
@@ -129,7 +129,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 	// opened it.
 	open, closeStream := s.guardStream(r, id)
 	defer closeStream()
-	done := make(chan *store.Run, 1)
+	done := make(chan *cstype.Run, 1)
 	if drive != nil {
 		go func() { done <- s.drive(drive) }()
 	}
@@ -156,7 +156,7 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 			return nil, err
 		}
 		r := st.Run
-		if follow != nil && (r.Status.Ended() || (r.Status == store.RunParked && r.Awaiting != follow.Awaiting)) {
+		if follow != nil && (r.Status.Ended() || (r.Status == cstype.RunParked && r.Awaiting != follow.Awaiting)) {
 			return st, nil
 		}
 		return nil, nil
@@ -223,16 +223,16 @@ func (s *Server) streamRunAs(w http.ResponseWriter, r *http.Request, id counters
 // skipToInterrupt marks as sent the run's messages up to the assistant
 // message whose tool call the run parked on, so that a resumed stream
 // starts with that call's result.
-func (rs *runStream) skipToInterrupt(msgs []*store.Message, run *store.Run) {
+func (rs *runStream) skipToInterrupt(msgs []*cstype.Message, run *cstype.Run) {
 	last := -1
 	for i, m := range msgs {
 		if m.RunID != run.ID {
 			continue
 		}
-		if m.Role == store.RoleTool && m.ProposalID == run.Awaiting {
+		if m.Role == cstype.RoleTool && m.ProposalID == run.Awaiting {
 			break
 		}
-		if m.Role == store.RoleAssistant {
+		if m.Role == cstype.RoleAssistant {
 			last = i
 		}
 	}
@@ -249,15 +249,15 @@ func (rs *runStream) skipToInterrupt(msgs []*store.Message, run *store.Run) {
 func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *countersign.RunState, rs *runStream) event.Event {
 	run := st.Run
 	switch run.Status {
-	case store.RunFinished:
+	case cstype.RunFinished:
 		out := &event.Outcome{Type: event.OutcomeSuccess}
 		for _, c := range st.PendingClientCalls() {
 			out.PendingToolCallIDs = append(out.PendingToolCallIDs, c.ID)
 		}
 		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Outcome: out, Timestamp: now()}
-	case store.RunCancelled:
+	case cstype.RunCancelled:
 		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Outcome: &event.Outcome{Type: event.OutcomeCancelled}, Timestamp: now()}
-	case store.RunParked:
+	case cstype.RunParked:
 		in := event.Interrupt{ID: run.Awaiting, Reason: "tool_call", ResponseSchema: interruptSchema}
 		for callID := range rs.open {
 			in.ToolCallID = callID // unless the proposal says which, below
@@ -275,7 +275,7 @@ func (s *Server) runEnd(ctx context.Context, id countersign.Identity, st *counte
 		}
 		return &event.RunFinished{ThreadID: run.ThreadID, RunID: run.ID, Timestamp: now(),
 			Outcome: &event.Outcome{Type: event.OutcomeInterrupt, Interrupts: []event.Interrupt{in}}}
-	case store.RunFailed:
+	case cstype.RunFailed:
 		return &event.RunError{Message: run.Error, Code: "RUN_FAILED", Timestamp: now()}
 	}
 	return &event.RunError{Message: "the run is still running; follow it with GET /v1/threads/" + run.ThreadID + "/runs/" + run.ID,

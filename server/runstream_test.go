@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -26,7 +27,7 @@ func (s *threadReadFails) PostMessage(ctx context.Context, params *store.PostMes
 	return res, err
 }
 
-func (s *threadReadFails) GetThread(ctx context.Context, params *store.GetThreadParams) (*store.Thread, error) {
+func (s *threadReadFails) GetThread(ctx context.Context, params *store.GetThreadParams) (*cstype.Thread, error) {
 	if s.armed.CompareAndSwap(true, false) {
 		return nil, store.Unavailable(fmt.Errorf("connection refused"))
 	}

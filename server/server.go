@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/server/auth"
-	"github.com/countersign/countersign/store"
 )
 
 // Limits and time-outs of the HTTP server.
@@ -300,10 +300,10 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case ok:
 	case agentRefused(err) != nil:
 		ae = agentRefused(err)
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		// Deleted between two reads of one request.
 		ae = errNotFound("not found")
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, cstype.ErrUnavailable):
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "request failed: the store cannot be reached",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		ae = errUnavailable()

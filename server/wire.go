@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // The wire types are the API's objects as clients see them. They are the
@@ -175,7 +175,7 @@ func orEmpty[T any](s []T) []T {
 }
 
 // wireProposal converts a proposal record; nil stays nil.
-func wireProposal(p *store.Proposal) *Proposal {
+func wireProposal(p *cstype.Proposal) *Proposal {
 	if p == nil {
 		return nil
 	}
@@ -200,14 +200,14 @@ func wireProposal(p *store.Proposal) *Proposal {
 }
 
 // wireRule is the rule p records; nil when it records none.
-func wireRule(p *store.Proposal) *Rule {
+func wireRule(p *cstype.Proposal) *Rule {
 	if p.RuleMatch == "" {
 		return nil
 	}
 	return &Rule{Match: p.RuleMatch, When: p.RuleWhen}
 }
 
-func wireProposals(ps []*store.Proposal) []*Proposal {
+func wireProposals(ps []*cstype.Proposal) []*Proposal {
 	out := make([]*Proposal, len(ps))
 	for i, p := range ps {
 		out[i] = wireProposal(p)
@@ -216,7 +216,7 @@ func wireProposals(ps []*store.Proposal) []*Proposal {
 }
 
 // wireOutcome converts an outcome; nil stays nil.
-func wireOutcome(o *store.Outcome) *Outcome {
+func wireOutcome(o *cstype.Outcome) *Outcome {
 	if o == nil {
 		return nil
 	}
@@ -231,11 +231,11 @@ func wireOutcome(o *store.Outcome) *Outcome {
 	}
 }
 
-func wireThread(t *store.Thread) *Thread {
+func wireThread(t *cstype.Thread) *Thread {
 	return &Thread{ID: t.ID, Owner: t.Owner, CreatedAt: t.CreatedAt.UTC()}
 }
 
-func wireMessages(ms []*store.Message) []*Message {
+func wireMessages(ms []*cstype.Message) []*Message {
 	out := make([]*Message, len(ms))
 	for i, m := range ms {
 		out[i] = wireMessage(m)
@@ -243,7 +243,7 @@ func wireMessages(ms []*store.Message) []*Message {
 	return out
 }
 
-func wireMessage(m *store.Message) *Message {
+func wireMessage(m *cstype.Message) *Message {
 	if m == nil {
 		return nil
 	}
@@ -262,7 +262,7 @@ func wireMessage(m *store.Message) *Message {
 	return w
 }
 
-func wireGrant(g *store.Grant) *Grant {
+func wireGrant(g *cstype.Grant) *Grant {
 	return &Grant{
 		ID: g.ID, Tenant: g.Tenant, Requester: g.Requester, Scope: string(g.Scope),
 		ThreadID: g.ThreadID, RunID: g.RunID, Action: g.Action, ActionVersion: g.ActionVersion,
@@ -273,7 +273,7 @@ func wireGrant(g *store.Grant) *Grant {
 	}
 }
 
-func wireEvents(es []*store.Event) []*Event {
+func wireEvents(es []*cstype.Event) []*Event {
 	out := make([]*Event, len(es))
 	for i, e := range es {
 		out[i] = &Event{ID: e.ID, ProposalID: e.ProposalID, Type: string(e.Type), Actor: e.Actor, ActorKind: e.ActorKind,

@@ -79,25 +79,6 @@ type Audit interface {
 	ListCheckpoints(ctx context.Context, params *ListCheckpointsParams) ([]*Checkpoint, error)
 }
 
-// Checkpoint is a signed statement that a tenant's chain held Hash at Seq
-// at the time At (auditchain.Checkpoint). A store keeps At to the
-// microsecond: the signature covers its RFC 3339 spelling, so the sealer
-// signs times no finer than that.
-type Checkpoint struct {
-	Tenant    string
-	Seq       int64
-	Hash      string
-	At        time.Time
-	KeyID     string
-	Signature string
-}
-
-// Signed returns the checkpoint in its exported form, the form its
-// signature covers.
-func (c *Checkpoint) Signed() *auditchain.Checkpoint {
-	return &auditchain.Checkpoint{Tenant: c.Tenant, Seq: c.Seq, Hash: c.Hash, At: auditchain.FormatTime(c.At), KeyID: c.KeyID, Signature: c.Signature}
-}
-
 // TenantChain is where one tenant's chain ends, and its newest checkpoint.
 type TenantChain struct {
 	Tenant string
@@ -160,23 +141,6 @@ func ValidateCheckpoints(params *WriteCheckpointsParams) error {
 // token is no longer the lease's; it matches ErrLeaseLost.
 func CheckpointLeaseLost() error {
 	return fmt.Errorf("write audit checkpoints: the sealing lease is another's: %w", ErrLeaseLost)
-}
-
-// AuditEvent is an event sealed into its tenant's chain.
-type AuditEvent struct {
-	Event
-	Seq      int64
-	PrevHash string
-	Hash     string
-}
-
-// Chained returns the event in the chain's exported form, the form its hash
-// covers.
-func (e *AuditEvent) Chained() *auditchain.Event {
-	return &auditchain.Event{
-		Seq: e.Seq, ID: e.ID, Type: string(e.Type), ProposalID: e.ProposalID, Actor: e.Actor, ActorKind: e.ActorKind, Via: e.Via,
-		Status: string(e.Status), Detail: e.Detail, At: auditchain.FormatTime(e.At), PrevHash: e.PrevHash, Hash: e.Hash,
-	}
 }
 
 // ChainHead is the last sealed event of one tenant's chain.

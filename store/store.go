@@ -302,16 +302,6 @@ type ListProposalsParams struct {
 	Limit   int    // 1..MaxPageSize; 0 means MaxPageSize
 }
 
-// MaxPageSize is the largest page a listing returns.
-const MaxPageSize = 1000
-
-// ProposalPage is one page of a listing.
-type ProposalPage struct {
-	Proposals []*Proposal
-	// Next is the cursor of the following page, empty on the last page.
-	Next string
-}
-
 // DecideParams asks for one decision.
 type DecideParams struct {
 	Tenant    string
@@ -332,17 +322,6 @@ type DecideParams struct {
 	// wait or two_phase proposal (Decision.AwaitsCaller), ignored otherwise.
 	AwaitsCaller bool
 }
-
-// DecideOutcome is the answer to a decision.
-type DecideOutcome string
-
-// The answers to a decision (docs/api.md §Decisions).
-const (
-	DecideApplied   DecideOutcome = "applied"
-	DecideUnchanged DecideOutcome = "unchanged"
-	DecideConflict  DecideOutcome = "conflict"
-	DecideExpired   DecideOutcome = "expired"
-)
 
 // DecideResult reports a decision's answer and the proposal after it.
 type DecideResult struct {

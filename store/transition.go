@@ -559,10 +559,6 @@ func Finish(p *Proposal, now time.Time) {
 	p.UpdatedAt = now
 }
 
-// MaxIDLen bounds every id a caller chooses (thread, run, tool call) and
-// proposal ids, so that they fit in a pagination cursor.
-const MaxIDLen = 256
-
 // ValidateCreate checks the fields a driver relies on.
 func ValidateCreate(p *Proposal) error {
 	switch {

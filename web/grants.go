@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // grantItem is one grant of the grants page, and what the page says of it.
 type grantItem struct {
-	*store.Grant
+	*cstype.Grant
 	// State is the grant's standing in one word (live, revoked, expired,
 	// inactive), for the badge and for scripts and tests to read.
 	State string
@@ -30,7 +30,7 @@ type grantsData struct {
 
 // grantState says where a grant stands at now. Revoked outranks expired: a
 // person ended it, which is what the approver wants to see.
-func grantState(g *store.Grant, now time.Time) (state, note string) {
+func grantState(g *cstype.Grant, now time.Time) (state, note string) {
 	switch {
 	case g.RevokedAt != nil:
 		note = "Revoked"
@@ -60,7 +60,7 @@ func (in *Inbox) handleGrants(w http.ResponseWriter, r *http.Request) error {
 	// The engine lists only the grants this actor may see and revoke.
 	gs, err := in.engine.Grants(r.Context(), sess.Identity, d.Thread)
 	switch {
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		return errPage(http.StatusBadRequest, "Bad filter", "The filter is not valid.")
 	case err != nil:
 		return err

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // TestGrantState pins what the grants page says of each standing a grant's
@@ -18,17 +18,17 @@ func TestGrantState(t *testing.T) {
 	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
 	cases := []struct {
 		name  string
-		g     store.Grant
+		g     cstype.Grant
 		state string
 		note  string
 	}{
-		{"live", store.Grant{ActivatedAt: at(-time.Hour)}, "live", "Live until revoked"},
-		{"live until", store.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(time.Hour)}, "live", "Live until 2026-03-01 13:00:00 UTC"},
-		{"inactive", store.Grant{}, "inactive", "Not live yet"},
-		{"expired at now", store.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(0)}, "expired", "Expired at 2026-03-01 12:00:00 UTC"},
-		{"expired, never live", store.Grant{ExpiresAt: at(-time.Minute)}, "expired", "Expired"},
-		{"revoked", store.Grant{ActivatedAt: at(-time.Hour), RevokedAt: at(-time.Minute), RevokedBy: "bob"}, "revoked", "Revoked by bob at 2026-03-01 11:59:00 UTC"},
-		{"revoked and expired", store.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(-time.Minute), RevokedAt: at(-2 * time.Minute)}, "revoked", "Revoked at"},
+		{"live", cstype.Grant{ActivatedAt: at(-time.Hour)}, "live", "Live until revoked"},
+		{"live until", cstype.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(time.Hour)}, "live", "Live until 2026-03-01 13:00:00 UTC"},
+		{"inactive", cstype.Grant{}, "inactive", "Not live yet"},
+		{"expired at now", cstype.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(0)}, "expired", "Expired at 2026-03-01 12:00:00 UTC"},
+		{"expired, never live", cstype.Grant{ExpiresAt: at(-time.Minute)}, "expired", "Expired"},
+		{"revoked", cstype.Grant{ActivatedAt: at(-time.Hour), RevokedAt: at(-time.Minute), RevokedBy: "bob"}, "revoked", "Revoked by bob at 2026-03-01 11:59:00 UTC"},
+		{"revoked and expired", cstype.Grant{ActivatedAt: at(-time.Hour), ExpiresAt: at(-time.Minute), RevokedAt: at(-2 * time.Minute)}, "revoked", "Revoked at"},
 	}
 	for _, c := range cases {
 		state, note := grantState(&c.g, now)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // toolCall makes alice's agent's call of payments.refund under a tool call
@@ -40,7 +40,7 @@ func (h *harness) toolCall(tool, thread, customer string, amount float64) string
 }
 
 // settle waits, through the engine, until the proposal is terminal.
-func (h *harness) settle(pid string) *store.Proposal {
+func (h *harness) settle(pid string) *cstype.Proposal {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -99,7 +99,7 @@ func TestGrants(t *testing.T) {
 		}
 	}
 	h.Release()
-	if p := h.settle(pid); p.Status != store.StatusSucceeded {
+	if p := h.settle(pid); p.Status != cstype.StatusSucceeded {
 		t.Fatalf("the refund ended %s", p.Status)
 	}
 	_, body = bob.get("/grants")

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/plaintext"
-	"github.com/countersign/countersign/store"
 )
 
 // pageData is what every page's template receives.
@@ -169,7 +169,7 @@ type statusChoice struct {
 // listItem is one proposal of the list, and what the list says of it
 // beyond its status.
 type listItem struct {
-	*store.Proposal
+	*cstype.Proposal
 	Note string
 }
 
@@ -207,18 +207,18 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	d := &listData{Status: q.Get("status"), Action: q.Get("action"), Thread: threadFilter(q)}
 	if d.Status == "" {
-		d.Status = string(store.StatusPending)
+		d.Status = string(cstype.StatusPending)
 	}
-	params := store.ListProposalsParams{Action: d.Action, ThreadID: d.Thread, After: q.Get("after"), Limit: PageSize}
+	params := countersign.ListParams{Action: d.Action, ThreadID: d.Thread, After: q.Get("after"), Limit: PageSize}
 	switch {
 	case d.Status == "all":
-	case store.Status(d.Status).Valid():
-		params.Statuses = []store.Status{store.Status(d.Status)}
+	case cstype.Status(d.Status).Valid():
+		params.Statuses = []cstype.Status{cstype.Status(d.Status)}
 	default:
 		return errPage(http.StatusBadRequest, "Bad filter", "Unknown status "+strconv.Quote(d.Status)+".")
 	}
 	d.Statuses = append(d.Statuses, statusChoice{Value: "all", Label: "any status", Selected: d.Status == "all"})
-	for _, s := range store.Statuses {
+	for _, s := range cstype.Statuses {
 		d.Statuses = append(d.Statuses, statusChoice{Value: string(s), Label: string(s), Selected: d.Status == string(s)})
 	}
 	for _, a := range in.engine.Actions() {
@@ -229,9 +229,9 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 	}
 	page, err := in.engine.List(r.Context(), sess.Identity, params)
 	switch {
-	case errors.Is(err, store.ErrInvalidCursor):
+	case errors.Is(err, cstype.ErrInvalidCursor):
 		return errPage(http.StatusBadRequest, "Bad page", "That page link is not valid any more; start from the first page.")
-	case errors.Is(err, store.ErrInvalidParams):
+	case errors.Is(err, cstype.ErrInvalidParams):
 		return errPage(http.StatusBadRequest, "Bad filter", "The filter is not valid.")
 	case err != nil:
 		return err
@@ -252,7 +252,7 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 		filter.Set("after", page.Next)
 		d.Next = "/?" + filter.Encode()
 	}
-	if d.Status == string(store.StatusPending) {
+	if d.Status == string(cstype.StatusPending) {
 		d.Empty = "Nothing waits for you."
 	} else {
 		d.Empty = "No proposals match."
@@ -266,12 +266,12 @@ func (in *Inbox) handleList(w http.ResponseWriter, r *http.Request) error {
 // the pending ones waiting for others (id decided them already, or does
 // not decide them), then the rest. A list of one status other than pending
 // is not split.
-func (in *Inbox) groups(ctx context.Context, id countersign.Identity, ps []*store.Proposal, status string) []listGroup {
+func (in *Inbox) groups(ctx context.Context, id countersign.Identity, ps []*cstype.Proposal, status string) []listGroup {
 	now := in.now()
 	if len(ps) == 0 {
 		return nil
 	}
-	if status != string(store.StatusPending) && status != "all" {
+	if status != string(cstype.StatusPending) && status != "all" {
 		g := listGroup{ID: "proposals"}
 		for _, p := range ps {
 			g.Items = append(g.Items, listItem{Proposal: p, Note: listNote(p, now)})
@@ -292,7 +292,7 @@ func (in *Inbox) groups(ctx context.Context, id countersign.Identity, ps []*stor
 				note = neededWords(t, p.Requester)
 			}
 			yours.Items = append(yours.Items, listItem{Proposal: p, Note: note})
-		case p.Status == store.StatusPending:
+		case p.Status == cstype.StatusPending:
 			others.Items = append(others.Items, listItem{Proposal: p, Note: waitingNote(t, p.Requester)})
 		default:
 			rest.Items = append(rest.Items, listItem{Proposal: p, Note: listNote(p, now)})
@@ -315,7 +315,7 @@ func threadFilter(q url.Values) string {
 
 // proposalData is what the proposal page shows.
 type proposalData struct {
-	P         *store.Proposal
+	P         *cstype.Proposal
 	Approvals int
 	// Turn is where the proposal stands for the actor, as the engine says:
 	// the form offers Approve when Turn.Yours and Reject when Turn.Reject
@@ -343,7 +343,7 @@ type proposalData struct {
 // proposal loads a proposal the signed-in actor may see, as the engine
 // decides: 404 when no tenant has it, 403 when another tenant does or the
 // actor may not see it, as the API answers.
-func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid string) (*store.Proposal, error) {
+func (in *Inbox) proposal(ctx context.Context, id countersign.Identity, pid string) (*cstype.Proposal, error) {
 	p, err := in.engine.Proposal(ctx, id, pid)
 	if _, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return nil, errPage(http.StatusForbidden, "Not yours", "You may not see this proposal.")
@@ -433,7 +433,7 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, countersign.ErrInvalidCall):
 		return in.showProposal(w, r, http.StatusBadRequest, "", "That decision is not valid: choose approve or reject, and remember only with an approval.")
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
 	case err != nil:
 		return err
@@ -457,7 +457,7 @@ func (in *Inbox) handleResolve(w http.ResponseWriter, r *http.Request) error {
 	if note == "" {
 		return in.showProposal(w, r, http.StatusBadRequest, "", "Write a note: what did you check, and what did you find?")
 	}
-	status := store.Status(f.Get("status"))
+	status := cstype.Status(f.Get("status"))
 	_, err := in.engine.Resolve(r.Context(), sess.Identity, pid, status, strings.TrimSpace(f.Get("receipt")), note, via)
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return in.showProposal(w, r, http.StatusForbidden, "", "You may not resolve this proposal: "+fe.Reason+".")
@@ -466,9 +466,9 @@ func (in *Inbox) handleResolve(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, countersign.ErrInvalidCall):
 		return in.showProposal(w, r, http.StatusBadRequest, "", "Choose succeeded or failed.")
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, cstype.ErrNotFound):
 		return errPage(http.StatusNotFound, "Not found", "There is no such proposal.")
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, cstype.ErrConflict):
 		result = "resolve_conflict"
 	case err != nil:
 		return err

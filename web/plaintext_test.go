@@ -10,8 +10,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // hiddenText is what a hostile agent puts in a refund's customer and
@@ -109,7 +108,7 @@ func TestInboxShowsAgentTextAsPlainText(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve: %d", resp.StatusCode)
 	}
-	if p := h.settle(pid); p.Status != store.StatusSucceeded {
+	if p := h.settle(pid); p.Status != cstype.StatusSucceeded {
 		t.Fatalf("the refund ended %s", p.Status)
 	}
 	_, body = bob.get("/proposals/" + pid)

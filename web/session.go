@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/server/auth"
-	"github.com/countersign/countersign/store"
 )
 
 const (
@@ -303,7 +303,7 @@ func (in *Inbox) handleLogout(w http.ResponseWriter, r *http.Request) error {
 // out, or its key withdrawn).
 func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sess, err := in.session(r)
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, cstype.ErrUnavailable) {
 		in.log.LogAttrs(r.Context(), slog.LevelWarn, "inbox: event stream: session: the store cannot be reached", slog.Any("err", err))
 		w.Header().Set("Retry-After", "2")
 		http.Error(w, "the inbox cannot reach its database; try again in a moment", http.StatusServiceUnavailable)

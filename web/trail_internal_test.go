@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/auditchain"
-	"github.com/countersign/countersign/store"
 )
 
 // TestTrailView: what the page says for each outcome of the chain's check.
 func TestTrailView(t *testing.T) {
 	ev := func(seq int64, verified bool) *countersign.TrailEvent {
-		return &countersign.TrailEvent{AuditEvent: &store.AuditEvent{Event: store.Event{Type: store.EventCreated}, Seq: seq, Hash: strings.Repeat("ab", 32)}, Verified: verified}
+		return &countersign.TrailEvent{AuditEvent: &cstype.AuditEvent{Event: cstype.Event{Type: cstype.EventCreated}, Seq: seq, Hash: strings.Repeat("ab", 32)}, Verified: verified}
 	}
 	for _, tc := range []struct {
 		name    string

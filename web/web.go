@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
-	"github.com/countersign/countersign/store"
 )
 
 // Defaults of Options.
@@ -260,7 +260,7 @@ func errPage(status int, title, message string) *pageError {
 
 func (in *Inbox) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	pe, ok := errors.AsType[*pageError](err)
-	if !ok && errors.Is(err, store.ErrUnavailable) {
+	if !ok && errors.Is(err, cstype.ErrUnavailable) {
 		in.log.LogAttrs(r.Context(), slog.LevelWarn, "inbox request failed: the store cannot be reached",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		w.Header().Set("Retry-After", "2")

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // The inbox's sentences about a proposal: what runs, what approving it does
@@ -17,10 +17,10 @@ const viaGrant = "grant"
 
 // agent names the requester's agent: the caller that asked, and that runs
 // a wait or two_phase proposal itself.
-func agent(p *store.Proposal) string { return p.Requester + "'s agent" }
+func agent(p *cstype.Proposal) string { return p.Requester + "'s agent" }
 
 // executor says who executes p once it is approved.
-func executor(p *store.Proposal) string {
+func executor(p *cstype.Proposal) string {
 	switch {
 	case p.Mode.CallerExecutes():
 		return agent(p)
@@ -33,9 +33,9 @@ func executor(p *store.Proposal) string {
 }
 
 // grantApproved reports whether a remembered approval approved p.
-func grantApproved(p *store.Proposal) bool {
+func grantApproved(p *cstype.Proposal) bool {
 	for _, d := range p.Decisions {
-		if d.Via == viaGrant && d.Decision == store.VerdictApproved {
+		if d.Via == viaGrant && d.Decision == cstype.VerdictApproved {
 			return true
 		}
 	}
@@ -44,7 +44,7 @@ func grantApproved(p *store.Proposal) bool {
 
 // whatRuns says in one sentence what runs, as whom, with which input, and
 // who executes it.
-func whatRuns(p *store.Proposal) string {
+func whatRuns(p *cstype.Proposal) string {
 	return fmt.Sprintf("%s v%s runs as %s with the input below, executed by %s.", p.Action, p.ActionVersion, p.Requester, executor(p))
 }
 
@@ -66,16 +66,16 @@ func clockTime(t, now time.Time) string {
 
 // callsAgain is what the requester's agent must do to run an approved wait
 // or two_phase proposal.
-func callsAgain(p *store.Proposal) string {
-	if p.Mode == store.ModeTwoPhase {
+func callsAgain(p *cstype.Proposal) string {
+	if p.Mode == cstype.ModeTwoPhase {
 		return "confirms it by calling again"
 	}
 	return "calls again"
 }
 
 // didNotCall says that the agent did not do it (yet).
-func didNotCall(p *store.Proposal) string {
-	if p.Mode == store.ModeTwoPhase {
+func didNotCall(p *cstype.Proposal) string {
+	if p.Mode == cstype.ModeTwoPhase {
 		return agent(p) + " did not confirm it"
 	}
 	return agent(p) + " did not call again"
@@ -84,12 +84,12 @@ func didNotCall(p *store.Proposal) string {
 // fate says what approving a pending proposal does and until when, or,
 // once decided, which of the possible courses it took: queued, waiting for
 // the agent, running, ran (and how that went), lapsed, or never to run.
-func fate(p *store.Proposal, now time.Time) string {
+func fate(p *cstype.Proposal, now time.Time) string {
 	by := clockTime(p.ExpiresAt, now)
 	late := !now.Before(p.ExpiresAt)
 	var s string
 	switch p.Status {
-	case store.StatusPending:
+	case cstype.StatusPending:
 		if late {
 			return fmt.Sprintf("It was not approved before %s: it expires without running.", by)
 		}
@@ -99,14 +99,14 @@ func fate(p *store.Proposal, now time.Time) string {
 		}
 		if p.Mode.CallerExecutes() {
 			waiting := ""
-			if p.Mode == store.ModeWait {
+			if p.Mode == cstype.ModeWait {
 				waiting = " (at once, if it is still waiting)"
 			}
 			return fmt.Sprintf("%s lets it run when %s %s%s, before %s; otherwise it lapses and never runs.",
 				lead, agent(p), callsAgain(p), waiting, by)
 		}
 		return fmt.Sprintf("%s queues it; %s runs it.", lead, executor(p))
-	case store.StatusApproved:
+	case cstype.StatusApproved:
 		switch {
 		case !p.Mode.CallerExecutes():
 			s = fmt.Sprintf("Approved and queued: %s runs it. It has not run yet.", executor(p))
@@ -115,22 +115,22 @@ func fate(p *store.Proposal, now time.Time) string {
 		default:
 			s = fmt.Sprintf("Approved, not run yet: it runs when %s %s, before %s; otherwise it lapses.", agent(p), callsAgain(p), by)
 		}
-	case store.StatusExecuting:
+	case cstype.StatusExecuting:
 		s = fmt.Sprintf("Running now, executed by %s.", executor(p))
-	case store.StatusSucceeded, store.StatusFailed:
+	case cstype.StatusSucceeded, cstype.StatusFailed:
 		s = settled(p)
-	case store.StatusReconciling:
+	case cstype.StatusReconciling:
 		s = "It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."
 		if n := reconciles(p); n > 0 {
 			s += " " + reconcileNote(p, n, now)
 		}
-	case store.StatusUnknown:
+	case cstype.StatusUnknown:
 		s = "It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."
-	case store.StatusRejected:
+	case cstype.StatusRejected:
 		return "Rejected: it will not run."
-	case store.StatusExpired:
+	case cstype.StatusExpired:
 		switch {
-		case p.Outcome != nil && p.Outcome.Reason == store.ReasonNotCollected:
+		case p.Outcome != nil && p.Outcome.Reason == cstype.ReasonNotCollected:
 			// Approved, and only the agent's next call would have run it.
 			return fmt.Sprintf("It lapsed: approved, but %s did not call again before %s, so it never ran.", agent(p), by)
 		case p.Quorum > 0 && p.Approvals() >= p.Quorum:
@@ -139,9 +139,9 @@ func fate(p *store.Proposal, now time.Time) string {
 			return fmt.Sprintf("It lapsed: approved, but it did not run before %s, so it never ran.", by)
 		}
 		return fmt.Sprintf("It expired: it was not approved before %s, so it never ran.", by)
-	case store.StatusSuperseded:
+	case cstype.StatusSuperseded:
 		return fmt.Sprintf("Superseded by a newer request from %s: it will not run.", agent(p))
-	case store.StatusCancelled:
+	case cstype.StatusCancelled:
 		return "Cancelled: it will not run."
 	default:
 		return "Status " + string(p.Status) + "."
@@ -158,12 +158,12 @@ func fate(p *store.Proposal, now time.Time) string {
 // listNote is what the list says of a proposal beside its status: for an
 // approval that has not run, what it waits for, and for one that lapsed,
 // that it never ran; "" otherwise, the status saying enough.
-func listNote(p *store.Proposal, now time.Time) string {
+func listNote(p *cstype.Proposal, now time.Time) string {
 	switch {
-	case p.Status == store.StatusApproved,
-		p.Status == store.StatusExpired && p.Quorum > 0 && p.Approvals() >= p.Quorum:
+	case p.Status == cstype.StatusApproved,
+		p.Status == cstype.StatusExpired && p.Quorum > 0 && p.Approvals() >= p.Quorum:
 		return fate(p, now)
-	case p.Status == store.StatusReconciling && reconciles(p) > 0:
+	case p.Status == cstype.StatusReconciling && reconciles(p) > 0:
 		return reconcileNote(p, reconciles(p), now)
 	}
 	return ""
@@ -171,8 +171,8 @@ func listNote(p *store.Proposal, now time.Time) string {
 
 // reconciles is how many times the backend's Reconcile answered unknown (or
 // failed) for a proposal still reconciling.
-func reconciles(p *store.Proposal) int {
-	if p.Status != store.StatusReconciling || p.Outcome == nil {
+func reconciles(p *cstype.Proposal) int {
+	if p.Status != cstype.StatusReconciling || p.Outcome == nil {
 		return 0
 	}
 	return p.Outcome.Reconciles
@@ -181,7 +181,7 @@ func reconciles(p *store.Proposal) int {
 // reconcileNote tells the operator how long the backend has not known: the
 // attempts that answered unknown, and when the next one is due (the pause
 // doubles each time, up to a cap).
-func reconcileNote(p *store.Proposal, n int, now time.Time) string {
+func reconcileNote(p *cstype.Proposal, n int, now time.Time) string {
 	times := "once"
 	if n > 1 {
 		times = fmt.Sprintf("%d times", n)
@@ -194,9 +194,9 @@ func reconcileNote(p *store.Proposal, n int, now time.Time) string {
 }
 
 // settled says how a succeeded or failed proposal ended.
-func settled(p *store.Proposal) string {
+func settled(p *cstype.Proposal) string {
 	o := p.Outcome
-	ok := p.Status == store.StatusSucceeded
+	ok := p.Status == cstype.StatusSucceeded
 	switch {
 	case o != nil && o.ResolvedBy != "":
 		if ok {
@@ -213,14 +213,14 @@ func settled(p *store.Proposal) string {
 
 // rememberChoice is one option of the remember fieldset.
 type rememberChoice struct {
-	Value store.Scope
+	Value cstype.Scope
 	Label string
 }
 
 // rememberChoices words each scope the rule lets an approval remember. A
 // grant covers identical requests only (the same requester, action,
 // version and input), unless the rule widens it to any input.
-func rememberChoices(p *store.Proposal, scopes []store.Scope) []rememberChoice {
+func rememberChoices(p *cstype.Proposal, scopes []cstype.Scope) []rememberChoice {
 	var out []rememberChoice
 	for _, sc := range scopes {
 		what := fmt.Sprintf("identical requests from %s (same action, same input)", agent(p))
@@ -233,7 +233,7 @@ func rememberChoices(p *store.Proposal, scopes []store.Scope) []rememberChoice {
 }
 
 // rememberNote says when a remembered approval starts, and how long it lasts.
-func rememberNote(p *store.Proposal) string {
+func rememberNote(p *cstype.Proposal) string {
 	s := "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked"
 	if p.GrantTTL > 0 {
 		s += ", for at most " + span(p.GrantTTL)

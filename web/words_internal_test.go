@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 )
 
 // wordsNow is the clock of the wording tests: 2026-12-01 14:05 UTC.
 var wordsNow = time.Date(2026, 12, 1, 14, 5, 0, 0, time.UTC)
 
 // proposalFor is a refund proposal by alice, expiring at 14:20 UTC.
-func proposalFor(mode store.Mode, status store.Status, edit ...func(*store.Proposal)) *store.Proposal {
-	p := &store.Proposal{
+func proposalFor(mode cstype.Mode, status cstype.Status, edit ...func(*cstype.Proposal)) *cstype.Proposal {
+	p := &cstype.Proposal{
 		ID: "prp_1", Tenant: "acme", Requester: "alice", ThreadID: "t1",
 		Action: "payments.refund", ActionVersion: "1", Mode: mode, Status: status,
 		Approvers: []string{"role:finance"}, Quorum: 1,
@@ -26,25 +26,25 @@ func proposalFor(mode store.Mode, status store.Status, edit ...func(*store.Propo
 }
 
 var (
-	approvedByBob = func(p *store.Proposal) {
-		p.Decisions = append(p.Decisions, store.Decision{Actor: "bob", Decision: store.VerdictApproved, Via: "web"})
+	approvedByBob = func(p *cstype.Proposal) {
+		p.Decisions = append(p.Decisions, cstype.Decision{Actor: "bob", Decision: cstype.VerdictApproved, Via: "web"})
 	}
 	// notCollected: the approval lapsed waiting for the agent's next call.
-	notCollected = func(p *store.Proposal) {
-		p.Outcome = &store.Outcome{Status: store.StatusExpired, Executed: new(false), Reason: store.ReasonNotCollected}
+	notCollected = func(p *cstype.Proposal) {
+		p.Outcome = &cstype.Outcome{Status: cstype.StatusExpired, Executed: new(false), Reason: cstype.ReasonNotCollected}
 	}
-	executed = func(ran bool) func(*store.Proposal) {
-		return func(p *store.Proposal) {
-			p.Outcome = &store.Outcome{Status: p.Status, Executed: &ran}
+	executed = func(ran bool) func(*cstype.Proposal) {
+		return func(p *cstype.Proposal) {
+			p.Outcome = &cstype.Outcome{Status: p.Status, Executed: &ran}
 		}
 	}
 )
 
 // askedThrice: Reconcile answered unknown three times; the next attempt is
 // due at 14:05:08 UTC.
-func askedThrice(p *store.Proposal) {
+func askedThrice(p *cstype.Proposal) {
 	next := wordsNow.Add(8 * time.Second)
-	p.Outcome, p.NextAttemptAt = &store.Outcome{Status: p.Status, Reconciles: 3}, &next
+	p.Outcome, p.NextAttemptAt = &cstype.Outcome{Status: p.Status, Reconciles: 3}, &next
 }
 
 func TestFate(t *testing.T) {
@@ -52,76 +52,76 @@ func TestFate(t *testing.T) {
 	late := wordsNow.Add(20 * time.Minute)
 	for _, tc := range []struct {
 		name string
-		p    *store.Proposal
+		p    *cstype.Proposal
 		now  time.Time
 		want string
 	}{
-		{"wait pending", proposalFor(store.ModeWait, store.StatusPending), wordsNow,
+		{"wait pending", proposalFor(cstype.ModeWait, cstype.StatusPending), wordsNow,
 			"Approving lets it run when alice's agent calls again (at once, if it is still waiting), before 14:20 UTC; otherwise it lapses and never runs."},
-		{"two_phase pending", proposalFor(store.ModeTwoPhase, store.StatusPending), wordsNow,
+		{"two_phase pending", proposalFor(cstype.ModeTwoPhase, cstype.StatusPending), wordsNow,
 			"Approving lets it run when alice's agent confirms it by calling again, before 14:20 UTC; otherwise it lapses and never runs."},
-		{"independent pending", proposalFor(store.ModeIndependent, store.StatusPending), wordsNow,
+		{"independent pending", proposalFor(cstype.ModeIndependent, cstype.StatusPending), wordsNow,
 			"Approving queues it; the Countersign worker runs it."},
-		{"quorum of three, none yet", proposalFor(store.ModeIndependent, store.StatusPending, func(p *store.Proposal) { p.Quorum = 3 }), wordsNow,
+		{"quorum of three, none yet", proposalFor(cstype.ModeIndependent, cstype.StatusPending, func(p *cstype.Proposal) { p.Quorum = 3 }), wordsNow,
 			"It needs 3 more approvals; the last queues it; the Countersign worker runs it."},
-		{"quorum of two, one in", proposalFor(store.ModeWait, store.StatusPending, approvedByBob, func(p *store.Proposal) { p.Quorum = 2 }), wordsNow,
+		{"quorum of two, one in", proposalFor(cstype.ModeWait, cstype.StatusPending, approvedByBob, func(p *cstype.Proposal) { p.Quorum = 2 }), wordsNow,
 			"Approving lets it run when alice's agent calls again (at once, if it is still waiting), before 14:20 UTC; otherwise it lapses and never runs."},
-		{"pending past the deadline", proposalFor(store.ModeWait, store.StatusPending), late,
+		{"pending past the deadline", proposalFor(cstype.ModeWait, cstype.StatusPending), late,
 			"It was not approved before 14:20 UTC: it expires without running."},
-		{"deadline with seconds, tomorrow", proposalFor(store.ModeTwoPhase, store.StatusPending, func(p *store.Proposal) {
+		{"deadline with seconds, tomorrow", proposalFor(cstype.ModeTwoPhase, cstype.StatusPending, func(p *cstype.Proposal) {
 			p.ExpiresAt = time.Date(2026, 12, 2, 9, 3, 7, 500, time.UTC)
 		}), wordsNow,
 			"Approving lets it run when alice's agent confirms it by calling again, before 2026-12-02 09:03:07 UTC; otherwise it lapses and never runs."},
 
-		{"wait approved, agent not back", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), wordsNow,
+		{"wait approved, agent not back", proposalFor(cstype.ModeWait, cstype.StatusApproved, approvedByBob), wordsNow,
 			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
-		{"two_phase approved", proposalFor(store.ModeTwoPhase, store.StatusApproved, approvedByBob), wordsNow,
+		{"two_phase approved", proposalFor(cstype.ModeTwoPhase, cstype.StatusApproved, approvedByBob), wordsNow,
 			"Approved, not run yet: it runs when alice's agent confirms it by calling again, before 14:20 UTC; otherwise it lapses."},
-		{"wait approved past the deadline", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), late,
+		{"wait approved past the deadline", proposalFor(cstype.ModeWait, cstype.StatusApproved, approvedByBob), late,
 			"Approved, but alice's agent did not call again before 14:20 UTC: it lapses without running."},
-		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), late,
+		{"independent approved", proposalFor(cstype.ModeIndependent, cstype.StatusApproved, approvedByBob), late,
 			"Approved and queued: the Countersign worker runs it. It has not run yet."},
-		{"wait executing", proposalFor(store.ModeWait, store.StatusExecuting, approvedByBob), wordsNow,
+		{"wait executing", proposalFor(cstype.ModeWait, cstype.StatusExecuting, approvedByBob), wordsNow,
 			"Running now, executed by alice's agent."},
-		{"independent executing", proposalFor(store.ModeIndependent, store.StatusExecuting, approvedByBob), wordsNow,
+		{"independent executing", proposalFor(cstype.ModeIndependent, cstype.StatusExecuting, approvedByBob), wordsNow,
 			"Running now, executed by the Countersign worker."},
-		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late,
+		{"succeeded", proposalFor(cstype.ModeWait, cstype.StatusSucceeded, approvedByBob, executed(true)), late,
 			"It ran and succeeded."},
-		{"failed after running", proposalFor(store.ModeIndependent, store.StatusFailed, approvedByBob, executed(true)), wordsNow,
+		{"failed after running", proposalFor(cstype.ModeIndependent, cstype.StatusFailed, approvedByBob, executed(true)), wordsNow,
 			"It ran and failed."},
-		{"failed before running", proposalFor(store.ModeIndependent, store.StatusFailed, approvedByBob, executed(false)), wordsNow,
+		{"failed before running", proposalFor(cstype.ModeIndependent, cstype.StatusFailed, approvedByBob, executed(false)), wordsNow,
 			"It did not run: a check before running it failed."},
-		{"resolved by an operator", proposalFor(store.ModeIndependent, store.StatusSucceeded, approvedByBob, func(p *store.Proposal) {
-			p.Outcome = &store.Outcome{Status: store.StatusSucceeded, ResolvedBy: "olga"}
+		{"resolved by an operator", proposalFor(cstype.ModeIndependent, cstype.StatusSucceeded, approvedByBob, func(p *cstype.Proposal) {
+			p.Outcome = &cstype.Outcome{Status: cstype.StatusSucceeded, ResolvedBy: "olga"}
 		}), wordsNow,
 			"Its outcome was uncertain; olga checked and recorded that it was applied (succeeded)."},
-		{"reconciling", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow,
+		{"reconciling", proposalFor(cstype.ModeIndependent, cstype.StatusReconciling, approvedByBob), wordsNow,
 			"It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened."},
-		{"reconciling, asked three times", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, askedThrice), wordsNow,
+		{"reconciling, asked three times", proposalFor(cstype.ModeIndependent, cstype.StatusReconciling, approvedByBob, askedThrice), wordsNow,
 			"It ran, but its outcome is not known yet: Countersign is asking the system it changes what happened. " +
 				"Asked 3 times, the system could not say whether it was applied; next attempt at 14:05:08 UTC."},
-		{"unknown", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob), wordsNow,
+		{"unknown", proposalFor(cstype.ModeIndependent, cstype.StatusUnknown, approvedByBob), wordsNow,
 			"It ran, but its outcome is unknown: it may or may not have been applied. Do not retry automatically; an operator can check and record what happened."},
-		{"wait lapsed", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob, notCollected), late,
+		{"wait lapsed", proposalFor(cstype.ModeWait, cstype.StatusExpired, approvedByBob, notCollected), late,
 			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
-		{"two_phase lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob, notCollected), late,
+		{"two_phase lapsed", proposalFor(cstype.ModeTwoPhase, cstype.StatusExpired, approvedByBob, notCollected), late,
 			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
-		{"lapsed, a run's (not awaiting the agent)", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob), late,
+		{"lapsed, a run's (not awaiting the agent)", proposalFor(cstype.ModeWait, cstype.StatusExpired, approvedByBob), late,
 			"It lapsed: approved, but it did not run before 14:20 UTC, so it never ran."},
-		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late,
+		{"expired undecided", proposalFor(cstype.ModeWait, cstype.StatusExpired), late,
 			"It expired: it was not approved before 14:20 UTC, so it never ran."},
-		{"expired short of its quorum", proposalFor(store.ModeWait, store.StatusExpired, approvedByBob, func(p *store.Proposal) { p.Quorum = 2 }), late,
+		{"expired short of its quorum", proposalFor(cstype.ModeWait, cstype.StatusExpired, approvedByBob, func(p *cstype.Proposal) { p.Quorum = 2 }), late,
 			"It expired: it was not approved before 14:20 UTC, so it never ran."},
-		{"rejected", proposalFor(store.ModeWait, store.StatusRejected), wordsNow, "Rejected: it will not run."},
-		{"superseded", proposalFor(store.ModeWait, store.StatusSuperseded), wordsNow,
+		{"rejected", proposalFor(cstype.ModeWait, cstype.StatusRejected), wordsNow, "Rejected: it will not run."},
+		{"superseded", proposalFor(cstype.ModeWait, cstype.StatusSuperseded), wordsNow,
 			"Superseded by a newer request from alice's agent: it will not run."},
-		{"cancelled", proposalFor(store.ModeWait, store.StatusCancelled), wordsNow, "Cancelled: it will not run."},
-		{"allowed write", proposalFor(store.ModeWait, store.StatusSucceeded, executed(true), func(p *store.Proposal) {
+		{"cancelled", proposalFor(cstype.ModeWait, cstype.StatusCancelled), wordsNow, "Cancelled: it will not run."},
+		{"allowed write", proposalFor(cstype.ModeWait, cstype.StatusSucceeded, executed(true), func(p *cstype.Proposal) {
 			p.Quorum, p.Approvers = 0, []string{}
 		}), wordsNow,
 			"The policy allowed it without a decision. It ran and succeeded."},
-		{"granted, independent, executing", proposalFor(store.ModeIndependent, store.StatusExecuting, func(p *store.Proposal) {
-			p.Decisions = []store.Decision{{Actor: "grant:g1", Decision: store.VerdictApproved, Via: viaGrant}}
+		{"granted, independent, executing", proposalFor(cstype.ModeIndependent, cstype.StatusExecuting, func(p *cstype.Proposal) {
+			p.Decisions = []cstype.Decision{{Actor: "grant:g1", Decision: cstype.VerdictApproved, Via: viaGrant}}
 		}), wordsNow,
 			"A remembered approval approved it. Running now, executed by alice's agent or the Countersign worker, whichever claims it first."},
 	} {
@@ -134,14 +134,14 @@ func TestFate(t *testing.T) {
 func TestWhatRuns(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		mode store.Mode
+		mode cstype.Mode
 		want string
 	}{
-		{store.ModeIndependent, "payments.refund v1 runs as alice with the input below, executed by the Countersign worker."},
-		{store.ModeWait, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
-		{store.ModeTwoPhase, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
+		{cstype.ModeIndependent, "payments.refund v1 runs as alice with the input below, executed by the Countersign worker."},
+		{cstype.ModeWait, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
+		{cstype.ModeTwoPhase, "payments.refund v1 runs as alice with the input below, executed by alice's agent."},
 	} {
-		if got := whatRuns(proposalFor(tc.mode, store.StatusPending)); got != tc.want {
+		if got := whatRuns(proposalFor(tc.mode, cstype.StatusPending)); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.mode, got, tc.want)
 		}
 	}
@@ -149,17 +149,17 @@ func TestWhatRuns(t *testing.T) {
 
 func TestRememberChoices(t *testing.T) {
 	t.Parallel()
-	scopes := func(p *store.Proposal) { p.RememberScopes = []store.Scope{store.ScopeRun, store.ScopeThread} }
-	choices := func(p *store.Proposal) []rememberChoice { return rememberChoices(p, p.RememberScopes) }
-	got := choices(proposalFor(store.ModeWait, store.StatusPending, scopes))
+	scopes := func(p *cstype.Proposal) { p.RememberScopes = []cstype.Scope{cstype.ScopeRun, cstype.ScopeThread} }
+	choices := func(p *cstype.Proposal) []rememberChoice { return rememberChoices(p, p.RememberScopes) }
+	got := choices(proposalFor(cstype.ModeWait, cstype.StatusPending, scopes))
 	want := []rememberChoice{
-		{store.ScopeRun, "This and identical requests from alice's agent (same action, same input) for the rest of this run"},
-		{store.ScopeThread, "This and identical requests from alice's agent (same action, same input) for the rest of this thread"},
+		{cstype.ScopeRun, "This and identical requests from alice's agent (same action, same input) for the rest of this run"},
+		{cstype.ScopeThread, "This and identical requests from alice's agent (same action, same input) for the rest of this thread"},
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("identical input only:\n got %q\nwant %q", got, want)
 	}
-	wide := choices(proposalFor(store.ModeWait, store.StatusPending, scopes, func(p *store.Proposal) { p.GrantAnyInput = true }))
+	wide := choices(proposalFor(cstype.ModeWait, cstype.StatusPending, scopes, func(p *cstype.Proposal) { p.GrantAnyInput = true }))
 	if w := "This and every payments.refund request from alice's agent, with any input, for the rest of this thread"; len(wide) != 2 || wide[1].Label != w {
 		t.Errorf("a rule that widens grants to any input:\n got %q\nwant %q", wide, w)
 	}
@@ -168,7 +168,7 @@ func TestRememberChoices(t *testing.T) {
 			t.Errorf("a grant of any input called identical: %q", c.Label)
 		}
 	}
-	if got := choices(proposalFor(store.ModeWait, store.StatusPending)); len(got) != 0 {
+	if got := choices(proposalFor(cstype.ModeWait, cstype.StatusPending)); len(got) != 0 {
 		t.Errorf("a rule without remember scopes offers %q", got)
 	}
 }
@@ -182,7 +182,7 @@ func TestRememberNote(t *testing.T) {
 		48 * time.Hour:          "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 2 days.",
 		1500 * time.Millisecond: "A remembered approval takes effect once this request has run and succeeded, and lasts until it is revoked, for at most 2 seconds.",
 	} {
-		if got := rememberNote(proposalFor(store.ModeWait, store.StatusPending, func(p *store.Proposal) { p.GrantTTL = ttl })); got != want {
+		if got := rememberNote(proposalFor(cstype.ModeWait, cstype.StatusPending, func(p *cstype.Proposal) { p.GrantTTL = ttl })); got != want {
 			t.Errorf("TTL %v:\n got %q\nwant %q", ttl, got, want)
 		}
 	}
@@ -211,26 +211,26 @@ func TestListNote(t *testing.T) {
 	late := wordsNow.Add(20 * time.Minute)
 	for _, tc := range []struct {
 		name string
-		p    *store.Proposal
+		p    *cstype.Proposal
 		now  time.Time
 		want string
 	}{
-		{"pending: the countdown says enough", proposalFor(store.ModeWait, store.StatusPending), wordsNow, ""},
-		{"wait approved", proposalFor(store.ModeWait, store.StatusApproved, approvedByBob), wordsNow,
+		{"pending: the countdown says enough", proposalFor(cstype.ModeWait, cstype.StatusPending), wordsNow, ""},
+		{"wait approved", proposalFor(cstype.ModeWait, cstype.StatusApproved, approvedByBob), wordsNow,
 			"Approved, not run yet: it runs when alice's agent calls again, before 14:20 UTC; otherwise it lapses."},
-		{"independent approved", proposalFor(store.ModeIndependent, store.StatusApproved, approvedByBob), wordsNow,
+		{"independent approved", proposalFor(cstype.ModeIndependent, cstype.StatusApproved, approvedByBob), wordsNow,
 			"Approved and queued: the Countersign worker runs it. It has not run yet."},
-		{"lapsed", proposalFor(store.ModeTwoPhase, store.StatusExpired, approvedByBob, notCollected), late,
+		{"lapsed", proposalFor(cstype.ModeTwoPhase, cstype.StatusExpired, approvedByBob, notCollected), late,
 			"It lapsed: approved, but alice's agent did not call again before 14:20 UTC, so it never ran."},
-		{"expired undecided", proposalFor(store.ModeWait, store.StatusExpired), late, ""},
-		{"succeeded", proposalFor(store.ModeWait, store.StatusSucceeded, approvedByBob, executed(true)), late, ""},
-		{"reconciling, not asked yet", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob), wordsNow, ""},
-		{"reconciling, asked once", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, func(p *store.Proposal) {
-			p.Outcome = &store.Outcome{Status: store.StatusReconciling, Reconciles: 1}
+		{"expired undecided", proposalFor(cstype.ModeWait, cstype.StatusExpired), late, ""},
+		{"succeeded", proposalFor(cstype.ModeWait, cstype.StatusSucceeded, approvedByBob, executed(true)), late, ""},
+		{"reconciling, not asked yet", proposalFor(cstype.ModeIndependent, cstype.StatusReconciling, approvedByBob), wordsNow, ""},
+		{"reconciling, asked once", proposalFor(cstype.ModeIndependent, cstype.StatusReconciling, approvedByBob, func(p *cstype.Proposal) {
+			p.Outcome = &cstype.Outcome{Status: cstype.StatusReconciling, Reconciles: 1}
 		}), wordsNow, "Asked once, the system could not say whether it was applied."},
-		{"reconciling, asked three times", proposalFor(store.ModeIndependent, store.StatusReconciling, approvedByBob, askedThrice), wordsNow,
+		{"reconciling, asked three times", proposalFor(cstype.ModeIndependent, cstype.StatusReconciling, approvedByBob, askedThrice), wordsNow,
 			"Asked 3 times, the system could not say whether it was applied; next attempt at 14:05:08 UTC."},
-		{"unknown: the attempts are over", proposalFor(store.ModeIndependent, store.StatusUnknown, approvedByBob, askedThrice), wordsNow, ""},
+		{"unknown: the attempts are over", proposalFor(cstype.ModeIndependent, cstype.StatusUnknown, approvedByBob, askedThrice), wordsNow, ""},
 	} {
 		if got := listNote(tc.p, tc.now); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/webhook"
@@ -143,7 +144,7 @@ func refundCall(tool string) *countersign.Call {
 }
 
 // awaitPending returns the proposal of a call once it is stored.
-func awaitPending(t *testing.T, e *testEngine, tool string) *store.Proposal {
+func awaitPending(t *testing.T, e *testEngine, tool string) *cstype.Proposal {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		p, err := e.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: tool})
@@ -157,7 +158,7 @@ func awaitPending(t *testing.T, e *testEngine, tool string) *store.Proposal {
 
 // callApproved makes a wait-mode call, and approves its proposal (as bob)
 // while the call waits.
-func callApproved(t *testing.T, e *testEngine, tool string) (*countersign.Result, *store.Proposal) {
+func callApproved(t *testing.T, e *testEngine, tool string) (*countersign.Result, *cstype.Proposal) {
 	t.Helper()
 	type ret struct {
 		res *countersign.Result
@@ -169,7 +170,7 @@ func callApproved(t *testing.T, e *testEngine, tool string) (*countersign.Result
 		done <- ret{res, err}
 	}()
 	p := awaitPending(t, e, tool)
-	if p.Status != store.StatusPending {
+	if p.Status != cstype.StatusPending {
 		t.Fatalf("proposal is %s, want pending", p.Status)
 	}
 	d, err := e.Decide(context.Background(), &countersign.Decision{Identity: bob, ProposalID: p.ID, Verdict: countersign.Approve})
@@ -237,7 +238,7 @@ func TestEngineUncertainExecuteIsReconciled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p *store.Proposal
+	var p *cstype.Proposal
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		if _, err := w.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
@@ -245,11 +246,11 @@ func TestEngineUncertainExecuteIsReconciled(t *testing.T) {
 		if p, err = e.Proposal(context.Background(), alice, pending.ID); err != nil {
 			t.Fatal(err)
 		}
-		if p.Status != store.StatusReconciling || time.Now().After(deadline) {
+		if p.Status != cstype.StatusReconciling || time.Now().After(deadline) {
 			break
 		}
 	}
-	if p.Status != store.StatusSucceeded || p.Outcome.Receipt != "rf_123" || string(p.Outcome.Result) != `{"refunded":40}` {
+	if p.Status != cstype.StatusSucceeded || p.Outcome.Receipt != "rf_123" || string(p.Outcome.Result) != `{"refunded":40}` {
 		t.Fatalf("proposal %s, outcome %+v: want succeeded with the reconciled receipt", p.Status, p.Outcome)
 	}
 	if n := len(b.received("/execute")); n != 1 {
@@ -349,7 +350,7 @@ func TestEnginePrepareDenialPropagates(t *testing.T) {
 			t.Fatalf("HTTP %d: Call = %+v, %v; want a %s denial with the backend's reason", tc.status, res, err, tc.code)
 		}
 		// Nothing was stored and nothing executed.
-		if _, err := e.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := e.store.GetProposalByToolCall(context.Background(), &store.GetProposalByToolCallParams{Tenant: "acme", ThreadID: "t1", ToolCallID: "call_1"}); !errors.Is(err, cstype.ErrNotFound) {
 			t.Fatalf("HTTP %d: a proposal was stored: %v", tc.status, err)
 		}
 		if len(b.received("/execute")) != 0 {

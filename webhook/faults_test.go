@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/webhook"
@@ -153,7 +154,7 @@ func TestExecuteSlowerThanTheLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p, err := e.Wait(ctx, alice, id)
-	if err != nil || p.Status != store.StatusSucceeded || p.Outcome.Receipt != "rf_"+p.OperationID {
+	if err != nil || p.Status != cstype.StatusSucceeded || p.Outcome.Receipt != "rf_"+p.OperationID {
 		t.Fatalf("proposal %v, %v: want succeeded", p, err)
 	}
 	if execs, _, gaveUp := b.counts(); execs != 1 || gaveUp != 0 {
@@ -174,7 +175,7 @@ func TestExecuteHangingPastItsTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p, err := e.Wait(ctx, alice, id)
-	if err != nil || p.Status != store.StatusUnknown {
+	if err != nil || p.Status != cstype.StatusUnknown {
 		t.Fatalf("proposal %v, %v: want unknown", p, err)
 	}
 	b.awaitGaveUp(1)
@@ -199,7 +200,7 @@ func TestLostLeaseCancelsExecute(t *testing.T) {
 	// The execution is given up before the lease can lapse; its request
 	// ends, and the next claim finds the outcome uncertain: unknown.
 	p, err := e.Wait(ctx, alice, id)
-	if err != nil || p.Status != store.StatusUnknown {
+	if err != nil || p.Status != cstype.StatusUnknown {
 		t.Fatalf("proposal %v, %v: want unknown", p, err)
 	}
 	b.awaitGaveUp(1)
@@ -211,7 +212,7 @@ func TestLostLeaseCancelsExecute(t *testing.T) {
 // noRenewals refuses every renewal as a store that cannot be reached would.
 type noRenewals struct{ store.Store }
 
-func (noRenewals) RenewLease(context.Context, *store.RenewLeaseParams) (*store.Lease, error) {
+func (noRenewals) RenewLease(context.Context, *store.RenewLeaseParams) (*cstype.Lease, error) {
 	return nil, store.Unavailable(io.ErrUnexpectedEOF)
 }
 
@@ -239,7 +240,7 @@ func TestReconcileUnknownForALongTime(t *testing.T) {
 	}
 	b.mu.Unlock()
 	t.Logf("%d reconciles in 1.5s (polling every %v), gaps %v; outcome counts %d", reconciles, poll, gaps, p.Outcome.Reconciles)
-	if p.Status != store.StatusReconciling || p.Outcome == nil || p.Outcome.Reconciles != reconciles {
+	if p.Status != cstype.StatusReconciling || p.Outcome == nil || p.Outcome.Reconciles != reconciles {
 		t.Fatalf("proposal %s, outcome %+v: want reconciling with %d attempts counted", p.Status, p.Outcome, reconciles)
 	}
 	// 10ms doubling: 10, 20, 40, … 640ms fit about 7 in 1.5s, where

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -102,7 +103,7 @@ func TestDemoReceiptsAreUniqueAcrossRestarts(t *testing.T) {
 			t.Fatalf("worker ran %d, %v", n, err)
 		}
 		p, err := e.Proposal(ctx, demoAlice, res.ProposalID)
-		if err != nil || p.Status != store.StatusSucceeded || p.Outcome == nil || p.Outcome.Receipt == "" {
+		if err != nil || p.Status != cstype.StatusSucceeded || p.Outcome == nil || p.Outcome.Receipt == "" {
 			t.Fatalf("%s refund after the worker: %+v, %v", run, p, err)
 		}
 		if prev, dup := receipts[p.Outcome.Receipt]; dup {
@@ -142,12 +143,12 @@ func TestDemoLargeRefundsNeedTwoApprovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[int]store.Status{1: store.StatusApproved, 2: store.StatusPending}[tc.quorum]; d.Proposal.Status != want {
+		if want := map[int]cstype.Status{1: cstype.StatusApproved, 2: cstype.StatusPending}[tc.quorum]; d.Proposal.Status != want {
 			t.Errorf("refund of %s after bob approved: %s, want %s", tc.amount, d.Proposal.Status, want)
 		}
 		if tc.quorum == 2 {
 			d, err = e.Decide(ctx, &countersign.Decision{Identity: carol, ProposalID: p.ID, Verdict: countersign.Approve})
-			if err != nil || d.Proposal.Status != store.StatusApproved {
+			if err != nil || d.Proposal.Status != cstype.StatusApproved {
 				t.Errorf("refund of %s after carol approved too: %+v, %v; want approved", tc.amount, d, err)
 			}
 		}

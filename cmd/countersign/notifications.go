@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/plaintext"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
-	"github.com/countersign/countersign/store"
 )
 
 // deliverer builds the notification outbox's worker from the configuration
@@ -29,9 +29,9 @@ func (rt *runtime) deliverer() (*notifications.Deliverer, error) {
 		if err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
 		}
-		events := make([]store.EventType, len(n.Events))
+		events := make([]cstype.EventType, len(n.Events))
 		for j, e := range n.Events {
-			events[j] = store.EventType(e)
+			events[j] = cstype.EventType(e)
 		}
 		targets[i] = notifications.Target{
 			URL: n.URL, Events: events, Secret: secret, Timeout: n.Timeout, MaxAttempts: n.MaxAttempts,
@@ -40,7 +40,7 @@ func (rt *runtime) deliverer() (*notifications.Deliverer, error) {
 	}
 	host, _ := os.Hostname()
 	d, err := notifications.New(notifications.Options{
-		Store: rt.store, Targets: targets, Render: server.RenderProposal,
+		Engine: rt.engine, Targets: targets, Render: server.RenderProposal,
 		Owner:        "notifications@" + host + ":" + strconv.Itoa(os.Getpid()),
 		PollInterval: cfg.Worker.PollInterval, MaxConcurrency: cfg.Worker.MaxConcurrency, Logger: rt.log,
 	})
@@ -59,7 +59,7 @@ func notificationsCmd() *cobra.Command {
 		Short: "List the tenant's notifications, newest first (operators)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if status != "" && !store.NotificationStatus(status).Valid() {
+			if status != "" && !cstype.NotificationStatus(status).Valid() {
 				return &exitErr{exitUsage, fmt.Sprintf("--status %q: want pending, delivered or failed", status)}
 			}
 			c, err := lf.client()
@@ -125,7 +125,7 @@ func printNotifications(w io.Writer, ns []*server.Notification) error {
 	fmt.Fprintln(tw, "ID\tSTATUS\tTYPE\tPROPOSAL\tTARGET\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR")
 	for _, n := range ns {
 		next := "-"
-		if n.Status == string(store.NotificationPending) {
+		if n.Status == string(cstype.NotificationPending) {
 			next = n.NextAttemptAt.Local().Format(time.DateTime)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", plaintext.Line(n.ID), plaintext.Line(n.Status), plaintext.Line(n.Type),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 )
 
@@ -19,7 +20,7 @@ const (
 )
 
 // openStoreWaiting opens the configured store. While the store cannot be
-// reached (store.ErrUnavailable: PostgreSQL still starting, a volume not
+// reached (cstype.ErrUnavailable: PostgreSQL still starting, a volume not
 // yet mounted) it retries with backoff, logging each wait, for up to
 // store.connect_timeout; any other error ends it at once.
 func openStoreWaiting(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
@@ -39,7 +40,7 @@ func openStoreWaiting(ctx context.Context, cfg *config.Config, log *slog.Logger)
 					"waited", time.Since(start).Round(time.Millisecond), "attempts", attempt)
 			}
 			return st, nil
-		case !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil:
+		case !errors.Is(err, cstype.ErrUnavailable) || ctx.Err() != nil:
 			return nil, err
 		}
 		left := time.Until(deadline)

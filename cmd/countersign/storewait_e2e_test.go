@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/pgtest"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
 )
 
@@ -206,7 +206,7 @@ actions:
 	defer cancel()
 	p, err := e.Wait(wctx, alice, res.ProposalID)
 	t.Logf("executed %v after the start", time.Since(began).Round(time.Millisecond))
-	if err != nil || p.Status != store.StatusSucceeded {
+	if err != nil || p.Status != cstype.StatusSucceeded {
 		t.Fatalf("the approval after the wait: %v %v", p, err)
 	}
 	backend.mu.Lock()

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store/sqlitestore"
 )
 
@@ -116,7 +116,7 @@ func call(thread, tool string, mode countersign.Mode, input string) *countersign
 // approveFirstPending plays bob: it waits for a pending proposal and approves it.
 func approveFirstPending(ctx context.Context, e *countersign.Engine, remember countersign.Scope) (string, error) {
 	for {
-		page, err := e.List(ctx, approver, store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}})
+		page, err := e.List(ctx, approver, countersign.ListParams{Statuses: []cstype.Status{cstype.StatusPending}})
 		if err != nil {
 			return "", err
 		}

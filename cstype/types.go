@@ -1,4 +1,4 @@
-package store
+package cstype
 
 import (
 	"encoding/json"
@@ -105,7 +105,7 @@ type Decision struct {
 	// AwaitsCaller is set on the approval that completed a wait or
 	// two_phase proposal's quorum when no server-side process would execute
 	// it: the requester's agent must call again, before ExpiresAt (see
-	// AwaitsCaller). Only the engine knows whether someone still waits.
+	// store.AwaitsCaller). Only the engine knows whether someone still waits.
 	AwaitsCaller bool
 }
 
@@ -196,12 +196,12 @@ type Proposal struct {
 	Decisions           []Decision
 	ExpiresAt           time.Time
 	// EscalateAt is when a pending proposal adds EscalateTo to its
-	// approvers (ApplyEscalate), once: nil when the rule has no
+	// approvers (store.ApplyEscalate), once: nil when the rule has no
 	// escalate_after, and after it escalated.
 	EscalateAt *time.Time
 	EscalateTo []string
 	// RemindAt is when the next reminder of a pending proposal is due
-	// (ApplyRemind), RemindEvery the time between reminders (0: none).
+	// (store.ApplyRemind), RemindEvery the time between reminders (0: none).
 	RemindAt    *time.Time
 	RemindEvery time.Duration
 	OperationID string
@@ -362,7 +362,7 @@ type Message struct {
 	Sender string
 	// Decision marks a user message that was a text decision: addressed
 	// to the approval it decided, not to the agent, so a model is not
-	// shown it (PostMessageParams.Decision sets it).
+	// shown it (store.PostMessageParams.Decision sets it).
 	Decision bool
 	// RunID is the run that wrote an assistant or tool message.
 	RunID string
@@ -391,7 +391,7 @@ const (
 	EventClaimed    EventType = "proposal.claimed"
 	EventRetried    EventType = "proposal.retried"
 	// EventReleased: a caller's lapsed execution was released for the
-	// caller to claim its next attempt (see ReleasedToCaller).
+	// caller to claim its next attempt (see store.ReleasedToCaller).
 	EventReleased  EventType = "proposal.released"
 	EventResolved  EventType = "proposal.resolved"
 	EventEscalated EventType = "proposal.escalated"
