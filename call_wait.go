@@ -220,3 +220,41 @@ func (e *Engine) nextWake(p *cstype.Proposal, deadline time.Time) time.Duration 
 	}
 	return next
 }
+
+// withoutWait passes a Result and an error through call.
+func withoutWait(res *Result, err error) (*Result, *cstype.Proposal, error) { return res, nil, err }
+
+// resumeOrWait answers a call whose proposal exists, or hands a wait-mode
+// proposal back for Call to wait on.
+func (e *Engine) resumeOrWait(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, *cstype.Proposal, error) {
+	if p.Mode == ModeWait {
+		return nil, p, nil
+	}
+	return withoutWait(e.resume(ctx, c, p))
+}
+
+// resume answers a call whose proposal exists, by its mode and state.
+func (e *Engine) resume(ctx context.Context, c *Call, p *cstype.Proposal) (*Result, error) {
+	switch p.Mode {
+	case ModeWait:
+		return e.waitAndExecute(ctx, c, p)
+	case ModeTwoPhase:
+		switch p.Status {
+		case cstype.StatusPending:
+			return confirmationRequired(p), nil
+		case cstype.StatusApproved:
+			if c.Evidence != p.ConfirmationID {
+				return confirmationRequired(p), nil
+			}
+			return e.claimAndExecute(ctx, c, p)
+		case cstype.StatusExecuting:
+			return e.waitSettled(ctx, c, p)
+		}
+		return resultOf(p), nil
+	default: // independent: the worker executes
+		if p.Status.Terminal() || p.Status == cstype.StatusReconciling {
+			return resultOf(p), nil
+		}
+		return pendingReceipt(p), nil
+	}
+}

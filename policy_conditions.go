@@ -3,7 +3,6 @@ package countersign
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/countersign/countersign/internal/condition"
@@ -162,41 +161,4 @@ func conditionVars(in *ConditionInput) *condition.Vars {
 		ActionName: in.Action.name, ActionVersion: in.Action.version, ActionKind: string(in.Action.kind),
 	}
 	return v
-}
-
-// applyPolicy finds the rule that applies to the call r resolved, now that
-// its input is validated (or refused), and applies it: a deny rule refuses
-// the call, and so does a condition that cannot decide, which is logged
-// with its rule. Both happen before anything is read or stored.
-func (e *Engine) applyPolicy(ctx context.Context, c *Call, r *callRun) error {
-	var in *ConditionInput
-	if r.inputErr == nil {
-		in = &ConditionInput{Identity: c.Identity, ThreadID: c.ThreadID, Action: r.a, Input: r.input}
-	}
-	cr, err := r.rules.choose(ctx, in)
-	if err != nil {
-		pe := err.(*PolicyError)
-		e.log.LogAttrs(ctx, slog.LevelWarn, "policy condition failed: call denied",
-			slog.String("action", r.a.name), slog.String("tenant", c.Identity.Tenant),
-			slog.String("actor", c.Identity.Actor), slog.String("thread_id", c.ThreadID),
-			slog.Int("rule", pe.Rule), slog.String("match", pe.Match), slog.String("when", pe.When),
-			slog.String("error", pe.Err.Error()))
-		return &DeniedError{Code: DeniedByPolicyError, Action: r.a.name, Reason: "the policy could not decide: " + pe.Error()}
-	}
-	o := &r.rules.defaults
-	if cr != nil {
-		o = &cr.ruleOutcome
-	}
-	r.m = o.m
-	if r.m.effect == EffectDeny {
-		return &DeniedError{Code: DeniedByPolicy, Action: r.a.name, Reason: "the policy denies " + r.a.name}
-	}
-	if r.a.callerExecuted && c.Mode == ModeIndependent {
-		return fmt.Errorf("%w: mode independent: %s is executed by its caller, not by a worker", ErrInvalidCall, r.a.name)
-	}
-	r.mode = askedMode(c, r)
-	if r.asked() {
-		r.fingerprint = o.fingerprint
-	}
-	return nil
 }
