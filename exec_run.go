@@ -16,7 +16,7 @@ import (
 // §6) and returns it. From says what the claim took over: approved (a first
 // execution), executing (a lease that lapsed: the outcome is uncertain) or
 // reconciling. asked is when the claim was asked for: the lease is reckoned
-// from then (see lease.go). It is shared by in-process callers and the
+// from then (see exec_lease.go). It is shared by in-process callers and the
 // worker.
 func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*cstype.Proposal, error) {
 	p := cl.Proposal

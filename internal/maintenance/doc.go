@@ -47,9 +47,9 @@
 // own work, not periodic maintenance.
 //
 //   - The worker's claim loop (worker.go): the executions themselves.
-//   - An execution's lease renewal (lease.go), retry pauses (execute.go) and
-//     a waiting call's timer (wait.go): they live and die with one call.
-//   - The waiters' watcher (watch.go): runs only while calls wait.
+//   - An execution's lease renewal (exec_lease.go), retry pauses (exec_uncertain.go) and
+//     a waiting call's timer (call_wait.go): they live and die with one call.
+//   - The waiters' watcher (call_watch.go): runs only while calls wait.
 //   - Event streams' polls and keep-alives and their credential and session
 //     rechecks (server/events.go, server/runstream.go,
 //     server/credentialguard.go, web/session.go): one per open stream.
