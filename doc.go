@@ -70,7 +70,10 @@
 // operation id when the action is idempotent, and is otherwise recorded as
 // unknown: nothing re-issues a non-idempotent write.
 //
-// The state machine is drawn in docs/state-machine.md. Storage drivers live in
-// store/memstore and store/sqlitestore; they share one contract
-// ([store.Store]) and one conformance suite (store/storetest).
+// The state machine is drawn in docs/state-machine.md, and the layers, the
+// allowed imports and the path of a call in docs/architecture.md. The
+// records the engine reads and returns are package cstype's; storage
+// drivers live in store/memstore, store/sqlitestore and store/pgstore,
+// share one contract ([store.Store], given as [Options].Store) and pass one
+// conformance suite (store/storetest).
 package countersign
