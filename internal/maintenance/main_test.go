@@ -3,7 +3,6 @@ package maintenance_test
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,11 +11,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/maintenance"
-	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/teststores"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/store/memstore"
-	"github.com/countersign/countersign/store/pgstore"
-	"github.com/countersign/countersign/store/sqlitestore"
 	"github.com/countersign/countersign/store/storetest"
 )
 
@@ -32,45 +28,19 @@ var (
 )
 
 // opener opens an empty store on a clock, closed when t ends.
-type opener func(t *testing.T, now func() time.Time) store.Store
+type opener = teststores.Opener
 
-func openMemory(t *testing.T, now func() time.Time) store.Store {
-	return memstore.New(&memstore.Options{Now: now})
-}
-
-func openSQLite(t *testing.T, now func() time.Time) store.Store {
-	t.Helper()
-	s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "maintenance.db"), &sqlitestore.Options{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func openPostgres(t *testing.T, now func() time.Time) store.Store {
-	t.Helper()
-	_, schema := pgtest.NewSchema(t)
-	s, err := pgstore.Open(t.Context(), pgtest.PoolDSN(pgtest.DSN()), &pgstore.Options{Schema: schema, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// The stores a test may open (internal/teststores).
+var (
+	openMemory   = teststores.Memory
+	openSQLite   = teststores.SQLite
+	openPostgres = teststores.Postgres
+)
 
 // eachStore runs test on memory, SQLite and PostgreSQL, in parallel.
 func eachStore(t *testing.T, test func(t *testing.T, open opener)) {
 	t.Helper()
-	for _, s := range []struct {
-		name string
-		open opener
-	}{{"memory", openMemory}, {"sqlite", openSQLite}, {"postgres", openPostgres}} {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, s.open)
-		})
-	}
+	teststores.Each(t, test)
 }
 
 func newClock() *storetest.Clock {
