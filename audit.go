@@ -31,7 +31,13 @@ const (
 	DefaultSealLease = 15 * time.Second
 )
 
-// SealerOptions configures RunSealer. Zero fields take the defaults.
+// SealerOptions configures the audit chain's sealer, which a Worker runs
+// (WorkerOptions.Sealer) unless WorkerOptions.NoSealer is set: every process
+// may run one; they compete for the store's sealing lease, one seals, and
+// when it stops (or its process dies and the lease lapses) another takes
+// over. With SigningKey, the one that seals also signs the chains'
+// checkpoints. The loop is maintenance.Sealer. Zero fields take the
+// defaults.
 type SealerOptions struct {
 	// Interval is how often the lease holder seals, and how often the
 	// others try to take the lease. Default 1s. Must be less than a third of
@@ -83,21 +89,6 @@ func (o SealerOptions) withDefaults() (SealerOptions, error) {
 		return o, fmt.Errorf("countersign: SealerOptions.SigningKey: %d bytes, not an Ed25519 private key (%d)", len(o.SigningKey), ed25519.PrivateKeySize)
 	}
 	return o, nil
-}
-
-// RunSealer builds the audit chain until ctx ends, then gives its lease up
-// and returns ctx's error. Every process may run one: they compete for the
-// store's sealing lease, one seals, and when it stops (or its process dies
-// and the lease lapses) another takes over. With opts.SigningKey, the one
-// that seals also signs the chains' checkpoints. Worker.Run runs one unless
-// WorkerOptions.NoSealer is set; the loop is maintenance.Sealer.
-func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return err
-	}
-	maintenance.Run(ctx, e.log, e.sealer(opts))
-	return ctx.Err()
 }
 
 // sealer is the sealing service with opts, which withDefaults has checked.

@@ -323,8 +323,8 @@ func TestSealerCheckpointOptionsValidated(t *testing.T) {
 		"CheckpointEvery negative": {CheckpointEvery: -time.Second},
 		"SigningKey":               {SigningKey: ed25519.PrivateKey("short")},
 	} {
-		if err := h.engine.RunSealer(t.Context(), o); err == nil || !strings.Contains(err.Error(), "SealerOptions."+strings.Fields(name)[0]) {
-			t.Errorf("%s: RunSealer = %v", name, err)
+		if _, err := h.engine.NewWorker(countersign.WorkerOptions{Sealer: o}); err == nil || !strings.Contains(err.Error(), "SealerOptions."+strings.Fields(name)[0]) {
+			t.Errorf("%s: NewWorker = %v", name, err)
 		}
 	}
 	// Without a key, checkpoint_every is unused: a sealer of a long

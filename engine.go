@@ -167,6 +167,8 @@ type Engine struct {
 	trailCheck    int64 // MaxTrailCheck, less in tests
 	// checkpointBudget is DefaultCheckpointBudget, less in tests.
 	checkpointBudget int64
+	// sessionSweep is startSessionSweep, less in tests.
+	sessionSweep int
 
 	mu      sync.RWMutex
 	actions map[string]*Action
@@ -199,6 +201,7 @@ func New(opts Options) (*Engine, error) {
 		rules:         map[string]*actionRules{},
 	}
 	e.checkpointBudget = DefaultCheckpointBudget
+	e.sessionSweep = startSessionSweep
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -308,14 +311,16 @@ func (e *Engine) runSettled(ctx context.Context, p *cstype.Proposal) {
 	}
 }
 
-// Sweep expires up to batch due proposals (DefaultSweepBatch when batch <= 0)
-// and wakes their waiters. It returns how many it expired. A Worker does it
-// in the background (maintenance.Expiry); Sweep is one batch of it, for
-// tests and for callers that schedule work themselves.
-func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
+// The sweeping jobs (expiry, escalations, reminders, the removal of expired
+// inbox sessions) take no identity: they apply what is due, for every
+// tenant. They are no method of Engine, which surfaces call for their
+// callers; the Worker runs them (Run, in the background; SweepOnce, one
+// batch each), and StartSession removes a bounded batch of expired sessions
+// itself. These are their one-batch forms, which those share.
+
+// expireBatch expires up to batch due proposals and wakes their waiters; it
+// returns how many it expired.
+func (e *Engine) expireBatch(ctx context.Context, batch int) (int, error) {
 	n, err := maintenance.NewExpiry(e.store, e.changed, e.sweepConfig(0, batch)).Batch(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
@@ -323,16 +328,12 @@ func (e *Engine) Sweep(ctx context.Context, batch int) (int, error) {
 	return n, nil
 }
 
-// SweepEscalations escalates up to batch pending proposals whose
-// escalation is due (store.ApplyEscalate: the rule's escalate_to join the
-// approvers, once) and records the due reminders of up to batch others
-// (store.ApplyRemind), waking their waiters, so that the new approvers'
-// inboxes show them. It returns how many of each it handled. A Worker does
-// both in the background (maintenance.Escalation, maintenance.Reminders).
-func (e *Engine) SweepEscalations(ctx context.Context, batch int) (escalated, reminded int, err error) {
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
+// escalateBatch escalates up to batch pending proposals whose escalation is
+// due (store.ApplyEscalate: the rule's escalate_to join the approvers, once)
+// and records the due reminders of up to batch others (store.ApplyRemind),
+// waking their waiters, so that the new approvers' inboxes show them. It
+// returns how many of each it handled.
+func (e *Engine) escalateBatch(ctx context.Context, batch int) (escalated, reminded int, err error) {
 	cfg := e.sweepConfig(0, batch)
 	escalated, err = maintenance.NewEscalation(e.store, e.changed, cfg).Batch(ctx)
 	if err != nil {
@@ -345,20 +346,14 @@ func (e *Engine) SweepEscalations(ctx context.Context, batch int) (escalated, re
 	return escalated, reminded, nil
 }
 
-// RunSweeper runs, until ctx ends, the sweeping services a Worker runs:
-// expiry, escalations, reminders (each draining its backlog in bounded
-// batches every interval) and the removal of a batch of expired inbox
-// sessions. It returns ctx's error. A Worker runs them itself: RunSweeper
-// is for a process that sweeps without executing.
-func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, batch int) error {
-	if interval <= 0 {
-		return fmt.Errorf("countersign: RunSweeper interval %v: must be positive", interval)
+// removeSessionsBatch removes up to batch inbox sessions that have expired
+// by the engine's clock, and returns how many it removed.
+func (e *Engine) removeSessionsBatch(ctx context.Context, batch int) (int, error) {
+	n, err := maintenance.NewSessionCleanup(e.store, e.clock, e.sweepConfig(0, batch)).Batch(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep sessions: %w", err)
 	}
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	maintenance.Run(ctx, e.log, e.sweepers(interval, batch)...)
-	return ctx.Err()
+	return n, nil
 }
 
 // sweepers are the sweeping services, every interval in batches of batch.

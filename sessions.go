@@ -6,11 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
-	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
 
@@ -54,9 +53,17 @@ type StartSessionParams struct {
 // 43-character ones.
 const maxSessionToken = 128
 
+// startSessionSweep bounds the expired sessions one StartSession removes.
+const startSessionSweep = 100
+
 // StartSession stores a new session and returns the token for the browser's
 // cookie. The session lasts TTL, or until NotAfter when that is sooner; a
 // NotAfter already past is ErrInvalidCall.
+//
+// It then removes up to 100 sessions that have expired (of anyone: they
+// are dead, and nobody's business), so that the sessions table stays tidy
+// where no worker runs, at a cost bounded per sign-in. A failure there is
+// logged, not returned: the new session stands.
 func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (string, *Session, error) {
 	id := params.Identity
 	// The inbox is where people decide: an agent credential never signs in.
@@ -90,6 +97,11 @@ func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (
 	if err := e.store.CreateSession(ctx, &store.CreateSessionParams{Session: rec}); err != nil {
 		return "", nil, fmt.Errorf("start session: %w", err)
 	}
+	// Signing in is rare (the inbox rate-limits it), so a batch here costs
+	// little; the worker's SessionCleanup removes the rest.
+	if _, err := e.removeSessionsBatch(ctx, e.sessionSweep); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "start session: remove expired sessions", slog.Any("err", err))
+	}
 	return token, sessionFrom(rec), nil
 }
 
@@ -121,19 +133,6 @@ func (e *Engine) EndSession(ctx context.Context, token string) error {
 		return fmt.Errorf("end session: %w", err)
 	}
 	return nil
-}
-
-// SweepSessions removes up to limit sessions that have expired by the
-// engine's clock, and returns how many it removed.
-func (e *Engine) SweepSessions(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, errors.New("sweep sessions: limit must be positive")
-	}
-	n, err := maintenance.NewSessionCleanup(e.store, e.clock, e.sweepConfig(0, limit)).Batch(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("sweep sessions: %w", err)
-	}
-	return n, nil
 }
 
 // CredentialSHA256 is the digest a Session keeps of a credential: SHA-256,

@@ -138,8 +138,8 @@ func TestSessionExpiry(t *testing.T) {
 	})
 }
 
-// TestSweepSessions removes the sessions expired by the engine's clock and
-// keeps the others.
+// TestSweepSessions: a worker's sweep removes the sessions expired by the
+// engine's clock, a batch (SweepBatch) at a time, and keeps the others.
 func TestSweepSessions(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -155,17 +155,82 @@ func TestSweepSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute)
-		if n, err := e.SweepSessions(ctx, 2); err != nil || n != 2 {
-			t.Fatalf("sweep: %d, %v; want 2", n, err)
+		sweep := func(batch int) countersign.SweepCounts {
+			t.Helper()
+			w, err := e.NewWorker(countersign.WorkerOptions{SweepBatch: batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := w.SweepOnce(ctx)
+			if err != nil {
+				t.Fatalf("sweep of %d: %v", batch, err)
+			}
+			return c
 		}
-		if n, err := e.SweepSessions(ctx, 100); err != nil || n != 1 {
-			t.Fatalf("sweep: %d, %v; want 1", n, err)
+		if c := sweep(2); c.Sessions != 2 {
+			t.Fatalf("sweep: %+v; want 2 sessions", c)
+		}
+		if c := sweep(100); c.Sessions != 1 {
+			t.Fatalf("sweep: %+v; want 1 session", c)
 		}
 		if _, err := e.Session(ctx, long); err != nil {
 			t.Errorf("the live session: %v", err)
 		}
-		if _, err := e.SweepSessions(ctx, 0); err == nil {
-			t.Error("a sweep without a limit succeeded")
+		if _, err := e.NewWorker(countersign.WorkerOptions{SweepBatch: -1}); err == nil || !strings.Contains(err.Error(), "SweepBatch") {
+			t.Errorf("a sweep of a negative batch: %v, want refused", err)
+		}
+	})
+}
+
+// TestStartSessionRemovesExpiredSessions: each sign-in removes a bounded
+// batch of the expired sessions, anyone's, with no worker running, and
+// keeps the live ones. On every store.
+func TestStartSessionRemovesExpiredSessions(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		e, s, clock := sessionEngine(t, open)
+		e.SetSessionSweep(2)
+		ctx := t.Context()
+		start := func(who countersign.Identity, ttl time.Duration) string {
+			t.Helper()
+			token, _, err := e.StartSession(ctx, &countersign.StartSessionParams{Identity: who, Credential: "k", TTL: ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return token
+		}
+		stored := func(tokens []string) int {
+			t.Helper()
+			n := 0
+			for _, token := range tokens {
+				digest := sha256.Sum256([]byte(token))
+				_, err := s.GetSession(ctx, &store.GetSessionParams{ID: hex.EncodeToString(digest[:])})
+				switch {
+				case err == nil:
+					n++
+				case !errors.Is(err, cstype.ErrNotFound):
+					t.Fatal(err)
+				}
+			}
+			return n
+		}
+		other := countersign.Identity{Tenant: "globex", Actor: "eve"}
+		expiring := []string{start(sessionUser, time.Minute), start(sessionUser, time.Minute), start(other, time.Minute)}
+		live := []string{start(sessionUser, time.Hour)}
+		if n := stored(expiring); n != 3 {
+			t.Fatalf("%d of the sessions stored before they expired, want 3", n)
+		}
+		clock.Advance(time.Minute)
+		live = append(live, start(sessionUser, time.Hour))
+		if n := stored(expiring); n != 1 {
+			t.Fatalf("after a sign-in, %d expired sessions stored; want 1 (a batch of 2 removed)", n)
+		}
+		live = append(live, start(other, time.Hour))
+		if n := stored(expiring); n != 0 {
+			t.Fatalf("after a second sign-in, %d expired sessions stored; want none", n)
+		}
+		if n := stored(live); n != len(live) {
+			t.Errorf("%d of %d live sessions stored", n, len(live))
 		}
 	})
 }
@@ -196,7 +261,7 @@ func TestSessionRefusals(t *testing.T) {
 	}
 }
 
-// The sweeper removes expired sessions too, with nobody signing in.
+// The worker removes expired sessions too, with nobody signing in.
 func TestSweeperRemovesExpiredSessions(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -210,9 +275,13 @@ func TestSweeperRemovesExpiredSessions(t *testing.T) {
 		digest := sha256.Sum256([]byte(token))
 		id := hex.EncodeToString(digest[:])
 		clock.Advance(time.Hour)
+		w, err := e.NewWorker(countersign.WorkerOptions{SweepInterval: time.Millisecond, SweepBatch: 10, NoSealer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
-		go func() { done <- e.RunSweeper(ctx, time.Millisecond, 10) }()
-		// Until the sweeper removes it (the test's deadline bounds the wait).
+		go func() { done <- w.Run(ctx) }()
+		// Until the worker removes it (the test's deadline bounds the wait).
 		for {
 			_, err := s.GetSession(ctx, &store.GetSessionParams{ID: id})
 			if errors.Is(err, cstype.ErrNotFound) {
@@ -224,8 +293,8 @@ func TestSweeperRemovesExpiredSessions(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		stop()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("RunSweeper: %v", err)
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
 		}
 	})
 }

@@ -41,13 +41,14 @@ type WorkerOptions struct {
 	// escalations, reminders and the removal of expired inbox sessions.
 	// Default: PollInterval.
 	SweepInterval time.Duration
-	// SweepBatch bounds one batch of each sweeping job. Default 500.
+	// SweepBatch bounds one batch of each sweeping job (and SweepOnce's
+	// batches). Default 500.
 	SweepBatch int
 	// ShutdownTimeout is how long Run waits, once its context ends, for the
 	// executions in flight; then it cancels them. Default 30s.
 	ShutdownTimeout time.Duration
 	// Sealer configures the audit chain's sealer the worker runs beside its
-	// executions (see RunSealer); zero fields take its defaults.
+	// executions (see SealerOptions); zero fields take its defaults.
 	Sealer SealerOptions
 	// NoSealer leaves the audit chain to sealers in other processes (or to
 	// none: then no event is ever chained).
@@ -353,6 +354,42 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	return len(claimed), nil
+}
+
+// SweepCounts is what one SweepOnce did.
+type SweepCounts struct {
+	// Expired is how many proposals expired: pending ones nobody decided,
+	// approved ones nobody collected, by their deadlines.
+	Expired int
+	// Escalated is how many pending proposals were escalated: their
+	// rule's escalate_to joined the approvers.
+	Escalated int
+	// Reminded is how many proposals had a reminder recorded.
+	Reminded int
+	// Sessions is how many expired inbox sessions were removed.
+	Sessions int
+}
+
+// SweepOnce runs one batch (SweepBatch) of each sweeping job Run runs, in
+// turn: expiry, escalations, reminders, the removal of expired inbox
+// sessions; and returns how many each handled. It is Run's sweeping without
+// the waiting, as RunOnce is its claiming: for tests and for callers that
+// schedule work themselves. The jobs take no identity: they apply what is
+// due, for every tenant. The first job that fails ends it, with the counts
+// so far.
+func (w *Worker) SweepOnce(ctx context.Context) (SweepCounts, error) {
+	var c SweepCounts
+	var err error
+	if c.Expired, err = w.e.expireBatch(ctx, w.opts.SweepBatch); err != nil {
+		return c, err
+	}
+	if c.Escalated, c.Reminded, err = w.e.escalateBatch(ctx, w.opts.SweepBatch); err != nil {
+		return c, err
+	}
+	if c.Sessions, err = w.e.removeSessionsBatch(ctx, w.opts.SweepBatch); err != nil {
+		return c, err
+	}
+	return c, nil
 }
 
 // notified turns a store notification into in-process wake-ups.

@@ -294,3 +294,54 @@ func TestWorkerRecoversDeadCallers(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerSweepOnce: one SweepOnce runs a batch of each sweeping job a
+// worker runs, and counts what each did: three stale refunds escalate and
+// are reminded of, in batches of two, and expire at their TTL; an expired
+// inbox session is removed. On every store.
+func TestWorkerSweepOnce(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		h := newHarness(t, harnessOpts{open: open, rules: escalationRules})
+		ctx := t.Context()
+		var ids []string
+		for i := range 3 {
+			res := h.call(refundCall(fmt.Sprint("c_sweep", i), countersign.ModeWait, fmt.Sprintf(`{"amount": %d, "customer": "c_%d"}`, 10+i, i)))
+			if res.Status != countersign.ResultPending {
+				t.Fatalf("call %d: %s, want pending", i, res.Status)
+			}
+			ids = append(ids, res.ProposalID)
+		}
+		if _, _, err := h.engine.StartSession(ctx, &countersign.StartSessionParams{Identity: tBob, Credential: "k", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := h.engine.NewWorker(countersign.WorkerOptions{SweepBatch: 2, NoSealer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweep := func(want countersign.SweepCounts) {
+			t.Helper()
+			if got, err := w.SweepOnce(ctx); err != nil || got != want {
+				t.Fatalf("SweepOnce = %+v, %v; want %+v", got, err, want)
+			}
+		}
+		sweep(countersign.SweepCounts{})
+		h.clock.Advance(30 * time.Minute)
+		sweep(countersign.SweepCounts{Escalated: 2, Reminded: 2, Sessions: 1})
+		sweep(countersign.SweepCounts{Escalated: 1, Reminded: 1})
+		for _, id := range ids {
+			if p, err := h.engine.Proposal(ctx, tMona, id); err != nil || p.Status != cstype.StatusPending {
+				t.Fatalf("after the escalation, as a manager: %+v, %v", p, err)
+			}
+		}
+		// Expiry runs first: the one it leaves pending is reminded.
+		h.clock.Advance(2 * time.Hour)
+		sweep(countersign.SweepCounts{Expired: 2, Reminded: 1})
+		sweep(countersign.SweepCounts{Expired: 1})
+		for _, id := range ids {
+			if p, err := h.engine.Proposal(ctx, tBob, id); err != nil || p.Status != cstype.StatusExpired {
+				t.Fatalf("past the TTL: %+v, %v; want expired", p, err)
+			}
+		}
+	})
+}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/internal/workload"
+	"github.com/countersign/countersign/store"
 )
 
 func init() {
@@ -34,10 +36,17 @@ func deciding(e *env) ([]Figure, error) {
 	}
 	if e.sealer == sealerOn {
 		// As a worker beside the server would, from the start: the seeded
-		// creations are sealed as they are written, as they would be.
+		// creations are sealed as they are written, as they would be. The
+		// sealer alone, with a worker's defaults: a Worker would also
+		// execute the approved proposals, and B6 measures deciding only.
+		// (bench is a composition root: it may build the service itself.)
+		sealer := maintenance.NewSealer(st, maintenance.SealerConfig{
+			Owner: "bench-b6-sealer", Interval: countersign.DefaultSealInterval,
+			LeaseDuration: countersign.DefaultSealLease, Batch: store.DefaultSealBatch,
+		})
 		sctx, stopSealer := context.WithCancel(ctx)
 		sealed := make(chan error, 1)
-		go func() { sealed <- eng.RunSealer(sctx, countersign.SealerOptions{}) }()
+		go func() { sealed <- sealer.Run(sctx) }()
 		defer func() { stopSealer(); <-sealed }()
 	}
 	n, clients := e.cfg.Decisions, e.cfg.Clients

@@ -53,8 +53,12 @@ func TestEscalationAndRemindersAreNotified(t *testing.T) {
 		Events: []cstype.EventType{cstype.EventEscalated, cstype.EventReminder}})
 	id := propose(t, e, "call_esc")
 	clock.Advance(30 * time.Minute)
-	if esc, rem, err := e.SweepEscalations(t.Context(), 10); err != nil || esc != 1 || rem != 1 {
-		t.Fatalf("sweep: %d escalated, %d reminded, %v; want 1, 1", esc, rem, err)
+	w, err := e.NewWorker(countersign.WorkerOptions{SweepBatch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := w.SweepOnce(t.Context()); err != nil || c.Escalated != 1 || c.Reminded != 1 {
+		t.Fatalf("sweep: %+v, %v; want 1 escalated, 1 reminded", c, err)
 	}
 	for t.Context().Err() == nil {
 		if _, err := d.DeliverDue(t.Context()); err != nil {

@@ -31,13 +31,21 @@ func (h *harness) audit(token, query string) auditAnswer {
 	return a
 }
 
-// runSealer seals the harness's store until the test ends.
+// runSealer seals the harness's store every 5ms until the test ends.
 func (h *harness) runSealer() {
+	h.runSealerWith(countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute})
+}
+
+// runSealerWith runs, until the test ends, a worker with the sealer of
+// opts, as beside a server.
+func (h *harness) runSealerWith(opts countersign.SealerOptions) {
+	w, err := h.engine.NewWorker(countersign.WorkerOptions{Sealer: opts})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = h.engine.RunSealer(ctx, countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute})
-	})
+	wg.Go(func() { _ = w.Run(ctx) })
 	h.t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
@@ -204,13 +212,8 @@ func TestAuditCheckpoints(t *testing.T) {
 			h := newHarness(t, kind, harnessOptions{})
 			// Events, sealed and signed a few at a time: each round signs
 			// the head as the sealer found it.
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				_ = h.engine.RunSealer(ctx, countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute,
-					SigningKey: key, CheckpointEvery: 5 * time.Millisecond})
-			})
-			t.Cleanup(func() { cancel(); wg.Wait() })
+			h.runSealerWith(countersign.SealerOptions{Interval: 5 * time.Millisecond, LeaseDuration: time.Minute,
+				SigningKey: key, CheckpointEvery: 5 * time.Millisecond})
 			if a := h.checkpoints("carol", ""); len(a.Checkpoints) != 0 || a.Next != nil {
 				t.Fatalf("checkpoints of an empty chain = %+v, want none, next null", a)
 			}

@@ -112,7 +112,7 @@ func TestAccessibilityInChromium(t *testing.T) {
 	}
 	clock.Advance(11 * time.Minute)
 	// The approvals nobody consumed lapse, and the undecided one expires.
-	if _, err := h.engine.Sweep(context.Background(), 0); err != nil {
+	if _, err := h.sweep(); err != nil {
 		t.Fatal(err)
 	}
 	fresh := h.agentCall("payments.refund", "t_ax5", "c_fresh", 44, `,"mode":"wait"`).ProposalID

@@ -50,9 +50,11 @@ type refundInput struct {
 // harness is the real server (API and inbox) on an httptest server, with a
 // running worker. Refunds for customer "c_gate" wait for release.
 type harness struct {
-	t       *testing.T
-	url     string
-	engine  *countersign.Engine
+	t      *testing.T
+	url    string
+	engine *countersign.Engine
+	// worker runs beside the server; sweep runs its sweeping jobs now.
+	worker  *countersign.Worker
 	release chan struct{}
 	once    sync.Once
 
@@ -270,6 +272,7 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 	hs.Start()
 	h.url = hs.URL
 	h.engine = engine
+	h.worker = w
 	t.Cleanup(func() {
 		h.Release()
 		h.ReleaseStreams()
@@ -282,6 +285,13 @@ func newHarnessWith(t *testing.T, clock *testClock) *harness {
 		<-done
 	})
 	return h
+}
+
+// sweep runs one batch of each of the worker's sweeping jobs (expiry,
+// escalations, reminders, expired sessions) now: a test that moves the
+// clock sweeps when it means to.
+func (h *harness) sweep() (countersign.SweepCounts, error) {
+	return h.worker.SweepOnce(context.Background())
 }
 
 // Release lets gated refunds finish.

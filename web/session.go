@@ -29,8 +29,6 @@ const (
 	// maxCookieBytes bounds a session cookie's value worth looking up; the
 	// engine's tokens are 43 characters.
 	maxCookieBytes = 100
-	// sweepBatch bounds the expired sessions one sign-in removes.
-	sweepBatch = 100
 )
 
 // randomToken returns 32 random bytes, base64url-encoded.
@@ -262,6 +260,8 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	case cred.Identity.Tenant == "" || cred.Identity.Actor == "":
 		return errors.New("sign in: the authenticator returned an identity without tenant or actor")
 	}
+	// The engine removes a bounded batch of expired sessions as it starts
+	// this one; the limiter above bounds how often.
 	raw, sess, err := in.engine.StartSession(ctx, &countersign.StartSessionParams{
 		Identity: cred.Identity, Credential: token, Revocable: cred.Revocable,
 		TTL: in.ttl, NotAfter: cred.ExpiresAt,
@@ -275,11 +275,6 @@ func (in *Inbox) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return err
-	}
-	// Signing in is rate-limited, so this bounds the cost of keeping
-	// expired sessions tidy.
-	if _, err := in.engine.SweepSessions(ctx, sweepBatch); err != nil {
-		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: sweep expired sessions", slog.Any("err", err))
 	}
 	in.setCookie(w, r, loginCookie, "", -1)
 	// At least a second: a Max-Age of 0 would make it a cookie without one.

@@ -144,7 +144,7 @@ func TestWaitAndTwoPhaseWordsInChromium(t *testing.T) {
 	step(t, bob, "reload past the deadline", chromedp.Navigate(h.url+"/proposals/"+url.PathEscape(l.ProposalID)))
 	waitText(t, bob, "lapsing", "#fate", "Approved, but alice's agent did not call again before "+by+": it lapses without running.")
 	// The worker sweeps too, and may have expired it first.
-	if _, err := h.engine.Sweep(context.Background(), 0); err != nil {
+	if _, err := h.sweep(); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
 	step(t, bob, "reload after the sweep", chromedp.Navigate(h.url+"/proposals/"+url.PathEscape(l.ProposalID)))

@@ -37,11 +37,11 @@
 //	outage backoff          outage.go (root): the loops' pacing while the    Outage (outage.go), used by every service, the
 //	                        store is down                                    worker's claims and the waiters' watcher
 //
-// Engine.Sweep, SweepEscalations, SweepSessions, RunSweeper and RunSealer
-// remain, as one batch of a service or a run of it, for tests and for
-// programs that schedule work themselves. The sign-in page still removes a
-// batch of expired sessions at each sign-in (web/session.go): a request's
-// work, not a loop.
+// The jobs take no identity, so none is a method of countersign.Engine
+// (ADR 0032): Worker.SweepOnce runs one batch of each sweeping service, for
+// tests and for programs that schedule work themselves, and
+// Engine.StartSession removes a batch of expired sessions at each sign-in:
+// a request's work, not a loop.
 //
 // These loops stay where they are: they do a request's or an execution's
 // own work, not periodic maintenance.
