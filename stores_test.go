@@ -9,12 +9,8 @@ import (
 // storeOpener opens an empty store on a clock, closed when t ends.
 type storeOpener = teststores.Opener
 
-// The stores a test may open (internal/teststores).
-var (
-	openMemory   = teststores.Memory
-	openSQLite   = teststores.SQLite
-	openPostgres = teststores.Postgres
-)
+// openMemory opens an in-memory store (internal/teststores).
+var openMemory = teststores.Memory
 
 // eachStore runs test on memory, SQLite and PostgreSQL, in parallel.
 func eachStore(t *testing.T, test func(t *testing.T, open storeOpener)) {

@@ -30,13 +30,6 @@ var (
 // opener opens an empty store on a clock, closed when t ends.
 type opener = teststores.Opener
 
-// The stores a test may open (internal/teststores).
-var (
-	openMemory   = teststores.Memory
-	openSQLite   = teststores.SQLite
-	openPostgres = teststores.Postgres
-)
-
 // eachStore runs test on memory, SQLite and PostgreSQL, in parallel.
 func eachStore(t *testing.T, test func(t *testing.T, open opener)) {
 	t.Helper()
