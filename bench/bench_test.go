@@ -59,6 +59,11 @@ func TestSuiteRuns(t *testing.T) {
 				"b1." + st + ".procs1", "b1." + st + ".procs4",
 				"b2." + st + ".p50", "b2." + st + ".p95", "b2." + st + ".p99",
 				"b3." + st + ".actions", "b3." + st + ".p99",
+				// Where B3's time goes, step by step (execution is a no-op:
+				// its time may be under the microsecond these count in).
+				"b3." + st + ".step_call.p50", "b3." + st + ".step_call.p99",
+				"b3." + st + ".step_decision.p50", "b3." + st + ".step_decision.p99",
+				"b3." + st + ".step_settle.p50", "b3." + st + ".step_settle.p99",
 				"b4." + st + ".thread.1500.p50", "b4." + st + ".inbox.3000.p50",
 				"b5." + st + ".bytes_per_waiter", "b5." + st + ".wake_all_ms", "b5." + st + ".idle_cpu",
 				"b6." + st + ".rate", "b6." + st + ".p99",
@@ -72,6 +77,15 @@ func TestSuiteRuns(t *testing.T) {
 			}
 			if f, ok := r.figure("b8." + st + ".errors"); !ok || f.Value != 0 {
 				t.Errorf("figure b8.%s.errors: %+v (found %v), want 0", st, f, ok)
+			}
+			// Each step is measured (the claim and the execution may
+			// take no time; they are reported all the same).
+			for _, step := range []string{"claim", "execute"} {
+				for _, p := range []string{"p50", "p99"} {
+					if f, ok := r.figure("b3." + st + ".step_" + step + "." + p); !ok || f.Value < 0 {
+						t.Errorf("figure b3.%s.step_%s.%s: %+v (found %v)", st, step, p, f, ok)
+					}
+				}
 			}
 			// Round trips are counted on PostgreSQL alone.
 			for _, key := range []string{
@@ -112,7 +126,7 @@ func TestSuiteRuns(t *testing.T) {
 				}
 			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "step: wait for a claim", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}
