@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,8 @@ func TestMain(m *testing.M) {
 // suite works: the figures mean nothing.
 func tinyConfig(stores ...string) config {
 	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, Sizes: []int{1500, 3000}, Waiters: 200,
-		Decisions: 300, Clients: 4, LimitWindow: 200 * time.Millisecond,
-		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"}}
+		Decisions: 300, Clients: 4, ManyProposals: 300, ManyApprovers: 8, LimitWindow: 200 * time.Millisecond,
+		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9"}}
 }
 
 // TestSuiteRuns runs the suite at tiny sizes on every store and checks that
@@ -59,11 +60,17 @@ func TestSuiteRuns(t *testing.T) {
 				"b1." + st + ".procs1", "b1." + st + ".procs4",
 				"b2." + st + ".p50", "b2." + st + ".p95", "b2." + st + ".p99",
 				"b3." + st + ".actions", "b3." + st + ".p99",
+				// Where B3's time goes, step by step (execution is a no-op:
+				// its time may be under the microsecond these count in).
+				"b3." + st + ".step_call.p50", "b3." + st + ".step_call.p99",
+				"b3." + st + ".step_decision.p50", "b3." + st + ".step_decision.p99",
+				"b3." + st + ".step_settle.p50", "b3." + st + ".step_settle.p99",
 				"b4." + st + ".thread.1500.p50", "b4." + st + ".inbox.3000.p50",
 				"b5." + st + ".bytes_per_waiter", "b5." + st + ".wake_all_ms", "b5." + st + ".idle_cpu",
 				"b6." + st + ".rate", "b6." + st + ".p99",
 				"b7." + st + ".turns", "b7." + st + ".p99", "b7." + st + ".parked_goroutines_after",
 				"b8." + st + ".go_per_longpoll", "b8." + st + ".go_per_stream", "b8." + st + ".server_fds", "b8." + st + ".client_fds", "b8." + st + ".events",
+				"b9." + st + ".decisions", "b9." + st + ".executions", "b9." + st + ".p50", "b9." + st + ".p99",
 			} {
 				f, ok := r.figure(key)
 				if !ok || f.Value <= 0 || f.Store != st {
@@ -72,6 +79,18 @@ func TestSuiteRuns(t *testing.T) {
 			}
 			if f, ok := r.figure("b8." + st + ".errors"); !ok || f.Value != 0 {
 				t.Errorf("figure b8.%s.errors: %+v (found %v), want 0", st, f, ok)
+			}
+			if f, ok := r.figure("b9." + st + ".doubles"); !ok || f.Value != 0 {
+				t.Errorf("figure b9.%s.doubles: %+v (found %v), want 0", st, f, ok)
+			}
+			// Each step is measured (the claim and the execution may
+			// take no time; they are reported all the same).
+			for _, step := range []string{"claim", "execute"} {
+				for _, p := range []string{"p50", "p99"} {
+					if f, ok := r.figure("b3." + st + ".step_" + step + "." + p); !ok || f.Value < 0 {
+						t.Errorf("figure b3.%s.step_%s.%s: %+v (found %v)", st, step, p, f, ok)
+					}
+				}
 			}
 			// Round trips are counted on PostgreSQL alone.
 			for _, key := range []string{
@@ -98,7 +117,7 @@ func TestSuiteRuns(t *testing.T) {
 			}
 			// B1 needs the peer, which this test does not run; B4 needs
 			// 10k and 1M; B6 is judged on SQLite only.
-			for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B7"} {
+			for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B7", "B9"} {
 				want := id != "B1" && id != "B4"
 				if got := judged[id+" "+title] != "not measured"; got != want {
 					t.Errorf("goal %s %s: %q", id, title, judged[id+" "+title])
@@ -112,7 +131,7 @@ func TestSuiteRuns(t *testing.T) {
 				}
 			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "### B9 Many approvers at once", "step: wait for a claim", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}
@@ -124,7 +143,7 @@ func TestSuiteRuns(t *testing.T) {
 // TestUnknownNames checks that a misspelt store or scenario is refused
 // before anything runs.
 func TestUnknownNames(t *testing.T) {
-	for _, cfg := range []config{{Stores: []string{"mysql"}}, {Stores: []string{"sqlite"}, Scenarios: []string{"B9"}}} {
+	for _, cfg := range []config{{Stores: []string{"mysql"}}, {Stores: []string{"sqlite"}, Scenarios: []string{"B10"}}} {
 		if _, err := run(context.Background(), cfg); err == nil {
 			t.Errorf("run(%+v) = nil error, want a refusal", cfg)
 		}
@@ -148,6 +167,10 @@ func TestRatiosAndGoals(t *testing.T) {
 		Figure{Key: "b4.sqlite.thread.1000000.p50", Scenario: "B4", Store: "sqlite", Value: 5, Unit: "ms"},
 		Figure{Key: "b4.sqlite.inbox.10000.p50", Scenario: "B4", Store: "sqlite", Value: 4, Unit: "ms"},
 		Figure{Key: "b4.sqlite.inbox.1000000.p50", Scenario: "B4", Store: "sqlite", Value: 8, Unit: "ms"},
+		Figure{Key: "b9.sqlite.doubles", Scenario: "B9", Store: "sqlite", Value: 0, Unit: "proposals"},
+		Figure{Key: "b9.sqlite.p99", Scenario: "B9", Store: "sqlite", Value: 101, Unit: "ms"},
+		// A double stops PostgreSQL's B9 before its latency.
+		Figure{Key: "b9.postgres.doubles", Scenario: "B9", Store: "postgres", Value: 1, Unit: "proposals"},
 	)
 	annotate(r, map[string]float64{"sqlite": 5000})
 	note := func(key string) string { f, _ := r.figure(key); return f.Note }
@@ -172,10 +195,16 @@ func TestRatiosAndGoals(t *testing.T) {
 		"B5 SQLite": "not measured", // no figures
 		"B6 SQLite": "not measured",
 		"B7 SQLite": "not measured",
+		"B9 SQLite": "missed", // p99 101 ms
 	}
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("goal %s: %q, want %q", id, got[id], w)
+		}
+	}
+	for _, g := range goals(r, config{Stores: []string{"postgres"}}) {
+		if g.ID == "B9 PostgreSQL" && g.Status != "missed" {
+			t.Errorf("goal B9 PostgreSQL with a proposal executed twice: %q, want missed", g.Status)
 		}
 	}
 }
@@ -229,5 +258,26 @@ func TestRiverOutput(t *testing.T) {
 	}
 	if f, ok := r.figure("river.postgres.tuned.p99"); !ok || f.Value != 2 {
 		t.Fatalf("p99 figure %+v", f)
+	}
+}
+
+// TestExecutionsCountsDoubles checks B9's count of Execute entries: a
+// proposal entered twice is a double, reported once, and its first start is
+// the one timed.
+func TestExecutionsCountsDoubles(t *testing.T) {
+	x := &executions{byID: map[string]int{}, started: make([]atomic.Int64, 2)}
+	x.enter(0, "prp_a")
+	first := x.started[0].Load()
+	x.enter(1, "prp_b")
+	if len(x.doubles) != 0 {
+		t.Fatalf("doubles %q after one entry each", x.doubles)
+	}
+	x.enter(0, "prp_a")
+	x.enter(0, "prp_a")
+	if len(x.doubles) != 1 || x.doubles[0] != "prp_a" || x.count.Load() != 4 {
+		t.Fatalf("doubles %q, %d entries; want [prp_a], 4", x.doubles, x.count.Load())
+	}
+	if x.started[0].Load() != first {
+		t.Errorf("the second entry moved the first start")
 	}
 }

@@ -30,7 +30,7 @@ func deciding(e *env) ([]Figure, error) {
 	defer closeStore()
 	ctx := e.ctx
 	metrics := newMetrics()
-	eng, err := newLifecycleEngine(st, metrics, func(int) {})
+	eng, err := newLifecycleEngine(st, metrics, lifecycleHooks{})
 	if err != nil {
 		return nil, err
 	}

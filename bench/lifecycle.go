@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
 )
@@ -20,7 +21,7 @@ func init() {
 		Method: "One process runs the HTTP server (API keys, metrics, request logs) and a worker (64 slots). A agents (goroutines) each call " +
 			"`POST /v1/calls` (independent mode) over loopback HTTP and hand the proposal id to A approvers, which `POST " +
 			"/v1/proposals/{id}/approve`; the worker executes. Timed from the first call until every action has executed and settled; " +
-			"the latency is from sending the call to the start of Execute. Commits needed per action: 4 (create, approve, claim, settle). On PostgreSQL a pgx tracer counts round trips to the server (each query, prepare and batch) by the context they serve: the HTTP route (call, decision) or the worker's step (claim batches, settlements, renewals), ÷ actions.",
+			"the latency is from sending the call to the start of Execute. Where the time goes, action by action, p50/p99 of each step: the call handler (the agent sends `POST /v1/calls` → its answer arrives), the decision handler (the approver sends `…/approve` → its answer arrives), the wait for a claim (the decision's answer → Execute entered; 0 when the worker entered Execute before the answer reached the approver), the execution (Execute entered → returned) and the settlement (Execute returned → the engine's OnSettled hook, which runs after the settlement committed). Commits needed per action: 4 (create, approve, claim, settle). On PostgreSQL a pgx tracer counts round trips to the server (each query, prepare and batch) by the context they serve: the HTTP route (call, decision) or the worker's step (claim batches, settlements, renewals), ÷ actions.",
 		run: lifecycle})
 }
 
@@ -34,15 +35,20 @@ func lifecycle(e *env) ([]Figure, error) {
 	ctx, stop := context.WithCancel(withClass(e.ctx, rtBench))
 	defer stop()
 	n, agents := e.cfg.Actions, e.cfg.Agents
-	sent := make([]atomic.Int64, n)     // unix nanos when the call was sent
-	executed := make([]atomic.Int64, n) // unix nanos when Execute began
-	var count atomic.Int64
-	noopStart := func(id int) {
-		executed[id].Store(time.Now().UnixNano())
-		count.Add(1)
-	}
+	t := newStepTimes(n)
+	var count, settledCount atomic.Int64
 	metrics := newMetrics()
-	eng, err := newLifecycleEngine(tagSteps(st), metrics, noopStart)
+	eng, err := newLifecycleEngine(tagSteps(st), metrics, lifecycleHooks{
+		start: func(i int, _ string) {
+			t.executed[i].Store(time.Now().UnixNano())
+			count.Add(1)
+		},
+		end: func(i int) { t.returned[i].Store(time.Now().UnixNano()) },
+		settled: func(i int) {
+			t.settled[i].Store(time.Now().UnixNano())
+			settledCount.Add(1)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +67,7 @@ func lifecycle(e *env) ([]Figure, error) {
 	defer api.close()
 
 	b := newBar(n, "B3 %s: actions", e.target.title)
-	ids := make(chan string, n)
+	ids := make(chan called, n)
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*agents)
@@ -76,11 +82,12 @@ func lifecycle(e *env) ([]Figure, error) {
 				if i >= n {
 					return
 				}
-				sent[i].Store(time.Now().UnixNano())
+				t.sent[i].Store(time.Now().UnixNano())
 				var ans callAnswer
 				err := api.post(ctx, "/v1/calls", agentKey, map[string]any{
 					"thread_id": fmt.Sprintf("agent-%d", a), "tool_call_id": fmt.Sprint("call-", i), "action": "noop",
 					"input": map[string]int{"n": i}, "mode": "independent"}, &ans)
+				t.called[i].Store(time.Now().UnixNano())
 				if err == nil && (ans.Status != "pending" || ans.ProposalID == "") {
 					err = fmt.Errorf("call %d answered %+v, want pending with a proposal id", i, ans)
 				}
@@ -88,7 +95,7 @@ func lifecycle(e *env) ([]Figure, error) {
 					errs <- err
 					return
 				}
-				ids <- ans.ProposalID
+				ids <- called{i: i, id: ans.ProposalID}
 			}
 		}()
 	}
@@ -97,11 +104,13 @@ func lifecycle(e *env) ([]Figure, error) {
 		approvers.Add(1)
 		go func() {
 			defer approvers.Done()
-			for id := range ids {
+			for c := range ids {
 				var ans decisionAnswer
-				err := api.post(ctx, "/v1/proposals/"+id+"/approve", approverKey, map[string]any{}, &ans)
+				t.deciding[c.i].Store(time.Now().UnixNano())
+				err := api.post(ctx, "/v1/proposals/"+c.id+"/approve", approverKey, map[string]any{}, &ans)
+				t.decided[c.i].Store(time.Now().UnixNano())
 				if err == nil && ans.Status != "applied" {
-					err = fmt.Errorf("approve %s answered %q", id, ans.Status)
+					err = fmt.Errorf("approve %s answered %q", c.id, ans.Status)
 				}
 				if err != nil {
 					errs <- err
@@ -134,18 +143,23 @@ func lifecycle(e *env) ([]Figure, error) {
 	b.set(n)
 	b.done()
 	<-done
+	// The store is drained once the last settlement committed; its
+	// OnSettled hook runs just after.
+	for settledCount.Load() < int64(n) {
+		select {
+		case <-wctx.Done():
+			return nil, fmt.Errorf("%d of %d settlements reached the OnSettled hook", settledCount.Load(), n)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	counts, err := st.CountByStatus(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if counts[store.StatusSucceeded] != n || count.Load() != int64(n) {
-		return nil, fmt.Errorf("statuses %v and %d executions, want %d succeeded once each", counts, count.Load(), n)
+	if counts[store.StatusSucceeded] != n || count.Load() != int64(n) || settledCount.Load() != int64(n) {
+		return nil, fmt.Errorf("statuses %v, %d executions and %d settlements seen, want %d succeeded once each", counts, count.Load(), settledCount.Load(), n)
 	}
-	lat := make([]time.Duration, n)
-	for i := range lat {
-		lat[i] = time.Duration(executed[i].Load() - sent[i].Load())
-	}
-	slices.Sort(lat)
+	lat := t.between(&t.sent, &t.executed)
 	label := fmt.Sprintf("%s actions, %d agents and %d approvers over HTTP, 1 worker", thousands(fmt.Sprint(n)), agents, agents)
 	k := "b3." + e.target.name
 	figs := []Figure{
@@ -153,6 +167,7 @@ func lifecycle(e *env) ([]Figure, error) {
 		{Key: k + ".p50", Label: "call sent → Execute-start, p50", Value: ms(pct(lat, 50)), Unit: "ms"},
 		{Key: k + ".p99", Label: "call sent → Execute-start, p99", Value: ms(pct(lat, 99)), Unit: "ms"},
 	}
+	figs = append(figs, t.figures(k)...)
 	if rt != nil {
 		figs = append(figs, lifecycleTrips(k, trips, n, poolConns(st), e.cfg.PGMaxConns)...)
 	}
@@ -175,23 +190,112 @@ func lifecycleTrips(k string, c rtCounts, n, conns, maxConns int) []Figure {
 	}
 }
 
+// called is a proposal an agent's call created, with the action's index.
+type called struct {
+	i  int
+	id string
+}
+
+// stepTimes are the moments of each action of B3, by index, in unix nanos.
+type stepTimes struct {
+	sent, called      []atomic.Int64 // the agent sent POST /v1/calls; its answer arrived
+	deciding, decided []atomic.Int64 // the approver sent …/approve; its answer arrived
+	executed          []atomic.Int64 // Execute entered
+	returned          []atomic.Int64 // Execute about to return
+	settled           []atomic.Int64 // the OnSettled hook ran
+}
+
+func newStepTimes(n int) *stepTimes {
+	return &stepTimes{sent: make([]atomic.Int64, n), called: make([]atomic.Int64, n), deciding: make([]atomic.Int64, n),
+		decided: make([]atomic.Int64, n), executed: make([]atomic.Int64, n), returned: make([]atomic.Int64, n), settled: make([]atomic.Int64, n)}
+}
+
+// between is, sorted, each action's time from its moment in from to its
+// moment in to. A negative span counts as 0: the worker may enter Execute
+// before the approver has read the decision's answer, and then the wait
+// for a claim took no time.
+func (t *stepTimes) between(from, to *[]atomic.Int64) []time.Duration {
+	out := make([]time.Duration, len(*from))
+	for i := range out {
+		out[i] = max(0, time.Duration((*to)[i].Load()-(*from)[i].Load()))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// figures are the p50 and p99 of each step, so that a regression of B3
+// names the step it is in.
+func (t *stepTimes) figures(k string) []Figure {
+	steps := []struct {
+		key, label string
+		from, to   *[]atomic.Int64
+	}{
+		{"call", "call handler (POST /v1/calls sent → answered)", &t.sent, &t.called},
+		{"decision", "decision handler (POST …/approve sent → answered)", &t.deciding, &t.decided},
+		{"claim", "wait for a claim (decision answered → Execute entered)", &t.decided, &t.executed},
+		{"execute", "execution (Execute entered → returned)", &t.executed, &t.returned},
+		{"settle", "settlement (Execute returned → OnSettled)", &t.returned, &t.settled},
+	}
+	var figs []Figure
+	for _, s := range steps {
+		d := t.between(s.from, s.to)
+		figs = append(figs,
+			Figure{Key: k + ".step_" + s.key + ".p50", Label: "step: " + s.label + ", p50", Value: ms(pct(d, 50)), Unit: "ms"},
+			Figure{Key: k + ".step_" + s.key + ".p99", Label: "step: " + s.label + ", p99", Value: ms(pct(d, 99)), Unit: "ms"})
+	}
+	return figs
+}
+
+// lifecycleHooks are told, by the action's index, when Execute starts (with
+// the proposal's id) and ends and when the settlement's OnSettled hook runs;
+// nil ones are not.
+type lifecycleHooks struct {
+	start        func(i int, proposalID string)
+	end, settled func(i int)
+}
+
 // newLifecycleEngine has a no-op action whose input names its index, with
 // metrics observed as the server runs them.
-func newLifecycleEngine(st store.Store, obs countersign.Observer, onExecute func(i int)) (*countersign.Engine, error) {
+func newLifecycleEngine(st store.Store, obs countersign.Observer, h lifecycleHooks) (*countersign.Engine, error) {
 	noop, err := countersign.NewRawAction(countersign.RawActionSpec{Name: "noop", Hooks: countersign.Hooks{
 		Execute: func(ctx context.Context, req *countersign.ExecuteRequest) (*countersign.Receipt, error) {
-			var in struct{ N int }
-			if err := json.Unmarshal(req.Input, &in); err != nil {
+			i, err := actionIndex(req.Input)
+			if err != nil {
 				return nil, countersign.NotApplied(err)
 			}
-			onExecute(in.N)
+			if h.start != nil {
+				h.start(i, req.ProposalID)
+			}
+			if h.end != nil {
+				h.end(i)
+			}
 			return &countersign.Receipt{ID: "ok"}, nil
 		},
 	}})
 	if err != nil {
 		return nil, err
 	}
-	return countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{noop}, Observer: obs,
+	var settled []countersign.SettledFunc
+	if h.settled != nil {
+		settled = append(settled, func(_ context.Context, p *cstype.Proposal) error {
+			i, err := actionIndex(p.Input)
+			if err != nil {
+				return err
+			}
+			h.settled(i)
+			return nil
+		})
+	}
+	return countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{noop}, Observer: obs, OnSettled: settled,
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk,
 			Approvers: []string{"role:finance"}, Mode: countersign.ModeIndependent}}}})
+}
+
+// actionIndex is the index an action's input names: {"n": i}.
+func actionIndex(input []byte) (int, error) {
+	var in struct{ N int }
+	if err := json.Unmarshal(input, &in); err != nil {
+		return 0, fmt.Errorf("bench: the input %s names no index: %w", input, err)
+	}
+	return in.N, nil
 }

@@ -20,6 +20,8 @@
 //	B7     conversations: a turn decided by text over HTTP, and parked runs
 //	B8     connections: 10,000 wait-mode long-polls and 1,000 event streams
 //	       on one server process, the bench's own process their client
+//	B9     many approvers: 64 approvers deciding 100,000 pending proposals
+//	       over HTTP while 4 workers execute them; each executed once
 //	audit  B3 and B6 with and without the audit chain's sealer, side by
 //	       side in alternating rounds: medians and their ratio
 //	river  the peer: River burning down N no-op jobs and its insert → work
@@ -78,6 +80,9 @@ type config struct {
 	// B6
 	Decisions int
 	Clients   int
+	// B9
+	ManyProposals int
+	ManyApprovers int
 	// PGMaxConns is the pool size of every PostgreSQL store the bench
 	// opens, its worker processes' included.
 	PGMaxConns int
@@ -162,12 +167,14 @@ func realMain() int {
 	flag.IntVar(&cfg.Waiters, "waiters", 10000, "B5: concurrent wait-mode calls")
 	flag.IntVar(&cfg.Decisions, "decisions", 20000, "B6: decisions per run")
 	flag.IntVar(&cfg.Clients, "clients", 32, "B6: concurrent HTTP clients")
+	flag.IntVar(&cfg.ManyProposals, "b9-proposals", 100000, "B9: pending proposals decided")
+	flag.IntVar(&cfg.ManyApprovers, "b9-approvers", 64, "B9: concurrent HTTP approvers")
 	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
 	flag.IntVar(&cfg.AuditRounds, "audit-rounds", 3, "audit: rounds of B3 and B6 with and without the sealer")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
 	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
-	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B8,audit,river); empty: all")
+	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B9,audit,river); empty: all")
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
@@ -194,7 +201,7 @@ func realMain() int {
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
 	if cfg.Quick {
-		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples = 2000, 200, 1000, 1000, 2000, 50
+		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples, cfg.ManyProposals = 2000, 200, 1000, 1000, 2000, 50, 5000
 		cfg.Sizes = []int{1000, 10000}
 		cfg.LimitWindow = time.Second
 	}
