@@ -1,7 +1,6 @@
 package countersign_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/store"
 )
 
@@ -149,24 +149,8 @@ policy:
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writers (outage_test.go
-// uses it too).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer = testlog.Buffer
 
 // TestConditionsFailClosed checks that a condition that errors, is not a
 // boolean, or costs over the budget denies the call with POLICY_ERROR,

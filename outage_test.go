@@ -1,18 +1,17 @@
 package countersign_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -85,24 +84,6 @@ func (d *downStore) SealEvents(ctx context.Context, p *store.SealEventsParams) (
 	return d.Store.SealEvents(ctx, p)
 }
 
-// outageLog is a log sink safe for concurrent writers.
-type outageLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *outageLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *outageLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestWorkerBacksOffDuringOutage runs a worker polling every 10ms through a
 // 2s store outage: its loops (claims, and the periodic jobs: expiry,
 // escalation, reminders, sessions, sealer) back off instead of asking at
@@ -111,7 +92,7 @@ func (s *outageLog) String() string {
 func TestWorkerBacksOffDuringOutage(t *testing.T) {
 	t.Parallel()
 	ds := &downStore{Store: memstore.New(nil)}
-	var logs outageLog
+	var logs testlog.Buffer
 	n := &noopAction{calls: map[string]int{}}
 	e, err := countersign.New(countersign.Options{
 		Store: ds, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule(),

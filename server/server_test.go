@@ -1,17 +1,16 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -233,22 +232,7 @@ func TestPanicIsInternal(t *testing.T) {
 }
 
 // syncBuffer is a log destination the server's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // Request lines log at info by default; RequestLogLevel turns them down
 // (here to debug, under an info logger: gone), while a 5xx still logs at

@@ -16,12 +16,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/nodetest"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/webhook"
 )
@@ -182,22 +182,7 @@ func buildPython(t *testing.T, dir, src string) []string {
 }
 
 // lockedBuffer collects a process's stderr while the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer = testlog.Buffer
 
 // startBackend runs argv with the secret and PORT=0, and returns the base
 // URL it prints ("listening on http://127.0.0.1:N"). The process is killed

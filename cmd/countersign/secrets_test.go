@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -112,22 +113,7 @@ func (c *notifyCapture) first(t *testing.T) notifyCall {
 }
 
 // syncBuffer is a log destination the workers write to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // secretsSetup is serve's process composed from a configuration with two
 // webhook backends, a notification receiver and an unreachable one whose

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/countersign/countersign/internal/testlog"
 )
 
 // TestQuickstart runs the walk-through on a fresh SQLite file and checks that
@@ -37,19 +37,4 @@ func TestQuickstart(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for the walk-through's concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testlog.Buffer

@@ -1,7 +1,6 @@
 package maintenance_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,26 +10,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/maintenance"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/store"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // flaky fails its first calls as script says, then succeeds; each call is
 // sent on calls.
