@@ -52,3 +52,7 @@ func (e *Engine) RunSealer(ctx context.Context, opts SealerOptions) error {
 	maintenance.Run(ctx, e.log, e.sealer(opts))
 	return ctx.Err()
 }
+
+// ClaimShare is claimShare, for the table test of how a worker splits its
+// free slots among idle claim lanes.
+var ClaimShare = claimShare

@@ -16,8 +16,6 @@ const (
 	DefaultPollInterval    = time.Second
 	DefaultMaxConcurrency  = 4
 	DefaultShutdownTimeout = 30 * time.Second
-	// maxSettleGroup bounds the settlements written in one transaction.
-	maxSettleGroup = 256
 	// claimCoalesce is how long, at most, a worker waits after an execution
 	// frees a slot for others to free theirs before it claims (see Run).
 	claimCoalesce = time.Millisecond
@@ -37,6 +35,11 @@ type WorkerOptions struct {
 	LeaseDuration time.Duration
 	// MaxConcurrency bounds the executions in flight. Default 4.
 	MaxConcurrency int
+	// Lanes is how many claims, and how many settlement writes, the worker
+	// keeps in flight at once, each a batch in its own transaction.
+	// Default: what the store can run side by side (store.Lanes: on
+	// PostgreSQL one per core, up to a quarter of the pool), else 1.
+	Lanes int
 	// SweepInterval is how often the sweeping jobs run: expiry,
 	// escalations, reminders and the removal of expired inbox sessions.
 	// Default: PollInterval.
@@ -92,8 +95,10 @@ type NotificationDeliverer interface {
 //
 // A worker wakes when this process approves independent work, when the store
 // notifies it (PostgreSQL LISTEN/NOTIFY, see store.Notifier), and every
-// PollInterval. It claims as many proposals as it has free slots in one batch,
-// and writes the settlements of concurrent executions in groups.
+// PollInterval. It claims as many proposals as it has free slots in batches,
+// and writes the settlements of concurrent executions in groups, keeping
+// up to Lanes claims and Lanes settlement writes in flight at once (on
+// PostgreSQL, one per core: see store.Lanes).
 type Worker struct {
 	e    *Engine
 	opts WorkerOptions
@@ -133,6 +138,8 @@ func (e *Engine) NewWorker(opts WorkerOptions) (*Worker, error) {
 		return nil, fmt.Errorf("countersign: WorkerOptions.SweepInterval %v: must be positive", opts.SweepInterval)
 	case opts.SweepBatch < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.SweepBatch %d: must be positive", opts.SweepBatch)
+	case opts.Lanes < 0:
+		return nil, fmt.Errorf("countersign: WorkerOptions.Lanes %d: must be positive", opts.Lanes)
 	case opts.ShutdownTimeout < 0:
 		return nil, fmt.Errorf("countersign: WorkerOptions.ShutdownTimeout %v: must be positive", opts.ShutdownTimeout)
 	case opts.ProposalCountsEvery < 0:
@@ -175,7 +182,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			_ = n.Listen(ctx, w.e.notified)
 		}()
 	}
-	group := newSettleGroup(w.e.store)
+	lanes := w.lanes()
+	group := newSettleGroup(w.e.store, lanes)
 	helperWG.Add(1)
 	go func() {
 		defer helperWG.Done()
@@ -187,6 +195,52 @@ func (w *Worker) Run(ctx context.Context) error {
 	var execWG sync.WaitGroup
 	slots := make(chan struct{}, w.opts.MaxConcurrency)
 	freed := make(chan struct{}, 1)
+	// start runs one claimed proposal in a slot taken for it.
+	start := func(cl *store.Claimed, asked time.Time) {
+		execWG.Add(1)
+		go func() {
+			defer execWG.Done()
+			// The slot is given back once the execution is over: when its
+			// last settlement is queued (its write may still be on its way;
+			// the lease is held until it is done), when it is written if the
+			// lease was given up, or when the execution ends without one.
+			var once sync.Once
+			release := func() {
+				once.Do(func() {
+					<-slots
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				})
+			}
+			defer release()
+			w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error) {
+				if !held {
+					// The lease may have lapsed in the store: a claim made
+					// before this settlement is written could take the
+					// proposal over (this worker's own next claim too), and
+					// the fence would then refuse a known outcome. The slot
+					// waits for the write.
+					return group.settle(ctx, params, nil)
+				}
+				return group.settle(ctx, params, release)
+			})
+		}()
+	}
+	// Claims run in lanes: up to lanes claims in flight, each for a share
+	// of the free slots, reserved until it returns. A wake-up that finds a
+	// lane free claims at once, while another claim is still committing.
+	claims := make(chan claimed, lanes)
+	inFlight, reserved := 0, 0
+	finish := func(c claimed) {
+		inFlight--
+		reserved -= c.limit
+		for _, cl := range c.claimed {
+			slots <- struct{}{}
+			start(cl, c.asked)
+		}
+	}
 	// When only executions freeing their slots woke the worker, it claims
 	// once every slot is free, or claimCoalesce after the first slot of the
 	// burst was freed, so that a burst of finishing executions makes one
@@ -199,69 +253,49 @@ func (w *Worker) Run(ctx context.Context) error {
 	out := maintenance.Outage{Log: w.e.log, What: "worker"}
 	var retry <-chan time.Time
 	for {
-		// Claim as many as there are free slots, in one batch.
-		free := cap(slots) - len(slots)
-		if free > 0 && ctx.Err() == nil && (anyFree || free == cap(slots)) && retry == nil {
+		free := cap(slots) - len(slots) - reserved
+		if free > 0 && inFlight < lanes && ctx.Err() == nil && (anyFree || free == cap(slots)) && retry == nil {
 			coalesce = nil
+			limit := claimShare(free, lanes-inFlight)
+			inFlight++
+			reserved += limit
 			asked := time.Now()
-			claimed, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
-				Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: free,
-			})
-			switch {
-			case err == nil:
-				out.OK()
-			case ctx.Err() != nil:
-			default:
-				if pause, down := out.Failed(err); down {
-					retry = time.After(pause)
-				} else {
-					w.e.log.Warn("claim failed", "err", err)
-				}
-			}
-			for _, cl := range claimed {
-				slots <- struct{}{}
-				execWG.Add(1)
-				go func() {
-					defer execWG.Done()
-					// The slot is given back once the execution is over:
-					// when its last settlement is queued (its write may
-					// still be on its way; the lease is held until it is
-					// done), when it is written if the lease was given up,
-					// or when the execution ends without one.
-					var once sync.Once
-					release := func() {
-						once.Do(func() {
-							<-slots
-							select {
-							case freed <- struct{}{}:
-							default:
-							}
-						})
-					}
-					defer release()
-					w.execute(execCtx, cl, asked, func(ctx context.Context, params *store.SettleParams, held bool) (*store.TransitionResult, error) {
-						if !held {
-							// The lease may have lapsed in the store: a
-							// claim made before this settlement is written
-							// could take the proposal over (this worker's
-							// own next claim too), and the fence would then
-							// refuse a known outcome. The slot waits for
-							// the write.
-							return group.settle(ctx, params, nil)
-						}
-						return group.settle(ctx, params, release)
-					})
-				}()
-			}
-			anyFree = false
-			if len(claimed) == free && err == nil {
-				continue // there may be more
-			}
+			go func() {
+				cl, err := w.e.store.ClaimBatch(ctx, &store.ClaimBatchParams{
+					Owner: w.e.owner, LeaseDuration: w.opts.LeaseDuration, Limit: limit,
+				})
+				claims <- claimed{limit: limit, asked: asked, claimed: cl, err: err}
+			}()
+			// Another lane may claim the rest of the free slots at once;
+			// past that, a full claim says there may be more (below).
+			anyFree = free > limit
+			continue
 		}
 		select {
 		case <-ctx.Done():
+			// Claims still in flight may have committed: what they took is
+			// run, not left to lapse into an uncertain outcome.
+			for inFlight > 0 {
+				finish(<-claims)
+			}
 			w.drain(&execWG, cancelExecs)
 			return nil
+		case c := <-claims:
+			finish(c)
+			switch {
+			case c.err == nil:
+				out.OK()
+				if len(c.claimed) == c.limit {
+					anyFree = true // there may be more
+				}
+			case ctx.Err() != nil:
+			default:
+				if pause, down := out.Failed(c.err); down {
+					retry = time.After(pause)
+				} else {
+					w.e.log.Warn("claim failed", "err", c.err)
+				}
+			}
 		case <-wake:
 			anyFree = true
 		case <-freed:
@@ -278,6 +312,41 @@ func (w *Worker) Run(ctx context.Context) error {
 			anyFree = true
 		}
 	}
+}
+
+// claimed is what one claim lane brought back.
+type claimed struct {
+	limit   int       // the slots reserved for it
+	asked   time.Time // when it was sent: leases are reckoned from then
+	claimed []*store.Claimed
+	err     error
+}
+
+// minClaimShare is the smallest claim the free slots are split into: below
+// twice this, one lane claims them all, since a commit costs more than
+// the rows it claims.
+const minClaimShare = 32
+
+// claimShare is how many of free slots the next claim asks for when idle
+// lanes are free: an even share, unless the slots are too few to split.
+func claimShare(free, idle int) int {
+	if idle <= 1 || free < 2*minClaimShare {
+		return free
+	}
+	return max(minClaimShare, (free+idle-1)/idle)
+}
+
+// lanes is how many claims and settlement writes the worker keeps in
+// flight: WorkerOptions.Lanes, else what the store says it can run side by
+// side (store.Lanes), else one.
+func (w *Worker) lanes() int {
+	if w.opts.Lanes > 0 {
+		return w.opts.Lanes
+	}
+	if l, ok := w.e.store.(store.Lanes); ok {
+		return max(1, l.WriteLanes())
+	}
+	return 1
 }
 
 // services are the periodic jobs Run runs, as the options ask.
@@ -404,94 +473,6 @@ func (e *Engine) notified(n store.Notification) {
 			e.hub.Publish(tenantChangesKey(n.Tenant))
 		} else {
 			e.hub.Publish(unnamedChangesKey)
-		}
-	}
-}
-
-// settleGroup writes the settlements of concurrent executions in groups: a
-// settlement waits only for the write in progress, then goes out with every
-// other one that queued meanwhile, in one transaction (group commit).
-type settleGroup struct {
-	store store.Store
-	queue chan *settleRequest
-}
-
-type settleRequest struct {
-	params *store.SettleParams
-	done   chan settleResult
-}
-
-type settleResult struct {
-	tr  *store.TransitionResult
-	err error
-}
-
-func newSettleGroup(s store.Store) *settleGroup {
-	return &settleGroup{store: s, queue: make(chan *settleRequest, maxSettleGroup)}
-}
-
-// settle queues one settlement and waits for its group's write. If the
-// settlement ends the execution (a terminal status, or reconciling with the
-// lease released: nothing runs after it), done is called once it is queued,
-// so that the worker may start another execution while the write is on its
-// way.
-func (g *settleGroup) settle(ctx context.Context, params *store.SettleParams, done func()) (*store.TransitionResult, error) {
-	req := &settleRequest{params: params, done: make(chan settleResult, 1)}
-	select {
-	case g.queue <- req:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if done != nil && (params.Status.Terminal() || params.ReleaseLease) {
-		done()
-	}
-	r := <-req.done
-	return r.tr, r.err
-}
-
-// run writes groups until ctx ends and the queue is empty. The worker ends ctx
-// only after its executions stopped, so no settlement is left behind.
-func (g *settleGroup) run(ctx context.Context) {
-	for {
-		var first *settleRequest
-		select {
-		case first = <-g.queue:
-		case <-ctx.Done():
-			for {
-				select {
-				case req := <-g.queue:
-					g.write(context.WithoutCancel(ctx), []*settleRequest{req})
-				default:
-					return
-				}
-			}
-		}
-		group := []*settleRequest{first}
-	collect:
-		for len(group) < maxSettleGroup {
-			select {
-			case req := <-g.queue:
-				group = append(group, req)
-			default:
-				break collect
-			}
-		}
-		g.write(context.WithoutCancel(ctx), group)
-	}
-}
-
-func (g *settleGroup) write(ctx context.Context, group []*settleRequest) {
-	params := make([]*store.SettleParams, len(group))
-	for i, r := range group {
-		params[i] = r.params
-	}
-	results, errs, err := g.store.SettleMany(ctx, params)
-	for i, r := range group {
-		switch {
-		case err != nil:
-			r.done <- settleResult{err: err}
-		default:
-			r.done <- settleResult{tr: results[i], err: errs[i]}
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
-	"github.com/countersign/countersign/store/sqlitestore"
 )
 
 // noopAction counts executions per operation id.
@@ -91,57 +89,49 @@ func approveMany(t testing.TB, e *countersign.Engine, action string, n int) []st
 	return ids
 }
 
+// TestWorkerDrainsConcurrentlyExactlyOnce: two workers on one store, each
+// with three claim lanes and three settlement lanes, race for the same
+// rows; every proposal runs once.
 func TestWorkerDrainsConcurrentlyExactlyOnce(t *testing.T) {
 	t.Parallel()
-	for _, driver := range []string{"memory", "sqlite"} {
-		t.Run(driver, func(t *testing.T) {
-			t.Parallel()
-			var st store.Store = memstore.New(nil)
-			if driver == "sqlite" {
-				s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = s.Close() })
-				st = s
-			}
-			n := &noopAction{calls: map[string]int{}}
-			e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule()})
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		st := open(t, time.Now)
+		n := &noopAction{calls: map[string]int{}}
+		e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := approveMany(t, e, "noop", 300)
+		ctx, stop := context.WithCancel(context.Background())
+		// Two workers on one store race for the same rows.
+		var wg sync.WaitGroup
+		for range 2 {
+			w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 5 * time.Millisecond, LeaseDuration: 10 * time.Second, MaxConcurrency: 16, Lanes: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids := approveMany(t, e, "noop", 300)
-			ctx, stop := context.WithCancel(context.Background())
-			// Two workers on one store race for the same rows.
-			var wg sync.WaitGroup
-			for range 2 {
-				w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: 5 * time.Millisecond, LeaseDuration: 10 * time.Second, MaxConcurrency: 16})
-				if err != nil {
-					t.Fatal(err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Run(ctx); err != nil {
+					t.Error(err)
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := w.Run(ctx); err != nil {
-						t.Error(err)
-					}
-				}()
+			}()
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, id := range ids {
+			p, err := e.Wait(wctx, tAlice, id)
+			if err != nil || p.Status != cstype.StatusSucceeded {
+				t.Fatalf("proposal %s: %v, %v", id, p, err)
 			}
-			wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for _, id := range ids {
-				p, err := e.Wait(wctx, tAlice, id)
-				if err != nil || p.Status != cstype.StatusSucceeded {
-					t.Fatalf("proposal %s: %v, %v", id, p, err)
-				}
-			}
-			stop()
-			wg.Wait()
-			if ops, total, most := n.counts(); ops != 300 || total != 300 || most != 1 {
-				t.Fatalf("operations %d, executions %d, most per operation %d; want 300, 300, 1", ops, total, most)
-			}
-		})
-	}
+		}
+		stop()
+		wg.Wait()
+		if ops, total, most := n.counts(); ops != 300 || total != 300 || most != 1 {
+			t.Fatalf("operations %d, executions %d, most per operation %d; want 300, 300, 1", ops, total, most)
+		}
+	})
 }
 
 func TestWorkerShutdownCancelsAtTheDeadline(t *testing.T) {
@@ -344,4 +334,21 @@ func TestWorkerSweepOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestClaimShare(t *testing.T) {
+	for _, c := range []struct{ free, idle, want int }{
+		{1000, 2, 500}, // a drain's first claims: one half each
+		{500, 1, 500},  // the last idle lane takes the rest
+		{63, 2, 63},    // too few to split
+		{64, 2, 32},
+		{65, 2, 33},
+		{100, 4, 32}, // never below the smallest share
+		{7, 4, 7},
+		{1, 1, 1},
+	} {
+		if got := countersign.ClaimShare(c.free, c.idle); got != c.want {
+			t.Errorf("claimShare(%d free, %d idle lanes) = %d, want %d", c.free, c.idle, got, c.want)
+		}
+	}
 }

@@ -527,3 +527,13 @@ type Notifier interface {
 	// listeners also poll). It returns ctx's error. fn must not block.
 	Listen(ctx context.Context, fn func(Notification)) error
 }
+
+// Lanes is implemented by drivers whose writes can run side by side
+// (PostgreSQL: one per pooled connection). Drivers without it (memory,
+// SQLite: one writer) get one lane: the worker keeps one claim and one
+// settlement write in flight at a time, each batched.
+type Lanes interface {
+	// WriteLanes is how many claims, and how many settlement writes, a
+	// worker of this process should keep in flight at once: at least 1.
+	WriteLanes() int
+}

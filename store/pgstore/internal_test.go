@@ -204,3 +204,18 @@ func TestListenSurvivesQuiet(t *testing.T) {
 		t.Errorf("the listener reconnected (backend %d, then %d) though its connection was fine", before, after)
 	}
 }
+
+func TestWriteLanes(t *testing.T) {
+	for _, c := range []struct{ procs, conns, want int }{
+		{2, 16, 2},   // this project's machine: cores bound it
+		{16, 16, 4},  // many cores: the pool's quarter bounds it
+		{16, 64, 16}, // a big pool: cores again
+		{1, 16, 1},
+		{8, 2, 1}, // a tiny pool still gets a lane
+		{0, 0, 1},
+	} {
+		if got := writeLanes(c.procs, c.conns); got != c.want {
+			t.Errorf("writeLanes(%d procs, %d conns) = %d, want %d", c.procs, c.conns, got, c.want)
+		}
+	}
+}
