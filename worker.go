@@ -254,7 +254,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var retry <-chan time.Time
 	for {
 		free := cap(slots) - len(slots) - reserved
-		if free > 0 && inFlight < lanes && ctx.Err() == nil && (anyFree || free == cap(slots)) && retry == nil {
+		if free > 0 && inFlight < lanes && ctx.Err() == nil && anyFree && retry == nil {
 			coalesce = nil
 			limit := claimShare(free, lanes-inFlight)
 			inFlight++
@@ -299,7 +299,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-wake:
 			anyFree = true
 		case <-freed:
-			if coalesce == nil {
+			switch {
+			case cap(slots)-len(slots)-reserved == cap(slots):
+				anyFree = true // every slot is free: no burst to wait for
+			case coalesce == nil:
 				coalesce = time.After(claimCoalesce)
 			}
 		case <-coalesce:

@@ -352,3 +352,55 @@ func TestClaimShare(t *testing.T) {
 		}
 	}
 }
+
+// claimCounter counts the claims a worker makes.
+type claimCounter struct {
+	store.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) ([]*store.Claimed, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimBatch(ctx, params)
+}
+
+// TestIdleWorkerDoesNotSpin: once its work is done and every slot is free,
+// a worker with several claim lanes claims again only when something wakes
+// it (here at most one poll in the window), not in a loop on claims that
+// come back empty.
+func TestIdleWorkerDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	st := &claimCounter{Store: memstore.New(nil)}
+	n := &noopAction{calls: map[string]int{}}
+	e, err := countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{n.action(t, "noop", false)}, Policy: independentRule()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := approveMany(t, e, "noop", 20)
+	w, err := e.NewWorker(countersign.WorkerOptions{PollInterval: time.Second, LeaseDuration: time.Minute, MaxConcurrency: 8, Lanes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if p, err := e.Wait(wctx, tAlice, id); err != nil || p.Status != cstype.StatusSucceeded {
+			t.Fatalf("proposal %s: %v, %v", id, p, err)
+		}
+	}
+	before := st.claims.Load()
+	<-time.After(300 * time.Millisecond)
+	idle := st.claims.Load() - before
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	// The last settlements may still free slots (one claim), and a poll may
+	// fall in the window (one more per lane).
+	if idle > 3 {
+		t.Fatalf("an idle worker claimed %d times in 300 ms", idle)
+	}
+}
