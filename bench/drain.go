@@ -47,6 +47,7 @@ func init() {
 					Value: rate, Unit: "proposals/s"})
 				if trips != nil {
 					figs = append(figs, drainTrips(k, procs, trips.counts, e.cfg.N, trips.conns, e.cfg.PGMaxConns)...)
+					figs = append(figs, walFigures(k, trips.walBefore, trips.walAfter, e.cfg.N)...)
 				}
 			}
 			return figs, nil
@@ -96,6 +97,9 @@ func drainTrips(k string, procs int, c rtCounts, n, conns, maxConns int) []Figur
 type drainCounts struct {
 	counts rtCounts
 	conns  int // connections their pools opened, summed
+	// walBefore and walAfter are pg_stat_wal as the drain started and
+	// once it was done.
+	walBefore, walAfter walStats
 }
 
 // workerMain is one worker process of a drain run.
@@ -215,6 +219,12 @@ func drain(e *env, procs int) (float64, *drainCounts, error) {
 			p.line <- last
 		}()
 	}
+	var walBefore walStats
+	if e.target.name == "postgres" {
+		if walBefore, err = readWAL(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
 	b := newBar(n, "B1 %s: drain, %d process(es)", e.target.title, procs)
 	start := time.Now()
 	for _, in := range gos {
@@ -250,7 +260,10 @@ func drain(e *env, procs int) (float64, *drainCounts, error) {
 	if e.target.name != "postgres" {
 		return rate, nil, nil
 	}
-	var sum drainCounts
+	sum := drainCounts{walBefore: walBefore}
+	if sum.walAfter, err = readWAL(ctx); err != nil {
+		return rate, nil, err
+	}
 	for _, l := range stop() {
 		c, conns, err := parseRTLine(l)
 		if err != nil {
