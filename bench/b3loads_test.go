@@ -52,8 +52,8 @@ func TestParseLoads(t *testing.T) {
 	}
 }
 
-// decideSpy answers each Decide with the outcome (or error) it is given,
-// and, when listens is set, has a Listen.
+// decideSpy answers each Decide with the outcome (or error) it is given;
+// it has no Listen (listeningSpy adds one).
 type decideSpy struct {
 	store.Store
 	outcome store.DecideOutcome
@@ -67,6 +67,7 @@ func (s *decideSpy) Decide(_ context.Context, p *store.DecideParams) (*store.Dec
 	return &store.DecideResult{Outcome: s.outcome}, nil
 }
 
+// listeningSpy is a decideSpy with a Listen, which counts its calls.
 type listeningSpy struct {
 	*decideSpy
 	listened int
