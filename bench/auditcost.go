@@ -17,7 +17,7 @@ import (
 func init() {
 	register(scenario{ID: "audit", order: 65, perStore: true,
 		Title: "The audit chain's cost to B3 and B6",
-		Method: "B3 and B6 exactly as above, each run R times with the audit chain's sealer (one per process, sealing every second what committed, " +
+		Method: "B3 (at its main load, -agents, alone) and B6 exactly as above, each run R times with the audit chain's sealer (one per process, sealing every second what committed, " +
 			"as `countersign serve` runs it) and R times without, in alternating order (off, on; then on, off; …) so that a drift of the machine " +
 			"falls on both. Each figure is the median of its R runs; the ratio is the median of the R rounds' with ÷ without (1.00: no cost), each round's two runs " +
 			"side by side in time. The goal is a ratio of at least 0.95. Because a 2-core shared machine's runs vary by more than 5 %, the sealer's own work is " +
@@ -40,7 +40,7 @@ func auditCost(e *env) ([]Figure, error) {
 		run                       func(*env) ([]Figure, error)
 	}
 	ms := []measure{
-		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycle},
+		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycleMain},
 		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", "decision", e.cfg.Decisions, deciding},
 	}
 	var figs []Figure

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // tinyConfig runs every scenario but the peer at sizes that only show the
 // suite works: the figures mean nothing.
 func tinyConfig(stores ...string) config {
-	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, Sizes: []int{1500, 3000}, Waiters: 200,
+	return config{N: 300, Samples: 30, Stores: stores, Actions: 200, Agents: 4, B3Loads: []int{2, 4}, Sizes: []int{1500, 3000}, Waiters: 200,
 		Decisions: 300, Clients: 4, ManyProposals: 300, ManyApprovers: 8, LimitWindow: 200 * time.Millisecond,
 		Scenarios: []string{"limit", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9"}}
 }
@@ -83,6 +83,34 @@ func TestSuiteRuns(t *testing.T) {
 			if f, ok := r.figure("b9." + st + ".doubles"); !ok || f.Value != 0 {
 				t.Errorf("figure b9.%s.doubles: %+v (found %v), want 0", st, f, ok)
 			}
+			// B3 at its other load, 2 agents, keyed by it; and at both,
+			// decision committed → Execute-start (a claim, a transaction,
+			// comes between: never 0 at p99).
+			for _, k := range []string{"b3." + st, "b3." + st + ".agents2"} {
+				for _, key := range []string{k + ".actions", k + ".p50", k + ".p99", k + ".commit_to_exec.p99"} {
+					if f, ok := r.figure(key); !ok || f.Value <= 0 || f.Store != st {
+						t.Errorf("figure %s: %+v (found %v), want a positive value on %s", key, f, ok, st)
+					}
+				}
+				for _, key := range []string{k + ".commit_to_exec.p50", k + ".step_claim.p50", k + ".step_claim.p99"} {
+					if f, ok := r.figure(key); !ok || f.Value < 0 {
+						t.Errorf("figure %s: %+v (found %v)", key, f, ok)
+					}
+				}
+			}
+			if f, ok := r.figure("b3." + st + ".agents2.actions"); !ok || !strings.Contains(f.Label, "2 agents and 2 approvers") {
+				t.Errorf("figure b3.%s.agents2.actions does not say its load: %+v", st, f)
+			}
+			// The other load shows the wait for a claim, not the whole
+			// breakdown nor round trips; the main load keeps them.
+			for _, key := range []string{"b3." + st + ".agents2.step_call.p50", "b3." + st + ".agents2.rt_call", "b3." + st + ".agents4.actions"} {
+				if f, ok := r.figure(key); ok {
+					t.Errorf("figure %s: %+v, want none", key, f)
+				}
+			}
+			if r.B3Agents != 4 {
+				t.Errorf("the report's B3 main load %d, want 4", r.B3Agents)
+			}
 			// Each step is measured (the claim and the execution may
 			// take no time; they are reported all the same).
 			for _, step := range []string{"claim", "execute"} {
@@ -117,7 +145,7 @@ func TestSuiteRuns(t *testing.T) {
 			}
 			// B1 needs the peer, which this test does not run; B4 needs
 			// 10k and 1M; B6 is judged on SQLite only.
-			for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B7", "B9"} {
+			for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B7", "B9", "B3 latency #32", "B3 load #32"} {
 				want := id != "B1" && id != "B4"
 				if got := judged[id+" "+title] != "not measured"; got != want {
 					t.Errorf("goal %s %s: %q", id, title, judged[id+" "+title])
@@ -131,7 +159,7 @@ func TestSuiteRuns(t *testing.T) {
 				}
 			}
 			md := r.markdown()
-			for _, want := range []string{"### Goals (issues 6 and 12)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "### B9 Many approvers at once", "step: wait for a claim", "| " + title + " |"} {
+			for _, want := range []string{"### Goals (issues 6, 12 and 32)", "### B1 Drain", "### B6 Deciding over HTTP", "### B7 Conversations", "### B8 Connections", "### B9 Many approvers at once", "step: wait for a claim", "| " + title + " |"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("the report lacks %q", want)
 				}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -40,7 +43,7 @@ func annotate(r *Report, limits map[string]float64) {
 	}
 }
 
-// goal is one target of issue 6 item 5, or of issue 12.
+// goal is one target of issue 6 item 5, of issue 12 or of issue 32.
 type goal struct {
 	id, text string
 	// only, if set, is the one store the goal applies to.
@@ -203,6 +206,124 @@ var goalList = []goal{
 		}
 		return atMost(r, 0.05, keys...)
 	}},
+	{"B1 #32", "issue 32: PostgreSQL B1 with < 16 cores ≥ 0.7 × River tuned with 1 and with 4 processes; with ≥ 16 cores, 1 process ≥ 1.0 × River tuned and ≥ 0.9 × 4 processes, 4 processes ≥ 1.5 × River tuned", "postgres", b1Issue32},
+	{"B3 latency #32", "issue 32: B3 call → Execute-start p50 ≤ 20 ms and p99 ≤ 100 ms at the main load", "", func(r *Report, st string) (bool, string, bool) {
+		p50, ok1 := r.figure("b3." + st + ".p50")
+		p99, ok2 := r.figure("b3." + st + ".p99")
+		if !ok1 || !ok2 {
+			return false, "", false
+		}
+		detail := fmt.Sprintf("p50 %s ms, p99 %s ms", format(p50.Value), format(p99.Value))
+		if r.B3Agents > 0 {
+			detail = fmt.Sprintf("%d agents: %s", r.B3Agents, detail)
+		}
+		return p50.Value <= 20 && p99.Value <= 100, detail, true
+	}},
+	{"B3 load #32", "issue 32: B3 throughput does not fall as the load grows: actions/s at each load ≥ 0.9 × the best at any smaller load", "", b3LoadIssue32},
+	{"B3 #32", "issue 32: B3 PostgreSQL ≥ 50 % of the commit ceiling with ≥ 16 cores; with fewer, ≥ B3 SQLite in the same run (issue 12's row, judged by issue 32's machine rule)", "postgres", b3PGIssue32},
+}
+
+// bigMachine is the core count from which issue 32 sets its many-core
+// goals; below it, the machine's few cores are the bound.
+const bigMachine = 16
+
+// cores is the number of cores the report's machine has.
+func cores(r *Report) (int, bool) {
+	n, err := strconv.Atoi(r.Machine["cores"])
+	return n, err == nil && n > 0
+}
+
+// b1Issue32 judges issue 32's B1 goal on PostgreSQL by the machine's cores.
+func b1Issue32(r *Report, st string) (bool, string, bool) {
+	c, ok0 := cores(r)
+	rv, ok1 := r.figure(fmt.Sprintf("river.%s.tuned.drain", st))
+	p1, ok2 := r.figure(fmt.Sprintf("b1.%s.procs1", st))
+	p4, ok3 := r.figure(fmt.Sprintf("b1.%s.procs4", st))
+	if !ok0 || !ok1 || !ok2 || !ok3 || rv.Value == 0 || p4.Value == 0 {
+		return false, "", false
+	}
+	r1, r4 := p1.Value/rv.Value, p4.Value/rv.Value
+	if c < bigMachine {
+		return r1 >= 0.7 && r4 >= 0.7, fmt.Sprintf("%d cores (< %d): 1 process %s/s = × %.2f, 4 processes %s/s = × %.2f River tuned (%s/s); need × 0.7 each",
+			c, bigMachine, format(p1.Value), r1, format(p4.Value), r4, format(rv.Value)), true
+	}
+	of4 := p1.Value / p4.Value
+	return r1 >= 1 && of4 >= 0.9 && r4 >= 1.5, fmt.Sprintf("%d cores: 1 process %s/s = × %.2f River tuned (%s/s; need × 1.0) and × %.2f of 4 processes (need × 0.9); 4 processes %s/s = × %.2f River tuned (need × 1.5)",
+		c, format(p1.Value), r1, format(rv.Value), of4, format(p4.Value), r4), true
+}
+
+// b3LoadIssue32 judges that B3's throughput holds as the load grows: at
+// each load, at least 0.9 × the best of the smaller loads.
+func b3LoadIssue32(r *Report, st string) (bool, string, bool) {
+	type point struct {
+		agents int
+		rate   float64
+	}
+	var pts []point
+	if f, ok := r.figure("b3." + st + ".actions"); ok && r.B3Agents > 0 {
+		pts = append(pts, point{r.B3Agents, f.Value})
+	}
+	prefix := "b3." + st + ".agents"
+	for _, f := range r.Figures {
+		rest, ok := strings.CutPrefix(f.Key, prefix)
+		if !ok {
+			continue
+		}
+		n, ok := strings.CutSuffix(rest, ".actions")
+		if !ok {
+			continue
+		}
+		if a, err := strconv.Atoi(n); err == nil && a > 0 {
+			pts = append(pts, point{a, f.Value})
+		}
+	}
+	if len(pts) < 2 {
+		return false, "", false
+	}
+	slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.agents, b.agents) })
+	met := true
+	best := pts[0]
+	parts := []string{fmt.Sprintf("%d agents %s/s", best.agents, format(best.rate))}
+	for _, p := range pts[1:] {
+		ratio := 0.0
+		if best.rate > 0 {
+			ratio = p.rate / best.rate
+		}
+		met = met && p.rate >= 0.9*best.rate
+		parts = append(parts, fmt.Sprintf("%d agents %s/s = × %.2f the best below (%d agents)", p.agents, format(p.rate), ratio, best.agents))
+		if p.rate > best.rate {
+			best = p
+		}
+	}
+	return met, strings.Join(parts, "; ") + "; need × 0.9", true
+}
+
+// b3PGIssue32 judges B3 on PostgreSQL by issue 32's machine rule: against
+// the commit ceiling with many cores, against SQLite with few.
+func b3PGIssue32(r *Report, st string) (bool, string, bool) {
+	c, ok0 := cores(r)
+	pg, ok1 := r.figure("b3." + st + ".actions")
+	if !ok0 || !ok1 {
+		return false, "", false
+	}
+	if c >= bigMachine {
+		lim := 0.0
+		for _, k := range []string{"limit." + st + ".serial", "limit." + st + ".grouped"} {
+			if l, ok := r.figure(k); ok {
+				lim = max(lim, l.Value)
+			}
+		}
+		if lim == 0 {
+			return false, "", false
+		}
+		frac := commitsPerAction["B3"] * pg.Value / lim
+		return frac >= 0.5, fmt.Sprintf("%d cores: %s actions/s = %.0f %% of %s commits/s ÷ 4 (need 50 %%)", c, format(pg.Value), 100*frac, format(lim)), true
+	}
+	sq, ok := r.figure("b3.sqlite.actions")
+	if !ok || sq.Value == 0 {
+		return false, "", false
+	}
+	return pg.Value >= sq.Value, fmt.Sprintf("%d cores (< %d): %s vs SQLite %s actions/s: × %.2f (need × 1)", c, bigMachine, format(pg.Value), format(sq.Value), pg.Value/sq.Value), true
 }
 
 // parkedGoroutineSlack is how many more goroutines B7 tolerates with its

@@ -12,7 +12,8 @@
 //	B1     drain: N approved no-op proposals executed by 1 and 4 worker processes
 //	B2     latency: approve → Execute-start with an idle worker, p50/p95/p99
 //	B3     full lifecycle: agents calling and approvers approving over HTTP,
-//	       a worker executing; actions per second end to end
+//	       a worker executing; actions per second end to end and latencies,
+//	       at each load of -b3-loads (and at -agents, the main load)
 //	B4     listing: a page of 1000 from a thread and from the inbox at 10k,
 //	       100k and 1M stored proposals
 //	B5     waiting: 10,000 concurrent wait-mode calls in one process
@@ -52,6 +53,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,9 +72,12 @@ type config struct {
 	LimitWindow time.Duration
 	// Settle is the pause before each scenario on each store.
 	Settle time.Duration
-	// B3
+	// B3: Agents is the main load, whose figures keep the keys without a
+	// load (b3.<store>.actions); B3Loads are the other loads B3 also runs
+	// at, each keyed b3.<store>.agents<N>.…
 	Actions int
 	Agents  int
+	B3Loads []int
 	// B4
 	Sizes []int
 	// B5
@@ -153,6 +158,7 @@ func realMain() int {
 		stores  string
 		scens   string
 		sizes   string
+		loads   string
 		out     string
 		jsonOut string
 		cpuProf string
@@ -162,7 +168,8 @@ func realMain() int {
 	flag.DurationVar(&cfg.Settle, "settle", 2*time.Second, "pause before each scenario on each store, after a GC")
 	flag.DurationVar(&cfg.LimitWindow, "limit-window", 3*time.Second, "limit: how long each commit-rate measurement runs")
 	flag.IntVar(&cfg.Actions, "actions", 5000, "B3: actions per run")
-	flag.IntVar(&cfg.Agents, "agents", 32, "B3: concurrent agents (and as many approvers)")
+	flag.IntVar(&cfg.Agents, "agents", 32, "B3: concurrent agents (and as many approvers) of the main load, whose figures the goals judge")
+	flag.StringVar(&loads, "b3-loads", "4,32,64", "B3: the loads (agents, and as many approvers) it runs at, one fresh store each; -agents runs as well if it is not among them")
 	flag.StringVar(&sizes, "sizes", "10000,100000,1000000", "B4: stored proposals")
 	flag.IntVar(&cfg.Waiters, "waiters", 10000, "B5: concurrent wait-mode calls")
 	flag.IntVar(&cfg.Decisions, "decisions", 20000, "B6: decisions per run")
@@ -200,6 +207,16 @@ func realMain() int {
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
+	if cfg.Agents <= 0 {
+		fmt.Fprintf(os.Stderr, "bench: -agents: %d is not a positive number\n", cfg.Agents)
+		return 2
+	}
+	b3Loads, err := parseLoads(loads)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -b3-loads:", err)
+		return 2
+	}
+	cfg.B3Loads = b3Loads
 	if cfg.Quick {
 		cfg.N, cfg.Samples, cfg.Actions, cfg.Waiters, cfg.Decisions, cfg.RiverSamples, cfg.ManyProposals = 2000, 200, 1000, 1000, 2000, 50, 5000
 		cfg.Sizes = []int{1000, 10000}
@@ -255,6 +272,19 @@ func quiet(cfg config) {
 	time.Sleep(cfg.Settle)
 }
 
+// parseLoads reads a comma-separated list of positive whole numbers.
+func parseLoads(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive whole number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -296,6 +326,9 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		return len(cfg.Scenarios) == 0 || slices.ContainsFunc(cfg.Scenarios, func(s string) bool { return strings.EqualFold(s, id) })
 	}
 	r := &Report{Started: time.Now(), Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Machine: machine(), Stores: map[string]string{}}
+	if selected("B3") {
+		r.B3Agents = cfg.Agents
+	}
 	r.Command = strings.TrimSpace(r.Command)
 	if cfg.Quick {
 		r.Quick = true

@@ -25,7 +25,7 @@ type Figure struct {
 	Note string `json:"note,omitempty"`
 }
 
-// GoalResult is where one goal of issue 6 stands after the run.
+// GoalResult is where one goal (of issues 6, 12 and 32) stands after the run.
 type GoalResult struct {
 	ID     string `json:"id"`
 	Goal   string `json:"goal"`
@@ -46,6 +46,10 @@ type Report struct {
 	Problems []string          `json:"problems,omitempty"`
 	// Quick marks a smoke run with smaller sizes than the issue's.
 	Quick bool `json:"quick,omitempty"`
+	// B3Agents is B3's main load (-agents): the one whose figures are keyed
+	// without a load (b3.<store>.actions), which the goals that compare
+	// loads need to place among the others (b3.<store>.agents<N>.…).
+	B3Agents int `json:"b3_agents,omitempty"`
 }
 
 // add records figures.
@@ -110,7 +114,7 @@ func (r *Report) markdown() string {
 		}
 		fmt.Fprintf(&b, "- %s: %s%s\n", storeTitle(k), r.Stores[k], server)
 	}
-	b.WriteString("\n### Goals (issues 6 and 12)\n\n| goal | target | status | measured |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n### Goals (issues 6, 12 and 32)\n\n| goal | target | status | measured |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
 		status := g.Status
 		switch g.Status {
