@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,6 +39,13 @@ import (
 // savepoint and fails with the context's error, and the group goes on. A
 // write released into the group stands, and its caller is told it succeeded.
 
+// The worker's own writes, its claims and settlements, go first: they queue
+// ahead of every other write (behind only the worker's writes queued before
+// them), so that an approval the worker was woken for is claimed in the next
+// group, not behind the requests that arrived meanwhile. They are few: one
+// claim at a time, and settlements batched, bounded by the worker's slots.
+// They free the slots that every other write's proposal will need.
+
 // maxGroup bounds the writes of one group, and so how long the writer is
 // held, and how much one failed COMMIT can fail.
 const maxGroup = 64
@@ -53,6 +61,9 @@ type groupWrite struct {
 	// done receives true when the write has been committed (or failed), and
 	// false when its caller is to lead the next group.
 	done chan bool
+	// first says that the write queues ahead of every write that is not
+	// (see writeFirst).
+	first bool
 }
 
 // writeQueue is the store's queue of writes.
@@ -67,13 +78,32 @@ type writeQueue struct {
 // commit and its error is returned. fn may run inside a shared transaction:
 // it must use only tx and the ctx it was given, never commit or roll back.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
+	return s.enqueue(ctx, fn, false)
+}
+
+// writeFirst is write for the worker's claims and settlements: it queues
+// ahead of every write that is not itself first.
+func (s *Store) writeFirst(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
+	return s.enqueue(ctx, fn, true)
+}
+
+func (s *Store) enqueue(ctx context.Context, fn func(tx *wtx, now time.Time) error, first bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &groupWrite{ctx: ctx, fn: fn, done: make(chan bool, 1)}
+	w := &groupWrite{ctx: ctx, fn: fn, done: make(chan bool, 1), first: first}
 	q := &s.queue
 	q.mu.Lock()
-	q.pending = append(q.pending, w)
+	at := len(q.pending)
+	if first {
+		at = 0
+		for at < len(q.pending) && q.pending[at].first {
+			at++
+		}
+	}
+	// The leader has taken its group out of pending already: inserting
+	// moves only writes still waiting.
+	q.pending = slices.Insert(q.pending, at, w)
 	lead := !q.busy
 	q.busy = true
 	q.mu.Unlock()
@@ -84,13 +114,21 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx, now time.Time) error
 			return w.result()
 		}
 	}
+	// The leader's write runs first in its group, then the writes queued
+	// ahead of the rest. A write queued first may have come ahead of a
+	// leader that was handed the lead, so the leader takes itself out of
+	// the queue wherever it is.
 	q.mu.Lock()
-	n := min(len(q.pending), maxGroup)
-	group := q.pending[:n:n]
+	if i := slices.Index(q.pending, w); i >= 0 {
+		q.pending = slices.Delete(q.pending, i, i+1)
+	}
+	n := min(len(q.pending), maxGroup-1)
+	group := append(make([]*groupWrite, 0, n+1), w)
+	group = append(group, q.pending[:n]...)
 	q.pending = q.pending[n:]
 	q.mu.Unlock()
 
-	s.runGroup(ctx, group)
+	group = s.runGroup(ctx, group)
 
 	q.mu.Lock()
 	if len(q.pending) > 0 {
@@ -131,8 +169,17 @@ func (w *groupWrite) run(tx *wtx, now time.Time) (err error) {
 	return w.fn(tx, now)
 }
 
-// runGroup runs the writes in one transaction and sets each one's err.
-func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
+// maxJoined bounds the first writes (writeFirst) a running group takes in
+// on its way, beyond maxGroup.
+const maxJoined = maxGroup
+
+// runGroup runs the writes in one transaction and sets each one's err. A
+// group of several writes also takes in, between two of them, the first
+// writes (the worker's claims and settlements) queued meanwhile, up to
+// maxJoined: they commit with it rather than after it, so that a claim
+// waits for the rest of the group in progress, not for that and a group of
+// its own. It returns the group with the writes it took in.
+func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite {
 	// The transaction and its savepoints belong to no single caller: no
 	// caller's context, not even the leader's, may end them.
 	ctx = context.WithoutCancel(ctx)
@@ -141,7 +188,7 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 		for _, g := range group {
 			g.err = err
 		}
-		return
+		return group
 	}
 	tx := &wtx{Tx: sqltx, stmts: &s.stmts}
 	// Once the transaction has ended, the connection is free to prepare
@@ -154,27 +201,27 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 		g := group[0]
 		if err := g.ctx.Err(); err != nil {
 			g.err = err
-			return
+			return group
 		}
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
 		if err != nil && !keep {
 			g.err = err
-			return
+			return group
 		}
 		// The caller gave up while its write ran: nothing of it stands.
 		if err := g.ctx.Err(); err != nil {
 			g.err = err
-			return
+			return group
 		}
 		if err := tx.Commit(); err != nil {
 			g.err = err
-			return
+			return group
 		}
 		if keep {
 			g.err = ce.err
 		}
-		return
+		return group
 	}
 	var committed []*groupWrite // writes whose changes stand in the transaction
 	// abort fails what stood in the transaction and every write from i on:
@@ -187,14 +234,21 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 			g.err = err
 		}
 	}
-	for i, g := range group {
+	joined := 0
+	for i := 0; i < len(group); i++ {
+		if i > 0 && joined < maxJoined {
+			more := s.queue.takeFirst(maxJoined - joined)
+			joined += len(more)
+			group = append(group, more...)
+		}
+		g := group[i]
 		if err := g.ctx.Err(); err != nil {
 			g.err = err
 			continue
 		}
 		if _, err := tx.Tx.ExecContext(ctx, "SAVEPOINT grp"); err != nil {
 			abort(i, err)
-			return
+			return group
 		}
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
@@ -210,14 +264,14 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 				// SQLite may have rolled the whole transaction back (an I/O
 				// error, a full disk): nothing of the group stands.
 				abort(i, fmt.Errorf("group commit: roll back a failed write: %w", errors.Join(err, rerr)))
-				return
+				return group
 			}
 			g.err = err
 			continue
 		}
 		if _, err := tx.Tx.ExecContext(ctx, "RELEASE grp"); err != nil {
 			abort(i, err)
-			return
+			return group
 		}
 		if keep {
 			g.err = ce.err
@@ -227,4 +281,22 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) {
 	if err := tx.Commit(); err != nil {
 		abort(len(group), err)
 	}
+	return group
+}
+
+// takeFirst takes out of the queue up to n of the first writes waiting at
+// its head (writeFirst puts them there).
+func (q *writeQueue) takeFirst(n int) []*groupWrite {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := 0
+	for k < len(q.pending) && k < n && q.pending[k].first {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	taken := slices.Clone(q.pending[:k])
+	q.pending = slices.Delete(q.pending, 0, k)
+	return taken
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -477,5 +478,158 @@ func TestGroupCommitCancelledDuringStatement(t *testing.T) {
 	}
 	if hasMeta(t, s, "member") || !hasMeta(t, s, "before") || !hasMeta(t, s, "after") {
 		t.Errorf("stored member %v, before %v, after %v; want false, true, true", hasMeta(t, s, "member"), hasMeta(t, s, "before"), hasMeta(t, s, "after"))
+	}
+}
+
+// TestGroupCommitWorkerWritesFirst: writes queued with writeFirst (the
+// worker's claims and settlements) run ahead of the writes queued before
+// them, behind only the first writes queued earlier, and each caller
+// still gets its own answer; a leader handed the lead behind them still
+// runs its own write.
+func TestGroupCommitWorkerWritesFirst(t *testing.T) {
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	var mu sync.Mutex
+	var order []string
+	rec := func(key string) func(tx *wtx, now time.Time) error {
+		return metaWrite(key, func() error {
+			mu.Lock()
+			order = append(order, key)
+			mu.Unlock()
+			return nil
+		})
+	}
+	var wg sync.WaitGroup
+	queue := func(key string, first bool, queued int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			write := s.write
+			if first {
+				write = s.writeFirst
+			}
+			if err := write(context.Background(), rec(key)); err != nil {
+				t.Error(key, err)
+			}
+		}()
+		waitQueued(t, s, queued)
+	}
+	queue("a", false, 1)
+	queue("b", false, 2)
+	queue("claim1", true, 3)
+	queue("c", false, 4)
+	queue("claim2", true, 5)
+	release()
+	wait()
+	wg.Wait()
+	want := "claim1 claim2 a b c"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("writes ran in the order %q, want %q", got, want)
+	}
+	for _, k := range []string{"a", "b", "c", "claim1", "claim2"} {
+		if !hasMeta(t, s, k) {
+			t.Errorf("write %s did not commit", k)
+		}
+	}
+}
+
+// TestGroupCommitFirstWritesFillAGroup: more first writes than a group
+// holds queue ahead of a write that was waiting; every one runs once and
+// commits, the waiting one too.
+func TestGroupCommitFirstWritesFillAGroup(t *testing.T) {
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*maxGroup+1)
+	start := func(key string, first bool) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			write := s.write
+			if first {
+				write = s.writeFirst
+			}
+			errs <- write(context.Background(), metaWrite(key, func() error { return nil }))
+		}()
+	}
+	start("waiting", false)
+	waitQueued(t, s, 1)
+	for i := range 2 * maxGroup {
+		start(fmt.Sprint("first", i), true)
+	}
+	waitQueued(t, s, 2*maxGroup+1)
+	release()
+	wait()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 * maxGroup {
+		if !hasMeta(t, s, fmt.Sprint("first", i)) {
+			t.Fatalf("first%d did not commit", i)
+		}
+	}
+	if !hasMeta(t, s, "waiting") {
+		t.Fatal("the waiting write did not commit")
+	}
+}
+
+// TestGroupCommitFirstWriteJoinsTheRunningGroup: a first write queued
+// while a group of several writes runs is taken into that group and
+// commits with it: when it runs, the group's earlier writes are not yet
+// visible to readers (they have not committed), and it is done when the
+// group is.
+func TestGroupCommitFirstWriteJoinsTheRunningGroup(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	release, wait := queueBehind(t, s)
+	running, unblock := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.write(context.Background(), metaWrite("x", func() error {
+			close(running)
+			<-unblock
+			return nil
+		})); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitQueued(t, s, 1)
+	go func() {
+		defer wg.Done()
+		if err := s.write(context.Background(), metaWrite("y", func() error { return nil })); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitQueued(t, s, 2)
+	release() // x and y now run as one group
+	wait()
+	<-running
+	var sawX bool
+	claimed := make(chan error, 1)
+	go func() {
+		claimed <- s.writeFirst(context.Background(), metaWrite("claim", func() error {
+			sawX = hasMeta(t, s, "x")
+			return nil
+		}))
+	}()
+	waitQueued(t, s, 1)
+	close(unblock)
+	if err := <-claimed; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if sawX {
+		t.Fatal("the first write ran after x committed: it waited for a group of its own")
+	}
+	for _, k := range []string{"x", "y", "claim"} {
+		if !hasMeta(t, s, k) {
+			t.Errorf("write %s did not commit", k)
+		}
 	}
 }

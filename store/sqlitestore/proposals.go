@@ -565,7 +565,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 		return nil, fmt.Errorf("sqlitestore: claim batch: %w: owner, limit and lease are required", store.ErrInvalidParams)
 	}
 	var out []*store.Claimed
-	err := s.write(ctx, func(tx *wtx, now time.Time) error {
+	err := s.writeFirst(ctx, func(tx *wtx, now time.Time) error {
 		out = nil
 		at := now.UnixNano()
 		expires, err := nanos("lease expires_at", now.Add(params.LeaseDuration))

@@ -22,7 +22,7 @@ const settleRowSQL = `UPDATE proposals SET status = ?, lease_owner = ?, lease_to
 func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
 	results := make([]*store.TransitionResult, len(params))
 	errs := make([]error, len(params))
-	err := s.write(ctx, func(tx *wtx, now time.Time) error {
+	err := s.writeFirst(ctx, func(tx *wtx, now time.Time) error {
 		clear(results)
 		clear(errs)
 		for i, sp := range params {
