@@ -63,6 +63,8 @@ test-race: clients-deps web-deps
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v -e /test/crash -e /test/chaos) 2>&1 | tee $(TESTLOG)/race.log
 	$(GO) test -count=1 -timeout 30m ./test/crash/ 2>&1 | tee $(TESTLOG)/crash.log
 	$(GO) test -race -count=1 -timeout 10m ./test/chaos/ 2>&1 | tee $(TESTLOG)/chaos.log
+	@# Stack sizes are measured without the race detector, which enlarges frames.
+	$(GO) test -count=1 -run '^TestBlockedWaiterStack$$' . 2>&1 | tee $(TESTLOG)/stacks.log
 
 # npm-ci DIR installs DIR's npm packages exactly as its package-lock.json pins
 # them. In CI a missing npm is an error; elsewhere the tests that need them

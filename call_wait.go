@@ -62,38 +62,88 @@ func (e *Engine) Wait(ctx context.Context, id Identity, proposalID string) (*cst
 // pending (with ctx's error if ctx ended). A store read that fails is an
 // error unless the wait had ended meanwhile.
 func (e *Engine) await(ctx context.Context, c *Call, p *cstype.Proposal) (*cstype.Proposal, *Result, error) {
-	var deadline time.Time
-	if c != nil && c.WaitTimeout > 0 {
-		deadline = time.Now().Add(c.WaitTimeout)
+	// Everything but the blocking select happens in awaitStep, and what the
+	// steps share lives in awaiting, on the heap: this frame is what each
+	// of 10,000 blocked waiters keeps on its stack, and the runtime shrinks
+	// a stack only to four times what it uses (B5 measures it).
+	w := e.beginAwait(c, p)
+	defer w.end()
+	for {
+		var ret bool
+		var q *cstype.Proposal
+		var res *Result
+		var err error
+		if p, q, res, err, ret = e.awaitStep(ctx, c, p, w); ret {
+			return q, res, err
+		}
+		select {
+		case <-ctx.Done():
+			return e.waitEnded(ctx, c, p)
+		case <-w.wake:
+		case <-w.timer.C:
+		}
 	}
-	// Watch first, then re-read: a change between the caller's read and the
-	// subscription is seen by the re-read, and every later one wakes us.
-	wake, unwatch := e.watch(p)
-	defer func() { unwatch() }()
+}
+
+// awaiting is what await's steps share.
+type awaiting struct {
+	deadline time.Time // c's WaitTimeout from the start; zero: none
+	wake     <-chan struct{}
+	unwatch  func()
+	timer    *time.Timer
+	release  func() // callWaits' release; nil for Wait
+}
+
+// beginAwait watches p, then (for a call) registers the call as waiting:
+// a change between the caller's read and the subscription is seen by the
+// first read, and every later one wakes the wait.
+//
+//go:noinline
+func (e *Engine) beginAwait(c *Call, p *cstype.Proposal) *awaiting {
+	w := &awaiting{timer: time.NewTimer(time.Hour)}
+	if c != nil && c.WaitTimeout > 0 {
+		w.deadline = time.Now().Add(c.WaitTimeout)
+	}
+	w.wake, w.unwatch = e.watch(p)
 	if c != nil {
 		// While it waits, an approval is executed here, not left for the
 		// caller's next call (see awaitsCaller).
-		defer e.callWaits(p)()
+		w.release = e.callWaits(p)
 	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	return w
+}
+
+// end undoes beginAwait.
+func (w *awaiting) end() {
+	w.unwatch()
+	if w.release != nil {
+		w.release()
+	}
+	w.timer.Stop()
+}
+
+// awaitStep reads p and acts on what it finds, until the wait must block:
+// then it returns the proposal read, with the timer set for the next
+// read, and ret false. When the wait is over it returns await's answer (q,
+// res, err) with ret true.
+//
+//go:noinline
+func (e *Engine) awaitStep(ctx context.Context, c *Call, p *cstype.Proposal, w *awaiting) (next, q *cstype.Proposal, res *Result, err error, ret bool) {
 	for {
 		fresh, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: p.Tenant, ID: p.ID})
 		if err != nil {
-			if waitOver(ctx, deadline) {
-				return e.waitEnded(ctx, c, p)
+			if waitOver(ctx, w.deadline) {
+				q, res, err := e.waitEnded(ctx, c, p)
+				return p, q, res, err, true
 			}
 			if !errors.Is(err, cstype.ErrUnavailable) {
-				return nil, nil, waitFailed(p, err)
+				return p, nil, nil, waitFailed(p, err), true
 			}
 			// The store cannot be reached: the wait holds on, and reads
 			// again shortly (or when woken).
-			timer.Reset(outageWake(deadline))
-			select {
-			case <-ctx.Done():
-				return e.waitEnded(ctx, c, p)
-			case <-wake:
-			case <-timer.C:
+			if !sleepOutage(ctx, w.wake, w.timer, w.deadline) {
+				q, res, err := e.waitEnded(ctx, c, p)
+				return p, q, res, err, true
 			}
 			continue
 		}
@@ -101,36 +151,32 @@ func (e *Engine) await(ctx context.Context, c *Call, p *cstype.Proposal) (*cstyp
 		switch {
 		case p.Status.Terminal() || p.Status == cstype.StatusReconciling:
 			if c == nil {
-				return p, nil, nil
+				return p, p, nil, nil, true
 			}
-			return nil, resultOf(p), nil
+			return p, nil, resultOf(p), nil, true
 		case p.Status == cstype.StatusApproved && c != nil:
 			// Nobody waits while the caller executes.
-			unwatch()
+			w.unwatch()
 			if res, err, done := e.executeWaited(ctx, c, p); done {
-				unwatch = func() {}
-				return nil, res, err
+				w.unwatch = func() {}
+				return p, nil, res, err, true
 			}
-			wake, unwatch = e.watch(p)
+			w.wake, w.unwatch = e.watch(p)
 			continue
 		case p.Status == cstype.StatusExecuting && c != nil && e.callerExecutes(p):
 			// A caller's execution is its caller's to finish: a repeat
 			// answers at once, and never gets a second lease.
 			res, err := e.callerExecuting(ctx, c, p)
-			return nil, res, err
+			return p, nil, res, err, true
 		case e.expireWaited(ctx, p):
 			continue
 		}
-		if waitOver(ctx, deadline) {
-			return e.waitEnded(ctx, c, p)
+		if waitOver(ctx, w.deadline) {
+			q, res, err := e.waitEnded(ctx, c, p)
+			return p, q, res, err, true
 		}
-		timer.Reset(e.nextWake(p, deadline))
-		select {
-		case <-ctx.Done():
-			return e.waitEnded(ctx, c, p)
-		case <-wake:
-		case <-timer.C:
-		}
+		w.timer.Reset(e.nextWake(p, w.deadline))
+		return p, nil, nil, nil, false
 	}
 }
 
@@ -146,6 +192,23 @@ func (e *Engine) waitEnded(ctx context.Context, c *Call, p *cstype.Proposal) (*c
 
 // The steps of await that do not block live in functions of their own, so
 // that their temporaries are not part of the frame a blocked waiter keeps.
+
+// sleepOutage waits, while the store cannot be reached, until the next
+// read is due (outageWake) or wake fires; false when ctx ended. A select
+// of its own, out of await's frame: each select's cases take room in the
+// frame of the function it is in, for as long as that function runs.
+//
+//go:noinline
+func sleepOutage(ctx context.Context, wake <-chan struct{}, timer *time.Timer, deadline time.Time) bool {
+	timer.Reset(outageWake(deadline))
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
+}
 
 // waitOver reports whether a wait has ended: ctx ended, or the deadline
 // (if any) passed.

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -291,4 +294,63 @@ func isDecided(tool string) bool {
 		return false
 	}
 	return i%3 == 0
+}
+
+// TestBlockedWaiterStack: a wait-mode call blocked in Engine.Call keeps a
+// small stack. The runtime shrinks a stack only while it uses under a
+// quarter of it, so a blocked waiter's frames (its caller's, Call's,
+// await's, the select's) must stay under 1 KB for its stack to be 4 KB:
+// past that each of B5's 10,000 waiters pays 8 KB. This failed when
+// await's own frame grew to 464 bytes (12.3 KB per waiter in B5).
+func TestBlockedWaiterStack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector enlarges every frame; make test-race runs this test again without it")
+	}
+	const n = 1000
+	var executed atomic.Int64
+	e := waitEngine(t, memstore.New(nil), time.Hour, &executed)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = e.Call(ctx, waitCall(fmt.Sprint("s", i)))
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for blockedInAwait() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d waiters blocked", blockedInAwait(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC() // shrinks the stacks that use under a quarter
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	perWaiter := float64(after.StackInuse-before.StackInuse) / n
+	cancel()
+	wg.Wait()
+	t.Logf("stack per blocked waiter: %.0f bytes", perWaiter)
+	if perWaiter > 4096*1.1 {
+		t.Fatalf("stack per blocked waiter %.0f bytes, want 4 KB: a frame on the blocked path grew", perWaiter)
+	}
+}
+
+// blockedInAwait counts the goroutines blocked in a select inside await.
+func blockedInAwait() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, "[select") && strings.Contains(g, "countersign.(*Engine).await(") {
+			n++
+		}
+	}
+	return n
 }
