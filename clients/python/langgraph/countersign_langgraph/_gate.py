@@ -212,7 +212,10 @@ class Gate:
 
     def _settled(self, call: ToolCallRef, p: Proposal) -> Any:
         """A proposal that is past running: its recorded outcome, or why it never ran."""
-        if p.status in ("succeeded", "failed") and self.local and not self._caller_claimed(p):
+        # A success nobody here could have produced is the server's, not
+        # the tool's (a failure may have come before any execution, so it is
+        # reported as it is).
+        if p.status == "succeeded" and self.local and not self._caller_claimed(p):
             return self._server_executed(call, p)
         if p.status == "succeeded":
             result = p.outcome.result if p.outcome is not None else None

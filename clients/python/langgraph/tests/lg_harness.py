@@ -26,6 +26,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
 from countersign import Client, NotApplied
 from countersign_langgraph import CountersignMiddleware, current_execution
@@ -48,6 +50,7 @@ policy:
   rules:
     - {{match: payments.refund, effect: ask, approvers: ["role:finance"], remember: [thread]}}
     - {{match: payments.hold, effect: ask, approvers: ["role:finance"], ttl: 2s}}
+    - {{match: payments.wire, effect: ask, approvers: ["role:finance"]}}
     - {{match: "mail.*", effect: allow}}
 actions:
   - name: payments.refund
@@ -65,6 +68,9 @@ actions:
     execute: {{by: caller}}
   - name: mail.send
     execute: {{by: caller}}
+  - name: payments.wire
+    description: A wire the server executes (a webhook action)
+    execute: {{url: {backend}/execute, timeout: 5s}}
 """
 
 
@@ -204,6 +210,26 @@ def agent(
         tools=[refund, hold, mail],
         middleware=[mw],
         checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
+    )
+
+
+def tool_graph(tools: Sequence[Any], calls: Sequence[Dict[str, Any]], checkpointer: Any = None) -> Any:
+    """A graph of one's own: a node that makes the tool calls (then says
+    "done" once they answered) and a ToolNode with the tools."""
+
+    def model(state: MessagesState) -> Dict[str, Any]:
+        if isinstance(state["messages"][-1], ToolMessage):
+            return {"messages": [AIMessage(content="done")]}
+        return {"messages": [AIMessage(content="", tool_calls=list(calls))]}
+
+    return (
+        StateGraph(MessagesState)
+        .add_node("model", model)
+        .add_node("tools", ToolNode(list(tools)))
+        .add_edge(START, "model")
+        .add_conditional_edges("model", tools_condition, ["tools", END])
+        .add_edge("tools", "model")
+        .compile(checkpointer=checkpointer if checkpointer is not None else InMemorySaver())
     )
 
 

@@ -8,6 +8,7 @@ decides."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -21,13 +22,15 @@ import unittest
 from typing import Any, Dict, List
 
 import pydantic
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool as lc_tool
 from langgraph.types import Command
 
-from server import Server, binary, drop_pg_schema, pg_schema_url  # noqa: F401
+from server import Server, drop_pg_schema, pg_schema_url
 
 from countersign import Client, NotAnAgent
-from countersign_langgraph import REQUEST_TYPE, UnknownInterrupt, resume
-from lg_harness import Backend, agent, call, config, sqlite_saver, tool_messages, wait_until
+from countersign_langgraph import REQUEST_TYPE, UnknownInterrupt, gated, resume
+from lg_harness import Backend, agent, call, config, refund, sqlite_saver, tool_graph, tool_messages, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -117,6 +120,22 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(tool_messages(replay)[-1].content, tm[0].content)
         self.assertEqual(self.backend.count(customer), 1, "resumed three times, executed once")
 
+    def test_two_calls_in_one_turn_are_answered_by_id(self) -> None:
+        a, b = self.unique("c"), self.unique("c")
+        graph, cfg, ints = self.start(
+            [call("refund", {"amount": 1, "customer": a}, "call_a"), call("refund", {"amount": 2, "customer": b}, "call_b")]
+        )
+        self.assertEqual(len({i.id for i in ints}), 2, "one interrupt per gated call, each with its own id")
+        by_call = {i.value["tool_call_id"]: i for i in ints}
+        self.bob.approve(by_call["call_a"].value["countersign"]["proposal_id"])
+        self.bob.reject(by_call["call_b"].value["countersign"]["proposal_id"], reason="not b")
+        out = graph.invoke(resume(graph, cfg, {i.id: {"type": "approve"} for i in ints}), cfg)
+        got = {m.tool_call_id: (m.status, m.content) for m in tool_messages(out)}
+        self.assertTrue(got["call_a"][1].startswith(f"refunded 1 to {a}"), got)
+        self.assertEqual(got["call_b"][0], "error")
+        self.assertIn("rejected by bob (not b)", got["call_b"][1])
+        self.assertEqual((self.backend.count(a), self.backend.count(b)), (1, 0))
+
     def test_rejected_in_countersign_never_runs(self) -> None:
         customer = self.unique("c")
         graph, cfg, ints = self.start([call("refund", {"amount": 7, "customer": customer}, "call_1")])
@@ -194,6 +213,78 @@ class Scenarios(unittest.TestCase):
         self.assertIn("not applied: the payment was already settled", tool_messages(out)[0].content)
         p = self.bob.get_proposal(pid)
         self.assertEqual((p["status"], p["outcome"]["error"]), ("failed", "the payment was already settled"))
+
+    # -- gated() in a graph of one's own; the async paths ----------------------
+
+    def test_gated_tool_in_a_tool_node(self) -> None:
+        customer = self.unique("c")
+        seen: List[Any] = []
+
+        @lc_tool
+        def pay(amount: float, customer: str, config: RunnableConfig) -> str:
+            """Refund a payment."""
+            seen.append(config["configurable"]["countersign"])
+            return refund.invoke({"amount": amount, "customer": customer})
+
+        graph = tool_graph([gated(pay, self.agent_client, action="payments.refund")], [call("pay", {"amount": 11, "customer": customer}, "call_g")])
+        cfg = {"configurable": {"thread_id": self.unique("lg")}}
+        out = graph.invoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
+        ints = list(graph.get_state(cfg).interrupts)
+        self.assertEqual(len(ints), 1, out)
+        v = ints[0].value
+        self.assertEqual((v["type"], v["name"], v["tool_call_id"]), (REQUEST_TYPE, "pay", "call_g"))
+        pid = v["countersign"]["proposal_id"]
+        self.bob.approve(pid)
+        out = graph.invoke(resume(graph, cfg, {ints[0].id: {"type": "approve"}}), cfg)
+        p = self.bob.get_proposal(pid)
+        self.assertEqual(tool_messages(out)[0].content, f"refunded 11 to {customer} (rf_{p['operation_id']})")
+        self.assertEqual([r.operation_id for r in seen], [p["operation_id"]], "the tool got the claim in its config")
+        again = graph.invoke(Command(resume={ints[0].id: {"type": "approve"}}), cfg)
+        self.assertEqual(tool_messages(again)[0].content, tool_messages(out)[0].content)
+        self.assertEqual(self.backend.count(customer), 1)
+
+    def test_gated_refuses_a_server_executed_action(self) -> None:
+        customer = self.unique("c")
+        ran: List[str] = []
+
+        @lc_tool
+        def wire(customer: str) -> str:
+            """Wire money."""
+            ran.append(customer)
+            return "wired here"
+
+        graph = tool_graph([gated(wire, self.agent_client, action="payments.wire")], [call("wire", {"customer": customer}, "call_w")])
+        cfg = {"configurable": {"thread_id": self.unique("lg")}}
+        graph.invoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
+        ints = list(graph.get_state(cfg).interrupts)
+        self.bob.approve(ints[0].value["countersign"]["proposal_id"])
+        out = graph.invoke(resume(graph, cfg, {ints[0].id: {"type": "approve"}}), cfg)
+        tm = tool_messages(out)[0]
+        self.assertEqual(tm.status, "error")
+        self.assertIn("payments.wire is executed by the server, not by this process, so wire was not run here", tm.content)
+        self.assertEqual(ran, [], "the local tool never ran")
+        self.assertEqual(self.backend.count(customer), 1, "the server's webhook ran it, once")
+
+    def test_async_middleware_and_gated_tool(self) -> None:
+        customer = self.unique("c")
+
+        async def scenario() -> None:
+            for graph in (
+                agent(self.agent_client, [call("refund", {"amount": 13, "customer": customer}, "call_a")]),
+                tool_graph([gated(refund, self.agent_client, action="payments.refund")], [call("refund", {"amount": 14, "customer": customer}, "call_b")]),
+            ):
+                cfg = {"configurable": {"thread_id": self.unique("lg")}}
+                out = await graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
+                self.assertIn("__interrupt__", out)
+                ints = list((await graph.aget_state(cfg)).interrupts)
+                self.bob.approve(ints[0].value["countersign"]["proposal_id"])
+                out = await graph.ainvoke(Command(resume={ints[0].id: {"type": "approve"}}), cfg)
+                self.assertTrue(tool_messages(out)[0].content.startswith("refunded 1"), tool_messages(out))
+                again = await graph.ainvoke(Command(resume={ints[0].id: {"type": "approve"}}), cfg)
+                self.assertEqual(tool_messages(again)[0].content, tool_messages(out)[0].content)
+
+        asyncio.run(scenario())
+        self.assertEqual(self.backend.count(customer), 2, "two graphs, one execution each")
 
     # -- at most once, across processes --------------------------------------
 
