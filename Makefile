@@ -112,12 +112,14 @@ chaos:
 	CS_CHAOS_FULL=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaos(SQLite|PostgreSQL)$$' ./test/chaos/
 	CS_CHAOS_FULL=1 CS_CHAOS_PG_RESTART=1 $(GO) test -count=1 -timeout 60m -v -run '^TestChaosPostgreSQLRestart$$' ./test/chaos/
 
-## test-python: the Python tests (clients/python), by pytest in .venv; they
-## build ./cmd/countersign and serve it. Without python3 3.10+ they skip,
-## except in CI, where that is an error.
+## test-python: the Python tests, by pytest in .venv: the client's
+## (clients/python/tests) and countersign-langgraph's
+## (clients/python/langgraph/tests, on SQLite and PostgreSQL); they build
+## ./cmd/countersign and serve it. Without python3 3.10+ they skip, except
+## in CI, where that is an error.
 test-python:
 	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
-	  bash .ci/python-env && cd clients/python && ../../.venv/bin/python -m pytest -p no:cacheprovider --timeout 600 -v tests; \
+	  bash .ci/python-env && cd clients/python && ../../.venv/bin/python -m pytest -p no:cacheprovider --timeout 600 -v tests langgraph/tests; \
 	elif [ -n "$$CI" ]; then \
 	  echo "python3 3.10+ is missing: clients/python's tests need it"; exit 1; \
 	else \

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import polling as _polling
-from .errors import CountersignError
+from .errors import CountersignError, NotAnAgent, make_error
+from .lease import LeaseContext
 from .polling import Pacing
+from .types import CallResult, Me, Proposal
 
 __all__ = ["Client", "Response", "ProposalEvent", "WatchSnapshot", "NEXT_HEADER", "SETTLED"]
 
@@ -45,7 +47,7 @@ class Response:
         try:
             return json.loads(self.body)
         except ValueError:
-            raise CountersignError(
+            raise make_error(
                 self.status, "INVALID_RESPONSE", "the answer is not JSON: " + self.body[:200].decode("utf-8", "replace")
             ) from None
 
@@ -106,6 +108,84 @@ class Client:
         #: The schedule of every poll and retry (countersign.polling).
         self.pacing = pacing if pacing is not None else Pacing()
         self._opener = urllib.request.build_opener(_NoRedirect())
+        self._me: Optional[Me] = None
+        self._me_lock = threading.Lock()
+
+    # -- who ---------------------------------------------------------------
+
+    def me(self) -> Me:
+        """Who this client's credential is: GET /v1/me (tenant, actor, kind, roles)."""
+        return Me.from_json(self._json("GET", "/v1/me"))
+
+    def require_agent(self) -> Me:
+        """This credential's /v1/me, read once and kept, if it is ``kind:
+        agent``; else NotAnAgent, before anything is called. Adapters call it
+        first: they act for an agent, and a human's credential in an agent's
+        process could decide what the agent asked for."""
+        with self._me_lock:
+            if self._me is None:
+                self._me = self.me()
+            me = self._me
+        if not me.is_agent:
+            raise NotAnAgent(
+                403,
+                "NOT_AN_AGENT",
+                f"this credential is {me.actor}'s, kind {me.kind or 'unknown'}, not kind agent: "
+                "an agent acts with an agent credential (auth.api_keys[].kind: agent), and never decides",
+                me.raw,
+            )
+        return me
+
+    # -- typed calls -------------------------------------------------------
+
+    def submit(
+        self,
+        thread_id: str,
+        tool_call_id: str,
+        action: str,
+        input: Any,
+        *,
+        run_id: Optional[str] = None,
+        mode: Optional[str] = None,
+        evidence: Optional[str] = None,
+        wait_seconds: Optional[float] = None,
+    ) -> CallResult:
+        """POST /v1/calls, typed: a CallResult. Repeating it (same thread
+        and tool call id) is how a caller resumes: an approved proposal's
+        answer is then ``execute``, the claim of its lease (see lease())."""
+        return CallResult.from_json(
+            self.call(thread_id, tool_call_id, action, input, run_id=run_id, mode=mode, evidence=evidence, wait_seconds=wait_seconds)
+        )
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        """GET /v1/proposals/{id}, typed."""
+        return Proposal.from_json(self.get_proposal(proposal_id))
+
+    def wait(self, proposal_id: str, timeout_seconds: float = 25) -> Proposal:
+        """wait_for_proposal, typed: the proposal once terminal or
+        reconciling, or as it stands when ``timeout_seconds`` have passed."""
+        return Proposal.from_json(self.wait_for_proposal(proposal_id, timeout_seconds))
+
+    def find_call(self, thread_id: str, tool_call_id: str) -> Optional[Proposal]:
+        """The proposal of a tool call in a thread, if one was made: the
+        thread's proposals (GET /v1/threads/{id}/proposals), read page after
+        page until it is found. None for a thread or a call that has none (a
+        read action's call leaves no proposal)."""
+        try:
+            for p in self._pages(f"/v1/threads/{_seg(thread_id)}/proposals", {}):
+                if p.get("tool_call_id") == tool_call_id:
+                    return Proposal.from_json(p)
+        except CountersignError as e:
+            if e.status == 404:
+                return None
+            raise
+        return None
+
+    def lease(self, claim: Union[CallResult, Mapping[str, Any]]) -> LeaseContext:
+        """``with client.lease(claim) as run``: runs a caller-executed action
+        under the lease an ``execute`` answer claimed, renewing it, and
+        settles the outcome on leaving the block (see countersign.lease)."""
+        return LeaseContext(self, claim)
 
     # -- calls -------------------------------------------------------------
 
@@ -251,6 +331,11 @@ class Client:
         """POST /v1/threads/{id}/runs/{run_id}/cancel (the thread's owner): the run."""
         body = {"reason": reason} if reason is not None else {}
         return self._run(self._json("POST", f"/v1/threads/{_seg(thread_id)}/runs/{_seg(run_id)}/cancel", body=body))
+
+    def list_actions(self) -> List[Dict[str, Any]]:
+        """GET /v1/actions: every action the caller may call (name, version,
+        kind, description, input_schema, confirmation, effect)."""
+        return self._list("GET", "/v1/actions", "actions")
 
     def list_grants(self, *, thread_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """GET /v1/grants."""
@@ -453,21 +538,21 @@ class Client:
         r = self.request(method, path, query=query, body=body)
         doc = r.json()
         if not isinstance(doc, dict):
-            raise CountersignError(r.status, "INVALID_RESPONSE", f"{method} {path}: the answer is not a JSON object")
+            raise make_error(r.status, "INVALID_RESPONSE", f"{method} {path}: the answer is not a JSON object")
         return doc
 
     @staticmethod
     def _run(doc: Dict[str, Any]) -> Dict[str, Any]:
         run = doc.get("run")
         if not isinstance(run, dict):
-            raise CountersignError(200, "INVALID_RESPONSE", "no run in the answer")
+            raise make_error(200, "INVALID_RESPONSE", "no run in the answer")
         return run
 
     def _list(self, method: str, path: str, key: str, *, query: Optional[Query] = None) -> List[Dict[str, Any]]:
         """The list under ``key`` of the answer's body."""
         items = self._json(method, path, query=query).get(key)
         if not isinstance(items, list):
-            raise CountersignError(200, "INVALID_RESPONSE", f"{method} {path}: no {key} in the answer")
+            raise make_error(200, "INVALID_RESPONSE", f"{method} {path}: no {key} in the answer")
         return items
 
     def _pages(self, path: str, query: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
@@ -476,7 +561,7 @@ class Client:
             r = self.request("GET", path, query={**query, "after": after})
             page = r.json()
             if not isinstance(page, dict) or not isinstance(page.get("proposals"), list):
-                raise CountersignError(r.status, "INVALID_RESPONSE", f"GET {path}: no proposals in the answer")
+                raise make_error(r.status, "INVALID_RESPONSE", f"GET {path}: no proposals in the answer")
             yield from page["proposals"]
             nxt = _header(r.headers, NEXT_HEADER)
             if not nxt:
@@ -484,7 +569,7 @@ class Client:
             decoded = urllib.parse.unquote(nxt, errors="strict")
             if decoded == after:
                 # A server that hands back the cursor it was given would loop forever.
-                raise CountersignError(r.status, "INVALID_RESPONSE", f"{NEXT_HEADER} repeats the cursor sent")
+                raise make_error(r.status, "INVALID_RESPONSE", f"{NEXT_HEADER} repeats the cursor sent")
             after = decoded
 
 

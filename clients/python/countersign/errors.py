@@ -9,7 +9,23 @@ import re
 import time
 from typing import Any, Mapping, Optional
 
-__all__ = ["CountersignError", "parse_retry_after"]
+__all__ = [
+    "CountersignError",
+    "Unauthenticated",
+    "Forbidden",
+    "AgentCannotDecide",
+    "NotAnAgent",
+    "NotFound",
+    "Invalid",
+    "Conflict",
+    "RateLimited",
+    "Unavailable",
+    "ServerFault",
+    "InvalidResponse",
+    "error_class",
+    "make_error",
+    "parse_retry_after",
+]
 
 
 class CountersignError(Exception):
@@ -18,7 +34,22 @@ class CountersignError(Exception):
 
     An answer that is not the API's error shape (a proxy's HTML page) still
     becomes one, with code ``INVALID_RESPONSE`` and the status it came with.
+
+    Every error the client raises for an answer is an instance of one
+    subclass per family of the API's codes, so that a caller catches the kind
+    it can act on (``except Conflict``) and reads ``code`` for the detail:
+    :class:`Unauthenticated` (401), :class:`Forbidden` (403; an agent asking
+    to decide is :class:`AgentCannotDecide`), :class:`NotFound` (404),
+    :class:`Invalid` (400, 405, 413, 415: the request must change),
+    :class:`Conflict` (409), :class:`RateLimited` (429), :class:`Unavailable`
+    (503 and the other 5xx a proxy gives), :class:`ServerFault` (500) and
+    :class:`InvalidResponse` (an answer that is not the API's).
+    ``transient`` says whether asking again later may help.
     """
+
+    #: Whether the same request may succeed later (429, 5xx): the client's
+    #: waiting methods retry these on their schedule; the others are verdicts.
+    transient = False
 
     def __init__(
         self,
@@ -56,9 +87,136 @@ class CountersignError(Exception):
             doc = None
         err = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(err, dict) and isinstance(err.get("code"), str) and isinstance(err.get("message"), str):
-            return cls(status, err["code"], err["message"], err.get("details"), retry_after)
+            return make_error(status, err["code"], err["message"], err.get("details"), retry_after)
         snippet = text[:200] + ("…" if len(text) > 200 else "")
-        return cls(status, "INVALID_RESPONSE", f"HTTP {status}" + (f": {snippet}" if snippet else ""), None, retry_after)
+        return make_error(status, "INVALID_RESPONSE", f"HTTP {status}" + (f": {snippet}" if snippet else ""), None, retry_after)
+
+
+class Unauthenticated(CountersignError):
+    """401 UNAUTHENTICATED: no token, or one the server does not accept."""
+
+
+class Forbidden(CountersignError):
+    """403: the caller may not see or do this (another tenant's proposal, a
+    thread it does not own, a decision it may not make, STEP_UP_REQUIRED)."""
+
+
+class AgentCannotDecide(Forbidden):
+    """403 AGENT_CANNOT_DECIDE: an agent credential asked for something shaped
+    like a decision (approve, reject, a user message, ...)."""
+
+
+class NotAnAgent(Forbidden):
+    """Raised by the client itself, before any call: the credential is not
+    ``kind: agent`` (GET /v1/me), and what asked for it (an adapter) acts
+    only as an agent. ``status`` is 403 and ``code`` NOT_AN_AGENT; ``details``
+    is the credential's /v1/me."""
+
+
+class NotFound(CountersignError):
+    """404: an unknown proposal, thread, run, grant or action (ACTION_NOT_FOUND)."""
+
+
+class Invalid(CountersignError):
+    """The request itself is wrong and must change before it can succeed:
+    400 (INVALID_BODY, INVALID_INPUT with ``details`` per path,
+    INVALID_CURSOR, INVALID_REMEMBER), 405, 413 and 415."""
+
+
+class Conflict(CountersignError):
+    """409: the request does not fit the state it met (INVALID_STATE,
+    THREAD_BUSY, CALL_MISMATCH, MESSAGE_ID_TAKEN)."""
+
+
+class RateLimited(CountersignError):
+    """429 TOO_MANY_REQUESTS: ask again after ``retry_after`` seconds."""
+
+    transient = True
+
+
+class Unavailable(CountersignError):
+    """503 UNAVAILABLE (the store cannot be reached; ``retry_after`` says when
+    to ask again), or another 5xx that a proxy in front of the server gave."""
+
+    transient = True
+
+
+class ServerFault(CountersignError):
+    """500 INTERNAL: a fault of the server, never caused by the request."""
+
+    transient = True
+
+
+class InvalidResponse(CountersignError):
+    """An answer that is not the API's: not JSON, not the shape the route
+    promises (code INVALID_RESPONSE, with the HTTP status it came with)."""
+
+    @property
+    def transient(self) -> bool:  # type: ignore[override]
+        # A proxy's 502 page is as transient as a 502; a 200 that is not
+        # JSON is not.
+        return self.status == 429 or self.status >= 500
+
+
+#: The family of each error code of the API (docs/api.md, Error codes).
+_BY_CODE = {
+    "UNAUTHENTICATED": Unauthenticated,
+    "FORBIDDEN": Forbidden,
+    "STEP_UP_REQUIRED": Forbidden,
+    "AGENT_CANNOT_DECIDE": AgentCannotDecide,
+    "NOT_FOUND": NotFound,
+    "ACTION_NOT_FOUND": NotFound,
+    "METHOD_NOT_ALLOWED": Invalid,
+    "INVALID_BODY": Invalid,
+    "INVALID_INPUT": Invalid,
+    "INVALID_CURSOR": Invalid,
+    "INVALID_REMEMBER": Invalid,
+    "BODY_TOO_LARGE": Invalid,
+    "UNSUPPORTED_MEDIA_TYPE": Invalid,
+    "INVALID_STATE": Conflict,
+    "THREAD_BUSY": Conflict,
+    "CALL_MISMATCH": Conflict,
+    "MESSAGE_ID_TAKEN": Conflict,
+    "TOO_MANY_REQUESTS": RateLimited,
+    "UNAVAILABLE": Unavailable,
+    "NOT_READY": Unavailable,
+    "INTERNAL": ServerFault,
+    "INVALID_RESPONSE": InvalidResponse,
+}
+
+
+def error_class(status: int, code: str) -> type:
+    """The class an error answer becomes: by its code, else (a code this
+    client does not know yet) by its HTTP status."""
+    cls = _BY_CODE.get(code)
+    if cls is not None:
+        return cls
+    if status == 401:
+        return Unauthenticated
+    if status == 403:
+        return Forbidden
+    if status == 404:
+        return NotFound
+    if status == 409:
+        return Conflict
+    if status == 429:
+        return RateLimited
+    if status == 500:
+        return ServerFault
+    if status > 500:
+        return Unavailable
+    if 400 <= status < 500:
+        return Invalid
+    return CountersignError
+
+
+def make_error(
+    status: int, code: str, message: str, details: Any = None, retry_after: Optional[int] = None
+) -> CountersignError:
+    """The error of an answer, as an instance of its family's class."""
+    cls = error_class(status, code)
+    err: CountersignError = cls(status, code, message, details, retry_after)
+    return err
 
 
 _SECONDS = re.compile(r"^\s*\d+\s*$")

@@ -24,14 +24,13 @@ import functools
 import inspect
 import json
 import threading
-import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import polling as _polling
 from .client import Client
 from .errors import CountersignError
+from .lease import GateError, LeaseLost, NotApplied, _lease_seconds, _Renewer
 from .polling import Pacer, Pacing
 
 __all__ = [
@@ -50,16 +49,6 @@ __all__ = [
     "LeaseLost",
     "ServerExecuted",
 ]
-
-
-class GateError(Exception):
-    """A gated call that did not come to a result. ``answer`` is the call's (or the settlement's) body."""
-
-    def __init__(self, message: str, answer: Dict[str, Any]) -> None:
-        super().__init__(message)
-        self.answer = answer
-        self.status = answer.get("status")
-        self.proposal = answer.get("proposal")
 
 
 class Denied(GateError):
@@ -86,10 +75,6 @@ class ConfirmationRequired(GateError):
     """A two-phase rule asks for the confirmation's evidence: call again with ``evidence``."""
 
 
-class LeaseLost(GateError):
-    """The function ran, but its lease was lost before the outcome could be settled (the fence decided)."""
-
-
 class ServerExecuted(GateError):
     """The action is not caller-executed: the server runs it (a webhook
     action, an ``independent`` rule's worker, a read), so the gated function
@@ -98,14 +83,6 @@ class ServerExecuted(GateError):
     settled one it holds the server's outcome, which is not the function's.
     Gate only actions configured ``execute: {by: caller}``; follow others with
     Client.call and Client.wait_for_proposal."""
-
-
-class NotApplied(Exception):
-    """Raise it from a gated function when the change certainly did not happen:
-    the call is settled ``failed``. Any other exception leaves the outcome
-    uncertain: nothing is settled, and the lease is left to lapse, for the
-    server to reconcile it, let an idempotent action be claimed again, or
-    record it as unknown."""
 
 
 @dataclass
@@ -392,71 +369,3 @@ def _error(action: str, ans: Dict[str, Any]) -> GateError:
     if status in ("confirmation_required", "confirmation_invalid"):
         return ConfirmationRequired(f"{action}: {status}", ans)
     return GateError(f"{action}: unexpected answer {status!r}", ans)
-
-
-def _parse_time(s: str) -> datetime:
-    # fromisoformat takes "Z" only from Python 3.11.
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
-    head, sep, tail = s.partition(".")
-    if sep:
-        # At most microseconds.
-        n = 0
-        while n < len(tail) and tail[n].isdigit():
-            n += 1
-        digits, zone = tail[:n], tail[n:]
-        s = head + "." + digits[:6] + zone
-    return datetime.fromisoformat(s)
-
-
-def _lease_seconds(expires_at: str, claimed_at: Optional[str] = None) -> float:
-    """How long the lease lasts (at least a second): from the claim's own
-    stamp (the proposal's updated_at, the server's clock) to expires_at, so
-    that this machine's clock, which may be off, does not count; without the
-    stamp, from the local now."""
-    start = datetime.now(timezone.utc)
-    if claimed_at:
-        try:
-            start = _parse_time(claimed_at)
-        except ValueError:
-            pass
-    return max(1.0, (_parse_time(expires_at) - start).total_seconds())
-
-
-class _Renewer:
-    """Renews a lease every third of its length while the function runs; a
-    refused renewal marks the execution lost."""
-
-    def __init__(self, client: Client, ex: Execution, lease: float) -> None:
-        self.client, self.ex = client, ex
-        self.lease = lease
-        self.until = time.monotonic() + lease
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"countersign-renew-{ex.proposal_id}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join()
-
-    def expired(self) -> bool:
-        return time.monotonic() >= self.until
-
-    def _loop(self) -> None:
-        every = self.lease / 3
-        while not self._stop.wait(every):
-            asked = time.monotonic()
-            try:
-                res = self.client.renew(self.ex.proposal_id, self.ex.lease_token)
-            except (CountersignError, OSError):
-                every = self.lease / 10  # not a verdict: try again soon
-                continue
-            if res.get("status") != "applied":
-                self.ex.lost.set()
-                return
-            self.until = asked + self.lease
-            every = self.lease / 3
-

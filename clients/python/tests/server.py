@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -89,19 +90,55 @@ def binary() -> str:
         return _bin
 
 
+#: The PostgreSQL server the tests use (COUNTERSIGN_TEST_POSTGRES, as the Go tests).
+PG_DSN = os.environ.get("COUNTERSIGN_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+
+
+def pg_schema_url() -> Tuple[str, str]:
+    """A store URL on a schema of its own (cs_t_py_ and random hex, so that
+    leftovers of a killed run are found like the Go tests'), and the
+    schema's name. The server creates the schema; drop_pg_schema drops it.
+    Skips the test when PostgreSQL cannot be reached, except in CI (the
+    environment variable CI set), where that fails it."""
+    u = urllib.parse.urlsplit(PG_DSN)
+    try:
+        socket.create_connection((u.hostname or "127.0.0.1", u.port or 5432), timeout=5).close()
+    except OSError as e:
+        msg = f"PostgreSQL is not reachable at {u.hostname}:{u.port or 5432} ({e}): `make services` starts one"
+        if os.environ.get("CI"):
+            raise AssertionError(msg) from None
+        raise unittest.SkipTest(msg) from None
+    schema = "cs_t_py_" + os.urandom(6).hex()
+    sep = "&" if u.query else "?"
+    return PG_DSN + sep + "schema=" + schema, schema
+
+
+def drop_pg_schema(schema: str) -> None:
+    """Drops a schema pg_schema_url named, with psql when it is installed
+    (the client has no PostgreSQL driver: it is standard library only)."""
+    if not re.fullmatch(r"cs_t_py_[0-9a-f]+", schema) or shutil.which("psql") is None:
+        return
+    dsn = re.sub(r"([?&])schema=[^&]*&?", r"\1", PG_DSN).rstrip("?&")
+    subprocess.run(["psql", dsn, "-q", "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE"], capture_output=True, timeout=60)
+
+
 _listening = re.compile(r"countersign listening on (http://127\.0\.0\.1:[0-9]+)")
 
 
 class Server:
     """One `countersign serve`, stopped by close()."""
 
-    def __init__(self, config: str = CONFIG, env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, config: Optional[str] = CONFIG, env: Optional[Mapping[str, str]] = None) -> None:
+        """config None: the demo (serve without --config), on a SQLite file in a folder of its own."""
         self.dir = tempfile.mkdtemp(prefix="countersign-py-")
-        path = os.path.join(self.dir, "countersign.yaml")
-        with open(path, "w") as f:
-            f.write(config)
+        args = [binary(), "serve", "--listen", "127.0.0.1:0"]
+        if config is not None:
+            path = os.path.join(self.dir, "countersign.yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
         self.proc = subprocess.Popen(
-            [binary(), "serve", "--config", path, "--listen", "127.0.0.1:0"],
+            args,
             cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, **(env or {})},
         )
