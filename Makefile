@@ -119,7 +119,7 @@ chaos:
 ## in CI, where that is an error.
 test-python:
 	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
-	  bash .ci/python-env && cd clients/python && ../../.venv/bin/python -m pytest -p no:cacheprovider --timeout 600 -v tests langgraph/tests; \
+	  bash .ci/python-env && cd clients/python && ../../.venv/bin/python -m pytest -p no:cacheprovider --timeout 600 -v tests */tests; \
 	elif [ -n "$$CI" ]; then \
 	  echo "python3 3.10+ is missing: clients/python's tests need it"; exit 1; \
 	else \
