@@ -4,7 +4,7 @@ A caller-executed action (``execute: {by: caller}``) is claimed by the call
 whose answer is ``execute``: the proposal is ``executing`` under that lease
 and no one else holds it. The caller runs the side effect with the
 operation id as its idempotency key and settles the outcome under the
-lease, renewing it while it runs (API.md, Caller-executed actions)::
+lease, renewing it while it runs (docs/api.md, Caller-executed actions)::
 
     claim = client.submit(thread, tool_call_id, "payments.refund", {"amount": 40})
     if claim.status == "execute":

@@ -54,7 +54,7 @@ class Me:
 
     tenant: str
     actor: str
-    #: "human" or "agent" (API.md Part 3, Credentials).
+    #: "human" or "agent" (docs/api.md Part 3, Credentials).
     kind: str
     roles: List[str]
     raw: Dict[str, Any] = field(repr=False, compare=False)
@@ -145,7 +145,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Proposal:
-    """A proposal (API.md, The proposal object)."""
+    """A proposal (docs/api.md, The proposal object)."""
 
     id: str
     status: str
@@ -241,7 +241,7 @@ class Proposal:
 
 @dataclass(frozen=True)
 class CallResult:
-    """The answer of POST /v1/calls, by ``status`` (API.md, Calls):
+    """The answer of POST /v1/calls, by ``status`` (docs/api.md, Calls):
 
     - ``execute``: the claim; ``lease`` is set, run the action now under it
       (:meth:`countersign.Client.lease`);
