@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Dict, Mapping, MutableMapping, Opti
 
 from agents.exceptions import UserError
 
-from countersign import CallResult, Client, Conflict, CountersignError, Invalid, LeaseLost, NotApplied, NotFound, Proposal, Running
+from countersign import CallResult, Client, Conflict, CountersignError, Invalid, LeaseLost, NotAnAgent, NotApplied, NotFound, Proposal, Running
 from countersign import polling as _polling
 from countersign.lease import _lease_seconds
 
@@ -199,7 +199,12 @@ class Gate:
         that follows says what Countersign answered; an allowed or granted
         call's answer is the claim, held for that execution."""
         self._check(call)
-        self.client.require_agent()
+        try:
+            self.client.require_agent()
+        except NotAnAgent as e:
+            # A UserError, which the SDK lets through (it answers other
+            # errors of needs_approval with a pause).
+            raise UserError(f"{call.name}: {e}") from e
         try:
             ans = self._submit(call, self.wait_seconds)
         except Invalid:
@@ -210,9 +215,10 @@ class Gate:
             self._hold(call, ans)
             return False
         if ans.status == "pending":
+            # An independent proposal where a local tool was gated (the
+            # server executes it): no pause, the execution says why it is
+            # not run here.
             p = ans.proposal
-            # A server-executed action's proposal where a local tool was
-            # gated: the execution says why it is not run here.
             return not (self.local and p is not None and p.mode == "independent")
         return False
 
@@ -284,7 +290,10 @@ class Gate:
                     text = None
                 if isinstance(text, str) and text:
                     reason = text
-            self._retry(lambda: self.client.cancel(pid, reason=reason))
+            try:
+                self._retry(lambda: self.client.cancel(pid, reason=reason))
+            except CountersignError:
+                pass  # not this agent's, or past deciding: the reject never decides
             with self._lock:
                 self._withdrawn.add(pid)
 
@@ -415,7 +424,12 @@ class Gate:
         if p.status == "succeeded" and self.local and not self._caller_claimed(p):
             return self._server_executed(call, p)
         if p.status == "succeeded":
-            return _content(p.outcome.result if p.outcome is not None else None)
+            out = p.outcome
+            if out is None or out.result is None:
+                # Reconciled, or settled without a result: what is known.
+                receipt = out.receipt if out is not None else None
+                return f"{call.name} succeeded" + (f" (receipt {receipt})" if receipt else "")
+            return _content(out.result)
         if p.status == "failed":
             return f"{call.name} failed: {p.why()}"
         if p.uncertain:

@@ -19,11 +19,14 @@ import unittest
 import urllib.request
 from typing import Any, Dict, List, Sequence
 
-from agents import Agent, ToolCallOutputItem, function_tool
+from agents import Agent, ToolCallOutputItem, function_tool, set_tracing_disabled
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
 from countersign import Client, NotApplied
 from countersign_openai_agents import current_execution, gated
+
+# No network: the SDK's traces go nowhere.
+set_tracing_disabled(True)
 
 #: The test servers' lease: short, so that lapses are quick to see.
 LEASE = 2.0

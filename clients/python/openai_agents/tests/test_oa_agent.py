@@ -22,6 +22,7 @@ import unittest
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from agents import Agent, Runner, RunState, function_tool
+from agents.exceptions import ModelBehaviorError
 
 from server import Server, drop_pg_schema, pg_schema_url
 
@@ -55,9 +56,11 @@ def raised(test: unittest.TestCase, kind: Type[BaseException], fn: Callable[[], 
     test.fail(f"{kind.__name__} was not raised")
 
 
-def edit_args(saved: str, old: str, new: str) -> str:
+def edit_args(saved: str, old: str, new: str, drop_ledger: bool = False) -> str:
     """The saved state with every serialized copy of the call's arguments
-    ``old`` replaced by ``new`` (what a forger would do)."""
+    ``old`` replaced by ``new`` (what a forger would do); ``drop_ledger``
+    also removes the SDK's own record of each call's fingerprint, which
+    would give the forgery away."""
 
     def walk(v: Any) -> Any:
         if isinstance(v, dict):
@@ -69,7 +72,10 @@ def edit_args(saved: str, old: str, new: str) -> str:
         return v
 
     doc = json.loads(saved)
-    out = json.dumps(walk(doc))
+    forged = walk(doc)
+    if drop_ledger:
+        forged["context"]["tool_invocations"] = {}
+    out = json.dumps(forged)
     assert out != json.dumps(doc), "the arguments are in the state"
     return out
 
@@ -278,14 +284,14 @@ class Scenarios(unittest.TestCase):
 
         a = Agent(name="support", model=model([call("wire", {"customer": customer}, "call_w")]), tools=[gated(wire, self.agent_client, action="payments.wire")])
         ctx = {"thread_id": self.unique("oa")}
-        out = run(a, "go", ctx)
-        self.assertEqual(out.interruptions, [], "the server, not this run, waits for the decision")
+        result = run(a, "go", ctx)
+        pid = proposal_id(result, result.interruptions[0])
+        assert pid is not None
+        self.bob.approve(pid)
+        out = self.approved(a, result.to_state())
         self.assertEqual(len(outputs(out)), 1)
         self.assertIn("payments.wire is executed by the server, not by this process, so wire was not run here", outputs(out)[0])
-        p = self.agent_client.find_call(ctx["thread_id"], "call_w")
-        assert p is not None
-        self.bob.approve(p.id)
-        wait_until(self, lambda: self.backend.count(customer) == 1, 30, "the server's webhook runs it")
+        self.assertEqual(self.backend.count(customer), 1, "the server's webhook ran it, once")
         self.assertEqual(ran, [], "the local tool never ran")
 
     # -- at most once, across processes --------------------------------------
@@ -357,8 +363,9 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(p["outcome"]["receipt"], "rf_" + p["operation_id"])
         self.assertIn(p["operation_id"], self.backend.reconciled)
         # Resumed here afterwards: the reconciled outcome, never a second run.
-        out = self.approved(a, from_string(a, open(path).read()))
-        self.assertEqual(len(outputs(out)), 1)
+        with open(path) as f:
+            out = self.approved(a, from_string(a, f.read()))
+        self.assertEqual(outputs(out), [f"refund succeeded (receipt rf_{p['operation_id']})"])
         self.assertEqual(self.backend.count(customer), 1, "killed after the side effect, never re-run")
 
     def test_uncertain_failure_is_left_to_reconcile(self) -> None:
@@ -418,8 +425,11 @@ class Scenarios(unittest.TestCase):
         self.assertIn("prp_forged", str(e))
         # The arguments made larger after the approval: the server's copy differs.
         old = json.dumps({"amount": 12, "customer": customer}, separators=(",", ":"))
-        bigger = edit_args(saved, old, old.replace('"amount":12', '"amount":12000'))
-        e = raised(self, ForgedResume, lambda: self.approved(a, from_string(a, bigger)))
+        larger = old.replace('"amount":12', '"amount":12000')
+        # The SDK's own ledger of the call's fingerprint refuses the naive forgery ...
+        raised(self, ModelBehaviorError, lambda: self.approved(a, from_string(a, edit_args(saved, old, larger))))
+        # ... and without the ledger, Countersign's copy of the arguments does.
+        e = raised(self, ForgedResume, lambda: self.approved(a, from_string(a, edit_args(saved, old, larger, drop_ledger=True))))
         self.assertIn("other arguments than the ones proposed", str(e))
         self.assertEqual((self.backend.count(customer), self.backend.count(other_customer)), (0, 0))
         self.assertEqual(self.bob.get_proposal(other)["status"], "approved", "the other call's proposal is untouched")
