@@ -21,14 +21,14 @@ import threading
 import unittest
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
-from agents import Agent, Runner, RunState, function_tool
+from agents import Agent, Runner, RunState, ToolGuardrailFunctionOutput, function_tool, tool_input_guardrail
 from agents.exceptions import ModelBehaviorError
 
 from server import Server, drop_pg_schema, pg_schema_url
 
 from countersign import Client, NotAnAgent
 from countersign_openai_agents import CONTEXT_KEY, ForgedResume, NotDecided, gated, proposal_id
-from oa_harness import Backend, agent, call, config, model, outputs, wait_until
+from oa_harness import Backend, agent, call, config, model, outputs, refund, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -259,6 +259,48 @@ class Scenarios(unittest.TestCase):
         events = [e["type"] for e in self.agent_client.proposal_events(p.id)]
         self.assertEqual((events.count("proposal.claimed"), events.count("proposal.settled")), (1, 1))
         self.assertEqual(self.backend.count(to), 1)
+
+    def test_allowed_call_the_sdk_does_not_execute_is_settled_failed(self) -> None:
+        to = self.unique("to")
+
+        @tool_input_guardrail
+        def no_mail(data: Any) -> ToolGuardrailFunctionOutput:
+            return ToolGuardrailFunctionOutput.reject_content("mail is off today")
+
+        @function_tool(tool_input_guardrails=[no_mail])
+        def mail(to: str) -> str:
+            """Send a mail."""
+            return "sent"
+
+        a = Agent(name="support", model=model([call("mail", {"to": to}, "call_m")]), tools=[gated(mail, self.agent_client, action="mail.send")])
+        ctx = {"thread_id": self.unique("oa")}
+        out = run(a, "mail", ctx)
+        self.assertEqual(outputs(out), ["mail is off today"], "the guardrail answered, the tool never ran")
+        p = self.agent_client.find_call(ctx["thread_id"], "call_m")
+        assert p is not None
+        # needs_approval's call was the claim; the SDK never executed it, so it
+        # is settled failed (certain: nothing ran) before the lease lapses.
+        wait_until(self, lambda: self.agent_client.get_proposal(p.id)["status"] == "failed", 30, "the unexecuted claim is settled")
+        self.assertEqual(self.agent_client.get_proposal(p.id)["outcome"]["error"], "mail: the agent did not execute the approved call")
+        self.assertEqual(self.backend.count(to), 0)
+
+    def test_a_context_that_is_not_a_mapping_finds_the_call_by_thread(self) -> None:
+        customer = self.unique("c")
+        thread = self.unique("oa")
+        a = Agent(
+            name="support",
+            model=model([call("refund", {"amount": 6, "customer": customer}, "call_1")]),
+            tools=[gated(refund, self.agent_client, action="payments.refund", thread=thread)],
+        )
+        result = asyncio.run(Runner.run(a, "go"))  # no context at all: nothing recorded
+        item = result.interruptions[0]
+        self.assertIsNone(proposal_id(result, item))
+        p = self.agent_client.find_call(thread, "call_1")
+        assert p is not None
+        self.bob.approve(p.id)
+        out = self.approved(a, result.to_state())
+        self.assertTrue(outputs(out)[0].startswith(f"refunded 6 to {customer}"), outputs(out))
+        self.assertEqual(self.backend.count(customer), 1)
 
     def test_not_applied_settles_failed(self) -> None:
         customer = self.unique("c")
