@@ -302,6 +302,18 @@ class Scenarios(unittest.TestCase):
         self.assertTrue(outputs(out)[0].startswith(f"refunded 6 to {customer}"), outputs(out))
         self.assertEqual(self.backend.count(customer), 1)
 
+    def test_input_the_action_refuses_is_told_to_the_model(self) -> None:
+        customer = self.unique("c")
+        a = agent(self.agent_client, [call("refund", {"amount": -5, "customer": customer}, "call_1")])
+        ctx = {"thread_id": self.unique("oa")}
+        out = run(a, "go", ctx)
+        self.assertEqual(out.interruptions, [], "nothing to decide: the server refused the input")
+        self.assertEqual(len(outputs(out)), 1)
+        self.assertTrue(outputs(out)[0].startswith("refund: invalid input (INVALID_INPUT)"), outputs(out))
+        self.assertIn("it was not executed", outputs(out)[0])
+        self.assertIsNone(self.agent_client.find_call(ctx["thread_id"], "call_1"), "nothing stored")
+        self.assertEqual(self.backend.count(customer), 0)
+
     def test_not_applied_settles_failed(self) -> None:
         customer = self.unique("c")
         a, ctx, result = self.start([call("hold", {"customer": customer}, "call_1")])
