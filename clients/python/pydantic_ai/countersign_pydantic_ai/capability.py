@@ -92,6 +92,11 @@ class Countersign(AbstractCapability[Any]):
         self._specs: Optional[List[Dict[str, Any]]] = None
         self._toolset = _ActionsToolset(self) if self.actions else None
 
+    # AbstractCapability is a dataclass, whose generated __eq__ would call
+    # any two of these equal (and make them unhashable): each is its own.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     @classmethod
     def get_serialization_name(cls) -> Optional[str]:
         return None  # it holds a client: not built from a spec

@@ -20,14 +20,14 @@ import threading
 import unittest
 from typing import Any, Dict, List, Tuple
 
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from server import Server, drop_pg_schema, pg_schema_url
 
 from countersign import Client, NotAnAgent
 from countersign_pydantic_ai import METADATA_KEY, Countersign, ResumeRefused
-from pai_harness import Backend, agent, config, returns, wait_until
+from pai_harness import Backend, agent, config, returns, script, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -233,19 +233,20 @@ class Scenarios(unittest.TestCase):
 
     def test_server_executed_action_reports_the_recorded_outcome(self) -> None:
         customer = self.unique("c")
-        ag = Countersign(self.agent_client, actions=["payments.wire"])
-        from pai_harness import script
-
-        from pydantic_ai import Agent
-
-        a = Agent(script([("payments_wire", {"customer": customer}, "call_w")]), output_type=[str, DeferredToolRequests], capabilities=[ag])
+        cap = Countersign(self.agent_client, actions=["payments.wire"])
+        a = Agent(script([("payments_wire", {"customer": customer}, "call_w")]), output_type=[str, DeferredToolRequests], capabilities=[cap])
         r = a.run_sync("wire", conversation_id=self.unique("pai"))
         self.assertIsInstance(r.output, DeferredToolRequests)
         pid = r.output.metadata["call_w"][METADATA_KEY]["proposal_id"]
+        self.assertEqual(self.backend.count(customer), 0)
         self.bob.approve(pid)
-        wait_until(self, lambda: self.bob.get_proposal(pid)["status"] == "succeeded", 60, "the server's worker executed it")
+        # Resumed once approved: the server executes it (the caller's repeated
+        # call collects it) and the tool's answer is the recorded outcome.
         out = a.run_sync(message_history=r.all_messages(), deferred_tool_results=DeferredToolResults(approvals={"call_w": True}))
         self.assertEqual(returns(out.new_messages())["call_w"][0], "success")
+        self.assertEqual(self.bob.get_proposal(pid)["status"], "succeeded")
+        again = a.run_sync(message_history=r.all_messages(), deferred_tool_results=DeferredToolResults(approvals={"call_w": True}))
+        self.assertEqual(returns(again.new_messages())["call_w"], returns(out.new_messages())["call_w"])
         self.assertEqual(self.backend.count(customer), 1, "the server's webhook ran it, once")
 
     # -- at most once, across processes --------------------------------------
