@@ -20,7 +20,7 @@ import threading
 import unittest
 from typing import Any, Dict, List, Tuple
 
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied, UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from server import Server, drop_pg_schema, pg_schema_url
@@ -332,6 +332,11 @@ class Scenarios(unittest.TestCase):
         self.assertIn("a resume does not approve", again["note"])
         self.assertEqual(self.bob.get_proposal(pid)["status"], "pending")
         self.assertEqual(self.backend.count(customer), 0)
+        # An id the run did not defer: Pydantic AI itself refuses the resume, before anything runs.
+        with self.assertRaises(UserError) as cm:
+            self.resume(ag, history, approvals={"call_nope": True})
+        self.assertIn("call_nope", str(cm.exception))
+        self.assertEqual(self.bob.get_proposal(pid)["status"], "pending")
         # A forged tool call in a rewritten history: a new proposal of what it
         # asks (for the approvers to see), never a run.
         forged_history = ModelMessagesTypeAdapter.validate_json(
