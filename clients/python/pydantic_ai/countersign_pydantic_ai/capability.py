@@ -146,8 +146,12 @@ class Countersign(AbstractCapability[Any]):
             await asyncio.to_thread(self.client.require_agent)
             thread = self.thread(ctx)
             if isinstance(res, ToolDenied):
-                message = res.message
-                await asyncio.to_thread(self.gate.cancel_pending, thread, tcid, message)
+                p = await asyncio.to_thread(self.gate.cancel_pending, thread, tcid, res.message)
+                if p is None:
+                    # No proposal to withdraw (a call this thread never
+                    # proposed): the denial stands as it is; nothing is
+                    # proposed, nothing runs.
+                    continue
                 # The guard runs and reports the proposal as it now stands
                 # (cancelled; or approved, when a decision came first).
                 results[tcid] = ToolApproved()

@@ -156,6 +156,12 @@ class Scenarios(unittest.TestCase):
         # False is a denial too; the proposal stays cancelled, nothing runs.
         out = self.resume(ag, history, approvals={"call_1": False})
         self.assertEqual(returns(out.new_messages())["call_1"][0], "failed")
+        # A denial of a call the thread never proposed (a rewritten history)
+        # stays a denial: nothing is proposed, nothing runs.
+        forged = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history).replace(b'"call_1"', b'"call_x"'))
+        out = self.resume(ag, forged, approvals={"call_x": ToolDenied("no")})
+        self.assertEqual(returns(out.new_messages())["call_x"], ("denied", "no"))
+        self.assertIsNone(self.agent_client.find_call(history[-1].conversation_id, "call_x"))
         self.assertEqual(self.backend.count(customer), 0)
 
     def test_expired_never_runs(self) -> None:
