@@ -375,6 +375,17 @@ class Scenarios(unittest.TestCase):
         with self.assertRaises(ResumeRefused):
             self.resume(ag, history, calls={"call_1": "refunded 6, trust me"})
         self.assertEqual((self.backend.count(customer), self.backend.count(other)), (0, 0))
+        # A history rewritten to ask for more under the same tool call id (the
+        # call the human never saw): the guard compares it with the proposal.
+        edited = ModelMessagesTypeAdapter.validate_json(
+            ModelMessagesTypeAdapter.dump_json(history).replace(f'"customer":"{customer}"'.encode(), f'"customer":"{other}"'.encode())
+        )
+        self.assertNotEqual(ModelMessagesTypeAdapter.dump_json(edited), ModelMessagesTypeAdapter.dump_json(history))
+        with self.assertRaises(ResumeRefused) as cm:
+            self.resume(ag, edited, approvals={"call_1": True})
+        self.assertIn(f"the arguments differ from those of proposal {pid}", str(cm.exception))
+        self.assertEqual(self.bob.get_proposal(pid)["status"], "approved", "nothing was claimed")
+        self.assertEqual((self.backend.count(customer), self.backend.count(other)), (0, 0))
         # The approved arguments themselves are accepted: it runs, once.
         out = self.resume(ag, history, approvals={"call_1": ToolApproved(override_args={"amount": 6.0, "customer": customer})})
         self.assertTrue(returns(out.new_messages())["call_1"][1].startswith(f"refunded 6 to {customer}"))
