@@ -44,7 +44,7 @@ class ConfirmationRequest:
 
 class UnknownConfirmation(LookupError):
     """An answer names a confirmation the session does not wait on:
-    unknown, already answered, or asked again since. ``unknown`` lists
+    unknown, or whose call has a result since. ``unknown`` lists
     those ids, ``pending`` the ones that may be answered."""
 
     def __init__(self, message: str, unknown: List[str], pending: List[str]) -> None:
@@ -115,7 +115,7 @@ def confirm(session: Session, answers: Mapping[str, bool]) -> types.Content:
     if unknown:
         raise UnknownConfirmation(
             f"confirm: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a confirmation this session waits on "
-            f"(unknown, already answered, or asked again since); pending: {', '.join(pending) or 'none'}",
+            f"(unknown, or its call has a result since); pending: {', '.join(pending) or 'none'}",
             unknown,
             pending,
         )

@@ -151,28 +151,6 @@ def _execute(customer: str, amount: float) -> str:
     return f"refunded {amount:g} to {customer} ({receipt})"
 
 
-
-def _execute(customer: str, amount: float) -> str:
-    """The refund's side effect: one POST to the backend, with the
-    operation id as its idempotency key; then what CS_ADK_MODE asks."""
-    run = current_execution()
-    op = run.operation_id if run is not None else "none"
-    body = json.dumps({"operation_id": op, "input": {"amount": amount, "customer": customer}}).encode()
-    req = urllib.request.Request(os.environ["CS_ADK_BACKEND"] + "/execute", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        receipt = json.loads(r.read())["receipt"]
-    mode = os.environ.get("CS_ADK_MODE", "")
-    if mode == "slow":
-        time.sleep(LEASE * 1.25)  # past the lease: it runs under renewals
-    elif mode == "hang":
-        print("RAN " + op, flush=True)  # the parent kills this process now
-        while True:
-            time.sleep(60)
-    elif mode == "crash":
-        raise ConnectionResetError("the backend's answer was lost")
-    return f"refunded {amount:g} to {customer} ({receipt})"
-
-
 def refund(amount: float, customer: str) -> str:
     """Refund a payment."""
     return _execute(customer, amount)
