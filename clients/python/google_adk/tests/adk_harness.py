@@ -196,17 +196,17 @@ class ScriptedModel(BaseLlm):
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 
-def agent(client: Client, calls: Sequence[Dict[str, Any]]) -> LlmAgent:
+def agent(client: Client, calls: Sequence[Dict[str, Any]], resume_wait_seconds: float = 1) -> LlmAgent:
     """An LlmAgent with the scripted model and the three gated tools (an
-    early confirmation waits 1 s for the approvers: tests stay short)."""
+    early confirmation waits 1 s for the approvers unless told: tests stay short)."""
     return LlmAgent(
         name="payments",
         model=ScriptedModel(model="scripted", calls=list(calls)),
         instruction="Make the tool calls you are asked for.",
         tools=[
-            gated(refund, client, action="payments.refund", resume_wait_seconds=1),
-            gated(hold, client, action="payments.hold", resume_wait_seconds=1),
-            gated(mail, client, action="mail.send", resume_wait_seconds=1),
+            gated(refund, client, action="payments.refund", resume_wait_seconds=resume_wait_seconds),
+            gated(hold, client, action="payments.hold", resume_wait_seconds=resume_wait_seconds),
+            gated(mail, client, action="mail.send", resume_wait_seconds=resume_wait_seconds),
         ],
     )
 

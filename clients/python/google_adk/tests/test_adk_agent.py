@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 
 from google.genai import types
 
-from server import Server, drop_pg_schema, pg_schema_url
+from server import CountingProxy, Server, drop_pg_schema, pg_schema_url
 
 from adk_harness import (
     Backend,
@@ -436,6 +436,29 @@ class Scenarios(unittest.TestCase):
         self.bob.approve(pid)
         run(r, sid, raw_answer(asks[0].id, {"confirmed": True}))
         self.assertEqual(self.backend.count(customer), 0, "no answer ran it")
+
+    def test_an_early_confirmation_waits_for_the_decision(self) -> None:
+        customer = self.unique("c")
+        proxy = CountingProxy(self.server.url)
+        self.addCleanup(proxy.close)
+        calls = [call("refund", {"amount": 6, "customer": customer}, "call_1")]
+        r = runner(agent(Client(proxy.url, "ck_adk_agent"), calls, resume_wait_seconds=60))
+        sid = self.unique("adk")
+        new_session(r, sid)
+        run(r, sid, "go")
+        ask = pending_confirmations(session(r, sid))[0]
+        pid = ask.countersign["proposal_id"]  # type: ignore[index]
+        done: "queue.Queue[Any]" = queue.Queue()
+        answer = confirm(session(r, sid), {ask.id: True})
+        threading.Thread(target=lambda: done.put(run(r, sid, answer)), daemon=True).start()
+        # The resumed call reads the proposal, still pending, and waits: only then does bob decide.
+        wait_until(self, lambda: len(proxy.requests("GET", f"/v1/proposals/{pid}")) >= 1, 60, "the call waits on the proposal")
+        self.assertEqual(self.backend.count(customer), 0, "a confirmation does not approve")
+        self.bob.approve(pid)
+        events = done.get(timeout=120)
+        p = self.bob.get_proposal(pid)
+        self.assertEqual(responses(events, "refund")[-1], {"result": f"refunded 6 to {customer} (rf_{p['operation_id']})"})
+        self.assertEqual(self.backend.count(customer), 1)
 
     def test_human_credential_is_refused(self) -> None:
         customer = self.unique("c")
