@@ -10,7 +10,9 @@ response. The caller (tools.py) turns ``Ask`` into
 
 The confirmation's answer is a request, never a decision: ``confirmed:
 false`` of a proposal still pending cancels it (the requester's withdrawal);
-``confirmed: true`` only asks the gate to look again. Who decides is
+``confirmed: true`` only asks the gate to look again (of a proposal still
+pending, it waits a while for the approvers, then ends the call unexecuted:
+ADK cannot ask a second time from its resume path). Who decides is
 Countersign's policy and its approvers, on their channels.
 """
 

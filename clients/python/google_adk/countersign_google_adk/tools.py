@@ -61,7 +61,11 @@ def _jsonable(v: Any) -> Any:
 
 
 class GatedTool(FunctionTool):
-    """A function tool whose every call is a Countersign call (see gated)."""
+    """A function tool whose every call is a Countersign call (see gated).
+
+    It reuses FunctionTool's argument checks and invocation, which are
+    private to ADK: the package requires google-adk 2.13.x for that reason
+    (and because tool confirmation is experimental in ADK)."""
 
     def __init__(self, func: Callable[..., Any], gate: Gate, action: str, thread: ThreadOf) -> None:
         super().__init__(func)
