@@ -6,5 +6,5 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-for p in (os.path.join(HERE, "..", "..", "tests"), os.path.join(HERE, ".."), os.path.join(HERE, "..", "..")):
+for p in (os.path.join(HERE, "..", "..", "tests"), os.path.join(HERE, "..", "..", "testsupport"), os.path.join(HERE, ".."), os.path.join(HERE, "..", "..")):
     sys.path.insert(0, os.path.abspath(p))

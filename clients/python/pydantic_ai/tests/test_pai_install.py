@@ -1,109 +1,33 @@
 """`pip install ./clients/python ./clients/python/pydantic_ai` into a fresh
 virtual environment, offline, then the package imported from outside the
-checkout.
-
-Both wheels are built from this repository with the setuptools .venv holds
-(--no-build-isolation: nothing downloaded) and installed with --no-index
-from a folder holding only them. The framework (pydantic-ai-slim and its
-requirements) is not downloaded either: the fresh environment reaches the
-locked copies in .venv through a .pth file, so pip resolves the adapter's
-requirements against exactly the versions the tests ran with, and a
-requirement missing from them fails the install. The client itself is not
-in .venv: it comes from its wheel."""
+checkout: testsupport/adapter_install.py does it for every adapter; this
+file names what is this adapter's (Countersign is a Pydantic AI capability)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import site
-import subprocess
-import sys
-import tempfile
 import unittest
-from typing import Dict, List
+from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.abspath(os.path.join(HERE, ".."))
-CLIENT = os.path.abspath(os.path.join(HERE, "..", ".."))
+from adapter_install import AdapterInstall
 
 
-def clean_env() -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env["PIP_NO_INPUT"] = "1"
-    return env
+class Install(AdapterInstall, unittest.TestCase):
+    package_dir = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    module = "countersign_pydantic_ai"
+    dist = "countersign-pydantic-ai"
+    install = "countersign-pydantic-ai"
+    framework = "pydantic_ai"
+    framework_label = "pydantic-ai-slim"
+    framework_requirement = "pydantic-ai-slim<3,>=2.62"
+    probe = (
+        "from countersign_pydantic_ai import Countersign, ResumeRefused, current_execution\n"
+        "from pydantic_ai.capabilities import AbstractCapability\n"
+        "extra = issubclass(Countersign, AbstractCapability)\n"
+    )
 
-
-def run(args: List[str], cwd: str) -> subprocess.CompletedProcess:
-    out = subprocess.run(args, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
-    return out
-
-
-def copy_package(src: str, dst: str, pkg: str) -> str:
-    """The package's files in a folder of their own, so that the build
-    leaves nothing (build/, *.egg-info) in the checkout."""
-    os.makedirs(dst)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(os.path.join(src, name), dst)
-    shutil.copytree(os.path.join(src, pkg), os.path.join(dst, pkg), ignore=shutil.ignore_patterns("__pycache__"))
-    return dst
-
-
-class Install(unittest.TestCase):
-    def setUp(self) -> None:
-        try:
-            import pydantic_ai  # noqa: F401
-            import setuptools  # noqa: F401
-        except ImportError:
-            msg = "setuptools or pydantic-ai-slim is not in this environment: build .venv from requirements.lock (make python-env)"
-            if os.environ.get("CI"):
-                self.fail(msg)
-            self.skipTest(msg)
-        self.tmp = tempfile.mkdtemp(prefix="cs-pai-install-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-
-    def test_pip_install_into_a_fresh_venv(self) -> None:
-        wheels = os.path.join(self.tmp, "wheels")
-        for src, pkg in ((CLIENT, "countersign"), (PKG, "countersign_pydantic_ai")):
-            copy = copy_package(src, os.path.join(self.tmp, "src", pkg), pkg)
-            run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation", "--wheel-dir", wheels, copy], cwd=self.tmp)
-        built = sorted(os.listdir(wheels))
-        self.assertEqual(len(built), 2, built)
-        self.assertTrue(built[1].startswith("countersign_pydantic_ai-0.1.0-py3-none-any"), built)
-
-        venv = os.path.join(self.tmp, "venv")
-        run([sys.executable, "-m", "venv", venv], cwd=self.tmp)
-        py = os.path.join(venv, "bin", "python")
-        target = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=self.tmp).stdout.strip()
-        with open(os.path.join(target, "locked-framework.pth"), "w") as f:
-            f.write("\n".join(site.getsitepackages()) + "\n")
-        run([py, "-m", "pip", "install", "--no-index", "--find-links", wheels, "countersign-pydantic-ai"], cwd=self.tmp)
-
-        outside = os.path.join(self.tmp, "elsewhere")
-        os.mkdir(outside)
-        probe = (
-            "import json, importlib.metadata as md, os, countersign, countersign_pydantic_ai as cp\n"
-            "from countersign_pydantic_ai import Countersign, ResumeRefused, current_execution\n"
-            "from pydantic_ai.capabilities import AbstractCapability\n"
-            "d = md.distribution('countersign-pydantic-ai')\n"
-            "print(json.dumps({'version': cp.__version__, 'file': cp.__file__, 'client': countersign.__file__,\n"
-            "  'client_version': countersign.__version__, 'requires': d.requires,\n"
-            "  'typed': os.path.isfile(os.path.join(os.path.dirname(cp.__file__), 'py.typed')),\n"
-            "  'capability': issubclass(Countersign, AbstractCapability)}))\n"
-        )
-        got = json.loads(run([py, "-I", "-c", probe], cwd=outside).stdout)
-        self.assertEqual((got["version"], got["client_version"]), ("0.1.0", "0.2.0"))
-        for key in ("file", "client"):
-            self.assertTrue(os.path.realpath(got[key]).startswith(os.path.realpath(venv)), got[key])
-        self.assertTrue(got["typed"])
-        self.assertTrue(got["capability"])
-        self.assertIn("countersign<0.3,>=0.2", got["requires"])
-        self.assertTrue(any(r.startswith("pydantic-ai-slim<3,>=2.62") for r in got["requires"]), got["requires"])
-        run([py, "-m", "pip", "check"], cwd=outside)
+    def check_extra(self, extra: Any) -> None:
+        self.assertTrue(extra)
 
 
 if __name__ == "__main__":
