@@ -11,15 +11,16 @@ SHELL := /bin/bash
 # TESTLOG holds each go test run's output, which slowest reads.
 TESTLOG := .testlog
 
-.PHONY: test test-race test-pg-restart test-python chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest build install
+.PHONY: test test-race test-pg-restart test-python test-schemathesis fuzz-schemathesis schemathesis-env schemathesis-lock chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest build install release test-release
 
 ## test: every test, with the race detector (what .ci/run calls): first the
 ## services and the Python environment, then lint, the Go suite, the
-## PostgreSQL restarts, the Python tests and the fuzz smoke run; last, the
+## PostgreSQL restarts, the Python tests, Schemathesis' short run, the fuzz
+## smoke run and the release build of this machine's platform; last, the
 ## ten slowest packages.
 test: services python-env
 	@rm -rf $(TESTLOG) && mkdir -p $(TESTLOG)
-	@$(MAKE) --no-print-directory lint test-race test-pg-restart test-python fuzz-smoke
+	@$(MAKE) --no-print-directory lint test-race test-pg-restart test-python test-schemathesis fuzz-smoke test-release
 	@$(MAKE) --no-print-directory slowest
 
 ## services: installs (as root, from Debian's packages) and starts what the
@@ -39,10 +40,52 @@ python-env:
 ## every package's hashes, by pip-tools in a throwaway environment.
 PIP_TOOLS_VERSION ?= 7.6.2
 python-lock:
+	$(call pip-compile,clients/python)
+
+# pip-compile DIR compiles DIR/requirements.in into DIR/requirements.lock,
+# with every package's hashes, by pip-tools in a throwaway environment.
+define pip-compile
 	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install -q pip-tools==$(PIP_TOOLS_VERSION) && \
-	cd clients/python && $$d/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	cd $(1) && $$d/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 	  --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in; \
 	rc=$$?; rm -rf $$d; exit $$rc
+endef
+
+## schemathesis-env: .venv-schemathesis, Schemathesis' own environment, from
+## test/schemathesis/requirements.lock with hashes, as python-env builds
+## .venv (ADR 0044: a lock of its own, apart from the client's).
+schemathesis-env:
+	@bash .ci/python-env test/schemathesis/requirements.lock .venv-schemathesis
+
+## schemathesis-lock: compiles test/schemathesis/requirements.in into its
+## lock, as python-lock does the client's.
+schemathesis-lock:
+	$(call pip-compile,test/schemathesis)
+
+## test-schemathesis: Schemathesis fuzzes the API of a real countersign
+## serve from its /openapi.json, short (test/schemathesis,
+## docs/api-testing.md): three credentials, 10 examples an operation, at
+## most a minute each, a fixed seed. Without python3 3.10+ it skips, except
+## in CI, where that is an error.
+test-schemathesis:
+	$(call schemathesis-run,short)
+
+## fuzz-schemathesis: the same, long (500 examples, ten minutes a
+## credential); part of make fuzz.
+fuzz-schemathesis:
+	$(call schemathesis-run,long)
+
+define schemathesis-run
+	@mkdir -p $(TESTLOG)
+	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
+	  bash .ci/python-env test/schemathesis/requirements.lock .venv-schemathesis && \
+	  CS_SCHEMATHESIS=$(1) $(GO) test -count=1 -timeout 60m -v -run '^TestSchemathesis$$' ./test/schemathesis/ 2>&1 | tee $(TESTLOG)/schemathesis.log; \
+	elif [ -n "$$CI" ]; then \
+	  echo "python3 3.10+ is missing: test/schemathesis needs it"; exit 1; \
+	else \
+	  echo "python3 3.10+ not found: skipping Schemathesis (test/schemathesis)"; \
+	fi
+endef
 
 ## slowest: the ten slowest packages of the last make test (from TESTLOG).
 slowest:
@@ -155,9 +198,11 @@ staticcheck:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 $(PKGS)
 
-## fuzz: run every fuzz target for FUZZTIME each.
+## fuzz: run every fuzz target for FUZZTIME each, then Schemathesis' long
+## run (fuzz-schemathesis).
 fuzz:
 	@$(MAKE) --no-print-directory fuzz-run FUZZRUN=$(FUZZTIME)
+	@$(MAKE) --no-print-directory fuzz-schemathesis
 
 ## fuzz-smoke: fuzz every target briefly (FUZZSMOKE each), starting from its
 ## committed seed corpus (testdata/fuzz/FuzzXxx, which plain go test also
@@ -176,6 +221,23 @@ fuzz-run:
 ## build: the countersign binary (server and CLI) into bin/.
 build:
 	$(GO) build -o bin/countersign ./cmd/countersign
+
+## release: static binaries (CGO_ENABLED=0) for RELEASE_PLATFORMS, each
+## packed with LICENSE, README.md and CHANGELOG.md into
+## dist/countersign_<version>_<os>_<arch>.tar.gz beside its CycloneDX bill of
+## materials (.cdx.json), and dist/SHA256SUMS (internal/release). VERSION
+## defaults to git describe; SOURCE_DATE_EPOCH fixes the build date.
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+VERSION ?=
+release:
+	@rm -rf dist
+	$(GO) run ./internal/release -out dist -platforms $(RELEASE_PLATFORMS) $(if $(VERSION),-version $(VERSION))
+
+## test-release: the release build of this machine's platform, checked as a
+## user downloads it (static, stamped, summed, with its bill of materials):
+## internal/release's TestRelease. Part of make test.
+test-release:
+	COUNTERSIGN_RELEASE_TEST=1 $(GO) test -count=1 -run 'TestRelease' ./internal/release
 
 ## install: the countersign binary into $(go env GOPATH)/bin (on PATH, the
 ## README's CLI commands work as printed).

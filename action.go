@@ -441,6 +441,15 @@ func (a *Action) prepareInput(raw json.RawMessage) (snapshot json.RawMessage, di
 	return canon, digest, nil
 }
 
+// InputDigest is the digest a proposal of a's records for input
+// (cstype.Proposal.InputDigest): how a surface recognises a repeated
+// identical call among the proposals it finds. An input the schema refuses
+// is an *InvalidInputError.
+func (a *Action) InputDigest(input json.RawMessage) (string, error) {
+	_, digest, err := a.prepareInput(input)
+	return digest, err
+}
+
 // fill replaces {path} placeholders with values from the input. A missing
 // path renders as an empty string; strings render bare, other values as JSON.
 func fill(tmpl string, input json.RawMessage) string {

@@ -96,7 +96,7 @@ func (e *Engine) sealer(opts SealerOptions) *maintenance.Sealer {
 	return maintenance.NewSealer(e.store, maintenance.SealerConfig{
 		Owner: e.owner, Interval: opts.Interval, LeaseDuration: opts.LeaseDuration, Batch: opts.Batch,
 		SigningKey: opts.SigningKey, CheckpointEvery: opts.CheckpointEvery, CheckpointBudget: e.checkpointBudget,
-		Now: e.clock, Logger: e.log,
+		Now: e.clock, Logger: e.log, OnSealed: e.observeSealed,
 	})
 }
 

@@ -157,6 +157,9 @@ func (e *InvalidRememberError) Is(target error) bool { return target == ErrInval
 // rememberScopes are the scopes an approval of p may remember: the rule's,
 // less "run" when p was made outside a run.
 func rememberScopes(p *cstype.Proposal) []Scope {
+	if p.StepUp != "" {
+		return nil
+	}
 	var out []Scope
 	for _, sc := range p.RememberScopes {
 		if sc == ScopeRun && p.RunID == "" {
@@ -170,6 +173,8 @@ func rememberScopes(p *cstype.Proposal) []Scope {
 // mayRemember reports whether an approval of p may remember scope.
 func mayRemember(p *cstype.Proposal, scope Scope) error {
 	switch {
+	case p.StepUp != "":
+		return &InvalidRememberError{ProposalID: p.ID, Scope: scope, Reason: "the rule asks for step-up: every approval needs its own passkey, so none is remembered"}
 	case !slices.Contains(p.RememberScopes, scope):
 		return &InvalidRememberError{ProposalID: p.ID, Scope: scope, Reason: "the rule does not allow remembering for a " + string(scope)}
 	case scope == ScopeRun && p.RunID == "":
@@ -197,6 +202,16 @@ func requesterIdentity(p *cstype.Proposal) Identity {
 // mayReadProposalConversation reports whether id may read the conversation
 // that led to p's call: whoever may see p (canSee).
 func mayReadProposalConversation(id Identity, p *cstype.Proposal) bool { return canSee(id, p) }
+
+// Where a proposal was announced (Engine.Announcements): whoever may see
+// the proposal may see where it was announced (which channel, to whom,
+// when, how far it got); the announcements carry nothing a reader of the
+// proposal could not learn from its approvers and decisions, and never a
+// nonce, Slack id or link.
+
+// mayReadAnnouncements reports whether id may read where p was announced:
+// whoever may see p (canSee).
+func mayReadAnnouncements(id Identity, p *cstype.Proposal) bool { return canSee(id, p) }
 
 // mayReadAbout reports whether a reader of p's conversation in thread t may
 // read a message about other, another proposal of the thread (nil: none
@@ -256,6 +271,65 @@ func waitsFor(ctx context.Context, p *cstype.Proposal, id Identity, via string, 
 		return false
 	}
 	return mayDecide(ctx, p, id, Approve, via, hook) == nil
+}
+
+// Announcees returns the candidates p may be announced to through the
+// approver channel via ("slack", "email"): those whose decision it waits
+// for there now (waitsFor: pending, not past its deadline, an approver the
+// rule accepts through via, undecided), each of p's tenant, a person's
+// credential, and never p's requester: an agent acting for the requester
+// may read their mail and chat, so a button or link in reach of the
+// requester is in reach of the agent. The channels call this and send to
+// no one else; the order of candidates is kept.
+func (e *Engine) Announcees(ctx context.Context, p *cstype.Proposal, via string, candidates []Identity) []Identity {
+	if p == nil {
+		return nil
+	}
+	now, hook := e.clock(), e.canDecideHook(p)
+	var out []Identity
+	for _, c := range candidates {
+		if c.Kind != KindHuman || c.Tenant != p.Tenant || c.Actor == p.Requester {
+			continue
+		}
+		if waitsFor(ctx, p, c, via, now, hook) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// emailLinkVerdicts lists the verdicts id is mailed a link for about p:
+// none unless p may be announced to id by email (Announcees), then an
+// approval while p waits for id's decision and a rejection while id may
+// reject it. A link is minted for nothing the engine would refuse id now.
+func emailLinkVerdicts(ctx context.Context, e *Engine, p *cstype.Proposal, id Identity, now time.Time) []Verdict {
+	if len(e.Announcees(ctx, p, ViaEmail, []Identity{id})) == 0 {
+		return nil
+	}
+	hook := e.canDecideHook(p)
+	var out []Verdict
+	if waitsFor(ctx, p, id, ViaEmail, now, hook) {
+		out = append(out, Approve)
+	}
+	if mayReject(ctx, p, id, ViaEmail, now, hook) {
+		out = append(out, Reject)
+	}
+	return out
+}
+
+// mayDecideByEmailLink is mayDecide through email, checked before a link
+// is spent: an approval of a proposal whose rule needs a passkey step-up
+// is refused too, since no assertion travels by email (the page sends the
+// approver to the inbox). Rejections need none.
+func mayDecideByEmailLink(ctx context.Context, p *cstype.Proposal, id Identity, verdict Verdict,
+	hook func(context.Context, Identity, *cstype.Proposal) bool) error {
+	if err := mayDecide(ctx, p, id, verdict, ViaEmail, hook); err != nil {
+		return err
+	}
+	if verdict == Approve && p.StepUp != "" {
+		return forbidden(id, p.ID, "approving this proposal needs a passkey: approve it in the inbox")
+	}
+	return nil
 }
 
 // mayReject reports whether a surface offers id the rejection of p: p is
@@ -362,4 +436,111 @@ func mayResume(id Identity, t *cstype.Thread, p *cstype.Proposal) error {
 func resumeStands(decideErr error, p *cstype.Proposal) bool {
 	var forbidden *ForbiddenError
 	return errors.As(decideErr, &forbidden) && p.Status != cstype.StatusPending
+}
+
+// ---------------------------------------------------------------------------
+// Step-up (issue 34: docs/api.md Part 3, "Step-up for high-risk rules";
+// stepup.go does the ceremonies, these decide who may).
+
+// needsStepUp reports whether a decision of p by verdict must carry a fresh
+// passkey assertion: an approval of a pending proposal whose rule asks for
+// step-up. Rejections need none, and an approval of a proposal past pending
+// approves nothing (the store answers it unchanged or conflict).
+func needsStepUp(p *cstype.Proposal, verdict cstype.Verdict) bool {
+	return p.StepUp != "" && verdict == cstype.VerdictApproved && p.Status == cstype.StatusPending
+}
+
+// mayStepUp: a step-up challenge is made only for a proposal that needs
+// one, pending, to someone who may approve it now through via and has not
+// decided it yet (waitsFor): nobody else has anything to sign.
+func mayStepUp(ctx context.Context, p *cstype.Proposal, id Identity, via string, now time.Time,
+	hook func(context.Context, Identity, *cstype.Proposal) bool) error {
+	// Who may approve first: nobody else learns what the rule asks.
+	if err := mayDecide(ctx, p, id, Approve, via, hook); err != nil {
+		return err
+	}
+	if p.StepUp == "" {
+		return fmt.Errorf("%w: proposal %s needs no step-up", ErrInvalidCall, p.ID)
+	}
+	if !waitsFor(ctx, p, id, via, now, hook) {
+		return &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "the proposal does not wait for your approval"}
+	}
+	return nil
+}
+
+// grantMayApprove: a step-up rule neither makes nor honours grants: a
+// remembered approval carries no assertion.
+func grantMayApprove(r *Rule) bool { return r == nil || r.StepUp == "" }
+
+// mayEnroll: only an operator, as a person, makes an enrollment link, for
+// an actor of the operator's own tenant.
+func mayEnroll(id Identity) error {
+	return requireOperator(id, "", "making a passkey enrollment link needs the operator role")
+}
+
+// mayUseEnrollment: an enrollment link enrols a passkey only for the
+// person it was made for, signed in as themselves, before it expires and
+// once. The link alone is not enough: whoever reads a person's mail (their
+// agent among them) must not enrol a passkey in their name.
+func mayUseEnrollment(id Identity, en *store.PasskeyEnrollment, now time.Time) error {
+	switch {
+	case en.Tenant != id.Tenant || en.Actor != id.Actor:
+		return &PasskeyLinkError{Reason: "this link was made for someone else: sign in as the person it names"}
+	case en.SpentAt != nil:
+		return &PasskeyLinkError{Reason: "this link was used already: ask an operator for a new one"}
+	case !now.Before(en.ExpiresAt):
+		return &PasskeyLinkError{Reason: "this link has expired: ask an operator for a new one"}
+	}
+	return nil
+}
+
+// ThreadOrigin says who named a call's thread. Thread ids beginning with a
+// reserved prefix (ReservedThread) are the MCP gateway's: it derives them
+// from a session or a credential, so that whoever holds those calls'
+// proposals is the credential that made them. Anything a client names
+// itself (POST /v1/calls, a message, an AG-UI input, an MCP _meta thread)
+// is ThreadNamed.
+type ThreadOrigin int
+
+const (
+	// ThreadNamed: the client named the thread (the zero value).
+	ThreadNamed ThreadOrigin = iota
+	// ThreadMCPGateway: the MCP gateway derived the thread from the
+	// caller's session (mcp_<session id>) or credential (mcp:<fingerprint>).
+	ThreadMCPGateway
+)
+
+// reservedThreadPrefixes begin the thread ids only the MCP gateway makes
+// (docs/api.md Part 3, "MCP 2026-07-28").
+var reservedThreadPrefixes = []string{"mcp:", "mcp_"}
+
+// ReservedThread reports whether threadID begins with a prefix reserved for
+// the MCP gateway's threads.
+func ReservedThread(threadID string) bool {
+	for _, p := range reservedThreadPrefixes {
+		if strings.HasPrefix(threadID, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayNameThread is the rule on reserved thread ids: only the gateway, which
+// derives them, uses them; a thread a client names with a reserved prefix
+// is refused, before anything is looked up or stored, so that nobody can
+// make calls in (or squat) a thread another credential's MCP calls will
+// use. Any other id is left to the owner check.
+func mayNameThread(id Identity, threadID string, origin ThreadOrigin) error {
+	if origin == ThreadMCPGateway || !ReservedThread(threadID) {
+		return nil
+	}
+	return &ForbiddenError{Actor: id.Actor, Reason: "thread ids beginning mcp: or mcp_ are reserved for the MCP gateway"}
+}
+
+// MayNameThread tells a surface whether id may name threadID, coming from
+// origin: nil, or a *ForbiddenError. Call and PostMessage check it too; the
+// MCP gateway asks first about a thread a request's _meta names, so that
+// the refusal is a JSON-RPC error and nothing is stored.
+func (e *Engine) MayNameThread(id Identity, threadID string, origin ThreadOrigin) error {
+	return mayNameThread(id, threadID, origin)
 }

@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +148,34 @@ func TestWaitsFor(t *testing.T) {
 		reject := tc.want || tc.name == "the requester who may only reject"
 		if got := mayReject(context.Background(), tc.p, tc.id, "web", now, tc.hook); got != reject {
 			t.Errorf("%s: rejection offered %v, want %v", tc.name, got, reject)
+		}
+	}
+}
+
+// TestMayNameThread: the reserved prefixes, by who named the thread.
+func TestMayNameThread(t *testing.T) {
+	id := Identity{Tenant: "acme", Actor: "alice"}
+	for _, row := range []struct {
+		thread string
+		origin ThreadOrigin
+		ok     bool
+	}{
+		{"mcp:0123456789abcdef", ThreadNamed, false},
+		{"mcp_0123", ThreadNamed, false},
+		{"mcp:", ThreadNamed, false},
+		{"mcp_", ThreadNamed, false},
+		{"mcp:0123456789abcdef", ThreadMCPGateway, true},
+		{"mcp_0123", ThreadMCPGateway, true},
+		{"mcp", ThreadNamed, true},
+		{"mcpx", ThreadNamed, true},
+		{"MCP:x", ThreadNamed, true}, // ids are case-sensitive: only the gateway's exact prefixes
+		{"t1", ThreadNamed, true},
+		{"xmcp:1", ThreadNamed, true},
+	} {
+		err := mayNameThread(id, row.thread, row.origin)
+		var forbidden *ForbiddenError
+		if got := err == nil; got != row.ok || (err != nil && !errors.As(err, &forbidden)) {
+			t.Errorf("mayNameThread(%q, %d) = %v, want ok %v", row.thread, row.origin, err, row.ok)
 		}
 	}
 }

@@ -69,17 +69,27 @@ func expected(a authorityActor, kind countersign.CredentialKind, op string) answ
 		return refused
 	}
 	switch op {
-	case "see", "list", "conversation":
+	case "see", "list", "conversation", "announcements":
 		// The requester sees her proposals whatever the kind; an approver's
 		// visibility is a person's only. Operators see pending proposals
 		// no more than anyone else (only reconciling and unknown ones).
-		// Whoever sees a proposal reads the conversation that led to it.
+		// Whoever sees a proposal reads the conversation that led to it,
+		// and where it was announced.
 		return either(owner || (human && finance))
 	case "waits-for", "counted":
 		// A pending proposal waits for each person who may approve it and
 		// has not decided it: the requester (an approver here) and
 		// finance; never for an agent credential, whoever it acts for.
 		return either(human && (owner || finance))
+	case "announce":
+		// A Slack button or an email link goes to whom the proposal waits
+		// for, as a person, but never to its requester: the requester's
+		// agent may read their chat and mail.
+		return either(human && finance && !owner)
+	case "email-link":
+		// Links go where announcements go; an agent credential is
+		// refused before anything is looked up.
+		return decisionShaped(finance && !owner)
 	case "approve", "reject":
 		// Approvers: the requester (as a person) and role:finance.
 		return decisionShaped(owner || finance)
@@ -103,6 +113,17 @@ func expected(a authorityActor, kind countersign.CredentialKind, op string) answ
 		return decisionShaped(operator)
 	case "sign-in":
 		return decisionShaped(true)
+	case "enroll-link":
+		// Only an operator, as a person, makes a passkey enrollment link,
+		// for an actor of her own tenant, whichever tenant that is.
+		return decisionShaped(slices.Contains(a.roles, "operator"))
+	case "step-up":
+		// A step-up challenge is a decision's first half: the approvers'.
+		return decisionShaped(owner || finance)
+	case "reserved-thread":
+		// Thread ids beginning mcp: or mcp_ are the MCP gateway's: nobody
+		// names one in a call or a message, whoever they are.
+		return refused
 	}
 	panic("unknown operation " + op)
 }
@@ -161,7 +182,7 @@ func TestAuthorityTable(t *testing.T) {
 		}
 		shared := pending()
 		runs := newRunRows(t, open) // issue 31: see runRows below
-		channels := []string{"api", "cli", "web", countersign.ViaText, countersign.ViaAGUI, countersign.ViaMCP}
+		channels := []string{"api", "cli", "web", countersign.ViaText, countersign.ViaAGUI, countersign.ViaMCP, countersign.ViaSlack, countersign.ViaEmail}
 
 		rows := 0
 		for _, a := range authorityActors {
@@ -184,6 +205,8 @@ func TestAuthorityTable(t *testing.T) {
 				check("list", "api", err)
 				_, err = e.ProposalConversation(ctx, id, shared.ID, 0)
 				check("conversation", "web", err)
+				_, err = e.Announcements(ctx, id, shared.ID)
+				check("announcements", "web", err)
 				err = nil
 				if !e.Turn(ctx, id, shared, "web").Yours {
 					err = countersign.ErrForbidden // not waiting for id: as good as refused
@@ -196,6 +219,18 @@ func TestAuthorityTable(t *testing.T) {
 					err = countersign.ErrForbidden
 				}
 				check("counted", "web", err)
+				for _, via := range []string{countersign.ViaSlack, countersign.ViaEmail} {
+					err = nil
+					if got := e.Announcees(ctx, shared, via, []countersign.Identity{id}); len(got) != 1 || got[0].Actor != id.Actor {
+						err = countersign.ErrForbidden // not announced to: as good as refused
+					}
+					check("announce", via, err)
+				}
+				// Email links are minted only for whom the proposal may
+				// be announced to by email (issue 34).
+				_, err = e.IssueEmailLinks(ctx, &countersign.EmailLinkIssue{Tenant: id.Tenant, ProposalID: shared.ID,
+					Approver: id, NotificationID: "ntf_authority", TTL: time.Hour})
+				check("email-link", countersign.ViaEmail, err)
 				for _, via := range channels {
 					for _, verdict := range []countersign.Verdict{countersign.Approve, countersign.Reject} {
 						target := shared
@@ -233,6 +268,23 @@ func TestAuthorityTable(t *testing.T) {
 				check("resolve", "api", err)
 				_, _, err = e.StartSession(ctx, &countersign.StartSessionParams{Identity: id, Credential: "tok_" + a.name, TTL: time.Minute})
 				check("sign-in", "web", err)
+				_, err = e.CreatePasskeyEnrollment(ctx, id, "dave")
+				if errors.Is(err, countersign.ErrInvalidCall) {
+					err = nil // past the authority check: this engine has no public URL
+				}
+				check("enroll-link", "cli", err)
+				_, err = e.StepUpChallenge(ctx, id, shared.ID, "api")
+				if errors.Is(err, countersign.ErrInvalidCall) {
+					err = nil // past the authority check: shared's rule asks no step-up
+				}
+				check("step-up", "api", err)
+				for _, thread := range []string{"mcp:0123456789abcdef", "mcp_session", "mcp:", "mcp_"} {
+					_, err = e.Call(ctx, &countersign.Call{Identity: id, ThreadID: thread, ToolCallID: "call_reserved",
+						Action: "payments.refund", Input: json.RawMessage(`{"amount": 1, "customer": "c_1"}`)})
+					check("reserved-thread", "api", err)
+					_, err = e.PostMessage(ctx, &countersign.Message{Identity: id, ThreadID: thread, Text: "hello"})
+					check("reserved-thread", countersign.ViaAGUI, err)
+				}
 				rows += runs.check(t, a, kind, id)
 			}
 		}

@@ -1,12 +1,15 @@
 package countersign
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/countersign/countersign/cstype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Call is one invocation of an action by an agent.
@@ -33,6 +36,10 @@ type Call struct {
 	// after a crash still replays it. Without it a repeated id replays, as
 	// POST /v1/calls does.
 	FreshToolCallID bool
+	// ThreadOrigin says who named ThreadID: a client (the zero value), or
+	// the MCP gateway, which alone may use the reserved thread ids
+	// (ReservedThread).
+	ThreadOrigin ThreadOrigin
 }
 
 func (c *Call) validate() error {
@@ -64,6 +71,9 @@ func (c *Call) validate() error {
 // Result together with ctx's error: the proposal is durable, and repeating the
 // same call resumes waiting.
 func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
+	if e.tracer != nil {
+		return e.tracedCall(ctx, c)
+	}
 	res, wait, err := e.call(ctx, c)
 	if wait != nil {
 		// Waiting happens here, right below Call's small frame rather than
@@ -73,6 +83,40 @@ func (e *Engine) Call(ctx context.Context, c *Call) (*Result, error) {
 		_, res, err = e.await(ctx, c, wait)
 	}
 	return res, err
+}
+
+// tracedCall is Call in a span of its own, which the call's proposal
+// records (call_record.go) for the spans that follow it in other processes.
+func (e *Engine) tracedCall(ctx context.Context, c *Call) (*Result, error) {
+	ctx, span := e.tracer.Start(ctx, spanCall, trace.WithAttributes(
+		attrOperation.String("execute_tool"), attrToolName.String(c.Action), attrToolCallID.String(c.ToolCallID),
+		attrAction.String(c.Action), attrTenant.String(c.Identity.Tenant), attrThreadID.String(c.ThreadID),
+	))
+	if c.RunID != "" {
+		span.SetAttributes(attrRunID.String(c.RunID))
+	}
+	res, wait, err := e.call(ctx, c)
+	if wait != nil {
+		_, res, err = e.await(ctx, c, wait)
+	}
+	if res != nil {
+		span.SetAttributes(attribute.String("countersign.result", string(res.Status)))
+		if id := cmp.Or(res.ProposalID, proposalID(res.Proposal)); id != "" {
+			span.SetAttributes(attrProposalID.String(id))
+		}
+		if res.Proposal != nil {
+			span.SetAttributes(attrMode.String(string(res.Proposal.Mode)))
+		}
+	}
+	endSpan(span, nil, err)
+	return res, err
+}
+
+func proposalID(p *cstype.Proposal) string {
+	if p == nil {
+		return ""
+	}
+	return p.ID
 }
 
 // callRun is one call on its way through the pipeline: what each step

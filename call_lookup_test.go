@@ -386,6 +386,31 @@ func (s *callCounter) DeleteExpiredSessions(ctx context.Context, params *store.D
 	return s.Store.DeleteExpiredSessions(ctx, params)
 }
 
+func (s *callCounter) IssueEmailLinks(ctx context.Context, params *store.IssueEmailLinksParams) (*store.IssueEmailLinksResult, error) {
+	s.count("IssueEmailLinks")
+	return s.Store.IssueEmailLinks(ctx, params)
+}
+
+func (s *callCounter) MarkEmailLinksSent(ctx context.Context, params *store.MarkEmailLinksSentParams) error {
+	s.count("MarkEmailLinksSent")
+	return s.Store.MarkEmailLinksSent(ctx, params)
+}
+
+func (s *callCounter) GetEmailLink(ctx context.Context, params *store.GetEmailLinkParams) (*store.EmailLink, error) {
+	s.count("GetEmailLink")
+	return s.Store.GetEmailLink(ctx, params)
+}
+
+func (s *callCounter) ListEmailLinks(ctx context.Context, params *store.ListEmailLinksParams) ([]*store.EmailLink, error) {
+	s.count("ListEmailLinks")
+	return s.Store.ListEmailLinks(ctx, params)
+}
+
+func (s *callCounter) SpendEmailLink(ctx context.Context, params *store.SpendEmailLinkParams) (*store.EmailLink, error) {
+	s.count("SpendEmailLink")
+	return s.Store.SpendEmailLink(ctx, params)
+}
+
 func (s *callCounter) PostMessage(ctx context.Context, params *store.PostMessageParams) (*store.PostMessageResult, error) {
 	s.count("PostMessage")
 	return s.Store.PostMessage(ctx, params)
@@ -439,4 +464,79 @@ func (s *callCounter) ListNotifications(ctx context.Context, params *store.ListN
 func (s *callCounter) RetryNotification(ctx context.Context, params *store.RetryNotificationParams) (*cstype.OutboxEntry, error) {
 	s.count("RetryNotification")
 	return s.Store.RetryNotification(ctx, params)
+}
+
+func (s *callCounter) ClaimSlackPost(ctx context.Context, params *store.ClaimSlackPostParams) (*store.SlackPostClaim, error) {
+	s.count("ClaimSlackPost")
+	return s.Store.ClaimSlackPost(ctx, params)
+}
+
+func (s *callCounter) RecordSlackPost(ctx context.Context, params *store.RecordSlackPostParams) (*store.SlackAnnouncement, error) {
+	s.count("RecordSlackPost")
+	return s.Store.RecordSlackPost(ctx, params)
+}
+
+func (s *callCounter) RotateSlackNonce(ctx context.Context, params *store.RotateSlackNonceParams) (*store.SlackAnnouncement, error) {
+	s.count("RotateSlackNonce")
+	return s.Store.RotateSlackNonce(ctx, params)
+}
+
+func (s *callCounter) RetireSlackNonce(ctx context.Context, params *store.RetireSlackNonceParams) error {
+	s.count("RetireSlackNonce")
+	return s.Store.RetireSlackNonce(ctx, params)
+}
+
+func (s *callCounter) GetSlackAnnouncement(ctx context.Context, params *store.GetSlackAnnouncementParams) (*store.SlackAnnouncement, error) {
+	s.count("GetSlackAnnouncement")
+	return s.Store.GetSlackAnnouncement(ctx, params)
+}
+
+func (s *callCounter) ListSlackAnnouncements(ctx context.Context, params *store.ListSlackAnnouncementsParams) ([]*store.SlackAnnouncement, error) {
+	s.count("ListSlackAnnouncements")
+	return s.Store.ListSlackAnnouncements(ctx, params)
+}
+
+func (s *callCounter) CreatePasskeyEnrollment(ctx context.Context, params *store.CreatePasskeyEnrollmentParams) error {
+	s.count("CreatePasskeyEnrollment")
+	return s.Store.CreatePasskeyEnrollment(ctx, params)
+}
+
+func (s *callCounter) GetPasskeyEnrollment(ctx context.Context, params *store.GetPasskeyEnrollmentParams) (*store.PasskeyEnrollment, error) {
+	s.count("GetPasskeyEnrollment")
+	return s.Store.GetPasskeyEnrollment(ctx, params)
+}
+
+func (s *callCounter) CreatePasskey(ctx context.Context, params *store.CreatePasskeyParams) error {
+	s.count("CreatePasskey")
+	return s.Store.CreatePasskey(ctx, params)
+}
+
+func (s *callCounter) ListPasskeys(ctx context.Context, params *store.ListPasskeysParams) ([]*store.Passkey, error) {
+	s.count("ListPasskeys")
+	return s.Store.ListPasskeys(ctx, params)
+}
+
+func (s *callCounter) UpdatePasskey(ctx context.Context, params *store.UpdatePasskeyParams) error {
+	s.count("UpdatePasskey")
+	return s.Store.UpdatePasskey(ctx, params)
+}
+
+func (s *callCounter) DeletePasskey(ctx context.Context, params *store.DeletePasskeyParams) error {
+	s.count("DeletePasskey")
+	return s.Store.DeletePasskey(ctx, params)
+}
+
+func (s *callCounter) CreatePasskeyChallenge(ctx context.Context, params *store.CreatePasskeyChallengeParams) error {
+	s.count("CreatePasskeyChallenge")
+	return s.Store.CreatePasskeyChallenge(ctx, params)
+}
+
+func (s *callCounter) SpendPasskeyChallenge(ctx context.Context, params *store.SpendPasskeyChallengeParams) (*store.PasskeyChallenge, error) {
+	s.count("SpendPasskeyChallenge")
+	return s.Store.SpendPasskeyChallenge(ctx, params)
+}
+
+func (s *callCounter) SpendMCPNonce(ctx context.Context, params *store.SpendMCPNonceParams) (bool, error) {
+	s.count("SpendMCPNonce")
+	return s.Store.SpendMCPNonce(ctx, params)
 }

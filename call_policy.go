@@ -51,6 +51,9 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	if err := mayNameThread(c.Identity, c.ThreadID, c.ThreadOrigin); err != nil {
+		return err
+	}
 	e.mu.RLock()
 	r.a, r.rules = e.actions[c.Action], e.rules[c.Action]
 	e.mu.RUnlock()
@@ -67,7 +70,7 @@ func (e *Engine) resolve(c *Call, r *callRun) error {
 // transaction that creates the proposal (see record), so that one revoked
 // since lookup read it never approves.
 func (e *Engine) findGrant(r *callRun, g *cstype.Grant) {
-	if g == nil {
+	if g == nil || !grantMayApprove(&r.m.rule) {
 		return
 	}
 	r.grantID = g.ID

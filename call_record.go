@@ -125,6 +125,8 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *cstype.Pro
 		Quorum:             rule.Quorum,
 		ForbidSelfApproval: rule.ForbidSelfApproval,
 		Channels:           rule.Channels,
+		Notify:             rule.Notify,
+		StepUp:             rule.StepUp,
 		RememberScopes:     rule.Remember,
 		GrantAnyInput:      rule.GrantAnyInput,
 		GrantTTL:           rule.GrantTTL,
@@ -132,6 +134,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *cstype.Pro
 		ExpiresAt:          now.Add(rule.TTL),
 		OperationID:        "op_" + newID(),
 		RuleFingerprint:    r.fingerprint,
+		TraceParent:        e.traceParentOf(ctx),
 	}
 	if r.m.matched {
 		p.RuleMatch, p.RuleWhen = r.m.rule.Match, r.m.rule.whenText()

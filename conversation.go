@@ -143,6 +143,11 @@ func (e *Engine) PostMessage(ctx context.Context, m *Message) (*MessageAnswer, e
 	case m.ID != "" && !validMessageID(m.ID):
 		return nil, fmt.Errorf("%w: id: must be 1 to %d characters of UTF-8, no control characters", ErrInvalidCall, MaxMessageIDLen)
 	}
+	// A thread id reserved for the MCP gateway is never a client's to
+	// name, in a message either.
+	if err := mayNameThread(m.Identity, m.ThreadID, ThreadNamed); err != nil {
+		return nil, err
+	}
 	// A user message (or a text decision) is a person's; an agent
 	// credential may only deliver client-tool results. Refused before the
 	// thread is looked up.
@@ -324,6 +329,13 @@ const ViaAGUI = "agui"
 // ViaMCP is the channel of a decision made by answering an MCP client's
 // elicitation (the MCP gateway's approval request).
 const ViaMCP = "mcp"
+
+// ViaSlack and ViaEmail are the channels of decisions made from an approver
+// channel's announcement: a Slack button, an email link's page.
+const (
+	ViaSlack = "slack"
+	ViaEmail = "email"
+)
 
 // decisionReply picks the reply to a text decision from its result.
 func decisionReply(dr *DecideResult) textdecision.ReplyKey {

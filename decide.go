@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -32,6 +33,10 @@ type Decision struct {
 	// Remember asks for a grant (run or thread) with an approval, when the
 	// rule allows it.
 	Remember Scope
+	// Assertion is a passkey assertion (PublicKeyCredential.toJSON() of
+	// navigator.credentials.get's answer to StepUpChallenge's options): an
+	// approval of a step-up proposal needs one of its own (stepup.go).
+	Assertion json.RawMessage
 }
 
 // DecideStatus is the answer to a decision (docs/api.md §Decisions).
@@ -92,6 +97,23 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 	if err := mayDecide(ctx, p, d.Identity, d.Verdict, via, e.canDecideHook(p)); err != nil {
 		return nil, err
 	}
+	ctx, span := e.startSpan(ctx, spanDecide, p)
+	res, err := e.decideAllowed(ctx, d, p, via, before)
+	if span.IsRecording() {
+		span.SetAttributes(attrVerdict.String(string(d.Verdict)), attrVia.String(via))
+		if res != nil {
+			span.SetAttributes(attrOutcome.String(string(res.Status)))
+			p = res.Proposal
+		}
+		endSpan(span, p, err)
+	}
+	return res, err
+}
+
+// decideAllowed is decide once the decider is known to be allowed to
+// decide p.
+func (e *Engine) decideAllowed(ctx context.Context, d *Decision, p *cstype.Proposal, via string, before func(context.Context) error) (*DecideResult, error) {
+	var err error
 	params := &store.DecideParams{
 		Tenant: d.Identity.Tenant, ID: p.ID, Actor: d.Identity.Actor, ActorKind: string(d.Identity.KindOrHuman()),
 		Verdict: d.Verdict, Via: via, Reason: d.Reason, Remember: d.Remember,
@@ -111,6 +133,14 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 		if err := before(ctx); err != nil {
 			return nil, err
 		}
+	}
+	// Last, since it spends the assertion: a refusal above leaves it to be
+	// used again.
+	if needsStepUp(p, d.Verdict) {
+		if err := e.checkStepUp(ctx, p, d); err != nil {
+			return nil, err
+		}
+		params.StepUp = p.StepUp
 	}
 	res, err := e.store.Decide(ctx, params)
 	if err != nil {

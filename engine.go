@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/textdecision"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Identity is who is acting: a tenant, an actor, the actor's roles and the
@@ -129,6 +130,17 @@ type Options struct {
 	// TextDecisions is the vocabulary that reads a message as a decision
 	// ("yes", "sim"). Default: the English preset.
 	TextDecisions *textdecision.Vocabulary
+	// PublicURL is where people reach the server (the configuration's
+	// public_url): the passkey relying party's id and origin, and the base
+	// of the links the engine gives (a step-up proposal's inbox page, an
+	// enrollment link). Default none: then step-up proposals cannot be
+	// approved and no enrollment link is made.
+	PublicURL string
+	// TracerProvider, if set, receives a span for each call, decision,
+	// claim, execution, settlement and reconciliation, each about one
+	// proposal and in the trace of the call that made it
+	// (docs/tracing.md). Default nil: no spans, at the cost of a nil check.
+	TracerProvider trace.TracerProvider
 }
 
 func (o *Options) validate() error {
@@ -164,7 +176,10 @@ type Engine struct {
 	hub           notify.Hub
 	waits         waitWatch
 	vocab         *textdecision.Vocabulary
-	trailCheck    int64 // MaxTrailCheck, less in tests
+	step          stepUp // stepup.go
+	// tracer is nil when Options.TracerProvider is: tracing is off.
+	tracer     trace.Tracer
+	trailCheck int64 // MaxTrailCheck, less in tests
 	// checkpointBudget is DefaultCheckpointBudget, less in tests.
 	checkpointBudget int64
 	// sessionSweep is startSessionSweep, less in tests.
@@ -182,6 +197,10 @@ func New(opts Options) (*Engine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	step, err := newStepUp(opts.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{
 		trailCheck:    MaxTrailCheck,
 		store:         opts.Store,
@@ -197,6 +216,7 @@ func New(opts Options) (*Engine, error) {
 		waitPoll:      cmp.Or(opts.WaitPoll, DefaultWaitPoll),
 		owner:         cmp.Or(opts.Owner, defaultOwner()),
 		vocab:         opts.TextDecisions,
+		step:          step,
 		actions:       map[string]*Action{},
 		rules:         map[string]*actionRules{},
 	}
@@ -207,6 +227,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if e.log == nil {
 		e.log = slog.Default()
+	}
+	if opts.TracerProvider != nil {
+		e.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
 	if opts.Policy != nil {
 		e.policy = *opts.Policy

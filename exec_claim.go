@@ -1,6 +1,7 @@
 package countersign
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,7 @@ func (e *Engine) claimAndExecute(ctx context.Context, c *Call, p *cstype.Proposa
 	claimed, err := e.store.Claim(ctx, &store.ClaimParams{
 		Tenant: p.Tenant, ID: p.ID, Owner: owner, LeaseDuration: e.lease, ConsumedBy: c.ToolCallID,
 	})
+	e.claimSpan(ctx, cmp.Or(claimed, p), asked, err)
 	if err != nil {
 		// A claim that finds the approval lapsed expires it and hands back
 		// the expired proposal, so this process settles it exactly once, and

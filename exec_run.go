@@ -10,6 +10,8 @@ import (
 
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // executeClaimed runs a claimed proposal to its next resting state (docs/design.md
@@ -19,6 +21,19 @@ import (
 // from then (see exec_lease.go). It is shared by in-process callers and the
 // worker.
 func (e *Engine) executeClaimed(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*cstype.Proposal, error) {
+	if e.tracer == nil {
+		return e.executeClaimedIn(ctx, cl, asked, lease, settler)
+	}
+	ctx, span := e.startSpan(ctx, spanExecute, cl.Proposal, trace.WithAttributes(
+		attrOperation.String("execute_tool"), attrAttempt.Int(cl.Proposal.Attempt),
+		attribute.String("countersign.claimed_from", string(cl.From))))
+	p, err := e.executeClaimedIn(ctx, cl, asked, lease, settler)
+	endSpan(span, p, err)
+	return p, err
+}
+
+// executeClaimedIn is executeClaimed, in its span when tracing is on.
+func (e *Engine) executeClaimedIn(ctx context.Context, cl *store.Claimed, asked time.Time, lease time.Duration, settler settleFunc) (*cstype.Proposal, error) {
 	p := cl.Proposal
 	if settler == nil {
 		settler = func(ctx context.Context, params *store.SettleParams, _ bool) (*store.TransitionResult, error) {
@@ -111,7 +126,16 @@ func (x *execution) write(ctx context.Context, params *store.SettleParams) (*cst
 	if final {
 		x.holder.settlingLast()
 	}
-	tr, err := x.settleRetrying(context.WithoutCancel(ctx), params)
+	sctx, span := x.e.startSpan(ctx, spanSettle, x.p)
+	tr, err := x.settleRetrying(context.WithoutCancel(sctx), params)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("countersign.settle.status", string(params.Status)))
+		var settled *cstype.Proposal
+		if tr != nil {
+			settled = tr.Proposal
+		}
+		endSpan(span, settled, err)
+	}
 	if err != nil {
 		if final && errors.Is(err, cstype.ErrLeaseLost) {
 			x.holder.lose("settlement refused", err)

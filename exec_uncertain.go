@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/store"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // uncertain routes an outcome nobody knows (see routeUncertain): reconcile
@@ -84,10 +85,17 @@ func (x *execution) reconcile(lctx, ctx context.Context, a *Action) (*cstype.Pro
 	if !x.holder.held() {
 		return nil, fmt.Errorf("reconcile proposal %s: not begun: %w", x.p.ID, cstype.ErrLeaseLost)
 	}
-	r, err := a.hooks.Reconcile(lctx, &ReconcileRequest{
+	rctx, span := x.e.startSpan(lctx, spanReconcile, x.p)
+	r, err := a.hooks.Reconcile(rctx, &ReconcileRequest{
 		Identity: requesterIdentity(x.p),
 		Action:   a.name, OperationID: x.p.OperationID, ProposalID: x.p.ID,
 	})
+	if span.IsRecording() {
+		if r != nil {
+			span.SetAttributes(attribute.String("countersign.reconcile.status", string(r.Status)))
+		}
+		endSpan(span, nil, err)
+	}
 	x.e.observeReconciled(a.name, r, err)
 	if err == nil {
 		// A definite answer is known even if the lease was lost meanwhile:

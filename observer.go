@@ -1,5 +1,7 @@
 package countersign
 
+import "time"
+
 // WorkObserver is an Observer that also receives the worker's claims,
 // idempotent retries, reconcile attempts and decisions. The engine calls
 // these methods when its Options.Observer implements WorkObserver, so an
@@ -69,5 +71,24 @@ func (e *Engine) observeReconciled(action string, r *Reconciliation, err error) 
 func (e *Engine) observeDecided(verdict Verdict, via string) {
 	if o := e.workObserver(); o != nil {
 		o.Decided(verdict, via)
+	}
+}
+
+// SealObserver is an Observer that is also told when this process's audit
+// sealer has chained every event committed so far (docs/audit.md). The
+// engine calls it when its Options.Observer implements it; like
+// Observer's methods, it must be fast and must not block.
+type SealObserver interface {
+	Observer
+	// Sealed reports the time at which the audit chain held every event
+	// committed until then. Only the process holding the sealing lease
+	// reports it; the age of the newest report, across processes, is how
+	// far the chain lags.
+	Sealed(at time.Time)
+}
+
+func (e *Engine) observeSealed(at time.Time) {
+	if o, ok := e.observer.(SealObserver); ok {
+		o.Sealed(at)
 	}
 }

@@ -65,7 +65,16 @@ const (
 )
 
 // Channels a decision can arrive through. A rule may restrict them.
-var Channels = []string{"api", "web", "cli", "text", "agui", "mcp"}
+var Channels = []string{"api", "web", "cli", "text", "agui", "mcp", "slack", "email"}
+
+// NotifyChannels are the approver channels a rule may announce its
+// proposals on (Rule.Notify): each sends the approvers a message they can
+// decide from.
+var NotifyChannels = []string{"slack", "email"}
+
+// StepUpPasskey is the step-up a rule may demand (Rule.StepUp): each
+// approval carries a fresh passkey assertion bound to the proposal.
+const StepUpPasskey = "passkey"
 
 // Rule is one policy rule over action names.
 type Rule struct {
@@ -100,8 +109,17 @@ type Rule struct {
 	// Mode is the default mode of matching calls. Default wait.
 	Mode Mode
 	// Channels, if set, are the only channels ("api", "web", "cli", "text",
-	// "mcp") that may decide.
+	// "agui", "mcp", "slack", "email") that may decide.
 	Channels []string
+	// Notify lists the approver channels ("slack", "email") that announce
+	// the rule's proposals to their approvers. Each must be one Channels
+	// accepts. It is frozen on the proposal (cstype.Proposal.Notify).
+	Notify []string
+	// StepUp, when "passkey", makes every approval of the rule's proposals
+	// carry a fresh passkey assertion of the approver, bound to the
+	// proposal and its input digest. Such a rule neither makes nor honours
+	// grants: it cannot have Remember. Frozen on the proposal.
+	StepUp string
 	// Remember lists the remember scopes an approver may ask for.
 	Remember []Scope
 	// GrantAnyInput widens remembered approvals to any input of the action;
@@ -321,6 +339,22 @@ func (r *Rule) check(defaultTTL time.Duration) []*InvalidPolicyError {
 		case slices.Index(r.Channels, c) < j:
 			fail("Channels", j, nil, "%q is listed twice", c)
 		}
+	}
+	for j, c := range r.Notify {
+		switch {
+		case !slices.Contains(NotifyChannels, c):
+			fail("Notify", j, nil, "%q: want one of %s", c, strings.Join(NotifyChannels, ", "))
+		case slices.Index(r.Notify, c) < j:
+			fail("Notify", j, nil, "%q is listed twice", c)
+		case len(r.Channels) > 0 && !slices.Contains(r.Channels, c):
+			fail("Notify", j, nil, "%q is a channel the rule's channels exclude: its approvers could not decide there", c)
+		}
+	}
+	switch {
+	case r.StepUp != "" && r.StepUp != StepUpPasskey:
+		fail("StepUp", -1, nil, "%q: want %s", r.StepUp, StepUpPasskey)
+	case r.StepUp != "" && len(r.Remember) > 0:
+		fail("Remember", -1, nil, "a step_up rule makes and honours no grants: every approval needs its own assertion")
 	}
 	for j, s := range r.Remember {
 		switch {
@@ -611,7 +645,11 @@ func (r *Rule) fingerprint() string {
 		// omitempty: a rule without a condition keeps the fingerprint it
 		// had before rules had conditions, and so its grants.
 		When string `json:"when,omitempty"`
-	}{sorted(r.Approvers), r.Quorum, r.ForbidSelfApproval, sorted(r.Channels), sorted(scopes), r.GrantAnyInput, r.Mode, r.whenText()}
+		// omitempty for the same reason: a rule without step-up keeps its
+		// fingerprint. Notify is not a term: where a proposal is announced
+		// changes nobody's authority.
+		StepUp string `json:"step_up,omitempty"`
+	}{sorted(r.Approvers), r.Quorum, r.ForbidSelfApproval, sorted(r.Channels), sorted(scopes), r.GrantAnyInput, r.Mode, r.whenText(), r.StepUp}
 	b, _ := json.Marshal(terms) // strings, numbers and booleans always encode
 	sum := sha256.Sum256(b)
 	return "rule:v1:" + hex.EncodeToString(sum[:16])

@@ -94,8 +94,15 @@ func TestRuleFingerprint(t *testing.T) {
 	same.Channels = []string{"api", "web"}
 	same.Remember = []Scope{ScopeRun, ScopeThread}
 	same.TTL = time.Hour
+	same.Notify = []string{"slack"} // where it is announced is not a term
 	if base.fingerprint() != same.fingerprint() {
-		t.Errorf("reordered lists or another TTL changed the fingerprint")
+		t.Errorf("reordered lists, another TTL or another notify changed the fingerprint")
+	}
+	// A rule without step-up keeps the fingerprint it had before rules
+	// could have one, and so its grants: pinned as the tree before step-up
+	// computed it.
+	if got, want := base.fingerprint(), "rule:v1:ed0c56903cbf527be33066179d257eb6"; got != want {
+		t.Errorf("fingerprint of a rule without step-up %s, want %s as before step-up existed", got, want)
 	}
 	noChannels, emptyChannels := base, base
 	noChannels.Channels, emptyChannels.Channels = nil, []string{}
@@ -110,6 +117,7 @@ func TestRuleFingerprint(t *testing.T) {
 		"remember":      func(r *Rule) { r.Remember = []Scope{ScopeThread} },
 		"any input":     func(r *Rule) { r.GrantAnyInput = true },
 		"mode":          func(r *Rule) { r.Mode = ModeTwoPhase },
+		"step-up":       func(r *Rule) { r.StepUp = StepUpPasskey },
 	} {
 		r := base
 		change(&r)

@@ -258,6 +258,10 @@ type Permissions struct {
 	Cancel bool
 	// Resolve: the outcome is uncertain and id is an operator.
 	Resolve bool
+	// StepUp: an approval needs a fresh passkey assertion (the rule's
+	// step_up). A surface that cannot carry one (an MCP elicitation, a
+	// chat button) offers no approval and links to ProposalURL instead.
+	StepUp bool
 }
 
 // Permissions says what id may do with p through channel via ("web",
@@ -272,6 +276,7 @@ func (e *Engine) Permissions(ctx context.Context, id Identity, p *cstype.Proposa
 		out.Approve = mayDecide(ctx, p, id, Approve, via, hook) == nil
 		if out.Approve {
 			out.Remember = rememberScopes(p)
+			out.StepUp = needsStepUp(p, Approve)
 		}
 		out.Reject = mayDecide(ctx, p, id, Reject, via, hook) == nil
 		out.Cancel = p.Requester == id.Actor

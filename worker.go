@@ -396,6 +396,7 @@ func (w *Worker) drain(execWG *sync.WaitGroup, cancel context.CancelFunc) {
 // execute runs one proposal claimed by a ClaimBatch asked for at asked.
 func (w *Worker) execute(ctx context.Context, cl *store.Claimed, asked time.Time, settle settleFunc) {
 	w.e.observeClaimed(cl.Proposal.Action)
+	w.e.claimSpan(ctx, cl.Proposal, asked, nil)
 	w.e.changed(ctx, cl.Proposal, cl.From)
 	p, err := w.e.executeClaimed(ctx, cl, asked, w.opts.LeaseDuration, settle)
 	if err != nil {

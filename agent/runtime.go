@@ -12,6 +12,9 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/runhost"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultPollInterval is how often Work looks for runs to resume when
@@ -40,6 +43,10 @@ type RuntimeOptions struct {
 	// DefaultPollInterval.
 	PollInterval time.Duration
 	Logger       *slog.Logger
+	// TracerProvider, if set, receives a span for each step of a run
+	// (countersign.run_step), the parent of the step's tool calls' spans.
+	// Default nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime drives runs: it asks the run's agent's model for the next
@@ -57,6 +64,8 @@ type Runtime struct {
 	agents map[string]*Agent
 	poll   time.Duration
 	log    *slog.Logger
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // NewRuntime checks the agents and returns a Runtime.
@@ -65,6 +74,9 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, errors.New("agent: runtime: an engine is required")
 	}
 	rt := &Runtime{engine: opts.Engine, host: opts.Engine.RunHost(runhost.Grant()), agents: map[string]*Agent{}, poll: opts.PollInterval, log: opts.Logger}
+	if opts.TracerProvider != nil {
+		rt.tracer = opts.TracerProvider.Tracer(countersign.TracerName)
+	}
 	if rt.poll <= 0 {
 		rt.poll = DefaultPollInterval
 	}
@@ -105,7 +117,7 @@ func (rt *Runtime) Drive(ctx context.Context, r *cstype.Run) (*cstype.Run, error
 	}
 	d := &drive{rt: rt, fence: cstype.Fence{Token: r.Lease.Token, Generation: r.Lease.Generation}, run: r}
 	for {
-		err := d.step(ctx)
+		err := d.tracedStep(ctx)
 		switch {
 		case errors.Is(err, errStop):
 			return d.run, nil
@@ -152,6 +164,25 @@ func (d *drive) update(ctx context.Context, p *countersign.RunUpdate) error {
 
 func (d *drive) fail(ctx context.Context, reason string) error {
 	return d.update(ctx, &countersign.RunUpdate{To: cstype.RunFailed, Error: reason})
+}
+
+// tracedStep is step, in a span of its own when tracing is on.
+func (d *drive) tracedStep(ctx context.Context) error {
+	if d.rt.tracer == nil {
+		return d.step(ctx)
+	}
+	ctx, span := d.rt.tracer.Start(ctx, "countersign.run_step", trace.WithAttributes(
+		attribute.String("countersign.run.id", d.run.ID), attribute.String("countersign.thread.id", d.run.ThreadID),
+		attribute.String("countersign.tenant", d.run.Tenant), attribute.String("gen_ai.agent.name", d.run.Agent),
+		attribute.String("gen_ai.operation.name", "invoke_agent")))
+	err := d.step(ctx)
+	if err != nil && !errors.Is(err, errStop) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.String("countersign.run.status", string(d.run.Status)))
+	span.End()
+	return err
 }
 
 // step takes one step: answer the tool calls of the run's last model

@@ -309,3 +309,39 @@ func TestExecutionsCountsDoubles(t *testing.T) {
 		t.Errorf("the second entry moved the first start")
 	}
 }
+
+// TestTracingCostRuns runs the tracing scenario at tiny sizes on SQLite,
+// one round: both B3 and B6 run traced and not, the traced runs export
+// their spans to the sink (a span at least per action and per decision),
+// and every figure is there.
+func TestTracingCostRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite takes a while; -short skips it")
+	}
+	cfg := tinyConfig("sqlite")
+	cfg.Scenarios, cfg.TracingRounds = []string{"tracing"}, 1
+	r, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) > 0 {
+		t.Fatalf("problems: %q", r.Problems)
+	}
+	got := map[string]float64{}
+	for _, f := range r.Figures {
+		got[f.Key] = f.Value
+	}
+	for _, m := range []string{"b3", "b6"} {
+		k := "tracing.sqlite." + m
+		for _, s := range []string{".off", ".on", ".ratio", ".cpu_off", ".cpu_on", ".cpu_ratio"} {
+			if got[k+s] <= 0 {
+				t.Errorf("%s%s = %v, want a positive figure", k, s, got[k+s])
+			}
+		}
+		// B3: call, decision, claim, execution, settlement and two HTTP
+		// requests an action; B6: a decision and its request.
+		if min := map[string]float64{"b3": 5, "b6": 2}[m]; got[k+".spans"] < min {
+			t.Errorf("%s.spans = %v per unit, want at least %v: the traced run did not trace", k, got[k+".spans"], min)
+		}
+	}
+}

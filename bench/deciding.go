@@ -30,7 +30,7 @@ func deciding(e *env) ([]Figure, error) {
 	defer closeStore()
 	ctx := e.ctx
 	metrics := newMetrics()
-	eng, err := newLifecycleEngine(st, metrics, lifecycleHooks{})
+	eng, err := newLifecycleEngine(st, metrics, lifecycleHooks{tracer: e.tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func deciding(e *env) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := startAPI(eng, st, metrics, clients)
+	api, err := startTracedAPI(eng, metrics, clients, e.tracer)
 	if err != nil {
 		return nil, err
 	}

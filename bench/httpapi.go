@@ -16,6 +16,10 @@ import (
 	"github.com/countersign/countersign/server/auth"
 	"github.com/countersign/countersign/store"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The API keys of the HTTP scenarios: agents call as alice, approvers
@@ -36,6 +40,21 @@ type apiServer struct {
 
 func startAPI(e *countersign.Engine, st store.Store, metrics *server.Metrics, clients int) (*apiServer, error) {
 	return serveAPI(server.Options{Engine: e, Metrics: metrics}, tagRoutes, clients)
+}
+
+// startTracedAPI is startAPI with the routes traced by tp as serve traces
+// them (otelhttp, a span a request, the caller's traceparent continued);
+// tp nil: not traced.
+func startTracedAPI(e *countersign.Engine, metrics *server.Metrics, clients int, tp trace.TracerProvider) (*apiServer, error) {
+	if tp == nil {
+		return serveAPI(server.Options{Engine: e, Metrics: metrics}, tagRoutes, clients)
+	}
+	tag := func(h http.Handler) http.Handler {
+		return otelhttp.NewHandler(tagRoutes(h), "countersign", otelhttp.WithTracerProvider(tp),
+			otelhttp.WithPropagators(propagation.TraceContext{}),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "HTTP " + r.Method }))
+	}
+	return serveAPI(server.Options{Engine: e, Metrics: metrics}, tag, clients)
 }
 
 // serveAPI serves the API of opts (its Auth the bench's two keys, its log

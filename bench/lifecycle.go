@@ -14,6 +14,8 @@ import (
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/workload"
 	"github.com/countersign/countersign/store"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 func init() {
@@ -104,6 +106,7 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 			t.settled[i].Store(time.Now().UnixNano())
 			settledCount.Add(1)
 		},
+		tracer: e.tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -116,7 +119,7 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(withClass(ctx, rtWorker)) }()
 	defer func() { stop(); <-ran }()
-	api, err := startAPI(eng, st, metrics, 2*agents)
+	api, err := startTracedAPI(eng, metrics, 2*agents, e.tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +363,8 @@ func (t *stepTimes) figures(k, load string) []Figure {
 type lifecycleHooks struct {
 	start        func(i int, proposalID string)
 	end, settled func(i int)
+	// tracer, when set, is the engine's TracerProvider.
+	tracer trace.TracerProvider
 }
 
 // newLifecycleEngine has a no-op action whose input names its index, with
@@ -394,7 +399,7 @@ func newLifecycleEngine(st store.Store, obs countersign.Observer, h lifecycleHoo
 			return nil
 		})
 	}
-	return countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{noop}, Observer: obs, OnSettled: settled,
+	return countersign.New(countersign.Options{Store: st, Actions: []*countersign.Action{noop}, Observer: obs, OnSettled: settled, TracerProvider: h.tracer,
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{Match: "*", Effect: countersign.EffectAsk,
 			Approvers: []string{"role:finance"}, Mode: countersign.ModeIndependent}}}})
 }

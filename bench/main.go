@@ -59,6 +59,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/store/pgstore"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // config is the run's flags.
@@ -93,6 +95,8 @@ type config struct {
 	PGMaxConns int
 	// audit: rounds of B3 and B6, each with and without the sealer
 	AuditRounds int
+	// tracing: rounds of B3 and B6, each with and without tracing
+	TracingRounds int
 	// river
 	RiverSamples int
 	RiverDir     string
@@ -111,6 +115,9 @@ type env struct {
 	sealer sealerMode
 	// seals, when set, times every seal of the runs' stores (audit).
 	seals *sealClock
+	// tracer, when set, traces B3's and B6's engine and HTTP server, as
+	// serve does with tracing on (the tracing scenario).
+	tracer trace.TracerProvider
 }
 
 // sealerMode is whether a scenario runs the audit sealer.
@@ -178,10 +185,11 @@ func realMain() int {
 	flag.IntVar(&cfg.ManyApprovers, "b9-approvers", 64, "B9: concurrent HTTP approvers")
 	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
 	flag.IntVar(&cfg.AuditRounds, "audit-rounds", 3, "audit: rounds of B3 and B6 with and without the sealer")
+	flag.IntVar(&cfg.TracingRounds, "tracing-rounds", 3, "tracing: rounds of B3 and B6 with and without tracing (100 % sampled, OTLP/HTTP to a local sink)")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")
 	flag.StringVar(&stores, "stores", "sqlite,postgres", "stores to measure")
-	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B9,audit,river); empty: all")
+	flag.StringVar(&scens, "scenarios", "", "scenarios to run, comma-separated (limit,B1,…,B9,audit,tracing,river); empty: all")
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")

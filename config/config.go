@@ -113,6 +113,15 @@ type Config struct {
 	Notifications []Notification
 	// Audit configures the audit chain's signed checkpoints.
 	Audit Audit
+	// PublicURL is where people reach this server (https://countersign.
+	// acme.example): the links and buttons the approver channels send are
+	// built under it, never from a request's Host. Required with Channels.
+	PublicURL string
+	// Channels are the approver channels (Slack, email).
+	Channels Channels
+	// Tracing configures OpenTelemetry tracing; nil when the file has no
+	// tracing section (see TracingEnabled).
+	Tracing *Tracing
 
 	// file and lines locate fields in the parsed file for Validate's errors:
 	// lines maps a field's path ("policy.rules[0].quorum") to its line.
@@ -239,6 +248,12 @@ type Rule struct {
 	Mode countersign.Mode
 	// Channels, if not empty, are the only channels that may decide.
 	Channels []string
+	// Notify lists the approver channels (slack, email) that announce the
+	// rule's proposals; each must be configured under channels.
+	Notify []string
+	// StepUp is "passkey" for a rule whose every approval needs a passkey
+	// assertion, or empty.
+	StepUp string
 	// Remember lists the remember scopes an approver may ask for.
 	Remember []countersign.Scope
 	// EscalateAfter and EscalateTo: still pending that long, the proposal
@@ -383,6 +398,8 @@ func (c *Config) Policy() *countersign.Policy {
 			TTL:                r.TTL,
 			Mode:               r.Mode,
 			Channels:           slices.Clone(r.Channels),
+			Notify:             slices.Clone(r.Notify),
+			StepUp:             r.StepUp,
 			Remember:           slices.Clone(r.Remember),
 			EscalateAfter:      r.EscalateAfter,
 			EscalateTo:         slices.Clone(r.EscalateTo),

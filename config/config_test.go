@@ -368,7 +368,7 @@ func TestErrors(t *testing.T) {
 		{"quorum without self", "policy:\n  rules:\n    - match: a\n      approvers: [\"actor:bob\", requester]\n      forbid_self_approval: true\n      quorum: 2\n", 6, "2 can never be met by the 1 people"},
 		{"nobody approves", rule("{match: a, forbid_self_approval: true}"), 3, "policy.rules[0]: no one may approve"},
 		{"mode", rule("{match: a, mode: async}"), 3, "policy.rules[0].mode: \"async\": want wait, two_phase or independent"},
-		{"channel", rule("{match: a, channels: [api, email]}"), 3, "policy.rules[0].channels[1]: \"email\": want one of api, web, cli, text, agui, mcp"},
+		{"channel", rule("{match: a, channels: [api, fax]}"), 3, "policy.rules[0].channels[1]: \"fax\": want one of api, web, cli, text, agui, mcp, slack, email"},
 		{"channel twice", rule("{match: a, channels: [api, api]}"), 3, "\"api\" is listed twice"},
 		{"channels empty", rule("{match: a, channels: []}"), 3, "policy.rules[0].channels: is empty"},
 		{"remember", rule("{match: a, remember: [forever]}"), 3, "policy.rules[0].remember[0]: \"forever\": want run or thread"},

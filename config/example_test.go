@@ -36,7 +36,7 @@ policy:
 	// Output:
 	// countersign.yaml:3: worker.poll_interval: 20s must be less than a third of worker.lease (30s)
 	// countersign.yaml:7: policy.rules[0].effect: "maybe": want allow, ask or deny
-	// countersign.yaml:8: unknown key "approvals" in policy.rules[0] (want match, when, effect, approvers, quorum, forbid_self_approval, ttl, mode, channels, remember, escalate_after, escalate_to, remind_every)
+	// countersign.yaml:8: unknown key "approvals" in policy.rules[0] (want match, when, effect, approvers, quorum, forbid_self_approval, ttl, mode, channels, notify, step_up, remember, escalate_after, escalate_to, remind_every)
 }
 
 func ExampleParse_agents() {

@@ -37,6 +37,13 @@ type MCP struct {
 	// Servers are the upstream servers, in file order. Without any, serve
 	// mounts no gateway.
 	Servers []MCPServer
+	// StateSecretEnv names the environment variable holding the secret
+	// that signs the request states of 2026-07-28 in-band approvals
+	// (HMAC-SHA256), so that every process serving the gateway accepts
+	// the states any of them made. It must differ from every other
+	// secret. Unset: each process signs with a random secret of its own
+	// (see mcpgateway.Options.StateSecret).
+	StateSecretEnv string
 }
 
 // MCPServer is one upstream MCP server: a command speaking MCP over stdio,
@@ -98,6 +105,7 @@ func (d *decoder) mcp(m *MCP, path string, n *yaml.Node) {
 	d.mapping(path, n, []key{
 		{"path", text(d, &m.Path)},
 		{"hold", d.duration(&m.Hold)},
+		{"state_secret_env", text(d, &m.StateSecretEnv)},
 		{"servers", func(p string, v *yaml.Node) {
 			m.Servers = []MCPServer{}
 			d.sequence(p, v, func(p string, v *yaml.Node) {
@@ -189,6 +197,11 @@ func (v *validator) mcp(m *MCP) {
 				v.fail(p+".path", "%q: the API or the inbox serves %s", m.Path, r)
 				break
 			}
+		}
+	}
+	if m.StateSecretEnv != "" {
+		if err := checkEnvName(m.StateSecretEnv); err != nil {
+			v.fail(p+".state_secret_env", "%v", err)
 		}
 	}
 	switch {

@@ -112,7 +112,9 @@ func TestMCPInvalid(t *testing.T) {
 		reason string
 	}{
 		{"not a mapping", "mcp: [a]\n", 1, "mcp: want a mapping, not a list"},
-		{"unknown key", "mcp:\n  upstreams: []\n", 2, `unknown key "upstreams" in mcp (want path, hold, servers)`},
+		{"unknown key", "mcp:\n  upstreams: []\n", 2, `unknown key "upstreams" in mcp (want path, hold, state_secret_env, servers)`},
+		{"state secret env not a name", "mcp: {state_secret_env: \"A-B\"}\n", 1, `mcp.state_secret_env: "A-B": want an environment variable name`},
+		{"state secret env type", "mcp: {state_secret_env: [A]}\n", 1, "mcp.state_secret_env: want a string"},
 		{"path relative", "mcp: {path: mcp}\n", 1, `mcp.path: "mcp": want an absolute path`},
 		{"path root", "mcp: {path: /}\n", 1, `mcp.path: "/": want an absolute path`},
 		{"path trailing slash", "mcp: {path: /mcp/}\n", 1, `mcp.path: "/mcp/": want an absolute path`},

@@ -574,6 +574,9 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 		}},
 		{"mcp", func(p string, v *yaml.Node) { d.mcp(&c.MCP, p, v) }},
 		{"notifications", func(p string, v *yaml.Node) { d.notifications(c, p, v) }},
+		{"public_url", text(d, &c.PublicURL)},
+		{"channels", func(p string, v *yaml.Node) { d.channels(c, p, v) }},
+		{"tracing", func(p string, v *yaml.Node) { d.tracing(c, p, v) }},
 		{"audit", func(p string, v *yaml.Node) {
 			d.mapping(p, v, []key{
 				{"signing_key_file", text(d, &c.Audit.SigningKeyFile)},
@@ -639,6 +642,8 @@ func (d *decoder) rule(path string, n *yaml.Node) Rule {
 		{"ttl", d.duration(&r.TTL)},
 		{"mode", text(d, &r.Mode)},
 		{"channels", texts(d, &r.Channels)},
+		{"notify", texts(d, &r.Notify)},
+		{"step_up", text(d, &r.StepUp)},
 		{"remember", texts(d, &r.Remember)},
 		{"escalate_after", d.duration(&r.EscalateAfter)},
 		{"escalate_to", texts(d, &r.EscalateTo)},

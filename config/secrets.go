@@ -30,6 +30,10 @@ const (
 	// API key, an MCP upstream's headers): signing secrets must differ
 	// from it; whether two of these differ is not this file's concern.
 	secretOther
+	// secretState signs the MCP gateway's request states: like a
+	// notification target's, it must differ from every other secret, or
+	// whoever holds the other could forge a state that decides.
+	secretState
 )
 
 // secretUse is one secret the configuration names.
@@ -70,6 +74,9 @@ func (c *Config) secretUses() []secretUse {
 			out = append(out, secretUse{path: item("agents", i) + ".model.api_key_env", env: env, kind: secretOther})
 		}
 	}
+	if c.MCP.StateSecretEnv != "" {
+		out = append(out, secretUse{path: "mcp.state_secret_env", env: c.MCP.StateSecretEnv, kind: secretState, required: true})
+	}
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		for _, h := range sortedKeys(s.HeadersEnv) {
@@ -84,7 +91,7 @@ func (c *Config) secretUses() []secretUse {
 // variable.
 func mustDiffer(a, b secretKind, sameVariable bool) bool {
 	switch {
-	case a == secretNotify || b == secretNotify:
+	case a == secretNotify || b == secretNotify, a == secretState || b == secretState:
 		return true
 	case a == secretWebhook && b == secretWebhook:
 		// One variable named by several actions is one secret they share;
@@ -98,6 +105,12 @@ func mustDiffer(a, b secretKind, sameVariable bool) bool {
 // secretUses' order, an error names: the notification target's, else the
 // webhook's, else the later one.
 func blame(earlier, later secretUse) (named, other secretUse) {
+	switch {
+	case earlier.kind == secretState:
+		return earlier, later
+	case later.kind == secretState:
+		return later, earlier
+	}
 	if later.kind <= earlier.kind {
 		return later, earlier
 	}
@@ -133,6 +146,8 @@ func why(named, other secretUse) string {
 	switch {
 	case named.kind == secretNotify:
 		return "each notification target needs a secret no one else holds, or its receiver could sign what the other's verifiers accept"
+	case named.kind == secretState:
+		return "the MCP request states' secret must be held by no one else, or its other holder could forge a state that decides a proposal"
 	case other.kind == secretWebhook:
 		return "an action's own webhook_secret_env must hold a secret of its own, or its backend could sign the other backends' requests"
 	}

@@ -219,3 +219,72 @@ func TestActionWebhookSecretInvalid(t *testing.T) {
 	// again, is one shared secret.
 	parseOK(t, "webhook_secret_env: HOOKS\nactions:\n  - {name: a, webhook_secret_env: HOOKS, execute: {url: \"https://a/x\"}}\n  - {name: b, webhook_secret_env: P, execute: {url: \"https://b/x\"}}\n  - {name: c, webhook_secret_env: P, execute: {url: \"https://c/x\"}}\n")
 }
+
+// TestCheckSecretsMCPState: the MCP request states' secret is required once
+// named, and differs from every other secret, whatever its kind; the error
+// blames it and never holds it.
+func TestCheckSecretsMCPState(t *testing.T) {
+	t.Parallel()
+	c := parseOK(t, `auth:
+  api_keys:
+    - {key: ck_live_alice_0001, tenant: acme, actor: alice}
+  jwt: {issuer: i, audience: a, hs256_secret_env: JWT_SECRET}
+mcp:
+  state_secret_env: MCP_STATE
+  servers:
+    - {name: docs, url: "https://mcp.internal/mcp", headers_env: {Authorization: MCP_AUTH}}
+notifications:
+  - {url: "https://hooks.internal/a", events: [proposal.created], secret_env: NOTIFY_A}
+`)
+	distinct := map[string]string{"MCP_STATE": "state-1f2e3d4c5b6a", "JWT_SECRET": "jwt-0123456789abcdef0123456789abcdef",
+		"MCP_AUTH": "Bearer mcp-88dd", "NOTIFY_A": "nA-7f3a91"}
+	for _, tt := range []struct {
+		name   string
+		env    map[string]string
+		unset  bool
+		reason string
+	}{
+		{"all distinct", nil, false, ""},
+		{"unset", map[string]string{"MCP_STATE": ""}, true, "mcp.state_secret_env: environment variable MCP_STATE is empty or unset"},
+		{"the JWT secret", map[string]string{"MCP_STATE": distinct["JWT_SECRET"]}, false,
+			"mcp.state_secret_env: environment variable MCP_STATE (mcp.state_secret_env) holds the same value as environment variable JWT_SECRET (auth.jwt.hs256_secret_env) (line 4): the MCP request states' secret must be held by no one else"},
+		{"an API key", map[string]string{"MCP_STATE": "ck_live_alice_0001"}, false,
+			"mcp.state_secret_env: environment variable MCP_STATE (mcp.state_secret_env) holds the same value as auth.api_keys[0] (line 3)"},
+		{"an upstream's header", map[string]string{"MCP_AUTH": distinct["MCP_STATE"]}, false,
+			"mcp.state_secret_env: environment variable MCP_STATE (mcp.state_secret_env) holds the same value as environment variable MCP_AUTH"},
+		{"a notification target's", map[string]string{"NOTIFY_A": distinct["MCP_STATE"]}, false,
+			"mcp.state_secret_env: environment variable MCP_STATE (mcp.state_secret_env) holds the same value as environment variable NOTIFY_A"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(name string) string {
+				if v, ok := tt.env[name]; ok {
+					return v
+				}
+				return distinct[name]
+			}
+			err := c.CheckSecrets(getenv)
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("CheckSecrets: %v", err)
+				}
+				return
+			}
+			errs := Errors(err)
+			if len(errs) != 1 || !strings.Contains(errs[0].Reason, tt.reason) {
+				t.Fatalf("got %v, want one problem holding %q", err, tt.reason)
+			}
+			if errors.Is(err, ErrSecretUnset) != tt.unset {
+				t.Errorf("errors.Is(err, ErrSecretUnset) = %v, want %v", !tt.unset, tt.unset)
+			}
+			if strings.Contains(err.Error(), distinct["MCP_STATE"]) {
+				t.Errorf("the error holds the secret: %v", err)
+			}
+		})
+	}
+	// One variable named for the states and for a notification target.
+	_, err := Parse("test.yaml", []byte("mcp:\n  state_secret_env: SHARED\nnotifications:\n  - {url: \"https://hooks.internal/a\", events: [proposal.created], secret_env: SHARED}\n"))
+	if err == nil || !strings.Contains(err.Error(), "mcp.state_secret_env: SHARED is also notifications[0].secret_env") {
+		t.Fatalf("one variable for both: %v", err)
+	}
+}

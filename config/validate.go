@@ -125,10 +125,12 @@ func (v *validator) config(c *Config) {
 	}
 	v.web(&c.Web)
 	v.log(&c.Log)
+	v.tracing(c.Tracing)
 	v.textDecisions(c.TextDecisions)
 	v.agents(c)
 	v.mcp(&c.MCP)
 	v.notifications(c)
+	v.channels(c)
 	v.secretNames(c)
 	v.audit(&c.Audit)
 }
@@ -368,7 +370,7 @@ var ruleKeys = map[string]string{
 	"DefaultTTL": "default_ttl",
 	"Match":      "match", "When": "when", "Effect": "effect", "Approvers": "approvers", "Quorum": "quorum",
 	"ForbidSelfApproval": "forbid_self_approval", "TTL": "ttl", "Mode": "mode", "Channels": "channels",
-	"Remember": "remember", "EscalateAfter": "escalate_after", "EscalateTo": "escalate_to", "RemindEvery": "remind_every",
+	"Notify": "notify", "StepUp": "step_up", "Remember": "remember", "EscalateAfter": "escalate_after", "EscalateTo": "escalate_to", "RemindEvery": "remind_every",
 }
 
 // policy checks the policy section with countersign.Policy.Validate, the
@@ -406,6 +408,9 @@ func (v *validator) policy(c *Config) {
 		}
 		if r.EscalateTo != nil && len(r.EscalateTo) == 0 {
 			fail(p+".escalate_to", "is empty: list whom to add, or leave escalation out")
+		}
+		if r.Notify != nil && len(r.Notify) == 0 {
+			fail(p+".notify", "is empty: list the channels to announce on, or leave notify out")
 		}
 	}
 	if err := c.Policy().Validate(); err != nil {

@@ -107,6 +107,9 @@ type Decision struct {
 	// it: the requester's agent must call again, before ExpiresAt (see
 	// store.AwaitsCaller). Only the engine knows whether someone still waits.
 	AwaitsCaller bool
+	// StepUp names the step-up the approval carried ("passkey": a fresh
+	// assertion, verified and spent); empty when its rule asked none.
+	StepUp string
 }
 
 // Lease fences the execution of one proposal. Only the holder of the current
@@ -181,9 +184,14 @@ type Proposal struct {
 	// rule's terms, frozen at creation so a later policy edit cannot loosen them.
 	ForbidSelfApproval bool
 	Channels           []string
-	RememberScopes     []Scope
-	GrantAnyInput      bool
-	GrantTTL           time.Duration
+	// Notify are the approver channels ("slack", "email") the proposal is
+	// announced on, and StepUp the step-up each approval needs ("passkey"
+	// or none): the rule's, frozen at creation like its terms.
+	Notify         []string
+	StepUp         string
+	RememberScopes []Scope
+	GrantAnyInput  bool
+	GrantTTL       time.Duration
 	// RuleFingerprint identifies the rule the proposal was made under; a
 	// grant made by its approval takes it, and approves only proposals of
 	// the same fingerprint, so that changing the rule retires the grant.
@@ -204,6 +212,11 @@ type Proposal struct {
 	// (store.ApplyRemind), RemindEvery the time between reminders (0: none).
 	RemindAt    *time.Time
 	RemindEvery time.Duration
+	// TraceParent is the W3C traceparent of the call that made the
+	// proposal ("" when it was not traced): spans about the proposal in
+	// any process (a decision, the worker's execution) continue that trace.
+	// Written once, at creation.
+	TraceParent string
 	OperationID string
 	Attempt     int
 	Lease       *Lease
@@ -232,6 +245,7 @@ func (p *Proposal) Clone() *Proposal {
 	c.EscalateAt = clonePtr(p.EscalateAt)
 	c.RemindAt = clonePtr(p.RemindAt)
 	c.Channels = slices.Clone(p.Channels)
+	c.Notify = slices.Clone(p.Notify)
 	c.RememberScopes = slices.Clone(p.RememberScopes)
 	c.Decisions = slices.Clone(p.Decisions)
 	if p.Lease != nil {

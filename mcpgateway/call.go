@@ -18,34 +18,41 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// session is one MCP session's state: its thread, the calls whose
-// proposals a repeated identical call continues, and the questions the
-// gateway asked through results.
+// session is the state of a thread the gateway serves (one MCP session's
+// before 2026-07-28; one credential's, or a _meta thread, after): the calls
+// whose proposals a repeated identical call continues.
 type session struct {
 	thread string
+	// shared: the thread is shared by the requests of every session
+	// (2026-07-28): a new repeat looks for the proposal it continues in
+	// the store, which another process may have made. users counts the
+	// calls using it (guarded by the gateway's mu).
+	shared bool
+	users  int
 
 	mu    sync.Mutex
 	calls map[string]*repeat // by action and canonical input
-	asks  map[string]ask     // by request state
-}
-
-// ask is an approval form the gateway sent in a tool's result (an input
-// request). Its request state names it; an answer decides only when it
-// carries that state, on a repeat that finds the same proposal, from the
-// caller and credential the form was sent to.
-type ask struct {
-	proposalID string
-	asked      caller
-	until      time.Time // the proposal's expiry: no answer decides later
 }
 
 // repeat is one call (tool and input) of a session whose proposal is not
 // known to be settled: identical calls share its tool-call id, so the
 // engine treats them as one call (one proposal, one execution).
 type repeat struct {
+	// toolCallID is set before ready is closed: the first call of a
+	// repeat finds it (continued) while the others wait. Empty when it
+	// could not be found: the calls answer an error.
 	toolCallID string
+	ready      chan struct{}
 	inflight   int  // calls using it now
 	settled    bool // a call got a settled answer: the next one is new
+	// until is the expiry of the repeat's proposal, once a call learned
+	// it: after it, nothing of the proposal is left to collect.
+	until time.Time
+	// collectOnce records, once for all the calls of the repeat, whether
+	// they are the first to be given its proposal's settled answer
+	// (collectFirst; see Gateway.collect).
+	collectOnce  sync.Once
+	collectFirst bool
 	// asking is when a call asked the client's user (zero: none is
 	// asking); meanwhile the others hold instead of asking again.
 	asking time.Time
@@ -65,7 +72,7 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	if id == "" {
 		id = randomID()
 	}
-	s := &session{thread: "mcp_" + id, calls: map[string]*repeat{}, asks: map[string]ask{}}
+	s := &session{thread: "mcp_" + id, calls: map[string]*repeat{}}
 	g.sessions[ss] = s
 	go func() {
 		_ = ss.Wait()
@@ -76,29 +83,61 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	return s
 }
 
-// begin returns the repeat of key, or a new one when none is unsettled.
-func (s *session) begin(key string) *repeat {
+// begin returns the repeat of key, or a new one when none is unsettled or
+// renew asks for one; fresh says the caller made it and must set its
+// tool-call id (ready).
+func (s *session) begin(key string, renew bool) (r *repeat, fresh bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.calls[key]
-	if r == nil || r.settled {
-		r = &repeat{toolCallID: "mcp_" + randomID()}
+	r = s.calls[key]
+	if r == nil || r.settled || renew {
+		r = &repeat{ready: make(chan struct{})}
 		s.calls[key] = r
+		fresh = true
 	}
 	r.inflight++
-	return r
+	return r, fresh
+}
+
+// setReady sets a fresh repeat's tool-call id, which the calls that joined it
+// wait for.
+func (r *repeat) setReady(toolCallID string) {
+	r.toolCallID = toolCallID
+	close(r.ready)
 }
 
 // end records a call's end; settled says it got a settled answer, so that
 // the next identical call is a new one.
-func (s *session) end(key string, r *repeat, settled bool) {
+func (s *session) end(key string, r *repeat, settled bool, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r.inflight--
 	r.settled = r.settled || settled
-	if r.settled && r.inflight == 0 && s.calls[key] == r {
+	if until.After(r.until) {
+		r.until = until
+	}
+	if r.inflight > 0 || s.calls[key] != r {
+		return
+	}
+	// A shared thread outlives its sessions: a repeat nobody uses is kept
+	// only while its proposal may still be collected (until its expiry);
+	// past that, or without a proposal, the store answers (continued).
+	if r.settled || (s.shared && !time.Now().Before(r.until)) {
 		delete(s.calls, key)
 	}
+}
+
+// prune drops the repeats of a shared thread that no call uses and whose
+// proposals expired, and reports whether the thread holds none.
+func (s *session) prune(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, r := range s.calls {
+		if r.inflight == 0 && !now.Before(r.until) {
+			delete(s.calls, key)
+		}
+	}
+	return len(s.calls) == 0
 }
 
 // startEliciting reports whether this call is the one to ask the client.
@@ -118,43 +157,6 @@ func (s *session) stopEliciting(r *repeat) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r.asking = time.Time{}
-}
-
-// newAsk records a form sent to who about p and returns its request state:
-// 128 random bits, which nothing but this session's record makes mean
-// anything. Forms past their proposal's expiry are forgotten.
-func (s *session) newAsk(p *cstype.Proposal, who caller) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	for state, a := range s.asks {
-		if !now.Before(a.until) {
-			delete(s.asks, state)
-		}
-	}
-	state := randomID()
-	s.asks[state] = ask{proposalID: p.ID, asked: who, until: p.ExpiresAt}
-	return state
-}
-
-// takeAsk reports whether state names a form this session sent to who about
-// p, still open; such a form is answered once. Anything else (no state, a
-// made-up one, one sent about another proposal or to another credential) is
-// no answer, and leaves the form to the one it was sent to.
-func (s *session) takeAsk(state string, p *cstype.Proposal, who caller) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.asks[state]
-	if !ok || a.proposalID != p.ID || !sameCaller(a.asked, who) || !time.Now().Before(a.until) {
-		return false
-	}
-	delete(s.asks, state)
-	return true
-}
-
-// sameCaller reports whether two callers are one credential of one identity.
-func sameCaller(a, b caller) bool {
-	return a.credential == b.credential && a.id.Tenant == b.id.Tenant && a.id.Actor == b.id.Actor
 }
 
 // probe bounds the first engine call of a client that can be asked: long
@@ -179,12 +181,15 @@ const approvalInput = "countersign.approval"
 //
 // A client on a protocol with multi round-trip requests is asked through
 // the result: the call answers with the approval form as an input request
-// and a request state that names the form (see newAsk), and the client
-// calls again with the answer. Only the answer to a form the gateway sent,
-// in this session, about the proposal the repeat finds, to this caller's
-// credential, decides; any other input response (unsolicited, made up, for
-// another proposal or from another credential) is ignored, and the call
-// goes on as if it carried none. Older clients are asked with an
+// and a request state, signed by the gateway, that binds the form to the
+// caller, its credential, the proposal, the tool and its input, with a
+// single-use nonce and a deadline (see newState); the client calls again
+// with the answer. Only the answer carrying such a state, about the
+// proposal the repeat finds, from the caller and credential it was made
+// for, never presented before, decides (see takeState); any other input
+// response (unsolicited, made up, tampered, for another proposal, from
+// another credential, expired or replayed) is ignored, and the call goes on
+// as if it carried none. Older clients are asked with an
 // elicitation request while the call runs, whose answer is the response to
 // that request.
 //
@@ -200,7 +205,6 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 	if err != nil {
 		return nil, err
 	}
-	id := who.id
 	input := json.RawMessage(req.Params.Arguments)
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(`{}`)
@@ -209,15 +213,59 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 	if err != nil {
 		return refused("invalid_input", "The arguments are not valid JSON: "+err.Error(), nil), nil
 	}
-	s := g.session(req.Session)
+	th, err := g.threadOf(who, req)
+	if err != nil {
+		return nil, err
+	}
+	defer th.release()
 	key := name + "\x00" + string(canon)
-	r := s.begin(key)
+	out, outErr, again := g.callIn(ctx, req, who, th, name, input, key, false)
+	if again {
+		// Another call collected the proposal this repeat continued: this
+		// one is a new call.
+		out, outErr, _ = g.callIn(ctx, req, who, th, name, input, key, true)
+	}
+	return out, outErr
+}
+
+// callIn makes the call in th's thread: it continues the repeat of key, or
+// (renew) starts a new one. In a shared thread a settled answer is
+// collected once, across processes: again reports that another call had
+// collected it already, so that this call must be made anew.
+func (g *Gateway) callIn(ctx context.Context, req *mcp.CallToolRequest, who caller, th *callThread, name string, input json.RawMessage, key string, renew bool) (_ *mcp.CallToolResult, _ error, again bool) {
+	id := who.id
+	s := th.s
+	r, fresh := s.begin(key, renew)
 	settled := false
-	defer func() { s.end(key, r, settled) }()
+	var until time.Time
+	defer func() { s.end(key, r, settled, until) }()
 
 	life, stop := detach(ctx, g.life)
 	defer stop()
-	c := &countersign.Call{Identity: id, ThreadID: s.thread, ToolCallID: r.toolCallID, Action: name,
+	if fresh {
+		toolCallID := "mcp_" + randomID()
+		if s.shared && !renew {
+			// Another connection, or another process, may have proposed
+			// this call already: it continues that proposal.
+			found, err := g.continued(life, id, s.thread, name, input)
+			switch {
+			case err != nil:
+				settled = true
+				r.setReady("")
+				return nil, g.threadError(name, err), false
+			case found != "":
+				toolCallID = found
+			}
+		}
+		r.setReady(toolCallID)
+	} else {
+		<-r.ready
+		if r.toolCallID == "" {
+			settled = true
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "countersign could not complete the call; call again with the same arguments"}, false
+		}
+	}
+	c := &countersign.Call{Identity: id, ThreadID: s.thread, ThreadOrigin: th.origin, ToolCallID: r.toolCallID, Action: name,
 		Input: input, Mode: countersign.ModeWait, WaitTimeout: g.hold}
 	answer := approvalAnswer(req.Params)
 	elicits := canElicit(req)
@@ -228,7 +276,7 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 	if err == nil && res.Status == countersign.ResultPending && c.WaitTimeout == probe {
 		p := res.Proposal
 		if p != nil && answer != nil {
-			if s.takeAsk(req.Params.RequestState, p, who) {
+			if g.takeState(life, req.Params.RequestState, who, name, g.inputDigest(name, input), p) {
 				g.decide(life, id, p, answer)
 				s.stopEliciting(r)
 				p = nil // answered: hold for the outcome
@@ -237,9 +285,11 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 					"proposal", p.ID, "tenant", id.Tenant, "actor", id.Actor)
 			}
 		}
-		if p != nil && elicits && g.engine.Permissions(life, id, p, countersign.ViaMCP).Approve && s.startEliciting(r, g.hold) {
+		// No elicitation for a step-up proposal: an MCP answer cannot carry
+		// a passkey (the engine would refuse the approval anyway).
+		if p != nil && elicits && g.offersApproval(life, id, p) && s.startEliciting(r, g.hold) {
 			if req.ProtocolVersion() >= multiRoundTripVersion {
-				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: approvalForm(p)}, RequestState: s.newAsk(p, who)}, nil
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: approvalForm(p)}, RequestState: g.newState(who, name, p)}, nil, false
 			}
 			g.elicit(ctx, life, req.Session, id, p)
 			s.stopEliciting(r)
@@ -248,7 +298,83 @@ func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.
 		res, err = g.engine.Call(life, c)
 	}
 	settled = answered(res, err)
-	return g.render(name, res, err)
+	if res != nil && res.Proposal != nil {
+		until = res.Proposal.ExpiresAt
+	}
+	if s.shared && err == nil && settled && res.Proposal != nil {
+		// The calls that share this repeat share its answer; only a
+		// repeat that another process answered first is made anew.
+		r.collectOnce.Do(func() { r.collectFirst = g.collect(life, res.Proposal) })
+		if !r.collectFirst && !renew {
+			return nil, nil, true
+		}
+	}
+	var refusal *countersign.ForbiddenError
+	if th.origin == countersign.ThreadNamed && errors.As(err, &refusal) {
+		// A thread the request's _meta named that is not the caller's: a
+		// JSON-RPC error, and nothing was stored.
+		return nil, forbidden("only the thread's owner may make calls in it"), false
+	}
+	out, outErr := g.render(name, res, err)
+	return out, outErr, false
+}
+
+// collectedPrefix marks, among the store's MCP nonces, that a proposal's
+// settled answer was given to a call of a shared thread.
+const collectedPrefix = "collected:"
+
+// collect records that a call of a shared thread is given p's settled
+// answer, and reports whether it is the first: a later repeat that finds p
+// through a repeat another process kept is a new call, not p replayed.
+// The mark is kept until p's expiry, past which no repeat continues p, and
+// a sweep longer. A store that cannot record it lets the answer be given.
+func (g *Gateway) collect(ctx context.Context, p *cstype.Proposal) bool {
+	until := p.ExpiresAt
+	if now := time.Now(); until.Before(now) {
+		until = now
+	}
+	first, err := g.engine.SpendMCPNonce(ctx, p.Tenant, collectedPrefix+p.ID, until.Add(2*threadSweep))
+	if err != nil {
+		g.log.Warn("mcp gateway: a collected answer could not be recorded", "proposal", p.ID, "err", err)
+		return true
+	}
+	return first
+}
+
+// threadError answers a call whose thread could not be read: the caller
+// may not (a _meta thread that is not its own), or the store failed.
+func (g *Gateway) threadError(name string, err error) error {
+	if errors.Is(err, countersign.ErrForbidden) {
+		return forbidden("only the thread's owner may make calls in it")
+	}
+	if _, rerr := g.renderError(name, err); rerr != nil {
+		return rerr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "countersign could not complete the call; call again with the same arguments"}
+}
+
+// offersApproval reports whether the approval form is offered to id for p:
+// id may approve it through MCP and its rule asks no step-up.
+func (g *Gateway) offersApproval(ctx context.Context, id countersign.Identity, p *cstype.Proposal) bool {
+	if g.engine.MayAct(id, countersign.ActAnswerElicitation) != nil {
+		return false // an agent credential is never asked
+	}
+	perm := g.engine.Permissions(ctx, id, p, countersign.ViaMCP)
+	return perm.Approve && !perm.StepUp
+}
+
+// inputDigest is the digest of a call's input as its proposal records it,
+// or "" when the action is gone or refuses the input.
+func (g *Gateway) inputDigest(name string, input json.RawMessage) string {
+	a, ok := g.engine.Action(name)
+	if !ok {
+		return ""
+	}
+	digest, err := a.InputDigest(input)
+	if err != nil {
+		return ""
+	}
+	return digest
 }
 
 // approvalAnswer is the client's answer to the approval form, when the

@@ -1,8 +1,10 @@
 package mcpgateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,7 +111,18 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
+	// StateSecret signs the request states of 2026-07-28 in-band
+	// approvals (HMAC-SHA256; config mcp.state_secret_env), at least
+	// MinStateSecret bytes. Every process serving the gateway over one
+	// store needs the same one, so that a state one made is accepted by
+	// the others. Empty: a random secret of this gateway's own, whose
+	// states only this gateway accepts, until it stops.
+	StateSecret []byte
 }
+
+// MinStateSecret is the shortest Options.StateSecret: 256 bits, the
+// HMAC-SHA256 key size.
+const MinStateSecret = 32
 
 // MaxUpstreamName is the longest Upstream.Name, leaving most of an action
 // name's 128 bytes to the tool. An Upstream.Name is letters and digits with
@@ -123,6 +136,8 @@ func (o *Options) validate() error {
 		return errors.New("mcpgateway: Options.Engine is required")
 	case o.Hold < 0, o.UpstreamWait < 0, o.MinBackoff < 0, o.MaxBackoff < 0, o.SessionTimeout < 0, o.DrainTimeout < 0:
 		return errors.New("mcpgateway: Options.Hold, UpstreamWait, MinBackoff, MaxBackoff, SessionTimeout and DrainTimeout must be positive")
+	case len(o.StateSecret) > 0 && len(o.StateSecret) < MinStateSecret:
+		return fmt.Errorf("mcpgateway: Options.StateSecret: %d bytes, want at least %d", len(o.StateSecret), MinStateSecret)
 	case o.MinBackoff > 0 && o.MaxBackoff > 0 && o.MinBackoff > o.MaxBackoff:
 		return fmt.Errorf("mcpgateway: Options.MinBackoff %v is more than MaxBackoff %v", o.MinBackoff, o.MaxBackoff)
 	}
@@ -186,6 +201,8 @@ type Gateway struct {
 	auth           auth.Authenticator
 	log            *slog.Logger
 	upstreams      []*upstream
+	// stateSecret signs request states (see state.go).
+	stateSecret []byte
 
 	// life ends when Run returns: the engine calls of tools/calls run under
 	// it rather than under their request, so that a client that gives up
@@ -201,6 +218,11 @@ type Gateway struct {
 	registered map[string]*countersign.Action
 	// sessions hold each MCP session's thread and repeated calls.
 	sessions map[*mcp.ServerSession]*session
+	// threads hold the state of the 2026-07-28 threads in use, by tenant
+	// and thread id: they belong to no session.
+	threads map[string]*session
+	// sweptThreads is when sweepThreads last ran.
+	sweptThreads time.Time
 	// inflightCalls counts the tools/calls running; drained, when set, is
 	// closed when it drops to zero.
 	inflightCalls int
@@ -232,9 +254,15 @@ func New(opts Options) (*Gateway, error) {
 		fronts:         map[*mcp.Server]*front{},
 		registered:     map[string]*countersign.Action{},
 		sessions:       map[*mcp.ServerSession]*session{},
+		threads:        map[string]*session{},
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	g.stateSecret = bytes.Clone(opts.StateSecret)
+	if len(g.stateSecret) == 0 {
+		g.stateSecret = make([]byte, MinStateSecret)
+		_, _ = rand.Read(g.stateSecret) // crypto/rand.Read never fails
 	}
 	g.maxBackoff = max(g.maxBackoff, g.minBackoff)
 	g.life, g.stopLife = context.WithCancel(context.Background())

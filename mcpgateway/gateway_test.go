@@ -125,8 +125,9 @@ func testElicitationApproves(t *testing.T, protocol string) {
 		p.Decisions[0].Actor != "alice" || p.Decisions[0].Reason != "checked by a human" {
 		t.Fatalf("proposal %s, decisions %+v: want succeeded, approved by alice via mcp", p.Status, p.Decisions)
 	}
-	if !strings.HasPrefix(p.ThreadID, "mcp_") {
-		t.Errorf("thread %q, want mcp_<session id>", p.ThreadID)
+	// 2025: the session's thread; 2026-07-28: the credential's.
+	if want := map[bool]string{true: "mcp_", false: "mcp:"}[protocol != ""]; !strings.HasPrefix(p.ThreadID, want) {
+		t.Errorf("thread %q, want %s…", p.ThreadID, want)
 	}
 	// The call ran: the same call again is a new call, asked again.
 	res = h.call(c, "up__send_email", email)
@@ -368,8 +369,11 @@ func testConcurrentIdenticalCalls(t *testing.T, kind string) {
 // inflight counts the calls the gateway's sessions are running.
 func (g *Gateway) inflight() int {
 	g.mu.Lock()
-	sessions := make([]*session, 0, len(g.sessions))
+	sessions := make([]*session, 0, len(g.sessions)+len(g.threads))
 	for _, s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	for _, s := range g.threads {
 		sessions = append(sessions, s)
 	}
 	g.mu.Unlock()
@@ -502,6 +506,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"twice", Options{Engine: h.engine, Upstreams: []Upstream{{Name: "a", Transport: up}, {Name: "a", Transport: up}}}, "named twice"},
 		{"no transport", Options{Engine: h.engine, Upstreams: []Upstream{{Name: "a"}}}, "Transport is required"},
 		{"negative hold", Options{Engine: h.engine, Hold: -time.Second}, "must be positive"},
+		{"short state secret", Options{Engine: h.engine, StateSecret: []byte("0123456789abcdef0123456789abcde")}, "StateSecret: 31 bytes, want at least 32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.opts)

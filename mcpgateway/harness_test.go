@@ -276,6 +276,9 @@ type harnessOptions struct {
 	silent bool
 	// rules, when set, come before testPolicy's.
 	rules []countersign.Rule
+	// stateSecret, when set, signs the request states (default: a random
+	// one of the gateway's own).
+	stateSecret []byte
 }
 
 // upTrust is what the operator of "up" vouches for: read_note is a read,
@@ -318,7 +321,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		ups = []Upstream{u}
 	}
 	gw, err := New(Options{Engine: engine, Hold: cmpOrDuration(o.hold, time.Minute), Logger: quiet(),
-		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups})
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups, StateSecret: o.stateSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,6 +416,13 @@ func (h *harness) connectManual(id countersign.Identity) *client {
 
 func (h *harness) connectWith(id countersign.Identity, answer func(*mcp.ElicitParams) *mcp.ElicitResult, mrtr *mcp.MultiRoundTripOptions) *client {
 	h.t.Helper()
+	return h.connectServed(func(st mcp.Transport) error { return h.gw.Serve(h.ctx, st, id) }, answer, mrtr)
+}
+
+// connectServed connects a client to the gateway served by serve over an
+// in-memory transport.
+func (h *harness) connectServed(serve func(mcp.Transport) error, answer func(*mcp.ElicitParams) *mcp.ElicitResult, mrtr *mcp.MultiRoundTripOptions) *client {
+	h.t.Helper()
 	c := &client{changed: make(chan struct{}, 1), answers: answer}
 	opts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		select {
@@ -430,7 +440,7 @@ func (h *harness) connectWith(id countersign.Identity, answer func(*mcp.ElicitPa
 	}
 	ct, st := mcp.NewInMemoryTransports()
 	served := make(chan error, 1)
-	go func() { served <- h.gw.Serve(h.ctx, st, id) }()
+	go func() { served <- serve(st) }()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts).Connect(h.ctx, ct, nil)
 	if err != nil {
 		h.t.Fatal(err)

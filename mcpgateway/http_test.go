@@ -79,7 +79,10 @@ func TestHTTP(t *testing.T) {
 
 	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL,
 		HTTPClient: &http.Client{Transport: bearer{"key_alice", http.DefaultTransport}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-client", Version: "1"}, nil).Connect(h.ctx, transport, nil)
+	// A 2025 client: its session is its thread (2026-07-28 has its own
+	// test, TestHTTP2026).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-client", Version: "1"}, nil).Connect(h.ctx, transport,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

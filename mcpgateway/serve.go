@@ -32,6 +32,9 @@ type caller struct {
 	// credential names the credential: over HTTP a digest of the bearer
 	// token (see credentialOf), over Serve the one connection's.
 	credential string
+	// fingerprint names the credential's 2026-07-28 thread
+	// (mcp:<fingerprint>, see Fingerprint).
+	fingerprint string
 }
 
 // newFront makes an MCP server with every exported tool, kept up to date
@@ -44,6 +47,7 @@ func (g *Gateway) newFront(identify func(*mcp.CallToolRequest) (caller, error)) 
 		Logger:                    g.log,
 		SupportedProtocolVersions: g.protocolVersions,
 	})
+	f.server.AddReceivingMiddleware(withoutContent)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, t := range g.tools {
@@ -80,8 +84,26 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport, id countersign.Ide
 	if id.Tenant == "" || id.Actor == "" {
 		return errors.New("mcpgateway: Serve: the identity needs a tenant and an actor")
 	}
-	// The one identity of the connection is its one credential.
-	who := caller{id: id, credential: "serve:" + randomID()}
+	// The one identity of the connection is its one credential, whose
+	// thread is the connection's own.
+	cred := "serve:" + randomID()
+	sum := sha256.Sum256([]byte(cred))
+	return g.serve(ctx, t, caller{id: id, credential: cred, fingerprint: hex.EncodeToString(sum[:8])})
+}
+
+// ServeCredential is Serve for the holder of token, which cred is (as
+// auth.AuthenticateCredential found it): `countersign mcp` over stdio. Its
+// 2026-07-28 calls belong to the credential's thread (mcp:<fingerprint>),
+// which every process serving that token shares, so that a client that
+// starts again continues its proposals.
+func (g *Gateway) ServeCredential(ctx context.Context, t mcp.Transport, token string, cred auth.Credential) error {
+	if cred.Identity.Tenant == "" || cred.Identity.Actor == "" {
+		return errors.New("mcpgateway: ServeCredential: the identity needs a tenant and an actor")
+	}
+	return g.serve(ctx, t, caller{id: cred.Identity, credential: credentialOf(token, cred), fingerprint: Fingerprint(token, cred)})
+}
+
+func (g *Gateway) serve(ctx context.Context, t mcp.Transport, who caller) error {
 	f := g.newFront(func(*mcp.CallToolRequest) (caller, error) { return who, nil })
 	defer g.dropFront(f)
 	ss, err := f.server.Connect(ctx, t, nil)
@@ -122,8 +144,23 @@ func (g *Gateway) Handler() (http.Handler, error) {
 		}
 		return caller{}, errors.New("mcpgateway: the request carries no identity")
 	})
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.sessionTimeout, Logger: g.log})
+	// 2026-07-28 has no session: each request stands alone, and is served
+	// by the same server without one. Which handler serves a request is
+	// its protocol version's (negotiated per request): the
+	// MCP-Protocol-Version header, which a 2026-07-28 client sends on every
+	// request (server/discover included) and a 2025 client sends, with its
+	// older version, after initialize.
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log})
+	sdk := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= multiRoundTripVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
 	// The SDK binds a session to its first request's TokenInfo.UserID; the
 	// token was checked by authenticate, which left the caller in the
 	// request's context for this verifier to hand over.
@@ -186,7 +223,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "authentication is unavailable; retry")
 			return
 		}
-		who := caller{id: cred.Identity, credential: credentialOf(token, cred)}
+		who := caller{id: cred.Identity, credential: credentialOf(token, cred), fingerprint: Fingerprint(token, cred)}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, who)))
 	})
 }
@@ -204,4 +241,34 @@ func randomID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// withoutContent sends a tools/call result that asks for input
+// (input_required) without a content member: the SDK writes
+// "content": null, which 2026-07-28 does not allow there.
+func withoutContent(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.NeedsInput() {
+			return inputRequired{r}, nil
+		}
+		return res, err
+	}
+}
+
+// inputRequired is a tools/call result that asks for input, written
+// without its content.
+type inputRequired struct{ *mcp.CallToolResult }
+
+func (r inputRequired) MarshalJSON() ([]byte, error) {
+	raw, err := r.CallToolResult.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("mcpgateway: input required result: %w", err)
+	}
+	delete(m, "content")
+	return json.Marshal(m)
 }

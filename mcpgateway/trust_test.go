@@ -477,8 +477,9 @@ func testWithdrawnToolNotExecuted(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.engine.Call(h.ctx, &countersign.Call{Identity: alice, ThreadID: p.ThreadID, ToolCallID: p.ToolCallID,
-		Action: p.Action, Input: p.RawInput, Mode: countersign.ModeWait, WaitTimeout: time.Second})
+	// The repeat the gateway would make, in its own thread.
+	out, err := h.engine.Call(h.ctx, &countersign.Call{Identity: alice, ThreadID: p.ThreadID, ThreadOrigin: countersign.ThreadMCPGateway,
+		ToolCallID: p.ToolCallID, Action: p.Action, Input: p.RawInput, Mode: countersign.ModeWait, WaitTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

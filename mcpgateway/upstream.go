@@ -19,6 +19,9 @@ import (
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // connectTimeout bounds one connection attempt: the transport's start and
@@ -75,13 +78,24 @@ func CommandUpstream(name string, argv []string, env map[string]string) Upstream
 // server alone: a redirect to another origin is not followed (the
 // connection fails), and no request to another origin would carry them.
 func HTTPUpstream(name, rawURL string, header http.Header) Upstream {
+	return TracedHTTPUpstream(name, rawURL, header, nil)
+}
+
+// TracedHTTPUpstream is HTTPUpstream whose requests are client spans of tp
+// carrying their W3C traceparent, so that the upstream server continues the
+// trace of the tool call (docs/tracing.md); a nil tp is HTTPUpstream.
+func TracedHTTPUpstream(name, rawURL string, header http.Header, tp trace.TracerProvider) Upstream {
 	header = header.Clone()
 	origin := ""
 	if u, err := url.Parse(rawURL); err == nil {
 		origin = originOf(u)
 	}
+	next := http.DefaultTransport
+	if tp != nil {
+		next = otelhttp.NewTransport(next, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}))
+	}
 	client := &http.Client{
-		Transport: &headerTransport{header: header, origin: origin, next: http.DefaultTransport},
+		Transport: &headerTransport{header: header, origin: origin, next: next},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if originOf(req.URL) != origin {
 				return fmt.Errorf("upstream %s redirects to another origin (%s): not followed", name, req.URL.Host)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -23,6 +24,7 @@ import (
 	"github.com/countersign/countersign/internal/outboxhost"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/webhook"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The defaults of a Target and of Options.
@@ -85,12 +87,60 @@ func TargetName(rawURL string) string {
 	return "t" + hex.EncodeToString(s[:8])
 }
 
+// Channel is an approver channel (Slack, email) as the outbox sees it: a
+// target named Name, written to the store like a receiver's, whose
+// notifications are handed to Deliver instead of being POSTed. Retries,
+// backoff, failure after MaxAttempts and an operator's retry are the
+// outbox's, as for a receiver.
+type Channel struct {
+	// Name is the channel's target name in the outbox ("slack", "email"):
+	// lower-case, and never a receiver's (theirs start with "t" and 16 hex
+	// digits, TargetName).
+	Name string
+	// Events are the event types it gets.
+	Events []cstype.EventType
+	// MaxAttempts and Backoff as a Target's; zero takes the defaults.
+	MaxAttempts int
+	Backoff     Backoff
+	// Deliver makes one attempt. It gets the proposal as it stands now,
+	// read again at every attempt; an error is a failed attempt, tried
+	// again after the backoff. It must be idempotent: an attempt whose
+	// worker died before recording it is made again.
+	Deliver func(ctx context.Context, d Delivery) error
+}
+
+// Delivery is one attempt at one notification of a Channel.
+type Delivery struct {
+	// ID is the notification's id, the same at every attempt: a key for
+	// what the channel sends, so that a repeated attempt sends nothing
+	// twice.
+	ID     string
+	Tenant string
+	Event  cstype.EventType
+	// At is the event's time.
+	At time.Time
+	// Attempt counts the attempts, this one included.
+	Attempt int
+	// Proposal is the proposal the event is about, as it stands now.
+	Proposal *cstype.Proposal
+}
+
+// channelName is what a Channel's Name may be: never a receiver's
+// TargetName, which is "t" and 16 hex digits, so the two never collide.
+var (
+	channelName  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	receiverName = regexp.MustCompile(`^t[0-9a-f]{16}$`)
+)
+
 // Options configures a Deliverer. Zero fields take the documented defaults.
 type Options struct {
 	// Engine is the engine whose store's outbox is delivered
 	// (Engine.Outbox): the deliverer claims and records through it.
 	Engine  *countersign.Engine
 	Targets []Target
+	// Channels are the approver channels (Slack, email) that receive the
+	// outbox's notifications themselves rather than as signed POSTs.
+	Channels []Channel
 	// Render returns the proposal object of a notification's body: the
 	// server's wire type (server.RenderProposal).
 	Render func(p *cstype.Proposal) (json.RawMessage, error)
@@ -114,8 +164,16 @@ type Options struct {
 	Client *http.Client
 	// Now is the clock of the signatures' timestamps. Default time.Now.
 	Now func() time.Time
+	// TracerProvider, if set, gets a span for each delivery attempt
+	// (countersign.notify, with the proposal id). Default nil: none.
+	TracerProvider trace.TracerProvider
 	// Logger receives the failures of attempts. Default slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, is told each attempt's receiver and result
+	// ("delivered", "retry" or "failed"): the receiver is "webhook" for a
+	// Target and the channel's Name for a Channel (server.Metrics'
+	// NotificationAttempt counts them).
+	Observe func(receiver, result string)
 }
 
 // Deliverer delivers the outbox's due notifications to their targets: the
@@ -171,6 +229,24 @@ func New(opts Options) (*Deliverer, error) {
 		targets[name] = &t
 		longest = max(longest, t.Timeout)
 	}
+	channels := map[string]bool{}
+	for i, c := range opts.Channels {
+		switch {
+		case !channelName.MatchString(c.Name) || receiverName.MatchString(c.Name):
+			return nil, fmt.Errorf("notifications: Channels[%d].Name %q: want 1..32 lower-case letters, digits or '-'", i, c.Name)
+		case channels[c.Name]:
+			return nil, fmt.Errorf("notifications: Channels[%d].Name %q is configured twice", i, c.Name)
+		case len(c.Events) == 0:
+			return nil, fmt.Errorf("notifications: Channels[%d].Events is empty", i)
+		case c.Deliver == nil:
+			return nil, fmt.Errorf("notifications: Channels[%d].Deliver is nil", i)
+		case c.MaxAttempts < 0:
+			return nil, fmt.Errorf("notifications: Channels[%d].MaxAttempts is negative", i)
+		case c.Backoff.Initial < 0 || c.Backoff.Max < c.Backoff.Initial:
+			return nil, fmt.Errorf("notifications: Channels[%d].Backoff: want 0 < initial <= max", i)
+		}
+		channels[c.Name] = true
+	}
 	opts.Owner = cmp.Or(opts.Owner, "notifications")
 	opts.PollInterval = cmp.Or(opts.PollInterval, DefaultPollInterval)
 	opts.MaxConcurrency = cmp.Or(opts.MaxConcurrency, DefaultMaxConcurrency)
@@ -208,11 +284,32 @@ func New(opts Options) (*Deliverer, error) {
 	d.o = opts
 	cfg := maintenance.NotificationConfig{Body: d.render, Owner: opts.Owner, PollInterval: opts.PollInterval,
 		LeaseDuration: opts.LeaseDuration, MaxConcurrency: opts.MaxConcurrency, Logger: opts.Logger}
+	if observe := opts.Observe; observe != nil {
+		cfg.Observe = func(target, result string) {
+			receiver := "webhook"
+			if channels[target] {
+				receiver = target
+			}
+			observe(receiver, result)
+		}
+	}
+	if opts.TracerProvider != nil {
+		cfg.Tracer = opts.TracerProvider.Tracer(countersign.TracerName)
+	}
 	for _, t := range opts.Targets {
 		t := targets[TargetName(t.URL)]
 		cfg.Targets = append(cfg.Targets, maintenance.NotificationTarget{
 			Name: TargetName(t.URL), Events: t.Events, MaxAttempts: t.MaxAttempts, Backoff: t.Backoff.Delay,
 			Send: func(ctx context.Context, id string, body []byte) error { return d.post(ctx, t, id, body) },
+		})
+	}
+	for _, c := range opts.Channels {
+		b := Backoff{Initial: cmp.Or(c.Backoff.Initial, DefaultBackoffInitial), Max: cmp.Or(c.Backoff.Max, DefaultBackoffMax)}
+		cfg.Targets = append(cfg.Targets, maintenance.NotificationTarget{
+			Name: c.Name, Events: c.Events, MaxAttempts: cmp.Or(c.MaxAttempts, DefaultMaxAttempts), Backoff: b.Delay,
+			Deliver: func(ctx context.Context, e *cstype.OutboxEntry, p *cstype.Proposal) error {
+				return c.Deliver(ctx, Delivery{ID: e.ID, Tenant: e.Tenant, Event: e.EventType, At: e.At, Attempt: e.Attempts, Proposal: p})
+			},
 		})
 	}
 	d.svc = maintenance.NewNotificationDelivery(opts.Engine.Outbox(outboxhost.Grant()), cfg)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -341,6 +342,12 @@ func TestOptionsInvalid(t *testing.T) {
 		"short lease":  {Engine: e, Render: server.RenderProposal, LeaseDuration: time.Second, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Timeout: 5 * time.Second}}},
 		"backoff":      {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, Backoff: notifications.Backoff{Initial: time.Minute, Max: time.Second}}}},
 		"neg attempts": {Engine: e, Render: server.RenderProposal, Targets: []notifications.Target{{URL: "http://x", Events: []cstype.EventType{cstype.EventCreated}, MaxAttempts: -1}}},
+		"channel name": {Engine: e, Render: server.RenderProposal, Channels: []notifications.Channel{{Name: "Slack!", Events: created, Deliver: nop}}},
+		"channel named as a receiver": {Engine: e, Render: server.RenderProposal,
+			Channels: []notifications.Channel{{Name: notifications.TargetName("http://x"), Events: created, Deliver: nop}}},
+		"channel twice":      {Engine: e, Render: server.RenderProposal, Channels: []notifications.Channel{{Name: "slack", Events: created, Deliver: nop}, {Name: "slack", Events: created, Deliver: nop}}},
+		"channel no events":  {Engine: e, Render: server.RenderProposal, Channels: []notifications.Channel{{Name: "slack", Deliver: nop}}},
+		"channel no deliver": {Engine: e, Render: server.RenderProposal, Channels: []notifications.Channel{{Name: "slack", Events: created}}},
 	} {
 		if _, err := notifications.New(o); err == nil {
 			t.Errorf("%s: New accepted it", name)
@@ -382,5 +389,51 @@ func TestDeadWorkersLastAttemptCounts(t *testing.T) {
 	}
 	if reqs, _ := rc.got(); len(reqs) != 0 {
 		t.Fatalf("receiver got %d requests, want none", len(reqs))
+	}
+}
+
+var created = []cstype.EventType{cstype.EventCreated}
+
+func nop(context.Context, notifications.Delivery) error { return nil }
+
+// A channel gets its notifications handed to Deliver, with the proposal as
+// it stands at each attempt; a failed attempt is retried with the same id,
+// and nothing is POSTed.
+func TestChannelDelivers(t *testing.T) {
+	for _, kind := range []string{"mem", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			st := newStore(t, kind)
+			var mu sync.Mutex
+			var got []notifications.Delivery
+			d, err := notifications.New(notifications.Options{
+				Engine: newEngine(t, st), Render: server.RenderProposal, Logger: slog.New(slog.DiscardHandler),
+				Channels: []notifications.Channel{{Name: "slack", Events: created, Backoff: fastBackoff,
+					Deliver: func(_ context.Context, dl notifications.Delivery) error {
+						mu.Lock()
+						defer mu.Unlock()
+						got = append(got, dl)
+						if len(got) == 1 {
+							return errors.New("slack answered ratelimited")
+						}
+						return nil
+					}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			id := propose(t, newEngine(t, st), "c1")
+			if n := settle(t, st, d); n.Status != cstype.NotificationDelivered || n.Target != "slack" || n.Attempts != 2 {
+				t.Fatalf("notification %+v; want delivered to slack at the second attempt", n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 || got[0].ID != got[1].ID || got[1].Attempt != 2 || got[1].Event != cstype.EventCreated ||
+				got[1].Tenant != "acme" || got[1].Proposal == nil || got[1].Proposal.ID != id {
+				t.Errorf("deliveries %+v; want two of one notification about %s", got, id)
+			}
+		})
 	}
 }

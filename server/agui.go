@@ -104,6 +104,11 @@ func (s *Server) handleAGUI(w http.ResponseWriter, r *http.Request, id countersi
 	case in.RunID == "":
 		return errBadBody("runId", "required")
 	}
+	// A thread id reserved for the MCP gateway is refused with a 403
+	// before the run's stream starts, as on every other route.
+	if s.engine.MayNameThread(id, in.ThreadID, countersign.ThreadNamed) != nil {
+		return errForbidden("thread ids beginning mcp: or mcp_ are reserved for the MCP gateway")
+	}
 	agentName := r.PathValue("agent")
 	if agentName == "" {
 		agentName = s.defaultAgent
@@ -376,6 +381,9 @@ func (s *Server) aguiError(r *http.Request, err error) (code, message string) {
 		return CodeAgentCannotDecide, agentRefused(err).message
 	case invalidRemember(err) != nil:
 		return CodeInvalidRemember, invalidRemember(err).message
+	case stepUpRefused(err) != nil:
+		// An interrupt's resume cannot carry a passkey: its page can.
+		return CodeStepUpRequired, stepUpRefused(err).message
 	case errors.As(err, &busy):
 		return CodeThreadBusy, fmt.Sprintf("run %s holds thread %s; wait for it to end or cancel it", busy.RunID, busy.ThreadID)
 	case errors.As(err, &taken):

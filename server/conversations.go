@@ -85,6 +85,9 @@ func conversationError(err error, threadID string) error {
 	if ae := invalidRemember(err); ae != nil {
 		return ae
 	}
+	if ae := stepUpRefused(err); ae != nil {
+		return ae // a text decision of a step-up proposal: approve it in the inbox
+	}
 	if _, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return decisionError(err)
 	}

@@ -469,6 +469,16 @@ func spec() (*openapi3.T, routers.Router, error) {
 	return specDoc, specRouter, specErr
 }
 
+// servedOutside are the documented operations that the approver channels'
+// packages serve, not server's: their own tests drive them (a Slack click
+// signed like Slack's, an email link followed by a plain client and by
+// Chromium), on SQLite and PostgreSQL.
+var servedOutside = map[string]string{
+	"GET /d/{token}":              "channels/email: TestMailScannerAndBrowser, FuzzTokenRoute",
+	"POST /d/{token}":             "channels/email: TestMailScannerAndBrowser, TestOneOfAnApproversLinksWins",
+	"POST /v1/slack/interactions": "channels/slack: TestAnnounceClickAndUpdate, TestClicksThatDecideNothing, FuzzInteractionHandler",
+}
+
 func unexercised() []string {
 	doc, _, err := spec()
 	if err != nil {
@@ -479,7 +489,7 @@ func unexercised() []string {
 	var missing []string
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
-			if !exercised[method+" "+path] {
+			if _, ok := servedOutside[method+" "+path]; !ok && !exercised[method+" "+path] {
 				missing = append(missing, method+" "+path)
 			}
 		}

@@ -32,6 +32,8 @@ import (
 //	countersign_execution_retries_total{action}                    counter: idempotent executions run again after an uncertain outcome
 //	countersign_reconcile_attempts_total{action,outcome}           counter: Reconcile calls by outcome (applied, not_applied, unknown, error)
 //	countersign_decisions_total{decision,via}                      counter: decisions that applied, by verdict and channel
+//	countersign_notification_attempts_total{receiver,result}       counter: outbox deliveries (receiver webhook, slack, email; result delivered, retry, failed)
+//	countersign_audit_sealed_timestamp_seconds                     gauge: when this process's sealer last had every committed event chained
 //
 // Every label value known at start-up has its series from the start, at 0,
 // so that rate() and increase() see a counter's first increments after a
@@ -56,6 +58,8 @@ type Metrics struct {
 	retries         *prometheus.CounterVec
 	reconciles      *prometheus.CounterVec
 	decisions       *prometheus.CounterVec
+	notifications   *prometheus.CounterVec
+	sealed          prometheus.Gauge
 }
 
 var _ countersign.WorkObserver = (*Metrics)(nil)
@@ -147,6 +151,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "countersign_decisions_total",
 		Help: "Decisions that applied (partial approvals towards a quorum too), by verdict and channel.",
 	}, []string{"decision", "via"}))
+	m.notifications = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_notification_attempts_total",
+		Help: "Attempts at delivering the notification outbox, by receiver (webhook, or an approver channel: slack, email) and result (delivered, retry, failed).",
+	}, []string{"receiver", "result"}))
+	m.sealed = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "countersign_audit_sealed_timestamp_seconds",
+		Help: "Unix time at which this process's audit sealer last had every committed event chained (0: it has not, or does not hold the sealing lease). time() minus the maximum across processes is the chain's lag.",
+	}))
 	m.serve = promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
 	m.initLabels()
 	return m
@@ -164,7 +176,37 @@ func (m *Metrics) initLabels() {
 			m.decisions.WithLabelValues(string(v), via)
 		}
 	}
+	for _, r := range notificationReceivers {
+		for _, res := range notificationResults {
+			m.notifications.WithLabelValues(r, res)
+		}
+	}
 }
+
+// The label values of countersign_notification_attempts_total: the
+// receivers (a webhook, or an approver channel) and the results.
+var (
+	notificationReceivers = []string{"webhook", countersign.ViaSlack, countersign.ViaEmail}
+	notificationResults   = []string{"delivered", "retry", "failed"}
+)
+
+// NotificationAttempt counts one attempt at delivering a notification, as
+// notifications.Options.Observe reports it. A receiver or result outside
+// the known ones is counted as "other", so the labels stay bounded.
+func (m *Metrics) NotificationAttempt(receiver, result string) {
+	if !slices.Contains(notificationReceivers, receiver) {
+		receiver = otherVia
+	}
+	if !slices.Contains(notificationResults, result) {
+		result = otherVia
+	}
+	m.notifications.WithLabelValues(receiver, result).Inc()
+}
+
+// Sealed implements countersign.SealObserver.
+func (m *Metrics) Sealed(at time.Time) { m.sealed.Set(float64(at.UnixNano()) / 1e9) }
+
+var _ countersign.SealObserver = (*Metrics)(nil)
 
 // InitActions creates, at 0, the series of each action's label values:
 // its execution results, claims, retries and reconcile outcomes. Call it

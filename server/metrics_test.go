@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +99,10 @@ func TestMetricsSeriesStartAtZeroAcrossARestart(t *testing.T) {
 		`countersign_reconcile_attempts_total{action="flaky.reconciled",outcome="unknown"} 0`,
 		`countersign_reconcile_attempts_total{action="flaky.reconciled",outcome="error"} 0`,
 		`countersign_lease_losses_total 0`,
+		`countersign_notification_attempts_total{receiver="webhook",result="failed"} 0`,
+		`countersign_notification_attempts_total{receiver="slack",result="retry"} 0`,
+		`countersign_notification_attempts_total{receiver="email",result="delivered"} 0`,
+		`countersign_audit_sealed_timestamp_seconds 0`,
 	}
 	wantSamples(t, "after the restart, before anything", before, zero...)
 	id = second.pending("r2", "c_r2")
@@ -191,4 +197,25 @@ func promtoolCheck(t *testing.T, scrape string) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
 	}
+}
+
+// The operators' series: notification attempts by receiver and result
+// (bounded: anything unknown is "other"), and the sealer's timestamp.
+func TestOperatorMetrics(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(nil)
+	m.NotificationAttempt("webhook", "failed")
+	m.NotificationAttempt("slack", "retry")
+	m.NotificationAttempt("slack", "retry")
+	m.NotificationAttempt("t0123456789abcdef", "exploded")
+	m.Sealed(time.Unix(1796356800, 500_000_000))
+	rec := httptest.NewRecorder()
+	m.handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	wantSamples(t, "after the attempts and a seal", body,
+		`countersign_notification_attempts_total{receiver="webhook",result="failed"} 1`,
+		`countersign_notification_attempts_total{receiver="slack",result="retry"} 2`,
+		`countersign_notification_attempts_total{receiver="other",result="other"} 1`,
+		`countersign_audit_sealed_timestamp_seconds 1.7963568005e+09`)
+	promtoolCheck(t, body)
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -185,6 +187,9 @@ type (
 	approveRequest struct {
 		Reason   string `json:"reason"`
 		Remember string `json:"remember"`
+		// Assertion is a passkey assertion (PublicKeyCredential.toJSON())
+		// for a step-up proposal; the engine checks it.
+		Assertion json.RawMessage `json:"assertion"`
 	}
 	reasonRequest struct {
 		Reason string `json:"reason"`
@@ -220,6 +225,12 @@ func decisionError(err error) error {
 		return ae
 	}
 	if ae := invalidRemember(err); ae != nil {
+		return ae
+	}
+	if ae := stepUpRefused(err); ae != nil {
+		return ae
+	}
+	if ae := passkeyRefused(err); ae != nil {
 		return ae
 	}
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
@@ -298,6 +309,14 @@ func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 		if remember != "" && !remember.Valid() {
 			return errBadBody("remember", "want run or thread")
 		}
+		var assertion json.RawMessage
+		switch a := bytes.TrimSpace(req.Assertion); {
+		case len(a) == 0 || string(a) == "null":
+		case a[0] != '{':
+			return errBadBody("assertion", "want a JSON object: PublicKeyCredential.toJSON() of the passkey's answer")
+		default:
+			assertion = a
+		}
 		// A decision, once asked for, is not abandoned with its client.
 		ctx := context.WithoutCancel(r.Context())
 		v, err := via(r)
@@ -306,6 +325,7 @@ func (s *Server) handleDecide(verdict countersign.Verdict) authedFunc {
 		}
 		res, err := s.engine.Decide(ctx, &countersign.Decision{
 			Identity: id, ProposalID: r.PathValue("id"), Verdict: verdict, Via: v, Reason: req.Reason, Remember: remember,
+			Assertion: assertion,
 		})
 		if err != nil {
 			return decisionError(err)

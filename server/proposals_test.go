@@ -59,7 +59,9 @@ func TestListProposals(t *testing.T) {
 			}
 		}
 		for _, q := range []string{"?limit=0", "?limit=1001", "?limit=x", "?status=done", "?limit=-1"} {
-			resp := h.must(400, req{method: "GET", path: "/v1/proposals" + q, token: "alice", invalid: !strings.Contains(q, "status")})
+			// Each breaks the document too: status has a pattern of the
+			// known statuses since Schemathesis found it admitting any string.
+			resp := h.must(400, req{method: "GET", path: "/v1/proposals" + q, token: "alice", invalid: true})
 			if code := resp.errorCode(t); code != CodeInvalidInput {
 				t.Errorf("%s: code %s", q, code)
 			}

@@ -209,6 +209,8 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/proposals/{id}/events", s.authed(s.handleProposalEvents))
 	m.Handle("POST /v1/proposals/{id}/approve", s.authed(s.handleDecide(countersign.Approve)))
 	m.Handle("POST /v1/proposals/{id}/reject", s.authed(s.handleDecide(countersign.Reject)))
+	m.Handle("POST /v1/proposals/{id}/step-up", s.authed(s.handleStepUp))
+	m.Handle("POST /v1/passkeys/enrollments", s.authed(s.handleCreateEnrollment))
 	m.Handle("POST /v1/proposals/{id}/cancel", s.authed(s.handleCancel))
 	m.Handle("POST /v1/proposals/{id}/resolve", s.authed(s.handleResolve))
 	m.Handle("POST /v1/proposals/{id}/settle", s.authed(s.handleSettle))

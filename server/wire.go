@@ -71,6 +71,9 @@ type Decision struct {
 	At        time.Time `json:"at"`
 	Reason    string    `json:"reason,omitempty"`
 	Remember  string    `json:"remember,omitempty"`
+	// StepUp is "passkey" on an approval that carried a verified passkey
+	// assertion; absent otherwise.
+	StepUp string `json:"step_up,omitempty"`
 }
 
 // Outcome is a proposal's recorded result.
@@ -182,7 +185,7 @@ func wireProposal(p *cstype.Proposal) *Proposal {
 	ds := make([]Decision, len(p.Decisions))
 	for i, d := range p.Decisions {
 		ds[i] = Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: string(d.Decision), Via: d.Via, At: d.At.UTC(),
-			Reason: d.Reason, Remember: string(d.Remember)}
+			Reason: d.Reason, Remember: string(d.Remember), StepUp: d.StepUp}
 	}
 	return &Proposal{
 		ID: p.ID, Tenant: p.Tenant, Requester: p.Requester, RequesterKind: p.RequesterKind,

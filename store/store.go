@@ -28,6 +28,18 @@ type Store interface {
 	// Audit chains every tenant's events after they commit (audit.go).
 	Audit
 
+	// SlackAnnouncements stores the Slack messages that announce proposals
+	// (slack.go).
+	SlackAnnouncements
+	// EmailLinks stores the email channel's decision links (emaillinks.go).
+	EmailLinks
+	// Passkeys stores passkeys, their enrollment links and challenges
+	// (passkeys.go).
+	Passkeys
+	// MCPNonces spends the MCP gateway's request-state nonces
+	// (mcpnonces.go).
+	MCPNonces
+
 	// CreateProposal stores a proposal. It is idempotent on (tenant, thread,
 	// tool call id): a replay returns the existing proposal with Created false
 	// and supersedes nothing. A new proposal with a replacement key supersedes
@@ -321,6 +333,9 @@ type DecideParams struct {
 	// approval: recorded on the approval when it completes the quorum of a
 	// wait or two_phase proposal (Decision.AwaitsCaller), ignored otherwise.
 	AwaitsCaller bool
+	// StepUp is the step-up the engine verified for this approval
+	// ("passkey"), recorded on the decision (Decision.StepUp).
+	StepUp string
 }
 
 // DecideResult reports a decision's answer and the proposal after it.

@@ -200,7 +200,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 		}
 		c := &Change{}
 		p.Decisions = append(p.Decisions, Decision{
-			Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember,
+			Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Verdict, Via: d.Via, At: now, Reason: d.Reason, Remember: d.Remember, StepUp: d.StepUp,
 		})
 		c.event(EventDecided, d.Actor, d.ActorKind, d.Via, string(d.Verdict))
 		if d.Verdict == VerdictRejected {

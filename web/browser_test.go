@@ -4,71 +4,30 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/internal/browsertest"
 )
-
-// chromiumPath is Debian's chromium, which the project's scripts install.
-const chromiumPath = "/usr/bin/chromium"
 
 // screenshotDir is where the README's screenshots live. The test rewrites
 // them when they are missing or COUNTERSIGN_SCREENSHOTS is set.
 const screenshotDir = "../docs/screenshots"
 
 // browser starts a headless Chromium with a fresh profile and returns a
-// context for its first tab. In CI a missing Chromium fails the test.
+// context for its first tab (internal/browsertest).
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		p, lerr := exec.LookPath("chromium")
-		if lerr != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("chromium is not installed at %s (apt-get install -y chromium); CI needs it", chromiumPath)
-			}
-			t.Skipf("skipping the browser tests: chromium is not installed at %s (apt-get install -y chromium)", chromiumPath)
-		}
-		path = p
-	}
-	profile := t.TempDir()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1200, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	// Cleanups run last-in first-out: the browser ends before its profile
-	// directory is removed.
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return browsertest.Start(t, chromedp.WindowSize(1200, 900))
 }
 
 // step runs browser actions with a deadline.
 func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	browsertest.Step(t, ctx, 20*time.Second, what, actions...)
 }
 
 // eval evaluates a JavaScript expression in the page.

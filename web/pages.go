@@ -76,6 +76,9 @@ var funcs = template.FuncMap{
 	// exact.
 	"line": plaintext.Line,
 	"text": plaintext.Multiline,
+	// channel names a decision's channel: "Slack", "email", or the
+	// recorded via as plain text.
+	"channel": channelName,
 }
 
 // remaining says how long until a deadline, as the script's countdown does.
@@ -338,6 +341,10 @@ type proposalData struct {
 	Result       string // the last action's result, in words
 	Problem      string // why the last action was refused
 	Trail        *trailView
+	// Announced says where the approver channels announced the proposal.
+	Announced []announcedGroup
+	// StepUp is set when approving needs the actor's passkey (passkeys.go).
+	StepUp *stepUpView
 }
 
 // proposal loads a proposal the signed-in actor may see, as the engine
@@ -395,11 +402,19 @@ func (in *Inbox) showProposal(w http.ResponseWriter, r *http.Request, status int
 	d.Conversation = newConversationView(conv, p.Requester, p.Action, p.CreatedAt)
 	d.Fate, d.Runs = fate(p, in.now()), whatRuns(p)
 	d.Remember, d.RememberNote = rememberChoices(p, may.Remember), rememberNote(p)
+	if d.StepUp, err = in.stepUpFor(r.Context(), sess, p, d.Turn); err != nil {
+		return err
+	}
 	trail, err := in.engine.ProposalTrail(r.Context(), sess.Identity, p.ID)
 	if err != nil {
 		return err
 	}
 	d.Trail = newTrailView(trail)
+	announced, err := in.engine.Announcements(r.Context(), sess.Identity, p.ID)
+	if err != nil {
+		return err
+	}
+	d.Announced = announcedWords(announced)
 	title := p.Confirmation.Title
 	if title == "" {
 		title = p.Action
@@ -415,6 +430,7 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f := r.PostForm
+	var err error
 	dec := &countersign.Decision{
 		Identity: sess.Identity, ProposalID: pid, Via: via,
 		Verdict: countersign.Verdict(f.Get("verdict")), Reason: strings.TrimSpace(f.Get("reason")),
@@ -422,8 +438,17 @@ func (in *Inbox) handleDecide(w http.ResponseWriter, r *http.Request) error {
 	}
 	if dec.Verdict == countersign.Reject {
 		dec.Remember = "" // the radio buttons go with the approval only
+	} else {
+		// The step-up's passkey assertion, which the page's script adds
+		// (passkeys.go); the engine checks and spends it.
+		if dec.Assertion, err = ceremonyField(r, "assertion"); err != nil {
+			return err
+		}
 	}
 	res, err := in.engine.Decide(r.Context(), dec)
+	if se, ok := errors.AsType[*countersign.StepUpRequiredError](err); ok {
+		return in.showProposal(w, r, http.StatusForbidden, "", stepUpProblem(se))
+	}
 	if fe, ok := errors.AsType[*countersign.ForbiddenError](err); ok {
 		return in.showProposal(w, r, http.StatusForbidden, "", "You may not decide this proposal: "+fe.Reason+".")
 	}

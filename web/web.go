@@ -200,6 +200,17 @@ func (in *Inbox) routes() http.Handler {
 	m.Handle("GET /grants", in.page(in.signedIn(in.handleGrants)))
 	m.Handle("POST /grants/{id}/revoke", in.page(in.signedIn(in.handleRevokeGrant)))
 	m.Handle("GET /events", secured(http.HandlerFunc(in.handleEvents)))
+	// Passkeys (passkeys.go): the pages, and the JSON routes their script
+	// fetches a ceremony's options from.
+	m.Handle("GET /passkeys", in.page(in.signedIn(in.handlePasskeys)))
+	m.Handle("POST /passkeys/add", in.page(in.signedIn(in.handleAddPasskey)))
+	m.Handle("POST /passkeys/remove", in.page(in.signedIn(in.handleRemovePasskey)))
+	m.Handle("GET /passkeys/enroll/{token}", in.page(in.signedIn(in.handleEnrollPage)))
+	m.Handle("POST /passkeys/enroll/{token}", in.page(in.signedIn(in.handleEnroll)))
+	m.Handle("POST /passkeys/enroll/{token}/begin", in.jsonRoute(in.signedIn(in.handleEnrollBegin)))
+	m.Handle("POST /passkeys/challenge", in.jsonRoute(in.signedIn(in.handleManageChallenge)))
+	m.Handle("POST /passkeys/add/begin", in.jsonRoute(in.signedIn(in.handleAddBegin)))
+	m.Handle("POST /proposals/{id}/step-up", in.jsonRoute(in.signedIn(in.handleStepUp)))
 	m.Handle("/", in.page(func(http.ResponseWriter, *http.Request) error {
 		return errPage(http.StatusNotFound, "Not found", "There is no such page.")
 	}))

@@ -20,6 +20,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/internal/redact"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxResponseBytes bounds a backend's response body. A longer body is an
@@ -48,6 +51,20 @@ func newDefaultClient() *http.Client {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}})
+}
+
+// traced returns a copy of c whose requests are client spans of tp that
+// carry their W3C traceparent. The wrapped transport still reports its
+// progress through the request's httptrace (otelhttp adds none of its own
+// unless asked), so "may have been sent" is judged as before.
+func traced(c *http.Client, tp trace.TracerProvider) *http.Client {
+	cc := *c
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	cc.Transport = otelhttp.NewTransport(next, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}))
+	return &cc
 }
 
 // noRedirects returns a copy of c that never follows a redirect: the 3xx

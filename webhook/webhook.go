@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/redact"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultTimeout bounds a request to an endpoint whose Timeout is zero.
@@ -84,6 +85,10 @@ type Options struct {
 	// ("prepare", "execute", "reconcile"), how long it took and the HTTP
 	// status (0 when no answer came). For latency metrics; it must not block.
 	Observe func(action, endpoint string, d time.Duration, status int)
+	// TracerProvider, if set, makes a client span of every request and
+	// sends its W3C traceparent header, so that the backend continues the
+	// trace of the call (docs/tracing.md). Default nil: no span, no header.
+	TracerProvider trace.TracerProvider
 }
 
 // NewAction returns an action whose hooks POST to the spec's endpoints, as
@@ -145,6 +150,9 @@ func newCaller(spec Spec, opts Options) (*caller, countersign.Hooks, error) {
 	c.client = defaultClient()
 	if opts.Client != nil {
 		c.client = noRedirects(opts.Client)
+	}
+	if opts.TracerProvider != nil {
+		c.client = traced(c.client, opts.TracerProvider)
 	}
 	var err error
 	if spec.Execute != nil {

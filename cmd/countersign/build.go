@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/agent/scripted"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/mcpgateway"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // This file builds what a configuration describes and package config only
@@ -115,7 +116,7 @@ func agentModel(cfg *config.Config, path string, m *config.ModelSpec, getenv fun
 // mcpUpstream returns the gateway's upstream for the configuration's
 // server s, with the headers of an HTTP server read through getenv (see
 // config.MCPServer.Headers).
-func mcpUpstream(s config.MCPServer, getenv func(string) string) (mcpgateway.Upstream, error) {
+func mcpUpstream(s config.MCPServer, getenv func(string) string, tp trace.TracerProvider) (mcpgateway.Upstream, error) {
 	var u mcpgateway.Upstream
 	if s.URL == "" {
 		u = mcpgateway.CommandUpstream(s.Name, s.Command, s.Env)
@@ -124,7 +125,7 @@ func mcpUpstream(s config.MCPServer, getenv func(string) string) (mcpgateway.Ups
 		if err != nil {
 			return mcpgateway.Upstream{}, err
 		}
-		u = mcpgateway.HTTPUpstream(s.Name, s.URL, h)
+		u = mcpgateway.TracedHTTPUpstream(s.Name, s.URL, h, tp)
 	}
 	for _, ro := range s.ReadOnly {
 		u.ReadOnly = append(u.ReadOnly, mcpgateway.ReadOnlyTool{Name: ro.Name, SchemaSHA256: ro.SchemaSHA256})

@@ -296,7 +296,7 @@ func TestMCPUpstream(t *testing.T) {
       trust_annotations: true
 `)
 	fs, crm := c.MCP.Servers[0], c.MCP.Servers[1]
-	u, err := mcpUpstream(fs, getenvOf(nil))
+	u, err := mcpUpstream(fs, getenvOf(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,11 +304,11 @@ func TestMCPUpstream(t *testing.T) {
 		!reflect.DeepEqual(u.ReadOnly, []mcpgateway.ReadOnlyTool{{Name: "read_file"}, {Name: "list_directory"}, {Name: "search_files", SchemaSHA256: pin}}) {
 		t.Fatalf("fs's upstream %+v", u)
 	}
-	u, err = mcpUpstream(crm, getenvOf(map[string]string{"CRM_MCP_AUTH": "Bearer s3cret"}))
+	u, err = mcpUpstream(crm, getenvOf(map[string]string{"CRM_MCP_AUTH": "Bearer s3cret"}), nil)
 	if err != nil || u.Name != "crm" || u.Transport == nil || !u.TrustAnnotations || !reflect.DeepEqual(u.Idempotent, []string{"upsert_contact"}) || u.ReadOnly != nil {
 		t.Fatalf("crm's upstream %+v, %v", u, err)
 	}
-	_, err = mcpUpstream(crm, getenvOf(nil))
+	_, err = mcpUpstream(crm, getenvOf(nil), nil)
 	if !errors.Is(err, config.ErrSecretUnset) || !strings.Contains(err.Error(), "CRM_MCP_AUTH") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("crm's upstream without its header's variable: %v, want ErrSecretUnset naming the variable", err)
 	}
@@ -419,7 +419,7 @@ func TestEngineAcceptsWhatConfigAccepts(t *testing.T) {
 		}
 		var ups []mcpgateway.Upstream
 		for _, s := range c.MCP.Servers {
-			u, err := mcpUpstream(s, func(string) string { return "set" })
+			u, err := mcpUpstream(s, func(string) string { return "set" }, nil)
 			if err != nil {
 				t.Errorf("%s: mcpUpstream refuses the server %s: %v", name, s.Name, err)
 				continue

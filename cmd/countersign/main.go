@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,27 +65,13 @@ COUNTERSIGN_TOKEN). Exit codes: 0 ok, 1 error, 2 usage, 3 server unreachable,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{exitUsage, err.Error()} })
 	root.AddCommand(proposalsCmd(), decisionCmd("approve"), decisionCmd("reject"), resolveCmd(), versionCmd())
 	root.AddCommand(grantsCmd())
+	root.AddCommand(passkeysCmd())
 	root.AddCommand(actionsCmd())
 	root.AddCommand(notificationsCmd())
 	root.AddCommand(chatCmd())
 	root.AddCommand(auditCmd())
 	root.AddCommand(serverCommands()...)
 	return root
-}
-
-func versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  noArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "countersign %s\n", v)
-		},
-	}
 }
 
 // exactArgs and noArgs are cobra's, with usage errors as exit code 2.

@@ -28,18 +28,29 @@ func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error
 	}
 	var ups []mcpgateway.Upstream
 	for _, s := range m.Servers {
-		u, err := mcpUpstream(s, os.Getenv)
+		u, err := mcpUpstream(s, os.Getenv, rt.tracing)
 		if err != nil {
 			return nil, &exitErr{exitUsage, err.Error()}
 		}
 		ups = append(ups, u)
+	}
+	// CheckSecrets made sure a named variable is set and holds a secret
+	// of its own; New checks its length.
+	var stateSecret []byte
+	if m.StateSecretEnv != "" {
+		stateSecret = []byte(os.Getenv(m.StateSecretEnv))
+		if len(stateSecret) < mcpgateway.MinStateSecret {
+			return nil, &exitErr{exitUsage, fmt.Sprintf("mcp.state_secret_env: %s holds %d bytes, want at least %d",
+				m.StateSecretEnv, len(stateSecret), mcpgateway.MinStateSecret)}
+		}
 	}
 	if rt.dryRun {
 		// The upstreams' settings are checked; their processes are not
 		// started.
 		return nil, nil
 	}
-	gw, err := mcpgateway.New(mcpgateway.Options{Engine: rt.engine, Upstreams: ups, Hold: m.Hold, Auth: authn, Logger: rt.log})
+	gw, err := mcpgateway.New(mcpgateway.Options{Engine: rt.engine, Upstreams: ups, Hold: m.Hold, Auth: authn, Logger: rt.log,
+		StateSecret: stateSecret})
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
@@ -110,16 +121,17 @@ standard output is the MCP connection.`,
 // serveMCP serves the gateway over t as token's identity until the client
 // closes the connection or ctx ends.
 func serveMCP(ctx context.Context, f *setupFlags, token string, t mcp.Transport) error {
+	f.role = "mcp"
 	rt, err := build(ctx, f, nil)
 	if err != nil {
 		return err
 	}
-	defer rt.store.Close()
+	defer rt.close()
 	authn, err := rt.authenticator()
 	if err != nil {
 		return err
 	}
-	id, err := authn.Authenticate(ctx, token)
+	cred, err := auth.AuthenticateCredential(ctx, authn, token)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return &exitErr{exitUnauth, "unauthenticated: the token was refused; check --token or COUNTERSIGN_TOKEN"}
@@ -146,5 +158,5 @@ func serveMCP(ctx context.Context, f *setupFlags, token string, t mcp.Transport)
 	for _, d := range gw.Down() {
 		rt.log.Warn("mcp upstream not connected yet", "upstream", d.Name, "err", d.Reason)
 	}
-	return gw.Serve(ctx, t, id)
+	return gw.ServeCredential(ctx, t, token, cred)
 }

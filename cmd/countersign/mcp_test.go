@@ -190,19 +190,62 @@ func TestMCPCommand(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("good__pid: %v %+v", err, res)
 	}
+	// Over stdio the client speaks 2026-07-28, and its calls belong to the
+	// token's thread: another `countersign mcp` process for the same token
+	// continues the pending call rather than proposing it again.
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q over stdio, want 2026-07-28", v)
+	}
+	pendingNote := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "good__note", Arguments: map[string]any{"text": "across processes"}})
+		sc, _ := res.StructuredContent.(map[string]any)
+		if err != nil || sc["status"] != "pending" || sc["proposal_id"] == "" {
+			t.Fatalf("good__note: %v %+v, want pending", err, res)
+		}
+		return fmt.Sprint(sc["proposal_id"])
+	}
+	first := pendingNote(cs)
+	cmd2 := exec.Command(binary, "mcp", "--config", path, "--token", "k_alice")
+	cmd2.Stderr = io.Discard
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	if again := pendingNote(cs2); again != first {
+		t.Fatalf("the repeat from another process: %s, want %s continued", again, first)
+	}
 
+	// mcp.state_secret_env is checked like every secret: set, and long
+	// enough to sign with.
+	withState := strings.Replace(path, "countersign.yaml", "state.yaml", 1)
+	if raw, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(withState, []byte(strings.Replace(string(raw), "mcp:\n", "mcp:\n  state_secret_env: MCP_STATE_SECRET\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
+		env  string
 		code int
 		says string
 	}{
-		{"bad token", []string{"mcp", "--config", path, "--token", "nope"}, exitUnauth, "unauthenticated"},
-		{"no config", []string{"mcp", "--token", "k_alice"}, exitUsage, "needs --config"},
-		{"no servers", []string{"mcp", "--config", writeFile(t, "auth: {api_keys: [{key: k, tenant: t, actor: a}]}\n"), "--token", "k"}, exitUsage, "names no servers"},
+		{"bad token", []string{"mcp", "--config", path, "--token", "nope"}, "", exitUnauth, "unauthenticated"},
+		{"no config", []string{"mcp", "--token", "k_alice"}, "", exitUsage, "needs --config"},
+		{"no servers", []string{"mcp", "--config", writeFile(t, "auth: {api_keys: [{key: k, tenant: t, actor: a}]}\n"), "--token", "k"}, "", exitUsage, "names no servers"},
+		{"state secret unset", []string{"mcp", "--config", withState, "--token", "k_alice"}, "", exitUsage, "MCP_STATE_SECRET is empty or unset"},
+		{"state secret short", []string{"mcp", "--config", withState, "--token", "k_alice"}, "MCP_STATE_SECRET=short", exitUsage,
+			"mcp.state_secret_env: MCP_STATE_SECRET holds 5 bytes, want at least 32"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := exec.CommandContext(ctx, binary, c.args...).CombinedOutput()
+			cmd := exec.CommandContext(ctx, binary, c.args...)
+			cmd.Env = append(os.Environ(), "MCP_STATE_SECRET=")
+			if c.env != "" {
+				cmd.Env = append(cmd.Env, c.env)
+			}
+			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), c.says) {
 				t.Fatalf("%v: %v, %q; want exit %d saying %q", c.args, err, out, c.code, c.says)

@@ -38,11 +38,17 @@ func (rt *runtime) deliverer() (*notifications.Deliverer, error) {
 			Backoff: notifications.Backoff{Initial: n.BackoffInitial, Max: n.BackoffMax},
 		}
 	}
+	var err error
+	if rt.slack, err = rt.slackChannel(); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	d, err := notifications.New(notifications.Options{
-		Engine: rt.engine, Targets: targets, Render: server.RenderProposal,
+		Engine: rt.engine, Targets: targets, Channels: rt.notifyChannels(), Render: server.RenderProposal,
 		Owner:        "notifications@" + host + ":" + strconv.Itoa(os.Getpid()),
 		PollInterval: cfg.Worker.PollInterval, MaxConcurrency: cfg.Worker.MaxConcurrency, Logger: rt.log,
+		Observe:        rt.metrics.NotificationAttempt,
+		TracerProvider: rt.tracing,
 	})
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
@@ -135,4 +141,17 @@ func printNotifications(w io.Writer, ns []*server.Notification) error {
 		fmt.Fprintln(tw, "(none)")
 	}
 	return tw.Flush()
+}
+
+// notifyChannels are the configured approver channels the outbox delivers
+// to.
+func (rt *runtime) notifyChannels() []notifications.Channel {
+	var out []notifications.Channel
+	if rt.slack != nil {
+		out = append(out, rt.slack.Channel())
+	}
+	if rt.email != nil {
+		out = append(out, rt.email.Notifications())
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/channels/email"
+	"github.com/countersign/countersign/channels/slack"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/auditchain"
 	"github.com/countersign/countersign/mcpgateway"
@@ -31,6 +34,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // shutdownTimeout bounds a graceful stop: in-flight requests and executions
@@ -49,6 +56,8 @@ type setupFlags struct {
 	// `config validate` runs, so that every refusal of serve's start is one
 	// of validate's too.
 	dryRun bool
+	// role names the process in its spans' resource ("serve", "worker").
+	role string
 }
 
 // load reads the configuration: the file, then the environment, then flags.
@@ -143,9 +152,26 @@ type runtime struct {
 	// to the store before anything is served; the worker runs it
 	// (workerOptions), which writes them again as it starts.
 	notify *notifications.Deliverer
+	// slack is the Slack approver channel; nil when channels.slack is not
+	// configured.
+	slack *slack.Slack
+	// email is channels.email (its outbox channel and its /d/ pages); nil
+	// when not configured.
+	email *email.Channel
 	// signingKey signs the audit chain's checkpoints
 	// (audit.signing_key_file); nil: none are signed.
 	signingKey ed25519.PrivateKey
+	// tracing is the tracer provider (nil: tracing is off), and tp the
+	// same provider, which the process shuts down at exit to export its
+	// last spans.
+	tracing trace.TracerProvider
+	tp      *sdktrace.TracerProvider
+}
+
+// close closes the store and exports the last spans.
+func (rt *runtime) close() {
+	rt.store.Close()
+	shutdownTracing(rt.tp, rt.log)
 }
 
 // workerOptions are the configured worker's, with the checkpoint key and
@@ -160,7 +186,7 @@ func (rt *runtime) workerOptions() countersign.WorkerOptions {
 
 // build loads the configuration and builds the engine on its store. A nil
 // log means the configured one (log.level, log.format) on standard error.
-func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, error) {
+func build(ctx context.Context, f *setupFlags, log *slog.Logger) (_ *runtime, err error) {
 	cfg, demo, err := f.load()
 	if err != nil {
 		return nil, err
@@ -172,6 +198,20 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	}
 	if log == nil {
 		log = cfg.Log.Logger(os.Stderr)
+	}
+	// Before anything that logs or serves: every span and log line of the
+	// process is traced from the start.
+	var tp *sdktrace.TracerProvider
+	if !f.dryRun {
+		if tp, err = newTracing(ctx, cfg, cmp.Or(f.role, "serve")); err != nil {
+			return nil, &exitErr{exitUsage, err.Error()}
+		}
+		log = tracedLogger(log, tp != nil)
+		defer func() {
+			if err != nil {
+				shutdownTracing(tp, log)
+			}
+		}()
 	}
 	// Before the store: a key the process cannot use is a configuration
 	// error, found at once (by config validate's dry run too).
@@ -196,12 +236,17 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 		}
 	}
 	rt := &runtime{cfg: cfg, demo: demo, dryRun: f.dryRun, store: st, log: log, reg: prometheus.NewRegistry(), signingKey: key}
+	if tp != nil {
+		rt.tracing, rt.tp = tp, tp
+	}
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rt.metrics = server.NewMetrics(rt.reg)
 	rt.counts = server.NewProposalCounts()
 	rt.reg.MustRegister(rt.counts)
 	opts := cfg.EngineOptions()
-	opts.Store, opts.Observer, opts.Logger = st, rt.metrics, log
+	// Passkeys' relying party and the links the engine gives (step-up).
+	opts.PublicURL = cfg.PublicURL
+	opts.Store, opts.Observer, opts.Logger, opts.TracerProvider = st, rt.metrics, log, rt.tracing
 	if opts.TextDecisions, err = cfg.TextVocabulary(); err != nil {
 		st.Close()
 		return nil, &exitErr{exitUsage, err.Error()}
@@ -212,7 +257,7 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 			st.Close()
 			return nil, err
 		}
-	} else if opts.Actions, err = webhookActions(cfg, rt.metrics.WebhookObserved); err != nil {
+	} else if opts.Actions, err = webhookActions(cfg, rt.metrics.WebhookObserved, rt.tracing); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -222,6 +267,10 @@ func build(ctx context.Context, f *setupFlags, log *slog.Logger) (*runtime, erro
 	}
 	rt.metrics.InitActions(rt.engine.Actions())
 	if err := rt.buildAgents(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if rt.email, err = rt.emailChannel(); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -254,7 +303,7 @@ func (rt *runtime) buildAgents() error {
 		rt.defaultAgent = rt.cfg.DefaultAgentName()
 	}
 	var err error
-	rt.agents, err = agent.NewRuntime(agent.RuntimeOptions{Engine: rt.engine, Agents: agents, Logger: rt.log})
+	rt.agents, err = agent.NewRuntime(agent.RuntimeOptions{Engine: rt.engine, Agents: agents, Logger: rt.log, TracerProvider: rt.tracing})
 	if err != nil {
 		return &exitErr{exitUsage, err.Error()}
 	}
@@ -262,7 +311,7 @@ func (rt *runtime) buildAgents() error {
 }
 
 // webhookActions turns the configured actions into webhook actions.
-func webhookActions(cfg *config.Config, observe func(action, endpoint string, d time.Duration, status int)) ([]*countersign.Action, error) {
+func webhookActions(cfg *config.Config, observe func(action, endpoint string, d time.Duration, status int), tp trace.TracerProvider) ([]*countersign.Action, error) {
 	if len(cfg.Actions) == 0 {
 		return nil, nil
 	}
@@ -288,7 +337,7 @@ func webhookActions(cfg *config.Config, observe func(action, endpoint string, d 
 				return nil, &exitErr{exitUsage, err.Error()}
 			}
 		}
-		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret, Observe: observe})
+		act, err := webhook.NewAction(spec, webhook.Options{Secret: secret, Observe: observe, TracerProvider: tp})
 		if err != nil {
 			return nil, err
 		}
@@ -376,6 +425,18 @@ func routes(api, inbox http.Handler) *http.ServeMux {
 	return mux
 }
 
+// mountChannels mounts the configured approver channels' routes; an
+// unconfigured channel's route stays the API's 404 (Slack's) or the
+// inbox's 404 (email's /d/ pages).
+func (rt *runtime) mountChannels(mux *http.ServeMux) {
+	if rt.slack != nil {
+		rt.slack.Mount(mux)
+	}
+	if rt.email != nil {
+		mux.Handle("/d/", rt.email.Handler())
+	}
+}
+
 // app is the composed process: one engine and its store (in rt), the HTTP
 // surfaces on one mux, and the background work.
 type app struct {
@@ -418,15 +479,32 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	if gw == nil {
-		return &app{rt: rt, api: api, handler: routes(api.Handler(), inbox.Handler()), worker: w}, nil
+		mux := routes(api.Handler(), inbox.Handler())
+		rt.mountChannels(mux)
+		return &app{rt: rt, api: api, handler: rt.traced(mux), worker: w}, nil
 	}
 	mcpHandler, err := gw.Handler()
 	if err != nil {
 		return nil, err
 	}
 	mux := routes(readyWithUpstreams(api.Handler(), gw), inbox.Handler())
+	rt.mountChannels(mux)
 	mux.Handle(rt.cfg.MCP.Path, mcpHandler)
-	return &app{rt: rt, api: api, handler: mux, worker: w, gateway: gw}, nil
+	return &app{rt: rt, api: api, handler: rt.traced(mux), worker: w, gateway: gw}, nil
+}
+
+// traced makes every request to h a server span when tracing is on,
+// continuing the trace its traceparent header names: an agent's trace
+// goes on through the call, its proposal and the execution.
+func (rt *runtime) traced(h http.Handler) http.Handler {
+	if rt.tracing == nil {
+		return h
+	}
+	return otelhttp.NewHandler(h, "countersign", otelhttp.WithTracerProvider(rt.tracing),
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		// One name a method: the paths hold ids, too many names for a
+		// tracing backend; the path is the span's url.path attribute.
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "HTTP " + r.Method }))
 }
 
 // httpServer is the process's HTTP server on addr. Its shutdown closes the
@@ -464,11 +542,12 @@ func (a *app) run(ctx context.Context, log *slog.Logger) {
 }
 
 func serve(ctx context.Context, f *setupFlags, out io.Writer) error {
+	f.role = "serve"
 	rt, err := build(ctx, f, nil)
 	if err != nil {
 		return err
 	}
-	defer rt.store.Close()
+	defer rt.close()
 	log := rt.log
 	a, err := compose(rt, log)
 	if err != nil {
@@ -522,11 +601,12 @@ func workerCmd() *cobra.Command {
 		Short: "Run workers (executions, agent runs and notifications) without the HTTP API (scale out on PostgreSQL)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.role = "worker"
 			rt, err := build(cmd.Context(), &f, nil)
 			if err != nil {
 				return err
 			}
-			defer rt.store.Close()
+			defer rt.close()
 			w, err := rt.engine.NewWorker(rt.workerOptions())
 			if err != nil {
 				return &exitErr{exitUsage, err.Error()}

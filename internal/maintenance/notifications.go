@@ -11,6 +11,9 @@ import (
 
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/store"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of NotificationDelivery.
@@ -46,6 +49,12 @@ type NotificationTarget struct {
 	// Send makes one attempt with the notification's id and body; nil
 	// means the receiver accepted it.
 	Send func(ctx context.Context, id string, body []byte) error
+	// Deliver, when set, makes each attempt instead of Body and Send: it
+	// gets the notification and its proposal as it stands at that attempt
+	// (read again each time), and renders what it sends itself. The
+	// approver channels (Slack, email) deliver so: a message must show the
+	// proposal as it is when sent, not as it was at the first attempt.
+	Deliver func(ctx context.Context, e *store.OutboxEntry, p *store.Proposal) error
 }
 
 // NotificationConfig configures NotificationDelivery. Zero fields take the
@@ -68,6 +77,13 @@ type NotificationConfig struct {
 	MaxConcurrency int
 	// Logger receives the failures. Default slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, is told each attempt's target and result
+	// (delivered, retry, failed) once it is recorded or its record
+	// failed: the metrics' count of attempts.
+	Observe func(target, result string)
+	// Tracer, if set, gets a span for each delivery attempt
+	// (countersign.notify). Default nil: none.
+	Tracer trace.Tracer
 }
 
 // NotificationDelivery delivers the notification outbox: it writes the
@@ -227,6 +243,27 @@ func (d *NotificationDelivery) DeliverDue(ctx context.Context) (int, error) {
 
 // deliver makes one attempt of e and records it.
 func (d *NotificationDelivery) deliver(ctx context.Context, e *store.OutboxEntry) {
+	if d.cfg.Tracer == nil {
+		d.deliverIn(ctx, e)
+		return
+	}
+	// An attempt is the outbox's own work, not a step of the call: a span
+	// of its own, found by its proposal id.
+	ctx, span := d.cfg.Tracer.Start(ctx, "countersign.notify", trace.WithAttributes(
+		attribute.String("countersign.proposal.id", e.ProposalID), attribute.String("countersign.tenant", e.Tenant),
+		attribute.String("countersign.notification.id", e.ID), attribute.String("countersign.notification.target", e.Target),
+		attribute.String("countersign.notification.event", string(e.EventType)), attribute.Int("countersign.attempt", e.Attempts)))
+	result := d.deliverIn(ctx, e)
+	span.SetAttributes(attribute.String("countersign.notification.result", string(result)))
+	if result != store.DeliveryDelivered {
+		span.SetStatus(codes.Error, "notification not delivered: "+string(result))
+	}
+	span.End()
+}
+
+// deliverIn is deliver, in its span when tracing is on; it returns the
+// attempt's result.
+func (d *NotificationDelivery) deliverIn(ctx context.Context, e *store.OutboxEntry) store.DeliveryResult {
 	t := d.targets[e.Target]
 	rec := &store.RecordDeliveryParams{Tenant: e.Tenant, ID: e.ID, LeaseToken: e.LeaseToken}
 	var attemptErr error
@@ -236,14 +273,7 @@ func (d *NotificationDelivery) deliver(ctx context.Context, e *store.OutboxEntry
 		attemptErr = fmt.Errorf("attempts spent: the worker making attempt %d of %d stopped before recording it", e.Attempts-1, t.MaxAttempts)
 		rec.Result = store.DeliveryFailed
 	default:
-		body := e.Payload
-		if body == nil {
-			body, attemptErr = d.body(ctx, e)
-			rec.Payload = body
-		}
-		if attemptErr == nil {
-			attemptErr = t.Send(ctx, e.ID, body)
-		}
+		attemptErr = d.attempt(ctx, t, e, rec)
 		switch {
 		case attemptErr == nil:
 			rec.Result = store.DeliveryDelivered
@@ -258,15 +288,41 @@ func (d *NotificationDelivery) deliver(ctx context.Context, e *store.OutboxEntry
 		// logged: no URL in it keeps a token.
 		attemptErr = redact.Error(attemptErr)
 		rec.Error = truncate(attemptErr.Error(), maxAttemptError)
-		d.log.Warn("notifications: attempt failed", "notification", e.ID, "attempt", e.Attempts, "result", rec.Result, "err", attemptErr)
+		d.log.WarnContext(ctx, "notifications: attempt failed", "notification", e.ID, "attempt", e.Attempts, "result", rec.Result, "err", attemptErr)
 	}
 	// The attempt is recorded even when ctx ended meanwhile (a shutdown),
 	// so that a delivered notification is not sent again for nothing.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if _, err := d.store.RecordDelivery(rctx, rec); err != nil {
-		d.log.Warn("notifications: record attempt", "notification", e.ID, "err", err)
+		d.log.WarnContext(ctx, "notifications: record attempt", "notification", e.ID, "err", err)
 	}
+	if d.cfg.Observe != nil {
+		d.cfg.Observe(e.Target, string(rec.Result))
+	}
+	return rec.Result
+}
+
+// attempt makes one attempt of e to t: Deliver with the proposal as it
+// stands, or Send with the body rendered at the first attempt (and kept in
+// rec for the later ones).
+func (d *NotificationDelivery) attempt(ctx context.Context, t *NotificationTarget, e *store.OutboxEntry, rec *store.RecordDeliveryParams) error {
+	if t.Deliver != nil {
+		p, err := d.store.GetProposal(ctx, &store.GetProposalParams{Tenant: e.Tenant, ID: e.ProposalID})
+		if err != nil {
+			return fmt.Errorf("read proposal %s: %w", e.ProposalID, err)
+		}
+		return t.Deliver(ctx, e.Clone(), p)
+	}
+	body := e.Payload
+	if body == nil {
+		var err error
+		if body, err = d.body(ctx, e); err != nil {
+			return err
+		}
+		rec.Payload = body
+	}
+	return t.Send(ctx, e.ID, body)
 }
 
 // body renders the first attempt's body from the proposal as it stands.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/maintenance"
 	"github.com/countersign/countersign/store"
 )
@@ -151,6 +153,78 @@ func TestNotificationDeliveryFailsAfterMaxAttempts(t *testing.T) {
 		}
 		if n, err := d.DeliverDue(t.Context()); err != nil || n != 0 {
 			t.Errorf("a failed notification was claimed again: %d, %v", n, err)
+		}
+	})
+}
+
+// TestNotificationDeliverSeesTheProposalAsItStands: a target that delivers
+// itself (an approver channel) gets, at each attempt, the notification and
+// the proposal read again, so a retry after a decision shows the decision;
+// nothing is kept as a payload, and failures retry and fail as a POST's do.
+// On every store.
+func TestNotificationDeliverSeesTheProposalAsItStands(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		clock := newClock()
+		st := open(t, clock.Now)
+		e := newEngine(t, st, clock)
+		var mu sync.Mutex
+		var seen []store.Status
+		var observed []string
+		d := maintenance.NewNotificationDelivery(st, maintenance.NotificationConfig{
+			Targets: []maintenance.NotificationTarget{{
+				Name: "slack", Events: []store.EventType{store.EventCreated}, MaxAttempts: 3,
+				Backoff: func(int) time.Duration { return time.Minute },
+				Send:    func(context.Context, string, []byte) error { return errors.New("Send called: Deliver must replace it") },
+				Deliver: func(_ context.Context, n *store.OutboxEntry, p *store.Proposal) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if n.Target != "slack" || n.ProposalID != p.ID || n.EventType != store.EventCreated {
+						return errors.New("the notification and its proposal do not match")
+					}
+					seen = append(seen, p.Status)
+					if len(seen) == 1 {
+						return errors.New("chat.postMessage: ratelimited")
+					}
+					return nil
+				},
+			}},
+			Body:  func(*store.OutboxEntry, *store.Proposal) ([]byte, error) { return nil, errors.New("Body called") },
+			Owner: "test", PollInterval: time.Hour, LeaseDuration: time.Minute, Logger: discard(),
+			Observe: func(target, result string) {
+				mu.Lock()
+				defer mu.Unlock()
+				observed = append(observed, target+" "+result)
+			},
+		})
+		if err := d.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p := propose(t, e, "c1")
+		if n, err := d.DeliverDue(t.Context()); err != nil || n != 1 {
+			t.Fatalf("DeliverDue = %d, %v", n, err)
+		}
+		if got := only(t, st); got.Status != store.NotificationPending || got.LastError != "chat.postMessage: ratelimited" || got.Payload != nil {
+			t.Fatalf("after a failed attempt: %+v; want pending with the error and no payload", got)
+		}
+		bob := countersign.Identity{Tenant: "acme", Actor: "bob", Roles: []string{"finance"}}
+		if _, err := e.Decide(t.Context(), &countersign.Decision{Identity: bob, ProposalID: p.ID, Verdict: countersign.Approve}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if n, err := d.DeliverDue(t.Context()); err != nil || n != 1 {
+			t.Fatalf("DeliverDue = %d, %v", n, err)
+		}
+		if got := only(t, st); got.Status != store.NotificationDelivered {
+			t.Fatalf("after the second attempt: %+v; want delivered", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 2 || seen[0] != store.StatusPending || seen[1] != store.StatusApproved {
+			t.Errorf("attempts saw %v; want pending, then approved (the proposal read again)", seen)
+		}
+		if strings.Join(observed, ", ") != "slack retry, slack delivered" {
+			t.Errorf("observed %q; want each attempt's target and result", observed)
 		}
 	})
 }

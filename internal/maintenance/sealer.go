@@ -48,6 +48,11 @@ type SealerConfig struct {
 	CheckpointBudget int64
 	// Now is the clock of the checkpoints. Default time.Now.
 	Now func() time.Time
+	// OnSealed, when set, is told the time whenever this sealer has chained
+	// every event committed so far (a seal that found its batch not full
+	// and no hole): the metrics' "sealed up to now" timestamp, whose age is
+	// the sealer's lag.
+	OnSealed func(at time.Time)
 	// Logger receives the failures. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -122,6 +127,9 @@ func (s *Sealer) seal(ctx context.Context) error {
 			// The lease is kept: the next seal renews it, or finds it lost.
 			return fmt.Errorf("seal audit events: %w", err)
 		case res.Sealed < s.cfg.Batch:
+			if !res.Blocked && s.cfg.OnSealed != nil {
+				s.cfg.OnSealed(s.cfg.Now())
+			}
 			return nil
 		}
 	}

@@ -114,3 +114,45 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 		}
 	})
 }
+
+// TestSealerReportsSealed: a seal that leaves nothing unchained tells
+// OnSealed the time (the metrics' timestamp, whose age is the chain's
+// lag); a sealer without the lease tells nothing. On every store.
+func TestSealerReportsSealed(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open opener) {
+		clock := newClock()
+		st := open(t, clock.Now)
+		e := newEngine(t, st, clock)
+		propose(t, e, "r1")
+		propose(t, e, "r2")
+		var holder, other []time.Time
+		cfg := sealerConfig("holder", nil, clock.Now)
+		cfg.OnSealed = func(at time.Time) { holder = append(holder, at) }
+		s := maintenance.NewSealer(st, cfg)
+		start(t, s)
+		if err := trigger(t, s); err != nil {
+			t.Fatal(err)
+		}
+		// Each run that ends with everything chained reports (Run's first
+		// round, then the triggered one), each at the sealer's clock.
+		if len(holder) == 0 {
+			t.Fatal("OnSealed not called after a run that sealed everything")
+		}
+		for _, at := range holder {
+			if !at.Equal(clock.Now()) {
+				t.Fatalf("OnSealed got %v; want each at %v", holder, clock.Now())
+			}
+		}
+		cfg = sealerConfig("other", nil, clock.Now)
+		cfg.OnSealed = func(at time.Time) { other = append(other, at) }
+		o := maintenance.NewSealer(st, cfg)
+		start(t, o)
+		if err := trigger(t, o); err != nil {
+			t.Fatal(err)
+		}
+		if len(other) != 0 {
+			t.Errorf("a sealer without the lease reported %v", other)
+		}
+	})
+}

@@ -21,6 +21,11 @@ type Credential struct {
 	// removed from the configuration) and is found again by its SHA-256
 	// with a KeyLookup, which a session opened with it asks on every use.
 	Revocable bool
+	// Issuer, Subject and Party are a JWT's "iss", "sub" and "azp" claims
+	// (each empty when the token has none, and for an API key): who issued
+	// the token, to whom, and for which client. The MCP gateway names a
+	// JWT's thread by them (mcpgateway, "mcp:<fingerprint>").
+	Issuer, Subject, Party string
 }
 
 // CredentialAuthenticator is an Authenticator that also tells what bounds a

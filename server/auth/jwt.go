@@ -208,7 +208,13 @@ func (j *JWT) AuthenticateCredential(_ context.Context, token string) (Credentia
 	if err != nil || exp == nil {
 		return Credential{}, errJWTClaimType
 	}
-	return Credential{Identity: id, ExpiresAt: exp.UTC()}, nil
+	cred := Credential{Identity: id, ExpiresAt: exp.UTC()}
+	// Claims of another type than a string are left empty: they name
+	// nothing the fingerprint could rely on.
+	cred.Issuer, _ = claims["iss"].(string)
+	cred.Subject, _ = claims["sub"].(string)
+	cred.Party, _ = claims["azp"].(string)
+	return cred, nil
 }
 
 // key selects the verification key for t, whose algorithm is already one

@@ -625,3 +625,28 @@ func assertNoLeak(tb testing.TB, err error, token string) {
 		}
 	}
 }
+
+// TestJWTCredentialNamesItsParties: a JWT's credential carries its iss,
+// sub and azp claims, which the MCP gateway fingerprints; a claim of
+// another type is left empty.
+func TestJWTCredentialNamesItsParties(t *testing.T) {
+	t.Parallel()
+	a, err := NewJWT(testJWTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := goodClaims()
+	claims["azp"] = "desktop-client"
+	cred, err := a.AuthenticateCredential(context.Background(), sign(t, jwt.SigningMethodHS256, testSecret, claims, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred.Issuer != claims["iss"] || cred.Subject != claims["sub"] || cred.Party != "desktop-client" {
+		t.Fatalf("credential %+v, claims %v", cred, claims)
+	}
+	claims["azp"] = 42
+	cred, err = a.AuthenticateCredential(context.Background(), sign(t, jwt.SigningMethodHS256, testSecret, claims, nil))
+	if err != nil || cred.Party != "" {
+		t.Fatalf("a numeric azp: %+v %v", cred, err)
+	}
+}

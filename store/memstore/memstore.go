@@ -46,10 +46,14 @@ type Store struct {
 	checkpts   map[string][]*store.Checkpoint // tenant → its checkpoints, in seq order
 	seal       store.SealLease
 	nextGrant  int
-	sessions   map[string]*store.Session // by id; see sessions.go
-	runs       map[string]*store.Run     // by id; see runs.go
-	threadRuns map[string][]string       // tenant\x00thread → run ids, oldest first
-	outbox     outbox                    // see notifications.go
+	sessions   map[string]*store.Session           // by id; see sessions.go
+	mcpNonces  map[string]mcpNonce                 // by tenant and nonce; see mcpnonces.go
+	runs       map[string]*store.Run               // by id; see runs.go
+	threadRuns map[string][]string                 // tenant\x00thread → run ids, oldest first
+	outbox     outbox                              // see notifications.go
+	slack      map[string]*store.SlackAnnouncement // by slackKey; see slack.go
+	emailLinks emailLinks                          // see emaillinks.go
+	pk         passkeyState                        // see passkeys.go
 	closed     bool
 }
 

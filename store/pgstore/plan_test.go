@@ -41,7 +41,7 @@ func TestQueryPlans(t *testing.T) {
 			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
 			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', '',
 			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 600) * interval '1 second' END, NULL,
-			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 300) * interval '1 second' END, 0, '', '', 'human'
+			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 300) * interval '1 second' END, 0, '', '', 'human', NULL, '', ''
 		FROM generate_series(1, 20000) AS i`, now); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when, requester_kind`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when, requester_kind,
+	notify, step_up, trace_parent`
 
 // columnList returns proposalColumns as a slice of names.
 func columnList() []string {

@@ -123,6 +123,8 @@ type storedDecision struct {
 	// AwaitsCaller is omitted when false, so decisions stored before it
 	// existed read back as they were.
 	AwaitsCaller bool `json:"awaits_caller,omitempty"`
+	// StepUp is omitted when empty, for the same reason.
+	StepUp string `json:"step_up,omitempty"`
 }
 
 // encodeDecisions encodes decisions as a JSON array, nil as NULL.
@@ -132,7 +134,7 @@ func encodeDecisions(ds []store.Decision) ([]byte, error) {
 	}
 	out := make([]storedDecision, len(ds))
 	for i, d := range ds {
-		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller, StepUp: d.StepUp}
 	}
 	return json.Marshal(out)
 }
@@ -147,7 +149,7 @@ func decodeDecisions(b []byte) ([]store.Decision, error) {
 	}
 	ds := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		ds[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
+		ds[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: d.At.UTC(), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller, StepUp: d.StepUp}
 	}
 	return ds, nil
 }
@@ -215,6 +217,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, dbTime(p.CreatedAt), dbTime(p.UpdatedAt),
 		p.RuleFingerprint, dbTimePtr(p.EscalateAt), p.EscalateTo, dbTimePtr(p.RemindAt), int64(p.RemindEvery),
 		p.RuleMatch, p.RuleWhen, p.RequesterKind,
+		p.Notify, p.StepUp, p.TraceParent,
 	}, nil
 }
 
@@ -244,6 +247,7 @@ func (r *proposalRow) dest() []any {
 		&r.leaseExp, &p.ConsumedBy, &r.next, &r.out, &p.Version, &p.CreatedAt, &p.UpdatedAt,
 		&p.RuleFingerprint, &r.escalateAt, &p.EscalateTo, &r.remindAt, &r.remindEvery,
 		&p.RuleMatch, &p.RuleWhen, &p.RequesterKind,
+		&p.Notify, &p.StepUp, &p.TraceParent,
 	}
 }
 

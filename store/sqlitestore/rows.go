@@ -241,6 +241,8 @@ type storedDecision struct {
 	// AwaitsCaller is omitted when false, so decisions stored before it
 	// existed read back as they were.
 	AwaitsCaller bool `json:"awaits_caller,omitempty"`
+	// StepUp is omitted when empty, for the same reason.
+	StepUp string `json:"step_up,omitempty"`
 }
 
 func encodeDecisions(ds []store.Decision) (any, error) {
@@ -253,7 +255,7 @@ func encodeDecisions(ds []store.Decision) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
+		out[i] = storedDecision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: at, Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller, StepUp: d.StepUp}
 	}
 	return jsonList(out)
 }
@@ -265,7 +267,7 @@ func decodeDecisions(s sql.NullString) ([]store.Decision, error) {
 	}
 	out := make([]store.Decision, len(sds))
 	for i, d := range sds {
-		out[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller}
+		out[i] = store.Decision{Actor: d.Actor, ActorKind: d.ActorKind, Decision: d.Decision, Via: d.Via, At: fromNanos(d.At), Reason: d.Reason, Remember: d.Remember, AwaitsCaller: d.AwaitsCaller, StepUp: d.StepUp}
 	}
 	return out, nil
 }
@@ -278,7 +280,8 @@ const proposalColumns = `id, tenant, requester, requester_roles, thread_id, run_
 	channels, remember_scopes, grant_any_input, grant_ttl, replacement_key, decisions,
 	expires_at, operation_id, attempt, lease_owner, lease_token, lease_generation,
 	lease_expires_at, consumed_by, next_attempt_at, outcome, version, created_at, updated_at,
-	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when, requester_kind`
+	rule_fingerprint, escalate_at, escalate_to, remind_at, remind_every, rule_match, rule_when, requester_kind,
+	notify, step_up, trace_parent`
 
 // proposalColumnCount is the number of proposalColumns.
 var proposalColumnCount = strings.Count(proposalColumns, ",") + 1
@@ -334,6 +337,8 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 	fail("escalate_to", e)
 	remindAt, e := nullNanos("remind_at", p.RemindAt)
 	fail("remind_at", e)
+	notify, e := jsonList(p.Notify)
+	fail("notify", e)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +351,7 @@ func proposalValues(p *store.Proposal) ([]any, error) {
 		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
 		p.RuleFingerprint, escalateAt, escalateTo, remindAt, int64(p.RemindEvery),
 		p.RuleMatch, p.RuleWhen, p.RequesterKind,
+		notify, p.StepUp, p.TraceParent,
 	}, nil
 }
 
@@ -374,7 +380,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		leaseOwner, leaseToken                      sql.NullString
 		leaseGen, leaseExp, next                    sql.NullInt64
 		escalateAt, remindAt                        sql.NullInt64
-		escalateTo                                  sql.NullString
+		escalateTo, notify                          sql.NullString
 		remindEvery                                 int64
 	)
 	err := row.Scan(
@@ -386,6 +392,7 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 		&leaseExp, &p.ConsumedBy, &next, &outcome, &p.Version, &created, &updated,
 		&p.RuleFingerprint, &escalateAt, &escalateTo, &remindAt, &remindEvery,
 		&p.RuleMatch, &p.RuleWhen, &p.RequesterKind,
+		&notify, &p.StepUp, &p.TraceParent,
 	)
 	if err != nil {
 		return nil, err
@@ -414,6 +421,9 @@ func scanProposal(row scanner) (*store.Proposal, error) {
 	}
 	if p.Channels, err = fromJSONStrings[string](channels); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: channels: %w", p.ID, err)
+	}
+	if p.Notify, err = fromJSONStrings[string](notify); err != nil {
+		return nil, fmt.Errorf("decode proposal %s: notify: %w", p.ID, err)
 	}
 	if p.RememberScopes, err = fromJSONStrings[store.Scope](scopes); err != nil {
 		return nil, fmt.Errorf("decode proposal %s: remember_scopes: %w", p.ID, err)

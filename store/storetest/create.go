@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,7 +34,10 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 			p.Approvers = []string{"role:finance", "actor:bob", "requester"}
 			p.Quorum = 2
 			p.ForbidSelfApproval = true
-			p.Channels = []string{"api", "text"}
+			p.Channels = []string{"api", "text", "slack", "email"}
+			p.Notify = []string{"slack", "email"}
+			p.StepUp = "passkey"
+			p.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 			p.RememberScopes = []store.Scope{store.ScopeThread}
 			p.GrantAnyInput = true
 			p.GrantTTL = 36 * time.Hour
@@ -99,6 +103,8 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 		// write of the row (a decision, a claim, a settlement) keeps it.
 		p := fx.createNew(func(p *store.Proposal) {
 			p.RuleMatch, p.RuleWhen = "payments.refund", "input.amount > 1000.5 || actor.id == \"o'brien\""
+			p.Notify, p.StepUp = []string{"email"}, "passkey"
+			p.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
 		})
 		fx.decide(p, "bob", store.VerdictApproved)
 		fx.claim(p, time.Minute)
@@ -108,10 +114,18 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 		if got.RuleMatch != "payments.refund" || got.RuleWhen != "input.amount > 1000.5 || actor.id == \"o'brien\"" {
 			t.Errorf("after decide, claim and settle: rule %q when %q, want payments.refund when the condition written at creation", got.RuleMatch, got.RuleWhen)
 		}
+		if !slices.Equal(got.Notify, []string{"email"}) || got.StepUp != "passkey" {
+			t.Errorf("after decide, claim and settle: notify %q step_up %q, want [email] and passkey as written at creation", got.Notify, got.StepUp)
+		}
+		// The caller's trace context is written once too: the worker that
+		// executes, in any process, continues that trace from it.
+		if got.TraceParent != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00" {
+			t.Errorf("after decide, claim and settle: trace_parent %q, want the one written at creation", got.TraceParent)
+		}
 		// A proposal no rule applied to records none.
 		q := fx.createNew()
-		if got := fx.get(q); got.RuleMatch != "" || got.RuleWhen != "" {
-			t.Errorf("proposal without a rule: rule %q when %q, want both empty", got.RuleMatch, got.RuleWhen)
+		if got := fx.get(q); got.RuleMatch != "" || got.RuleWhen != "" || got.Notify != nil || got.StepUp != "" || got.TraceParent != "" {
+			t.Errorf("proposal without a rule: rule %q when %q notify %q step_up %q trace_parent %q, want all empty", got.RuleMatch, got.RuleWhen, got.Notify, got.StepUp, got.TraceParent)
 		}
 	})
 

@@ -55,11 +55,15 @@ func Run(t *testing.T, newStore Factory, opts ...Option) {
 		{"Aliasing", testAliasing},
 		{"Races", testRaces},
 		{"Sessions", testSessions},
+		{"EmailLinks", testEmailLinks},
+		{"Passkeys", testPasskeys},
+		{"MCPNonces", testMCPNonces},
 		{"Runs", testRuns},
 		{"Escalation", testEscalation},
 		{"ClientTools", testClientTools},
 		{"MessageIDs", testMessageIDs},
 		{"Notifications", testNotifications},
+		{"SlackAnnouncements", testSlackAnnouncements},
 		{"RulesMatchQueries", func(t *testing.T, f Factory) { testRulesMatchQueries(t, f, o.ruleQuery) }},
 	}
 	for _, g := range groups {

@@ -19,13 +19,15 @@ export function connect(baseUrl: string, token: string): Client {
 
 // problems reads an error answer's details as a client does: the list of
 // {path, message} for INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the
-// proposal's status for INVALID_STATE.
+// proposal's status for INVALID_STATE, the page to give a passkey on for
+// STEP_UP_REQUIRED.
 export function problems(err: Schemas["Error"]): string[] {
   const details = err.error.details;
   if (details === undefined) return [`${err.error.code}: ${err.error.message}`];
   if (Array.isArray(details)) {
     return details.map((p: Schemas["Problem"]) => `${p.path}: ${p.message}`);
   }
+  if ("url" in details) return [`a passkey is needed: ${details.url}`];
   const status: Schemas["Proposal"]["status"] = details.status;
   return [`the proposal is ${status}`];
 }

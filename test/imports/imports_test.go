@@ -31,7 +31,7 @@ var (
 	// themselves (docs/design.md §14). They see records, never a store.
 	surfaces = []string{
 		"server/...", "web/...", "mcpgateway/...", "agent/...", "agui/...",
-		"textdecision/...", "notifications/...", "config/...", "webhook/...",
+		"textdecision/...", "notifications/...", "config/...", "webhook/...", "channels/...",
 	}
 	// composition roots build an engine on a store and mount the surfaces
 	// on it: they may import anything.
@@ -42,6 +42,10 @@ var (
 	outboxHost = []string{"internal/outboxhost"}
 	// storeWork is the engine's own store work behind its loops.
 	storeWork = []string{"internal/maintenance"}
+	// verifiers are the engine's own checks of what a person presents (a
+	// passkey's signature): below the engine, importing nothing of the
+	// module, so that they decide nothing and know nobody.
+	verifiers = []string{"passkey"}
 )
 
 // rule forbids packages matching from to import, in their production code
@@ -89,6 +93,16 @@ var rules = []rule{
 		name: "the contract and drivers import no engine or surface", from: append(append([]string{}, contract...), drivers...), deps: true,
 		to:  append([]string{""}, surfaces...),
 		why: "a store knows records, not who uses them",
+	},
+	{
+		name: "a verifier imports nothing of the module", from: verifiers, deps: true,
+		to:  slices.Concat([]string{""}, records, contract, drivers, surfaces, composition, []string{"internal/..."}),
+		why: "package passkey checks signatures for the engine, which alone decides who may do what",
+	},
+	{
+		name: "the engine and the surfaces import no test support", from: append([]string{""}, surfaces...),
+		to:  []string{"channels/slack/slacktest", "channels/email/emailtest"},
+		why: "slacktest and emailtest fake Slack and an SMTP server for tests; a surface that imports them talks to a fake",
 	},
 	{
 		name: "config imports no store", from: []string{"config/..."}, deps: true, to: drivers,
@@ -220,7 +234,7 @@ func TestImports(t *testing.T) {
 	}
 	// Every package is of a kind the rules know, so that a new one is
 	// placed in the table rather than left out of it.
-	kinds := slices.Concat([]string{""}, records, contract, drivers, surfaces, composition, runHost, outboxHost, storeWork, []string{"internal/..."})
+	kinds := slices.Concat([]string{""}, records, contract, drivers, surfaces, composition, runHost, outboxHost, storeWork, verifiers, []string{"internal/..."})
 	for _, p := range graph {
 		if !match(kinds, p.path) {
 			t.Errorf("package %q is of no kind in TestImports's table: place it", p.path)

@@ -95,9 +95,29 @@ export interface paths {
         put?: never;
         /**
          * Approve
-         * @description An approval by an identity the rule names as approver. remember asks for a grant (run or thread); a grant is made only when the approval completes the quorum and every counted approval asked to remember, the narrowest scope applying. A grant covers identical input only.
+         * @description An approval by an identity the rule names as approver. remember asks for a grant (run or thread); a grant is made only when the approval completes the quorum and every counted approval asked to remember, the narrowest scope applying. A grant covers identical input only. A proposal whose rule has step_up needs a passkey assertion of the approver's (assertion); without a valid one the answer is 403 STEP_UP_REQUIRED with details.url, the proposal's inbox page.
          */
         post: operations["approve"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/proposals/{id}/step-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Step-up challenge
+         * @description WebAuthn request options for an approval of a step-up proposal by the caller, who must be someone the proposal waits for: a single-use challenge of 2 minutes bound to tenant, caller, proposal id and input digest. Answer it with navigator.credentials.get and send PublicKeyCredential.toJSON() as the approve body's assertion.
+         */
+        post: operations["stepUp"];
         delete?: never;
         options?: never;
         head?: never;
@@ -315,7 +335,7 @@ export interface paths {
         put?: never;
         /**
          * Run the default agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. A threadId reserved for the MCP gateway (beginning mcp: or mcp_) answers 403 FORBIDDEN before the stream opens. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUI"];
         delete?: never;
@@ -335,7 +355,7 @@ export interface paths {
         put?: never;
         /**
          * Run an agent over AG-UI 1.0
-         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
+         * @description The input's newest user message the thread does not hold yet is a message to the thread: a text decision (a short run with a CUSTOM countersign.action-proposal-decision event) or a run of the agent, streamed as AG-UI 1.0 events; an action call awaiting approval ends the run with an interrupt outcome. A resume decides each interrupt as the caller (via agui) and streams the run's continuation. Messages whose ids the thread holds are the history sent again and are passed over when their role and content are the stored message's; one with other content ends the run with RUN_ERROR MESSAGE_ID_TAKEN before anything is stored. A threadId reserved for the MCP gateway (beginning mcp: or mcp_) answers 403 FORBIDDEN before the stream opens. Refusals after the stream opened are RUN_ERROR events (FORBIDDEN, INTERRUPT_EXPIRED, INVALID_RESUME, MESSAGE_ID_TAKEN, THREAD_BUSY).
          */
         post: operations["runAGUIAgent"];
         delete?: never;
@@ -524,6 +544,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/d/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An email link's confirmation page
+         * @description Shows what approving or rejecting will do, who asked and the input, with one button; decides nothing (mail scanners open links). Sets the CSRF cookie the button's form carries back. A used, replaced, expired or foreign link, a proposal decided already, or an approval that needs a passkey gets a page that says why. Every answer is HTML with Cache-Control: no-store and Referrer-Policy: no-referrer.
+         */
+        get: operations["emailLinkPage"];
+        put?: never;
+        /**
+         * Decide through an email link
+         * @description The confirmation page's form: decides with the link's verdict as the link's approver, via email, when the form's csrf equals the cookie the page set; spends all of the approver's links for the proposal. Anything else decides nothing and says why.
+         */
+        post: operations["decideByEmailLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/slack/interactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A Slack button click
+         * @description Slack's interactivity request for a click on an announcement's Approve or Reject button (docs/api.md, Slack approvals). No bearer token: the request is authenticated by X-Slack-Signature (v0= HMAC-SHA256 of v0:{timestamp}:{body} with the app's signing secret) and X-Slack-Request-Timestamp (within 5 minutes), then by the payload's team.id and api_app_id and the button's nonce. A verified click answers an empty 200 at once; whether it decided, or why not (an unmapped user, one who may not decide, an out-of-date button, a proposal decided already, a passkey needed), is said in an ephemeral reply through the click's response_url. Mounted only when channels.slack is configured; otherwise 404.
+         */
+        post: operations["slackInteraction"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -604,6 +668,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/passkeys/enrollments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a passkey enrollment link
+         * @description An operator's single-use link, valid 15 minutes, through which the named actor of the operator's tenant, signed in to the inbox as themselves, enrols a first passkey. Only the link's SHA-256 is stored. CLI: countersign passkeys enroll ACTOR.
+         */
+        post: operations["createPasskeyEnrollment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -622,10 +706,10 @@ export interface components {
         /** @description What went wrong: a stable code, a message for people, and details for programs. */
         ErrorObject: {
             /** @enum {string} */
-            code: "UNAUTHENTICATED" | "FORBIDDEN" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "MESSAGE_ID_TAKEN" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
+            code: "UNAUTHENTICATED" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "AGENT_CANNOT_DECIDE" | "NOT_FOUND" | "ACTION_NOT_FOUND" | "INVALID_BODY" | "INVALID_INPUT" | "INVALID_REMEMBER" | "INVALID_CURSOR" | "BODY_TOO_LARGE" | "INVALID_STATE" | "CALL_MISMATCH" | "THREAD_BUSY" | "MESSAGE_ID_TAKEN" | "TOO_MANY_REQUESTS" | "UNSUPPORTED_MEDIA_TYPE" | "UNAVAILABLE" | "NOT_READY" | "INTERNAL";
             message: string;
-            /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. */
-            details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"];
+            /** @description For INVALID_BODY, INVALID_INPUT and CALL_MISMATCH, the problems, each naming where; for INVALID_STATE, the proposal's status. For STEP_UP_REQUIRED, the url of the proposal's inbox page, where a passkey can be given. */
+            details?: components["schemas"]["Problem"][] | components["schemas"]["StateDetails"] | components["schemas"]["StepUpDetails"];
         };
         /** @description Every error answer. */
         Error: {
@@ -656,6 +740,11 @@ export interface components {
             reason?: string;
             /** @enum {string} */
             remember?: "run" | "thread";
+            /**
+             * @description The step-up the approval carried, verified and spent; absent when its rule asks none.
+             * @enum {string}
+             */
+            step_up?: "passkey";
         };
         Outcome: {
             proposal_id: string;
@@ -820,6 +909,8 @@ export interface components {
             reason?: string;
             /** @enum {string} */
             remember?: "run" | "thread";
+            /** @description A passkey assertion (PublicKeyCredential.toJSON() of navigator.credentials.get's answer to POST /v1/proposals/{id}/step-up). Required to approve a proposal whose rule has step_up: passkey; each approval needs its own. Without a valid one: 403 STEP_UP_REQUIRED. */
+            assertion?: Record<string, never>;
         };
         ReasonRequest: {
             reason?: string;
@@ -1173,6 +1264,29 @@ export interface components {
         ActionList: {
             actions: components["schemas"]["ActionInfo"][];
         };
+        StepUpChallenge: {
+            /** @description WebAuthn PublicKeyCredentialRequestOptions in JSON form (PublicKeyCredential.parseRequestOptionsFromJSON): a single-use challenge bound to the tenant, the caller, the proposal and its input digest, user verification required. */
+            publicKey: Record<string, never>;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        EnrollmentRequest: {
+            actor: string;
+        };
+        Enrollment: {
+            actor: string;
+            /**
+             * Format: uri
+             * @description The single-use link under public_url, valid 15 minutes; shown only here.
+             */
+            url: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        StepUpDetails: {
+            /** @description The proposal's page in the inbox under public_url; empty when the server has none. */
+            url: string;
+        };
     };
     responses: {
         /** @description INVALID_BODY (a malformed body, an unknown field, a wrong type, a missing field, or a bad Countersign-Via header), INVALID_INPUT (the input fails the action's schema, or a query parameter is out of range) or INVALID_CURSOR. */
@@ -1194,7 +1308,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description FORBIDDEN: another tenant's proposal, one the caller may not see or decide, or a call in another actor's thread. The answer says nothing of the record. */
+        /** @description FORBIDDEN: another tenant's proposal, one the caller may not see or decide, or a call in another actor's thread. The answer says nothing of the record. STEP_UP_REQUIRED: an approval of a step-up proposal without a valid passkey assertion of the approver's; details.url is the proposal's inbox page. */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1361,7 +1475,7 @@ export interface operations {
     listProposals: {
         parameters: {
             query?: {
-                /** @description One status, or several separated by commas. */
+                /** @description One status, or several separated by commas (empty parts are skipped). */
                 status?: string;
                 action?: string;
                 thread_id?: string;
@@ -1481,6 +1595,43 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["DecisionNotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stepUp: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Records the decision via the CLI instead of api. (The web inbox records web from its session, never from this header.) */
+                "Countersign-Via"?: components["parameters"]["Via"];
+            };
+            path: {
+                id: components["parameters"]["ProposalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The challenge. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpChallenge"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
@@ -1866,6 +2017,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1899,6 +2051,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2154,6 +2307,214 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    emailLinkPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The link's token: 256 random bits, unpadded base64url (43 characters). */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The confirmation page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The approver may not decide it here (no longer mapped, no longer an approver, or the approval needs a passkey). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description A foreign link: unknown, malformed or another tenant's; or the channel is not configured. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The proposal is decided, or the approver decided it already. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The link was used (it or another of the approver's links for the proposal), replaced by a newer message, or expired. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The store could not be read; nothing was decided. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    decideByEmailLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The link's token: 256 random bits, unpadded base64url (43 characters). */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The value the confirmation page set. */
+                    csrf: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Decided (or already decided by this approver): the page says where the proposal stands. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The form could not be read. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description No CSRF value or another one, or the approver may not decide it; nothing was decided. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description A foreign link; or the channel is not configured. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The proposal was decided or expired before this decision; nothing was decided. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The link was used, replaced or expired; nothing was decided. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The form is larger than 8 KiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The body is not application/x-www-form-urlencoded. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The store could not be read or written; nothing is known to have been decided. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    slackInteraction: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description v0= and the hex HMAC-SHA256 of v0:{timestamp}:{body}; missing or wrong answers 401. */
+                "X-Slack-Signature"?: string;
+                /** @description Unix seconds; more than 5 minutes off answers 401. */
+                "X-Slack-Request-Timestamp"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The interaction as JSON (type block_actions). */
+                    payload: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The click was verified; the ephemeral reply says what it came to. The body is empty. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     healthz: {
         parameters: {
             query?: never;
@@ -2244,6 +2605,37 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+        };
+    };
+    createPasskeyEnrollment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnrollmentRequest"];
+            };
+        };
+        responses: {
+            /** @description The link. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Enrollment"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+func init() {
+	register(scenario{ID: "tracing", order: 66, perStore: true,
+		Title: "Tracing's cost to B3 and B6",
+		Method: "B3 (at its main load, -agents, alone) and B6 exactly as above, each run R times with OpenTelemetry tracing on and R times " +
+			"off, in alternating order (off, on; then on, off; …) so that a drift of the machine falls on both. On: the engine and the " +
+			"HTTP server traced as `countersign serve` traces them with `tracing:` configured (a span for each call, decision, claim, " +
+			"execution and settlement, and one per HTTP request through otelhttp), every trace sampled (100 %), the spans batched and " +
+			"exported over OTLP/HTTP protobuf, as serve exports them, to a sink in this process that reads and discards each export " +
+			"(so the export's encoding and its HTTP request are paid, a collector's work is not). Each figure is the median of its R runs; " +
+			"the ratio is the median of the rounds' on ÷ off (1.00: no cost; the goal is at least 0.90), each round's two runs side by " +
+			"side in time. As for the audit chain's cost, the CPU time of this process (and, on PostgreSQL, of the run's server backends) " +
+			"per action or decision is measured too: on a CPU-bound machine off ÷ on is the throughput tracing keeps.",
+		run: tracingCost})
+}
+
+// tracingCost runs B3 and B6 with and without tracing, alternating.
+func tracingCost(e *env) ([]Figure, error) {
+	rounds := max(e.cfg.TracingRounds, 1)
+	sink, err := newOTLPSink()
+	if err != nil {
+		return nil, err
+	}
+	defer sink.close()
+	type measure struct {
+		id, key, label, unit, per string
+		units                     int
+		run                       func(*env) ([]Figure, error)
+	}
+	ms := []measure{
+		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycleMain},
+		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", "decision", e.cfg.Decisions, deciding},
+	}
+	var figs []Figure
+	for _, m := range ms {
+		got := map[bool][]float64{}
+		cpu := map[bool][]float64{}
+		var ratios, cpuRatios, spans []float64
+		for r := range rounds {
+			order := []bool{false, true}
+			if r%2 == 1 {
+				order = []bool{true, false}
+			}
+			for _, on := range order {
+				quiet(e.cfg)
+				run := *e
+				var tp *sdktrace.TracerProvider
+				if on {
+					if tp, err = sink.provider(e.ctx); err != nil {
+						return figs, err
+					}
+					run.tracer = tp
+				}
+				before := sink.spans.Load()
+				meter, err := startCPU(e.target.name == "postgres")
+				if err != nil {
+					return figs, err
+				}
+				out, err := m.run(&run)
+				if tp != nil {
+					// The spans still batched are exported before the
+					// run's CPU time is read: their cost is the run's.
+					sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					if serr := tp.Shutdown(sctx); serr != nil && err == nil {
+						err = fmt.Errorf("export the last spans: %w", serr)
+					}
+					cancel()
+					spans = append(spans, float64(sink.spans.Load()-before)/float64(m.units))
+				}
+				self, pg := meter.stop()
+				cpu[on] = append(cpu[on], (self+pg)/float64(m.units)*1e6)
+				if err != nil {
+					return figs, fmt.Errorf("%s (tracing %v): %w", m.id, on, err)
+				}
+				i := slices.IndexFunc(out, func(f Figure) bool { return f.Key == m.key })
+				if i < 0 {
+					return figs, fmt.Errorf("%s gave no %s figure", m.id, m.key)
+				}
+				got[on] = append(got[on], out[i].Value)
+			}
+			ratios = append(ratios, got[true][r]/got[false][r])
+			cpuRatios = append(cpuRatios, cpu[false][r]/cpu[true][r])
+		}
+		k := "tracing." + e.target.name + "." + strings.ToLower(m.id)
+		figs = append(figs,
+			Figure{Key: k + ".off", Label: fmt.Sprintf("%s without tracing, median of %d (%s)", m.label, rounds, runs(got[false])), Value: median(got[false]), Unit: m.unit},
+			Figure{Key: k + ".on", Label: fmt.Sprintf("%s with tracing (100 %% sampled, exported), median of %d (%s)", m.label, rounds, runs(got[true])), Value: median(got[true]), Unit: m.unit},
+			Figure{Key: k + ".ratio", Label: fmt.Sprintf("%s: on ÷ off, median of the rounds' (%s)", m.label, ratioList(ratios)), Value: median(ratios), Unit: "ratio"},
+			Figure{Key: k + ".cpu_off", Label: fmt.Sprintf("%s: CPU time per %s without tracing, median (%s)", m.label, m.per, runs(cpu[false])), Value: median(cpu[false]), Unit: "µs"},
+			Figure{Key: k + ".cpu_on", Label: fmt.Sprintf("%s: CPU time per %s with tracing, median (%s)", m.label, m.per, runs(cpu[true])), Value: median(cpu[true]), Unit: "µs"},
+			Figure{Key: k + ".cpu_ratio", Label: fmt.Sprintf("%s: CPU off ÷ on, median of the rounds' (%s): the throughput a CPU-bound machine keeps", m.label, ratioList(cpuRatios)), Value: median(cpuRatios), Unit: "ratio"},
+			Figure{Key: k + ".spans", Label: m.label + ": spans exported per " + m.per + " (median)", Value: median(spans), Unit: "spans"})
+	}
+	return figs, nil
+}
+
+// otlpSink is an OTLP/HTTP receiver that reads each export whole and
+// answers 200 with an empty ExportTraceServiceResponse. The spans are
+// counted as they end, by the provider's spanCounter.
+type otlpSink struct {
+	srv   *http.Server
+	ln    net.Listener
+	spans atomic.Int64
+	bytes atomic.Int64
+}
+
+func newOTLPSink() (*otlpSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &otlpSink{ln: ln}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		s.bytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// provider is a tracer provider exporting to the sink as serve's exports
+// to a collector: OTLP/HTTP protobuf through the batch span processor,
+// every trace sampled; each span ended is counted.
+func (s *otlpSink) provider(ctx context.Context) (*sdktrace.TracerProvider, error) {
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://"+s.ln.Addr().String()+"/v1/traces"))
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "countersign"), attribute.String("countersign.role", "bench"))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithSpanProcessor(spanCounter{&s.spans})), nil
+}
+
+func (s *otlpSink) close() { _ = s.srv.Close() }
+
+// spanCounter counts the spans that end.
+type spanCounter struct{ n *atomic.Int64 }
+
+func (c spanCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (c spanCounter) OnEnd(sdktrace.ReadOnlySpan)                     { c.n.Add(1) }
+func (c spanCounter) Shutdown(context.Context) error                  { return nil }
+func (c spanCounter) ForceFlush(context.Context) error                { return nil }

@@ -1,0 +1,36 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/countersign/countersign/store"
+)
+
+// The nonce statements; qualify puts the store's schema in.
+const (
+	// A few passed nonces, the oldest first; SKIP LOCKED lets concurrent
+	// spends share the work instead of queueing on the same rows.
+	forgetMCPNoncesSQL = `DELETE FROM _S_.mcp_nonces WHERE (tenant, nonce) IN
+		(SELECT tenant, nonce FROM _S_.mcp_nonces WHERE until_at <= $1 ORDER BY until_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+	// Inserted, or a passed record taken over; a live record is left as
+	// it is, and no row is affected.
+	spendMCPNonceSQL = `INSERT INTO _S_.mcp_nonces (tenant, nonce, until_at) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant, nonce) DO UPDATE SET until_at = EXCLUDED.until_at WHERE _S_.mcp_nonces.until_at <= $4`
+)
+
+// SpendMCPNonce implements store.Store. The insert decides alone, atomically
+// (ON CONFLICT): of concurrent spenders of one nonce, one affects its row.
+func (s *Store) SpendMCPNonce(ctx context.Context, params *store.SpendMCPNonceParams) (bool, error) {
+	if err := store.ValidateSpendMCPNonce(params); err != nil {
+		return false, wrap("spend mcp nonce", err)
+	}
+	now := s.clock()
+	if _, err := s.pool.Exec(ctx, qualify(s.q.schema, forgetMCPNoncesSQL), now, store.ForgetMCPNonces); err != nil {
+		return false, wrap("spend mcp nonce: forget", err)
+	}
+	tag, err := s.pool.Exec(ctx, qualify(s.q.schema, spendMCPNonceSQL), params.Tenant, params.Nonce, params.Until.UTC(), now)
+	if err != nil {
+		return false, wrap("spend mcp nonce", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
