@@ -395,10 +395,18 @@ func mayFollowRun(id Identity, t *cstype.Thread) error {
 // mayCancel: only a proposal's requester withdraws it (docs/api.md,
 // Decisions), of either kind of credential; cancelling is not a decision.
 func mayCancel(id Identity, p *cstype.Proposal) error {
-	if p.Tenant != id.Tenant || p.Requester != id.Actor {
+	if !isRequester(id, p) {
 		return &ForbiddenError{ProposalID: p.ID, Actor: id.Actor, Reason: "only the requester may cancel"}
 	}
 	return nil
+}
+
+// isRequester reports whether id made p's call: p is of id's tenant and
+// id's actor is its requester, whichever kind of credential id is. What a
+// requester follows of its own calls only (an MCP task, Engine.OwnProposal)
+// is shown to nobody else, approvers and operators included.
+func isRequester(id Identity, p *cstype.Proposal) bool {
+	return p.Tenant == id.Tenant && p.Requester == id.Actor
 }
 
 // cancelStatus is a permitted cancel's answer: applied when it withdrew

@@ -103,6 +103,10 @@ func expected(a authorityActor, kind countersign.CredentialKind, op string) answ
 		return either(owner || !same)
 	case "cancel":
 		return either(owner)
+	case "own-proposal":
+		// An MCP task is its requester's alone, whatever the kind: an
+		// approver, however senior, answers as if it did not exist.
+		return either(owner)
 	case "revoke-grant":
 		// The grant's requester (alice), its approver (bob), operators.
 		return decisionShaped(owner || (same && a.name == "bob") || operator)
@@ -251,6 +255,8 @@ func TestAuthorityTable(t *testing.T) {
 				}
 				_, err = e.Cancel(ctx, id, cancelTarget.ID, "api", "")
 				check("cancel", "api", err)
+				_, err = e.OwnProposal(ctx, id, shared.ID)
+				check("own-proposal", countersign.ViaMCP, err)
 				grants, err := e.Grants(ctx, countersign.Identity{Tenant: "acme", Actor: "olga", Roles: []string{"operator"}}, "")
 				if err != nil || len(grants) == 0 {
 					t.Fatalf("grants: %v %v", grants, err)

@@ -38,6 +38,26 @@ func (e *Engine) Proposal(ctx context.Context, id Identity, proposalID string) (
 	return p, nil
 }
 
+// OwnProposal returns a proposal id requested (isRequester): an MCP task
+// is its requester's alone. Any other proposal, of another requester or
+// tenant or none at all, wraps ErrNotFound alike, so that an id tells the
+// caller nothing of proposals that are not its own.
+func (e *Engine) OwnProposal(ctx context.Context, id Identity, proposalID string) (*cstype.Proposal, error) {
+	if !validID(proposalID) {
+		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
+	}
+	p, err := e.store.GetProposal(ctx, &store.GetProposalParams{Tenant: id.Tenant, ID: proposalID})
+	switch {
+	case errors.Is(err, cstype.ErrNotFound):
+		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("get proposal: %w", err)
+	case !isRequester(id, p):
+		return nil, fmt.Errorf("get proposal %q: %w", proposalID, ErrNotFound)
+	}
+	return p, nil
+}
+
 // proposalOfTenant reads a proposal of id's tenant, telling another
 // tenant's (forbidden) from none at all (not found). It does not check
 // visibility.

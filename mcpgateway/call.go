@@ -201,7 +201,7 @@ const approvalInput = "countersign.approval"
 func (g *Gateway) callTool(ctx context.Context, f *front, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	g.callStarted()
 	defer g.callEnded()
-	who, err := f.identify(req)
+	who, err := f.identify(req.Extra)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +267,12 @@ func (g *Gateway) callIn(ctx context.Context, req *mcp.CallToolRequest, who call
 	}
 	c := &countersign.Call{Identity: id, ThreadID: s.thread, ThreadOrigin: th.origin, ToolCallID: r.toolCallID, Action: name,
 		Input: input, Mode: countersign.ModeWait, WaitTimeout: g.hold}
+	tasks := g.wantsTask(req)
+	if tasks {
+		// A task is executed by the workers, whoever polls it: the
+		// proposal is independent. (An allowed call still runs now.)
+		c.Mode = countersign.ModeIndependent
+	}
 	answer := approvalAnswer(req.Params)
 	elicits := canElicit(req)
 	if answer != nil || elicits {
@@ -297,6 +303,13 @@ func (g *Gateway) callIn(ctx context.Context, req *mcp.CallToolRequest, who call
 		c.WaitTimeout = g.hold
 		res, err = g.engine.Call(life, c)
 	}
+	if tasks && err == nil {
+		var p *cstype.Proposal
+		if res, p, err = g.taskOrOutcome(life, c, res); p != nil {
+			until = p.ExpiresAt
+			return markTask(p), nil, false
+		}
+	}
 	settled = answered(res, err)
 	if res != nil && res.Proposal != nil {
 		until = res.Proposal.ExpiresAt
@@ -317,6 +330,38 @@ func (g *Gateway) callIn(ctx context.Context, req *mcp.CallToolRequest, who call
 	}
 	out, outErr := g.render(name, res, err)
 	return out, outErr, false
+}
+
+// taskOrOutcome answers a call made as a task (independent mode) that is
+// not settled: a proposal still waiting for a decision is answered with its
+// task (p), and one that is approved, which the workers execute, with its
+// outcome if it settles within the hold, else with its task too. Any other
+// answer passes through.
+func (g *Gateway) taskOrOutcome(life context.Context, c *countersign.Call, res *countersign.Result) (_ *countersign.Result, p *cstype.Proposal, _ error) {
+	if res.Status != countersign.ResultPending || res.Proposal == nil || res.Proposal.Mode != countersign.ModeIndependent {
+		return res, nil, nil
+	}
+	p = res.Proposal
+	if p.Status == cstype.StatusPending {
+		return res, p, nil
+	}
+	wctx, cancel := context.WithTimeout(life, g.hold)
+	q, err := g.engine.Wait(wctx, c.Identity, p.ID)
+	cancel()
+	switch {
+	case q != nil && (err != nil || q.Status == cstype.StatusReconciling):
+		// Not settled within the hold, or being reconciled: the task
+		// follows it.
+		return res, q, nil
+	case err != nil:
+		return res, p, nil
+	}
+	// Settled: the repeated call answers its outcome, as any replay does.
+	out, err := g.engine.Call(life, c)
+	if err == nil && out.Status == countersign.ResultPending {
+		return out, q, nil
+	}
+	return out, nil, err
 }
 
 // collectedPrefix marks, among the store's MCP nonces, that a proposal's
@@ -523,13 +568,7 @@ func (g *Gateway) render(name string, res *countersign.Result, err error) (*mcp.
 	}
 	switch res.Status {
 	case countersign.ResultSucceeded:
-		if len(res.Result) > 0 {
-			var out mcp.CallToolResult
-			if json.Unmarshal(res.Result, &out) == nil {
-				return &out, nil
-			}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: cmpOr(res.Summary, "Done.")}}}, nil
+		return succeededResult(res.Result, res.Summary), nil
 	case countersign.ResultPending:
 		return proposalResult(pid, "pending", fmt.Sprintf(
 			"Proposal %s awaits a human decision. Call %s again with the same arguments once it is decided.", pid, name)), nil
@@ -556,6 +595,18 @@ func (g *Gateway) render(name string, res *countersign.Result, err error) (*mcp.
 			"The outcome is unknown: the call may or may not have been applied. Do not retry automatically."), nil
 	}
 	return proposalResult(pid, string(res.Status), fmt.Sprintf("The call is %s.", res.Status)), nil
+}
+
+// succeededResult is the result of a call that ran: the upstream's own
+// result as it came, or, where none was kept, the outcome's summary.
+func succeededResult(result json.RawMessage, summary string) *mcp.CallToolResult {
+	if len(result) > 0 {
+		var out mcp.CallToolResult
+		if json.Unmarshal(result, &out) == nil {
+			return &out
+		}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: cmpOr(summary, "Done.")}}}
 }
 
 func (g *Gateway) renderError(name string, err error) (*mcp.CallToolResult, error) {

@@ -118,6 +118,13 @@ type Options struct {
 	// the others. Empty: a random secret of this gateway's own, whose
 	// states only this gateway accepts, until it stops.
 	StateSecret []byte
+	// Tasks offers MCP Tasks (TasksExtension) to the 2026-07-28 clients
+	// that declare the extension: their gated calls are made in
+	// independent mode and answered with a task at once. Set it only where
+	// workers execute the gateway's approved calls: a Worker of an engine
+	// on the same store with the gateway's actions registered (`countersign
+	// serve` and `countersign worker` run one; `countersign mcp` does not).
+	Tasks bool
 }
 
 // MinStateSecret is the shortest Options.StateSecret: 256 bits, the
@@ -203,6 +210,8 @@ type Gateway struct {
 	upstreams      []*upstream
 	// stateSecret signs request states (see state.go).
 	stateSecret []byte
+	// tasks: Options.Tasks (see task.go).
+	tasks bool
 
 	// life ends when Run returns: the engine calls of tools/calls run under
 	// it rather than under their request, so that a client that gives up
@@ -255,6 +264,7 @@ func New(opts Options) (*Gateway, error) {
 		registered:     map[string]*countersign.Action{},
 		sessions:       map[*mcp.ServerSession]*session{},
 		threads:        map[string]*session{},
+		tasks:          opts.Tasks,
 	}
 	if g.log == nil {
 		g.log = slog.Default()

@@ -279,6 +279,9 @@ type harnessOptions struct {
 	// stateSecret, when set, signs the request states (default: a random
 	// one of the gateway's own).
 	stateSecret []byte
+	// tasks offers MCP Tasks (Options.Tasks) and runs a worker beside the
+	// gateway that executes them.
+	tasks bool
 }
 
 // upTrust is what the operator of "up" vouches for: read_note is a read,
@@ -321,7 +324,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		ups = []Upstream{u}
 	}
 	gw, err := New(Options{Engine: engine, Hold: cmpOrDuration(o.hold, time.Minute), Logger: quiet(),
-		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups, StateSecret: o.stateSecret})
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Upstreams: ups, StateSecret: o.stateSecret, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +348,24 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	})
 	if err := gw.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if o.tasks {
+		w, err := engine.NewWorker(countersign.WorkerOptions{PollInterval: 20 * time.Millisecond, NoSealer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, stopWorker := context.WithCancel(ctx)
+		worked := make(chan struct{})
+		go func() {
+			defer close(worked)
+			_ = w.Run(wctx)
+		}()
+		stopGatewayOnly := stop
+		stop = func() {
+			stopWorker()
+			<-worked
+			stopGatewayOnly()
+		}
 	}
 	if down := gw.Down(); len(down) > 0 {
 		t.Fatalf("upstream down after the first connection: %v", down)

@@ -22,7 +22,7 @@ import (
 type front struct {
 	g        *Gateway
 	server   *mcp.Server
-	identify func(*mcp.CallToolRequest) (caller, error)
+	identify func(*mcp.RequestExtra) (caller, error)
 }
 
 // caller is who makes a request: the identity, and the credential that
@@ -39,15 +39,23 @@ type caller struct {
 
 // newFront makes an MCP server with every exported tool, kept up to date
 // by export until drop.
-func (g *Gateway) newFront(identify func(*mcp.CallToolRequest) (caller, error)) *front {
+func (g *Gateway) newFront(identify func(*mcp.RequestExtra) (caller, error)) *front {
 	f := &front{g: g, identify: identify}
+	// Tools only, announced as changing: the upstreams' lists change. And
+	// Tasks, where workers execute them.
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if g.tasks {
+		caps.AddExtension(TasksExtension, map[string]any{})
+	}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "Countersign MCP gateway", Version: "1"}, &mcp.ServerOptions{
-		// Tools only, announced as changing: the upstreams' lists change.
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities:              caps,
 		Logger:                    g.log,
 		SupportedProtocolVersions: g.protocolVersions,
 	})
 	f.server.AddReceivingMiddleware(withoutContent)
+	if g.tasks {
+		f.addTaskMethods()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, t := range g.tools {
@@ -104,7 +112,7 @@ func (g *Gateway) ServeCredential(ctx context.Context, t mcp.Transport, token st
 }
 
 func (g *Gateway) serve(ctx context.Context, t mcp.Transport, who caller) error {
-	f := g.newFront(func(*mcp.CallToolRequest) (caller, error) { return who, nil })
+	f := g.newFront(func(*mcp.RequestExtra) (caller, error) { return who, nil })
 	defer g.dropFront(f)
 	ss, err := f.server.Connect(ctx, t, nil)
 	if err != nil {
@@ -136,9 +144,9 @@ func (g *Gateway) Handler() (http.Handler, error) {
 	if g.auth == nil {
 		return nil, errors.New("mcpgateway: Handler needs Options.Auth")
 	}
-	f := g.newFront(func(req *mcp.CallToolRequest) (caller, error) {
-		if req.Extra != nil && req.Extra.TokenInfo != nil {
-			if who, ok := req.Extra.TokenInfo.Extra[callerKey].(caller); ok {
+	f := g.newFront(func(extra *mcp.RequestExtra) (caller, error) {
+		if extra != nil && extra.TokenInfo != nil {
+			if who, ok := extra.TokenInfo.Extra[callerKey].(caller); ok {
 				return who, nil
 			}
 		}
@@ -245,12 +253,20 @@ func randomID() string {
 
 // withoutContent sends a tools/call result that asks for input
 // (input_required) without a content member: the SDK writes
-// "content": null, which 2026-07-28 does not allow there.
+// "content": null, which 2026-07-28 does not allow there. A result marked
+// as a task (markTask) goes as the CreateTaskResult.
 func withoutContent(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.NeedsInput() {
+		r, ok := res.(*mcp.CallToolResult)
+		switch {
+		case !ok || err != nil:
+		case r.NeedsInput():
 			return inputRequired{r}, nil
+		default:
+			if t, isTask := asCreatedTask(r); isTask {
+				return t, nil
+			}
 		}
 		return res, err
 	}

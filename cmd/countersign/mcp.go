@@ -21,7 +21,10 @@ import (
 // gateway builds the MCP gateway of the configuration's mcp section on
 // rt's engine: nil when it names no upstream server. Header values are read
 // from the environment now, so that a missing one fails start-up.
-func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error) {
+//
+// tasks offers MCP Tasks: only a process whose worker executes the
+// gateway's approved calls (serve) offers them.
+func (rt *runtime) gateway(authn auth.Authenticator, tasks bool) (*mcpgateway.Gateway, error) {
 	m := rt.cfg.MCP
 	if len(m.Servers) == 0 {
 		return nil, nil
@@ -50,7 +53,7 @@ func (rt *runtime) gateway(authn auth.Authenticator) (*mcpgateway.Gateway, error
 		return nil, nil
 	}
 	gw, err := mcpgateway.New(mcpgateway.Options{Engine: rt.engine, Upstreams: ups, Hold: m.Hold, Auth: authn, Logger: rt.log,
-		StateSecret: stateSecret})
+		StateSecret: stateSecret, Tasks: tasks})
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
@@ -138,7 +141,9 @@ func serveMCP(ctx context.Context, f *setupFlags, token string, t mcp.Transport)
 	case err != nil:
 		return fmt.Errorf("authenticate: %w", err)
 	}
-	gw, err := rt.gateway(authn)
+	// No worker runs here: a task's approval would wait for another
+	// process's, so the stdio gateway offers no tasks.
+	gw, err := rt.gateway(authn, false)
 	if err != nil {
 		return err
 	}

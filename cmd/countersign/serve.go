@@ -474,7 +474,7 @@ func compose(rt *runtime, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, &exitErr{exitUsage, err.Error()}
 	}
-	gw, err := rt.gateway(authn)
+	gw, err := rt.gateway(authn, true)
 	if err != nil {
 		return nil, err
 	}
@@ -611,17 +611,35 @@ func workerCmd() *cobra.Command {
 			if err != nil {
 				return &exitErr{exitUsage, err.Error()}
 			}
+			// The MCP gateway's upstreams, connected, register its tools as
+			// actions: this worker executes their approved calls (MCP
+			// tasks, independent rules) as serve's does. It serves no
+			// client, so it needs no authenticator.
+			gw, err := rt.gateway(nil, false)
+			if err != nil {
+				return err
+			}
+			var wg sync.WaitGroup
+			stopGateway := func() {}
+			if gw != nil {
+				var gctx context.Context
+				gctx, stopGateway = context.WithCancel(context.WithoutCancel(cmd.Context()))
+				defer stopGateway()
+				wg.Go(func() { _ = gw.Run(gctx) })
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "countersign worker running (store %s)\n", redact(rt.cfg.Store))
 			// Executions, the periodic jobs (notifications among them) and
 			// agent runs: a parked run whose proposal was decided, or whose
 			// process died, resumes here too.
-			var wg sync.WaitGroup
 			wg.Go(func() {
 				if err := rt.agents.Work(cmd.Context()); err != nil {
 					rt.log.Error("agent runtime stopped", "err", err)
 				}
 			})
 			err = w.Run(cmd.Context())
+			// The worker's executions are done: the upstreams they used
+			// may close.
+			stopGateway()
 			wg.Wait()
 			return err
 		},
