@@ -11,16 +11,16 @@ SHELL := /bin/bash
 # TESTLOG holds each go test run's output, which slowest reads.
 TESTLOG := .testlog
 
-.PHONY: test test-race test-pg-restart test-python test-schemathesis fuzz-schemathesis schemathesis-env schemathesis-lock chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest build install release test-release
+.PHONY: test test-race test-pg-restart test-python test-schemathesis fuzz-schemathesis schemathesis-env schemathesis-lock test-mcp-python mcp-python-env mcp-python-lock chaos test-short lint fmt vet staticcheck bench fuzz fuzz-smoke fuzz-run quickstart clients-deps web-deps services python-env python-lock slowest build install release test-release
 
 ## test: every test, with the race detector (what .ci/run calls): first the
 ## services and the Python environment, then lint, the Go suite, the
-## PostgreSQL restarts, the Python tests, Schemathesis' short run, the fuzz
-## smoke run and the release build of this machine's platform; last, the
-## ten slowest packages.
+## PostgreSQL restarts, the Python tests, Schemathesis' short run, the MCP
+## Python SDK client's tests, the fuzz smoke run and the release build of
+## this machine's platform; last, the ten slowest packages.
 test: services python-env
 	@rm -rf $(TESTLOG) && mkdir -p $(TESTLOG)
-	@$(MAKE) --no-print-directory lint test-race test-pg-restart test-python test-schemathesis fuzz-smoke test-release
+	@$(MAKE) --no-print-directory lint test-race test-pg-restart test-python test-schemathesis test-mcp-python fuzz-smoke test-release
 	@$(MAKE) --no-print-directory slowest
 
 ## services: installs (as root, from Debian's packages) and starts what the
@@ -86,6 +86,34 @@ define schemathesis-run
 	  echo "python3 3.10+ not found: skipping Schemathesis (test/schemathesis)"; \
 	fi
 endef
+
+## mcp-python-env: .venv-mcp-python, the environment of the MCP Python
+## SDK client's tests (test/mcppython), from its requirements.lock with
+## hashes, as python-env builds .venv (a lock of its own, ADR 0044).
+mcp-python-env:
+	@bash .ci/python-env test/mcppython/requirements.lock .venv-mcp-python
+
+## mcp-python-lock: compiles test/mcppython/requirements.in into its lock,
+## as python-lock does the client's.
+mcp-python-lock:
+	$(call pip-compile,test/mcppython)
+
+## test-mcp-python: the unmodified MCP Python SDK client (mcp 2.3.0) against
+## the MCP gateway of a real countersign serve and countersign mcp, with the
+## reference memory and filesystem servers from test/mcp's node_modules
+## behind it, on SQLite and PostgreSQL (test/mcppython, docs/mcp.md); the
+## test runs npm ci in test/mcp when its node_modules is stale. Without
+## python3 3.10+ it skips, except in CI, where that is an error.
+test-mcp-python:
+	@mkdir -p $(TESTLOG)
+	@if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then \
+	  bash .ci/python-env test/mcppython/requirements.lock .venv-mcp-python && \
+	  CS_MCP_PYTHON=1 $(GO) test -count=1 -timeout 20m -v -run '^TestPythonSDKClient$$' ./test/mcppython/ 2>&1 | tee $(TESTLOG)/mcp-python.log; \
+	elif [ -n "$$CI" ]; then \
+	  echo "python3 3.10+ is missing: test/mcppython needs it"; exit 1; \
+	else \
+	  echo "python3 3.10+ not found: skipping the MCP Python SDK tests (test/mcppython)"; \
+	fi
 
 ## slowest: the ten slowest packages of the last make test (from TESTLOG).
 slowest:
