@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 
 	"github.com/countersign/countersign"
@@ -258,6 +259,9 @@ func randomID() string {
 func withoutContent(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if init, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			return withoutTasks(init), nil
+		}
 		r, ok := res.(*mcp.CallToolResult)
 		switch {
 		case !ok || err != nil:
@@ -270,6 +274,27 @@ func withoutContent(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// withoutTasks is an initialize result without the Tasks extension: a
+// 2025 session is never offered tasks (they are served on 2026-07-28,
+// whose clients discover them with server/discover).
+func withoutTasks(r *mcp.InitializeResult) *mcp.InitializeResult {
+	if r.Capabilities == nil {
+		return r
+	}
+	if _, ok := r.Capabilities.Extensions[TasksExtension]; !ok {
+		return r
+	}
+	caps := *r.Capabilities
+	caps.Extensions = maps.Clone(caps.Extensions)
+	delete(caps.Extensions, TasksExtension)
+	if len(caps.Extensions) == 0 {
+		caps.Extensions = nil
+	}
+	out := *r
+	out.Capabilities = &caps
+	return &out
 }
 
 // inputRequired is a tools/call result that asks for input, written

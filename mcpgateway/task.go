@@ -223,9 +223,20 @@ func taskOutput(p *cstype.Proposal) json.RawMessage {
 	if o := p.Outcome; o != nil {
 		raw, summary = o.Result, o.Summary
 	}
+	// A CallToolResult of 2026-07-28 says it is complete (resultType), as
+	// the tools/call that ran the tool would have.
+	fallback := json.RawMessage(`{"content":[{"type":"text","text":"Done."}],"resultType":"complete"}`)
 	out, err := json.Marshal(succeededResult(raw, summary))
 	if err != nil {
-		return json.RawMessage(`{"content":[{"type":"text","text":"Done."}]}`)
+		return fallback
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(out, &m) != nil {
+		return fallback
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	if out, err = json.Marshal(m); err != nil {
+		return fallback
 	}
 	return out
 }

@@ -104,6 +104,12 @@ func testTasks(t *testing.T, kind string) {
 		t.Fatalf("server/discover %s: want the extension %s listed", raw, TasksExtension)
 	}
 
+	// A 2025 session is not offered tasks.
+	legacy := httpClient(t, h.ctx, url, "key_alice", "2025-11-25", false)
+	if _, offered := legacy.InitializeResult().Capabilities.Extensions[TasksExtension]; offered {
+		t.Fatalf("initialize on 2025-11-25 offers %s", TasksExtension)
+	}
+
 	// A read runs at once: no task.
 	read := rpc2026(t, url, "key_alice", metaTasks, "tools/call", "up__read_note", `"name":"up__read_note","arguments":{"id":"n7"}`)
 	if read.Error != nil || read.str("resultType") == "task" || !strings.Contains(string(read.Result["content"]), "note n7") {
@@ -172,8 +178,10 @@ func testTasks(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	done := pollTask(t, url, id, "completed")
-	if !strings.Contains(string(done.Result["result"]), "sent to bob@example.com") {
-		t.Fatalf("the completed task's result: %s", done.Result["result"])
+	var output map[string]json.RawMessage
+	if err := json.Unmarshal(done.Result["result"], &output); err != nil || !strings.Contains(string(output["content"]), "sent to bob@example.com") ||
+		string(output["resultType"]) != `"complete"` {
+		t.Fatalf("the completed task's result: %s, want the upstream's, complete", done.Result["result"])
 	}
 	taskGet(t, url, "key_alice", id)
 	if n := len(h.up.callsOf("send_email")); n != 1 {
