@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,12 +54,19 @@ func TestGatewayWithReferenceServers(t *testing.T) {
 				data:        data,
 			}
 			config := writeConfig(t, dir, tc.store(t), up)
+			// The Tasks test stops and starts a server of its own on a
+			// store of its own (a memory server of its own too, since two
+			// writing one file could lose an entity), counting its calls
+			// with the others.
+			restartUp := up
+			restartUp.memory = filepath.Join(tmp, "memory-restart.jsonl")
+			restartConfig := writeConfig(t, dir, tc.store(t), restartUp)
 			secret := stateSecretEnv + "=" + "e2e-" + tc.name + "-state-secret-of-at-least-32-bytes"
 			base := servetest.Start(t, bin, config, secret)
 			waitReady(t, base)
 			servetest.NPMTest(t, dir, 6*time.Minute, "COUNTERSIGN_URL="+base, "COUNTERSIGN_FS_DIR="+data,
-				"COUNTERSIGN_BIN="+bin, "COUNTERSIGN_CONFIG="+config, secret)
-			checkUpstreamCalls(t, up)
+				"COUNTERSIGN_BIN="+bin, "COUNTERSIGN_CONFIG="+config, "COUNTERSIGN_RESTART_CONFIG="+restartConfig, secret)
+			checkUpstreamCalls(t, up, restartUp.memory)
 		})
 	}
 }
@@ -75,10 +83,14 @@ type upstreamFiles struct {
 // The entities the node tests create (memory__create_entities): each of
 // wantOnce approved, so created by exactly one upstream call; none of
 // neverCalled (rejected, declined, cancelled, expired, withdrawn, forged
-// approvals) reaching the upstream at all.
+// approvals, tasks never approved) reaching the upstream at all.
+// wantRestart is the entity of the task polled across a restart, stored by
+// that server's memory server.
 var (
-	wantOnce    = []string{"e_approved", "e_hold", "e_stdio_approved", "e_stdio_held"}
-	neverCalled = []string{"e_rejected", "e_other_tenant", "e_inspector", "e_forged_http", "e_forged_stdio"}
+	wantOnce    = []string{"e_approved", "e_hold", "e_stdio_approved", "e_stdio_held", "v2_2026_http_task"}
+	neverCalled = []string{"e_rejected", "e_other_tenant", "e_inspector", "e_forged_http", "e_forged_stdio",
+		"v2_2026_http_task_rejected", "v2_2026_http_task_cancelled", "v2_legacy_http_task", "v2_2026_stdio_task"}
+	wantRestart = "v2_task_restart"
 )
 
 // The TypeScript SDK v2 tests (client-v2.test.mjs) name their entities
@@ -102,7 +114,7 @@ func init() {
 // file, the others by none and absent; no memory__add_observations call
 // (the tool whose proposals the policy lets expire) at all; the approved
 // file written once, the declined writes never.
-func checkUpstreamCalls(t *testing.T, up upstreamFiles) {
+func checkUpstreamCalls(t *testing.T, up upstreamFiles, restartMemory string) {
 	t.Helper()
 	created := map[string]int{}
 	for _, call := range readCalls(t, up.memoryCalls) {
@@ -128,7 +140,7 @@ func checkUpstreamCalls(t *testing.T, up upstreamFiles) {
 			t.Errorf("entity %s: %d upstream calls created it, want at most one", name, n)
 		}
 	}
-	for _, name := range wantOnce {
+	for _, name := range append(slices.Clone(wantOnce), wantRestart) {
 		if created[name] != 1 {
 			t.Errorf("entity %s: %d upstream calls, want exactly one (it was approved)", name, created[name])
 		}
@@ -148,6 +160,9 @@ func checkUpstreamCalls(t *testing.T, up upstreamFiles) {
 		if strings.Contains(stored, fmt.Sprintf(`"name":"%s"`, name)) {
 			t.Errorf("entity %s stored, but it was never approved:\n%s", name, stored)
 		}
+	}
+	if restarted := readFile(t, restartMemory); strings.Count(restarted, fmt.Sprintf(`"name":"%s"`, wantRestart)) != 1 {
+		t.Errorf("entity %s not stored once by the restarted server's memory server:\n%s", wantRestart, restarted)
 	}
 
 	written := map[string]int{}
