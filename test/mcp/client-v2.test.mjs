@@ -215,7 +215,7 @@ for (const mode of ["legacy", "2026"]) {
       });
 
       if (mode === "2026") {
-        test("a forged requestState decides nothing: signed with another secret, tampered, another proposal's, another credential's", async () => {
+        test("a forged requestState decides nothing: signed with another secret, tampered, another proposal's, another credential's, spent", async () => {
           const client = await fresh({ answer: () => accept, manual: true });
           const eve = await fresh({ key: "key_eve", answer: () => accept, manual: true });
           await using([client, eve], async () => {
@@ -245,9 +245,15 @@ for (const mode of ["legacy", "2026"]) {
               assert.deepEqual([now.status, now.decisions], ["pending", []], `${what} decided ${p.id}`);
             }
             assert.deepEqual((await proposal(other.id)).decisions, []);
-            // The state the gateway gave for this proposal does decide:
-            // declined, nothing runs.
-            const answered = outcome(await client.callTool({ ...call, inputResponses: { [approval]: decline }, requestState: state },
+            // The state the gateway gave is answered once: dismissed (which
+            // decides nothing), the call holds; presented again, spent, it
+            // is asked anew; the new state declines it, and nothing runs.
+            const dismissed = outcome(await client.callTool({ ...call, inputResponses: { [approval]: dismiss }, requestState: state },
+              { allowInputRequired: true }));
+            assert.deepEqual([dismissed.proposal_id, dismissed.status], [p.id, "pending"]);
+            const renewed = await ask(client, { ...call, inputResponses: { [approval]: accept }, requestState: state });
+            assert.deepEqual((await proposal(p.id)).decisions, [], "the spent state decided");
+            const answered = outcome(await client.callTool({ ...call, inputResponses: { [approval]: decline }, requestState: renewed },
               { allowInputRequired: true }));
             assert.deepEqual([answered.proposal_id, answered.status], [p.id, "rejected"]);
             await decide(other.id, "cancel");

@@ -23,12 +23,13 @@
 // 2026-07-28 by a new client instance, the credential's thread continuing
 // the proposal); rejected; expired; approved, declined and dismissed
 // in-band (2026-07-28: input_required answered by the SDK's own driver;
-// 2025: elicitation requests); forged, tampered and foreign request states
-// deciding nothing. tasks-v2.test.mjs drives MCP Tasks with the v2 client
-// and @modelcontextprotocol/ext-tasks: a task made for a gated call, polled
-// to completed with the upstream's result, rejected, expired and cancelled;
-// no task where none is served (a 2025 session, stdio); and a task polled
-// to completion across a restart of a server of its own.
+// 2025: elicitation requests); forged, tampered, foreign and spent request
+// states deciding nothing. tasks-v2.test.mjs drives MCP Tasks with the v2
+// client and @modelcontextprotocol/ext-tasks: a task made for a gated call,
+// polled to completed with the upstream's result, rejected, expired and
+// cancelled; tasks/get refused (-32021) to a client that does not declare
+// the extension; no task where none is served (a 2025 session, stdio); and
+// a task polled to completion across a restart of a server of its own.
 //
 // The Go test builds cmd/countersign and, for each store (SQLite, and a
 // PostgreSQL schema of its own), serves it with the two servers as stdio

@@ -25,6 +25,10 @@ const tasksExtension = "io.modelcontextprotocol/tasks";
 const clientInfo = { name: "countersign-e2e-tasks", version: "1.0.0" };
 const capabilities = { extensions: { [tasksExtension]: {} } };
 
+// anyJSON is a result schema (Standard Schema) that takes any JSON: the
+// SDK client's request() takes one for a method it does not know.
+const anyJSON = { "~standard": { version: 1, vendor: "countersign-e2e", validate: (value) => ({ value }) } };
+
 // httpDispatch is the host's request path ext-tasks asks for: it posts one
 // JSON-RPC request to base's /mcp as key's holder and answers its response.
 // Every exchange is kept in wire, as the server sent it.
@@ -113,7 +117,7 @@ function createdEntity(result) {
 }
 
 test("Tasks: a gated call answers a task, its id the proposal's; tasks/get polls it to completed with the upstream's result, run once", async () => {
-  const { session, wire, close } = await tasksClient();
+  const { client, session, wire, close } = await tasksClient();
   try {
     assert.equal(session.capabilities.execution, true, "the server's tasks extension was not seen");
     const name = "v2_2026_http_task";
@@ -122,6 +126,10 @@ test("Tasks: a gated call answers a task, its id the proposal's; tasks/get polls
     const id = execution.handle.taskId;
     await createdTask(wire, id);
     assert.equal((await session.task(id).snapshot()).status, "working");
+    // The SDK client's own custom request reaches tasks/get too: it
+    // declares the extension in every request's _meta.
+    const viaSDK = await client.request({ method: "tasks/get", params: { taskId: id } }, anyJSON);
+    assert.deepEqual([viaSDK.taskId, viaSDK.status], [id, "working"]);
     await decide(id, "approve");
     const { outcome: settled, lastTask } = await execution.settle();
     assert.equal(lastTask?.status, "completed");
@@ -141,7 +149,7 @@ test("Tasks: a gated call answers a task, its id the proposal's; tasks/get polls
   }
 });
 
-test("Tasks: rejected over the API, the task fails naming the reason; expired (a one-second rule), it fails expired; cancelled by its requester", async () => {
+test("Tasks: rejected over the API, the task fails naming the reason; expired (a one-second rule), it fails expired; cancelled by its requester; -32021 undeclared", async () => {
   const { session, wire, close } = await tasksClient();
   try {
     const rejected = await call(session, createEntity("v2_2026_http_task_rejected"));
@@ -166,6 +174,16 @@ test("Tasks: rejected over the API, the task fails naming the reason; expired (a
     assert.deepEqual(
       await Promise.all([rejected, expired, cancelled].map(async (e) => (await proposal(e.handle.taskId)).status)),
       ["rejected", "expired", "cancelled"]);
+
+    // A client that does not declare the extension is refused tasks/get
+    // (-32021), even for its own task.
+    const plain = new Client(clientInfo, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await plain.connect(new StreamableHTTPClientTransport(new URL(`${server}/mcp`), { requestInit: { headers: { Authorization: "Bearer key_alice" } } }));
+    try {
+      await assert.rejects(plain.request({ method: "tasks/get", params: { taskId: rejected.handle.taskId } }, anyJSON), { code: -32021 });
+    } finally {
+      await plain.close();
+    }
   } finally {
     await close();
   }
