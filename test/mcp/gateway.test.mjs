@@ -1,7 +1,8 @@
-// The MCP TypeScript SDK's client, and the MCP inspector's CLI, against
-// the gateway of the server the Go test started (COUNTERSIGN_URL), with
-// the reference memory and filesystem servers behind it; the filesystem
-// server serves COUNTERSIGN_FS_DIR, which holds keep.txt ("original").
+// The MCP TypeScript SDK's client (v1, @modelcontextprotocol/sdk, which
+// speaks the 2025 revisions), and the MCP inspector's CLI, against the
+// gateway of the server the Go test started (COUNTERSIGN_URL), with the
+// reference memory and filesystem servers behind it; the filesystem server
+// serves COUNTERSIGN_FS_DIR, which holds keep.txt ("original").
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -12,6 +13,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { forgeState, recordSent, sentCall } from "./support.mjs";
 
 const server = process.env.COUNTERSIGN_URL;
 const fsDir = process.env.COUNTERSIGN_FS_DIR;
@@ -21,7 +23,7 @@ if (!server || !fsDir) {
 
 // connect opens an MCP session as key's identity. With answer, the client
 // declares elicitation and answers each request with it, counting them in
-// the returned client's asked.
+// the returned client's asked; client.sent keeps what it sends.
 async function connect(key, answer) {
   const client = new Client({ name: "countersign-e2e", version: "1.0.0" }, { capabilities: answer ? { elicitation: {} } : {} });
   client.asked = [];
@@ -34,6 +36,7 @@ async function connect(key, answer) {
   const transport = new StreamableHTTPClientTransport(new URL(`${server}/mcp`), {
     requestInit: { headers: { Authorization: `Bearer ${key}` } },
   });
+  client.sent = recordSent(transport);
   await client.connect(transport);
   client.sessionId = transport.sessionId;
   return client;
@@ -258,13 +261,31 @@ test("the MCP inspector's CLI lists the tools, runs an allowed read at once, and
   assert.equal(body.status, "cancelled", JSON.stringify(body));
 });
 
-test("countersign mcp serves the same tools over stdio, as the token's identity", async () => {
-  const client = new Client({ name: "desktop", version: "1.0.0" });
-  await client.connect(new StdioClientTransport({
+// stdio starts countersign mcp as a desktop client does, as key's holder
+// (with the environment, which holds the secret of the request states),
+// and connects a client to it; answer is as connect's.
+async function stdio(answer, key = "key_alice") {
+  const client = new Client({ name: "desktop", version: "1.0.0" }, { capabilities: answer ? { elicitation: {} } : {} });
+  client.asked = [];
+  if (answer) {
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      client.asked.push(req.params);
+      return answer(req.params);
+    });
+  }
+  const transport = new StdioClientTransport({
     command: process.env.COUNTERSIGN_BIN,
-    args: ["mcp", "--config", process.env.COUNTERSIGN_CONFIG, "--token", "key_alice"],
+    args: ["mcp", "--config", process.env.COUNTERSIGN_CONFIG, "--token", key],
     stderr: "ignore",
-  }));
+    env: { ...process.env },
+  });
+  client.sent = recordSent(transport);
+  await client.connect(transport);
+  return client;
+}
+
+test("countersign mcp serves the same tools over stdio, as the token's identity", async () => {
+  const client = await stdio();
   try {
     const { tools } = await client.listTools();
     assert.ok(tools.some((t) => t.name === "fs__read_text_file") && tools.some((t) => t.name === "memory__create_entities"));
@@ -273,5 +294,52 @@ test("countersign mcp serves the same tools over stdio, as the token's identity"
     assert.match(res.content[0].text, /original/);
   } finally {
     await client.close();
+  }
+});
+
+test("over stdio: approved by elicitation, made once; held without it, approved over the API, collected by the repeat, once", async () => {
+  const asking = await stdio(approve);
+  const plain = await stdio();
+  try {
+    const res = await asking.callTool(createEntity("e_stdio_approved"));
+    assert.ok(!res.isError, JSON.stringify(res));
+    assert.equal(asking.asked.length, 1, "the client was not asked, or asked twice");
+    const first = await plain.callTool(createEntity("e_stdio_held"));
+    assert.equal(first.structuredContent?.status, "pending", JSON.stringify(first));
+    const id = first.structuredContent.proposal_id;
+    assert.ok(!(await entities(plain)).includes("e_stdio_held"), "it ran before anyone approved");
+    const decided = await api("POST", `/v1/proposals/${id}/approve`, { body: { reason: "fine" } });
+    assert.equal(decided.status, 200, JSON.stringify(decided.body));
+    const again = await plain.callTool(createEntity("e_stdio_held"));
+    assert.ok(!again.isError, JSON.stringify(again));
+    const names = await entities(plain);
+    assert.ok(names.includes("e_stdio_approved") && names.includes("e_stdio_held"), `${names}`);
+    const { body } = await api("GET", `/v1/proposals/${id}`);
+    assert.equal(body.status, "succeeded", JSON.stringify(body));
+  } finally {
+    await asking.close();
+    await plain.close();
+  }
+});
+
+test("a requestState the gateway never issued decides nothing, over HTTP and over stdio: the call holds", async () => {
+  const http = await connect("key_alice");
+  const local = await stdio();
+  try {
+    for (const [client, name] of [[http, "e_forged_http"], [local, "e_forged_stdio"]]) {
+      const held = await client.callTool(createEntity(name));
+      const id = held.structuredContent?.proposal_id;
+      assert.match(id ?? "", /^prp_/, JSON.stringify(held));
+      const forged = forgeState((await api("GET", `/v1/proposals/${id}`)).body);
+      const again = await client.callTool({ ...createEntity(name), inputResponses: { "countersign.approval": { action: "accept", content: { approve: true } } }, requestState: forged });
+      assert.ok(sentCall(client.sent, forged), `${name}: the state was not sent`);
+      assert.deepEqual([again.structuredContent?.proposal_id, again.structuredContent?.status], [id, "pending"], JSON.stringify(again));
+      const { body } = await api("GET", `/v1/proposals/${id}`);
+      assert.deepEqual([body.status, body.decisions], ["pending", []], `${name}: the forged state decided it`);
+      assert.equal((await api("POST", `/v1/proposals/${id}/cancel`, { body: {} })).status, 200);
+    }
+  } finally {
+    await http.close();
+    await local.close();
   }
 });
