@@ -169,6 +169,7 @@ func realMain() int {
 		out     string
 		jsonOut string
 		cpuProf string
+		memProf string
 	)
 	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
 	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
@@ -194,6 +195,7 @@ func realMain() int {
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
+	flag.StringVar(&memProf, "memprofile", "", "write a heap profile (allocations of the whole run, this process) to this file when the run ends")
 	flag.Parse()
 	if spec := os.Getenv(workerEnv); spec != "" {
 		return workerMain(spec)
@@ -241,6 +243,18 @@ func realMain() int {
 			return 2
 		}
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
+	if memProf != "" {
+		defer func() {
+			f, err := os.Create(memProf)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench: memprofile:", err)
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -28,7 +29,8 @@ func init() {
 			"(so the export's encoding and its HTTP request are paid, a collector's work is not). Each figure is the median of its R runs; " +
 			"the ratio is the median of the rounds' on ÷ off (1.00: no cost; the goal is at least 0.90), each round's two runs side by " +
 			"side in time. As for the audit chain's cost, the CPU time of this process (and, on PostgreSQL, of the run's server backends) " +
-			"per action or decision is measured too: on a CPU-bound machine off ÷ on is the throughput tracing keeps.",
+			"per action or decision is measured too: on a CPU-bound machine off ÷ on is the throughput tracing keeps; and the Go heap " +
+			"allocated per action or decision (bytes and objects, runtime/metrics), which the machine's noise does not move.",
 		run: tracingCost})
 }
 
@@ -53,6 +55,7 @@ func tracingCost(e *env) ([]Figure, error) {
 	for _, m := range ms {
 		got := map[bool][]float64{}
 		cpu := map[bool][]float64{}
+		allocBytes, allocObjects := map[bool][]float64{}, map[bool][]float64{}
 		var ratios, cpuRatios, spans []float64
 		for r := range rounds {
 			order := []bool{false, true}
@@ -74,6 +77,7 @@ func tracingCost(e *env) ([]Figure, error) {
 				if err != nil {
 					return figs, err
 				}
+				heapBefore := readHeapAllocs()
 				out, err := m.run(&run)
 				if tp != nil {
 					// The spans still batched are exported before the
@@ -87,6 +91,9 @@ func tracingCost(e *env) ([]Figure, error) {
 				}
 				self, pg := meter.stop()
 				cpu[on] = append(cpu[on], (self+pg)/float64(m.units)*1e6)
+				heap := readHeapAllocs().since(heapBefore)
+				allocBytes[on] = append(allocBytes[on], heap.bytes/float64(m.units))
+				allocObjects[on] = append(allocObjects[on], heap.objects/float64(m.units))
 				if err != nil {
 					return figs, fmt.Errorf("%s (tracing %v): %w", m.id, on, err)
 				}
@@ -107,9 +114,27 @@ func tracingCost(e *env) ([]Figure, error) {
 			Figure{Key: k + ".cpu_off", Label: fmt.Sprintf("%s: CPU time per %s without tracing, median (%s)", m.label, m.per, runs(cpu[false])), Value: median(cpu[false]), Unit: "µs"},
 			Figure{Key: k + ".cpu_on", Label: fmt.Sprintf("%s: CPU time per %s with tracing, median (%s)", m.label, m.per, runs(cpu[true])), Value: median(cpu[true]), Unit: "µs"},
 			Figure{Key: k + ".cpu_ratio", Label: fmt.Sprintf("%s: CPU off ÷ on, median of the rounds' (%s): the throughput a CPU-bound machine keeps", m.label, ratioList(cpuRatios)), Value: median(cpuRatios), Unit: "ratio"},
-			Figure{Key: k + ".spans", Label: m.label + ": spans exported per " + m.per + " (median)", Value: median(spans), Unit: "spans"})
+			Figure{Key: k + ".spans", Label: m.label + ": spans exported per " + m.per + " (median)", Value: median(spans), Unit: "spans"},
+			Figure{Key: k + ".alloc_off", Label: fmt.Sprintf("%s: Go heap allocated per %s without tracing, median (%s)", m.label, m.per, runs(allocBytes[false])), Value: median(allocBytes[false]), Unit: "bytes"},
+			Figure{Key: k + ".alloc_on", Label: fmt.Sprintf("%s: Go heap allocated per %s with tracing, median (%s)", m.label, m.per, runs(allocBytes[true])), Value: median(allocBytes[true]), Unit: "bytes"},
+			Figure{Key: k + ".objects_off", Label: fmt.Sprintf("%s: Go heap objects allocated per %s without tracing, median (%s)", m.label, m.per, runs(allocObjects[false])), Value: median(allocObjects[false]), Unit: "objects"},
+			Figure{Key: k + ".objects_on", Label: fmt.Sprintf("%s: Go heap objects allocated per %s with tracing, median (%s)", m.label, m.per, runs(allocObjects[true])), Value: median(allocObjects[true]), Unit: "objects"})
 	}
 	return figs, nil
+}
+
+// heapAllocs is what this process has allocated on the Go heap since it
+// started (runtime/metrics): bytes and objects.
+type heapAllocs struct{ bytes, objects float64 }
+
+func readHeapAllocs() heapAllocs {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(samples)
+	return heapAllocs{float64(samples[0].Value.Uint64()), float64(samples[1].Value.Uint64())}
+}
+
+func (h heapAllocs) since(before heapAllocs) heapAllocs {
+	return heapAllocs{h.bytes - before.bytes, h.objects - before.objects}
 }
 
 // otlpSink is an OTLP/HTTP receiver that reads each export whole and
