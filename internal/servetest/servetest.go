@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -236,4 +237,26 @@ func threadsStopped(pid int) (stopped, ok bool) {
 		}
 	}
 	return true, true
+}
+
+// WaitReady waits until the server at base is ready (/readyz answers 200:
+// its store answers and its MCP upstreams are connected, so that a first
+// tools/list holds their tools). It sets no deadline of its own: t's
+// bounds it.
+func WaitReady(t testing.TB, base string) {
+	t.Helper()
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("gave up waiting for /readyz")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -3,7 +3,6 @@ package mcptest
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +62,7 @@ func TestGatewayWithReferenceServers(t *testing.T) {
 			restartConfig := writeConfig(t, dir, tc.store(t), restartUp)
 			secret := stateSecretEnv + "=" + "e2e-" + tc.name + "-state-secret-of-at-least-32-bytes"
 			base := servetest.Start(t, bin, config, secret)
-			waitReady(t, base)
+			servetest.WaitReady(t, base)
 			servetest.NPMTest(t, dir, 6*time.Minute, "COUNTERSIGN_URL="+base, "COUNTERSIGN_FS_DIR="+data,
 				"COUNTERSIGN_BIN="+bin, "COUNTERSIGN_CONFIG="+config, "COUNTERSIGN_RESTART_CONFIG="+restartConfig, secret)
 			checkUpstreamCalls(t, up, restartUp.memory)
@@ -303,25 +302,4 @@ func schemaPin(t *testing.T, server, data, tool string) string {
 	}
 	t.Fatalf("the filesystem server lists no %s", tool)
 	return ""
-}
-
-// waitReady waits until the server's upstreams are connected (/readyz
-// answers 200), so that the first tools/list holds their tools. It sets no
-// deadline of its own: the test's bounds it.
-func waitReady(t *testing.T, base string) {
-	t.Helper()
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal("gave up waiting for /readyz")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

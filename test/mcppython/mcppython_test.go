@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +70,7 @@ func TestPythonSDKClient(t *testing.T) {
 			secretEnv := stateSecretEnv + "=" + hex.EncodeToString(secret)
 			config := writeConfig(t, tc.store(t), python, here, servers, f)
 			base := servetest.Start(t, bin, config, secretEnv)
-			waitReady(t, base)
+			servetest.WaitReady(t, base)
 			runPytest(t, python, here, 6*time.Minute,
 				"COUNTERSIGN_URL="+base, "COUNTERSIGN_BIN="+bin, "COUNTERSIGN_CONFIG="+config, secretEnv,
 				"COUNTERSIGN_STATE_SECRET_ENV="+stateSecretEnv,
@@ -141,27 +140,6 @@ policy:
 		t.Fatal(err)
 	}
 	return path
-}
-
-// waitReady waits until the server's upstreams are connected (/readyz
-// answers 200), so that the first tools/list holds their tools. The test's
-// deadline bounds it.
-func waitReady(t *testing.T, base string) {
-	t.Helper()
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal("gave up waiting for /readyz")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // pytestSummary is pytest's closing line, e.g. "==== 31 passed in 80.12s
