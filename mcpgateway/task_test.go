@@ -342,3 +342,37 @@ func TestTaskOf(t *testing.T) {
 		t.Error("an approved task awaits its caller")
 	}
 }
+
+// Hostile tasks/* requests: each gets a JSON-RPC error (never a 5xx, never
+// another's task), and nothing changes.
+func TestTasksHostileInput(t *testing.T) {
+	h := newHarness(t, harnessOptions{hold: time.Second, store: newStore(t, "sqlite"), stateSecret: testStateSecret, tasks: true})
+	url := httpGateway(t, h)
+	made := rpc2026(t, url, "key_alice", metaTasks, "tools/call", "up__send_email", `"name":"up__send_email","arguments":`+email)
+	id := made.str("taskId")
+	if made.str("resultType") != "task" {
+		t.Fatalf("a gated call: %+v", made)
+	}
+	for _, tc := range []struct {
+		name, method, params string
+		code                 int
+	}{
+		{"no taskId", "tasks/get", "", -32602},
+		{"an empty taskId", "tasks/get", `"taskId":""`, -32602},
+		{"a number for taskId", "tasks/get", `"taskId":42`, -32602},
+		{"null taskId", "tasks/cancel", `"taskId":null`, -32602},
+		{"a long taskId", "tasks/get", `"taskId":"` + strings.Repeat("p", 10000) + `"`, -32602},
+		{"control characters", "tasks/get", `"taskId":"prp_\u0000\n"`, -32602},
+		{"another's id, cancelled", "tasks/cancel", `"taskId":"prp_` + strings.Repeat("0", 26) + `"`, -32602},
+		{"a forged cursor", "tasks/list", `"cursor":"not-a-cursor"`, -32602},
+		{"inputResponses not an object", "tasks/update", `"taskId":"` + id + `","inputResponses":[1,2]`, -32602},
+	} {
+		got := rpc2026(t, url, "key_alice", metaTasks, tc.method, "x", tc.params)
+		if got.status >= 500 || got.Error == nil || got.Error.Code != tc.code {
+			t.Errorf("%s: HTTP %d %+v %v, want error %d", tc.name, got.status, got.Error, got.Result, tc.code)
+		}
+	}
+	if p, err := h.engine.Proposal(h.ctx, alice, id); err != nil || p.Status != cstype.StatusPending {
+		t.Fatalf("the task's proposal after the hostile requests: %+v %v, want pending", p, err)
+	}
+}
