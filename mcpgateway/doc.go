@@ -24,7 +24,9 @@
 //
 // The engine is the only authority: the gateway translates MCP into engine
 // calls and renders the answers. A tools/call is one Engine.Call in the
-// session's thread (mcp_<session id>, owned by the caller), whose Execute
+// caller's thread (on MCP 2026-07-28 the credential's, mcp:<fingerprint>,
+// or a _meta thread of its own; before, the session's, mcp_<session id>;
+// thread.go), whose Execute
 // hook calls the upstream tool, so the claim and the lease make it run at
 // most once per proposal. A repeated identical call (same tool, same input)
 // while its proposal is pending or approved continues it rather than
@@ -33,7 +35,13 @@
 // include mcp (recorded via "mcp"); otherwise the call is held up to Hold
 // for a decision from any channel, then answered as pending. Only the
 // answer to a question the gateway asked, about that proposal, of that
-// credential, decides; any other input response is ignored.
+// credential, decides; any other input response is ignored. On 2026-07-28
+// the question goes out as an input_required result with a signed,
+// single-use request state (state.go).
+//
+// Where Options.Tasks is set, a 2026-07-28 client that declares the Tasks
+// extension gets a task instead of a held call: the proposal, made in
+// independent mode, which the workers execute and tasks/get reads (task.go).
 //
 // An upstream connection that breaks while a call runs leaves the outcome
 // uncertain: unknown, unless the tool is idempotent (listed in Idempotent,
