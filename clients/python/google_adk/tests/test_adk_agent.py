@@ -12,10 +12,7 @@ import json
 import os
 import queue
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
 import unittest
@@ -23,22 +20,10 @@ from typing import Any, Dict, List, Tuple
 
 from google.genai import types
 
-from server import CountingProxy, Server, drop_pg_schema, pg_schema_url
+from server import CountingProxy
 
-from adk_harness import (
-    Backend,
-    agent,
-    call,
-    config,
-    final_text,
-    new_session,
-    responses,
-    run,
-    runner,
-    session,
-    sqlite_sessions,
-    wait_until,
-)
+from adapter_server import AdapterScenarios, wait_until
+from adk_harness import ADK, agent, call, final_text, new_session, responses, run, runner, session, sqlite_sessions
 from countersign import Client, NotAnAgent
 from countersign_google_adk import (
     CONFIRMATION_CALL,
@@ -71,43 +56,13 @@ def raw_answer(confirmation_id: str, response: Dict[str, Any]) -> types.Content:
     )
 
 
-class Scenarios(unittest.TestCase):
-    """The scenarios; SQLite and PostgreSQL below run them on their store."""
+class Scenarios(AdapterScenarios, unittest.TestCase):
+    """The scenarios; SQLite and PostgreSQL below run them on their store
+    (testsupport/adapter_server.py sets up the server, the backend and bob)."""
 
     __test__ = False
-    store = "sqlite"
-    _n = 0
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.backend = Backend()
-        os.environ["CS_ADK_BACKEND"] = cls.backend.url
-        cls.schema = ""
-        url = "sqlite:countersign.db"
-        if cls.store == "postgres":
-            url, cls.schema = pg_schema_url()
-        try:
-            cls.server = Server(config(url, cls.backend.url), env={"COUNTERSIGN_WEBHOOK_SECRET": "adk-test-secret-0123456789abcdef"})
-        except BaseException:
-            cls.backend.close()
-            raise
-        cls.agent_client = Client(cls.server.url, "ck_adk_agent")
-        cls.bob = Client(cls.server.url, "ck_adk_bob")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-        cls.backend.close()
-        if cls.schema:
-            drop_pg_schema(cls.schema)
-
-    def setUp(self) -> None:
-        os.environ.pop("CS_ADK_MODE", None)
-        self.addCleanup(os.environ.pop, "CS_ADK_MODE", None)
-
-    def unique(self, prefix: str) -> str:
-        Scenarios._n += 1
-        return f"{prefix}_{self.store}_{Scenarios._n}_{os.getpid()}"
+    adapter = ADK
+    child = os.path.join(HERE, "adk_child.py")
 
     def start(self, calls: List[Dict[str, Any]], sessions: Any = None) -> Tuple[Any, str, List[Any]]:
         """Runs a new session's agent up to its first pause; (runner, session id, pending confirmations)."""
@@ -145,13 +100,7 @@ class Scenarios(unittest.TestCase):
         self.assertIn(want, final_text(events), "the model heard the tool's answer")
         self.assertEqual(p["status"], "succeeded")
         self.assertEqual(p["outcome"]["result"], want, "the function's return is the recorded result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual([e["operation_id"] for e in self.backend.executed if e["input"]["customer"] == customer], [p["operation_id"]])
-        # The decision is bob's, a human's, over the API; the agent only claimed and settled.
-        self.assertEqual([(d["actor"], d["actor_kind"], d["via"]) for d in p["decisions"]], [("bob", "human", "api")])
-        evs = self.bob.proposal_events(cs["proposal_id"])
-        self.assertEqual(sum(e["type"] == "proposal.claimed" for e in evs), 1)
-        self.assertEqual(sum(e["type"] == "proposal.settled" for e in evs), 1)
+        self.ran_once_decided_by_bob(cs["proposal_id"], p, customer)
 
         # The same answer again: confirm() refuses it, and sent anyway (a
         # retried request) it runs nothing.
@@ -328,13 +277,6 @@ class Scenarios(unittest.TestCase):
 
     # -- at most once, across processes --------------------------------------
 
-    def _child(self, sid: str, db: str, confirmation_id: str, calls: List[Dict[str, Any]], mode: str) -> subprocess.Popen:
-        env = {**os.environ, "CS_ADK_BACKEND": self.backend.url, "CS_ADK_MODE": mode}
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "adk_child.py"), self.server.url, sid, db, confirmation_id, json.dumps(calls)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-
     def _shared(self) -> Tuple[str, Any]:
         tmp = tempfile.mkdtemp(prefix="cs-adk-")
         self.addCleanup(shutil.rmtree, tmp, True)
@@ -354,19 +296,12 @@ class Scenarios(unittest.TestCase):
         # The function outlasts the 2 s lease, so the second finds it
         # executing and waits for the outcome.
         copies = [copy_db(db, f"{db}.{n}") for n in range(2)]
-        kids = [self._child(sid, c, asks[0].id, calls, "slow") for c in copies]
-        outs = []
-        for k in kids:
-            stdout, stderr = k.communicate(timeout=120)
-            self.assertEqual(k.returncode, 0, stderr)
-            outs.append([x.get("result") for x in json.loads(stdout.strip().splitlines()[-1])])
+        kids = [self.spawn("slow", sid, c, asks[0].id, json.dumps(calls)) for c in copies]
+        outs = [[x.get("result") for x in out] for out in self.last_lines(kids)]
         p = self.bob.get_proposal(pid)
         want = f"refunded 9 to {customer} (rf_{p['operation_id']})"
         self.assertEqual(outs, [[want], [want]], "both resumes answer with the one execution's result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual(p["status"], "succeeded", "the renewed lease was never lost")
-        claims = [e for e in self.bob.proposal_events(pid) if e["type"] == "proposal.claimed"]
-        self.assertEqual(len(claims), 1)
+        self.executed_once(pid, p, customer)
 
     def test_killed_between_claim_and_settle_goes_to_reconcile(self) -> None:
         customer = self.unique("c")
@@ -375,27 +310,7 @@ class Scenarios(unittest.TestCase):
         r, sid, asks = self.start(calls, sessions)
         pid = asks[0].countersign["proposal_id"]  # type: ignore[index]
         self.bob.approve(pid)
-        kid = self._child(sid, db, asks[0].id, calls, "hang")
-        lines: "queue.Queue[str]" = queue.Queue()
-        assert kid.stdout is not None
-        threading.Thread(target=lambda: [lines.put(x) for x in kid.stdout], daemon=True).start()  # type: ignore[union-attr]
-        try:
-            try:
-                line = lines.get(timeout=60)  # the function's side effect is done, nothing settled
-            except queue.Empty:
-                line = "(nothing)"
-            if not line.startswith("RAN op_"):
-                kid.kill()
-                self.fail(f"the child did not run the tool: {line}\n{kid.communicate()[1]}")
-            self.assertEqual(self.bob.get_proposal(pid)["status"], "executing")
-        finally:
-            kid.send_signal(signal.SIGKILL)
-            kid.communicate(timeout=30)
-        # The lease lapses; the server asks the backend, which holds the operation.
-        wait_until(self, lambda: self.bob.get_proposal(pid)["status"] == "succeeded", 60, "reconciled applied")
-        p = self.bob.get_proposal(pid)
-        self.assertEqual(p["outcome"]["receipt"], "rf_" + p["operation_id"])
-        self.assertIn(p["operation_id"], self.backend.reconciled)
+        self.killed_after_its_side_effect(self.spawn("hang", sid, db, asks[0].id, json.dumps(calls)), pid)
         # Answered here afterwards (the dead process's answer is in the
         # session, so past confirm()): the reconciled outcome, never a second run.
         events = run(r, sid, raw_answer(asks[0].id, {"confirmed": True}))

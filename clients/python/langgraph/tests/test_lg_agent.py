@@ -11,13 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import unittest
 from typing import Any, Dict, List
 
@@ -26,52 +21,21 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool as lc_tool
 from langgraph.types import Command
 
-from server import Server, drop_pg_schema, pg_schema_url
-
+from adapter_server import AdapterScenarios, wait_until
 from countersign import Client, NotAnAgent
 from countersign_langgraph import REQUEST_TYPE, UnknownInterrupt, gated, resume
-from lg_harness import Backend, agent, call, config, refund, sqlite_saver, tool_graph, tool_messages, wait_until
+from lg_harness import LG, agent, call, refund, sqlite_saver, tool_graph, tool_messages
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class Scenarios(unittest.TestCase):
-    """The scenarios; SQLite and PostgreSQL below run them on their store."""
+class Scenarios(AdapterScenarios, unittest.TestCase):
+    """The scenarios; SQLite and PostgreSQL below run them on their store
+    (testsupport/adapter_server.py sets up the server, the backend and bob)."""
 
     __test__ = False
-    store = "sqlite"
-    _n = 0
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.backend = Backend()
-        os.environ["CS_LG_BACKEND"] = cls.backend.url
-        cls.schema = ""
-        url = "sqlite:countersign.db"
-        if cls.store == "postgres":
-            url, cls.schema = pg_schema_url()
-        try:
-            cls.server = Server(config(url, cls.backend.url), env={"COUNTERSIGN_WEBHOOK_SECRET": "lg-test-secret-0123456789abcdef"})
-        except BaseException:
-            cls.backend.close()
-            raise
-        cls.agent_client = Client(cls.server.url, "ck_lg_agent")
-        cls.bob = Client(cls.server.url, "ck_lg_bob")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-        cls.backend.close()
-        if cls.schema:
-            drop_pg_schema(cls.schema)
-
-    def setUp(self) -> None:
-        os.environ.pop("CS_LG_MODE", None)
-        self.addCleanup(os.environ.pop, "CS_LG_MODE", None)
-
-    def unique(self, prefix: str) -> str:
-        Scenarios._n += 1
-        return f"{prefix}_{self.store}_{Scenarios._n}_{os.getpid()}"
+    adapter = LG
+    child = os.path.join(HERE, "lg_child.py")
 
     def start(self, calls: List[Dict[str, Any]], checkpointer: Any = None) -> Any:
         """Runs a new thread's agent up to its first pause; (graph, config, interrupts)."""
@@ -103,13 +67,7 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(out["messages"][-1].content, "done")
         self.assertEqual(p["status"], "succeeded")
         self.assertEqual(p["outcome"]["result"], tm[0].content, "the tool's answer is the recorded result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual([e["operation_id"] for e in self.backend.executed if e["input"]["customer"] == customer], [p["operation_id"]])
-        # The decision is bob's, a human's, over the API; the agent only claimed and settled.
-        self.assertEqual([(d["actor"], d["actor_kind"], d["via"]) for d in p["decisions"]], [("bob", "human", "api")])
-        events = self.bob.proposal_events(cs["proposal_id"])
-        self.assertEqual(sum(e["type"] == "proposal.claimed" for e in events), 1)
-        self.assertEqual(sum(e["type"] == "proposal.settled" for e in events), 1)
+        self.ran_once_decided_by_bob(cs["proposal_id"], p, customer)
 
         # The same answer again (a retried request, another worker): no second run.
         again = graph.invoke(Command(resume={ints[0].id: {"type": "approve"}}), cfg)
@@ -288,13 +246,6 @@ class Scenarios(unittest.TestCase):
 
     # -- at most once, across processes --------------------------------------
 
-    def _child(self, thread: str, db: str, interrupt_id: str, calls: List[Dict[str, Any]], mode: str) -> subprocess.Popen:
-        env = {**os.environ, "CS_LG_BACKEND": self.backend.url, "CS_LG_MODE": mode}
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "lg_child.py"), self.server.url, thread, db, interrupt_id, json.dumps(calls)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-
     def test_two_processes_resume_at_once_one_execution(self) -> None:
         customer = self.unique("c")
         tmp = tempfile.mkdtemp(prefix="cs-lg-")
@@ -306,19 +257,12 @@ class Scenarios(unittest.TestCase):
         self.bob.approve(pid)
         # Both processes answer the same interrupt; the tool outlasts the 2 s
         # lease, so the second finds it executing and waits for the outcome.
-        kids = [self._child(cfg["configurable"]["thread_id"], db, ints[0].id, calls, "slow") for _ in range(2)]
-        outs = []
-        for k in kids:
-            stdout, stderr = k.communicate(timeout=120)
-            self.assertEqual(k.returncode, 0, stderr)
-            outs.append(json.loads(stdout.strip().splitlines()[-1]))
+        kids = [self.spawn("slow", cfg["configurable"]["thread_id"], db, ints[0].id, json.dumps(calls)) for _ in range(2)]
+        outs = self.last_lines(kids)
         p = self.bob.get_proposal(pid)
         want = f"refunded 9 to {customer} (rf_{p['operation_id']})"
         self.assertEqual(outs, [[want], [want]], "both resumes answer with the one execution's result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual(p["status"], "succeeded", "the renewed lease was never lost")
-        claims = [e for e in self.bob.proposal_events(pid) if e["type"] == "proposal.claimed"]
-        self.assertEqual(len(claims), 1)
+        self.executed_once(pid, p, customer)
 
     def test_killed_between_claim_and_settle_goes_to_reconcile(self) -> None:
         customer = self.unique("c")
@@ -329,27 +273,8 @@ class Scenarios(unittest.TestCase):
         graph, cfg, ints = self.start(calls, sqlite_saver(db))
         pid = ints[0].value["countersign"]["proposal_id"]
         self.bob.approve(pid)
-        kid = self._child(cfg["configurable"]["thread_id"], db, ints[0].id, calls, "hang")
-        lines: "queue.Queue[str]" = queue.Queue()
-        assert kid.stdout is not None
-        threading.Thread(target=lambda: [lines.put(x) for x in kid.stdout], daemon=True).start()  # type: ignore[union-attr]
-        try:
-            try:
-                line = lines.get(timeout=60)  # the tool's side effect is done, nothing settled
-            except queue.Empty:
-                line = "(nothing)"
-            if not line.startswith("RAN op_"):
-                kid.kill()
-                self.fail(f"the child did not run the tool: {line}\n{kid.communicate()[1]}")
-            self.assertEqual(self.bob.get_proposal(pid)["status"], "executing")
-        finally:
-            kid.send_signal(signal.SIGKILL)
-            kid.communicate(timeout=30)
-        # The lease lapses; the server asks the backend, which holds the operation.
-        wait_until(self, lambda: self.bob.get_proposal(pid)["status"] == "succeeded", 60, "reconciled applied")
-        p = self.bob.get_proposal(pid)
-        self.assertEqual(p["outcome"]["receipt"], "rf_" + p["operation_id"])
-        self.assertIn(p["operation_id"], self.backend.reconciled)
+        kid = self.spawn("hang", cfg["configurable"]["thread_id"], db, ints[0].id, json.dumps(calls))
+        self.killed_after_its_side_effect(kid, pid)
         # Resumed here afterwards: the reconciled outcome, never a second run.
         out = graph.invoke(Command(resume={ints[0].id: {"type": "approve"}}), cfg)
         self.assertEqual(tool_messages(out)[0].status, "success")

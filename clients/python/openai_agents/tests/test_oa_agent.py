@@ -11,24 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import unittest
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from agents import Agent, Runner, RunState, ToolGuardrailFunctionOutput, function_tool, tool_input_guardrail
 from agents.exceptions import ModelBehaviorError
 
-from server import Server, drop_pg_schema, pg_schema_url
-
+from adapter_server import AdapterScenarios, wait_until
 from countersign import Client, NotAnAgent
 from countersign_openai_agents import CONTEXT_KEY, ForgedResume, NotDecided, gated, proposal_id
-from oa_harness import Backend, agent, call, config, model, outputs, refund, wait_until
+from oa_harness import OA, agent, call, model, outputs, refund
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -80,43 +74,13 @@ def edit_args(saved: str, old: str, new: str, drop_ledger: bool = False) -> str:
     return out
 
 
-class Scenarios(unittest.TestCase):
-    """The scenarios; SQLite and PostgreSQL below run them on their store."""
+class Scenarios(AdapterScenarios, unittest.TestCase):
+    """The scenarios; SQLite and PostgreSQL below run them on their store
+    (testsupport/adapter_server.py sets up the server, the backend and bob)."""
 
     __test__ = False
-    store = "sqlite"
-    _n = 0
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.backend = Backend()
-        os.environ["CS_OA_BACKEND"] = cls.backend.url
-        cls.schema = ""
-        url = "sqlite:countersign.db"
-        if cls.store == "postgres":
-            url, cls.schema = pg_schema_url()
-        try:
-            cls.server = Server(config(url, cls.backend.url), env={"COUNTERSIGN_WEBHOOK_SECRET": "oa-test-secret-0123456789abcdef"})
-        except BaseException:
-            cls.backend.close()
-            raise
-        cls.agent_client = Client(cls.server.url, "ck_oa_agent")
-        cls.bob = Client(cls.server.url, "ck_oa_bob")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-        cls.backend.close()
-        if cls.schema:
-            drop_pg_schema(cls.schema)
-
-    def setUp(self) -> None:
-        os.environ.pop("CS_OA_MODE", None)
-        self.addCleanup(os.environ.pop, "CS_OA_MODE", None)
-
-    def unique(self, prefix: str) -> str:
-        Scenarios._n += 1
-        return f"{prefix}_{self.store}_{Scenarios._n}_{os.getpid()}"
+    adapter = OA
+    child = os.path.join(HERE, "oa_child.py")
 
     def start(self, calls: List[Any]) -> Tuple[Agent, Dict[str, Any], Any]:
         """Runs a new thread's agent up to its interruption: (agent, context, result)."""
@@ -162,13 +126,7 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(out.final_output, "done: " + want)
         self.assertEqual(p["status"], "succeeded")
         self.assertEqual(p["outcome"]["result"], want, "the tool's output is the recorded result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual([e["operation_id"] for e in self.backend.executed if e["input"]["customer"] == customer], [p["operation_id"]])
-        # The decision is bob's, a human's, over the API; the agent only claimed and settled.
-        self.assertEqual([(d["actor"], d["actor_kind"], d["via"]) for d in p["decisions"]], [("bob", "human", "api")])
-        events = self.bob.proposal_events(pid)
-        self.assertEqual(sum(e["type"] == "proposal.claimed" for e in events), 1)
-        self.assertEqual(sum(e["type"] == "proposal.settled" for e in events), 1)
+        self.ran_once_decided_by_bob(pid, p, customer)
 
         # The saved state resumed again (a retried request, another worker): no second run.
         again = self.approved(a, from_string(a, saved))
@@ -362,13 +320,6 @@ class Scenarios(unittest.TestCase):
             f.write(result.to_state().to_string())
         return a, ctx, result, pid, path
 
-    def _child(self, path: str, calls: List[Dict[str, Any]], mode: str) -> subprocess.Popen:
-        env = {**os.environ, "CS_OA_BACKEND": self.backend.url, "CS_OA_MODE": mode}
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "oa_child.py"), self.server.url, path, json.dumps(calls)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-
     def test_two_processes_resume_at_once_one_execution(self) -> None:
         customer = self.unique("c")
         spec = [{"name": "refund", "args": {"amount": 9, "customer": customer}, "id": "call_1"}]
@@ -376,46 +327,19 @@ class Scenarios(unittest.TestCase):
         self.bob.approve(pid)
         # Both processes resume the same saved state; the tool outlasts the
         # 2 s lease, so the second finds it executing and waits for the outcome.
-        kids = [self._child(path, spec, "slow") for _ in range(2)]
-        outs = []
-        for k in kids:
-            stdout, stderr = k.communicate(timeout=120)
-            self.assertEqual(k.returncode, 0, stderr)
-            outs.append(json.loads(stdout.strip().splitlines()[-1]))
+        kids = [self.spawn("slow", path, json.dumps(spec)) for _ in range(2)]
+        outs = self.last_lines(kids)
         p = self.bob.get_proposal(pid)
         want = f"refunded 9 to {customer} (rf_{p['operation_id']})"
         self.assertEqual(outs, [[want], [want]], "both resumes answer with the one execution's result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual(p["status"], "succeeded", "the renewed lease was never lost")
-        claims = [e for e in self.bob.proposal_events(pid) if e["type"] == "proposal.claimed"]
-        self.assertEqual(len(claims), 1)
+        self.executed_once(pid, p, customer)
 
     def test_killed_between_claim_and_settle_goes_to_reconcile(self) -> None:
         customer = self.unique("c")
         spec = [{"name": "refund", "args": {"amount": 4, "customer": customer}, "id": "call_1"}]
         a, ctx, result, pid, path = self._saved([call(c["name"], c["args"], c["id"]) for c in spec])
         self.bob.approve(pid)
-        kid = self._child(path, spec, "hang")
-        lines: "queue.Queue[str]" = queue.Queue()
-        assert kid.stdout is not None
-        threading.Thread(target=lambda: [lines.put(x) for x in kid.stdout], daemon=True).start()  # type: ignore[union-attr]
-        try:
-            try:
-                line = lines.get(timeout=60)  # the tool's side effect is done, nothing settled
-            except queue.Empty:
-                line = "(nothing)"
-            if not line.startswith("RAN op_"):
-                kid.kill()
-                self.fail(f"the child did not run the tool: {line}\n{kid.communicate()[1]}")
-            self.assertEqual(self.bob.get_proposal(pid)["status"], "executing")
-        finally:
-            kid.send_signal(signal.SIGKILL)
-            kid.communicate(timeout=30)
-        # The lease lapses; the server asks the backend, which holds the operation.
-        wait_until(self, lambda: self.bob.get_proposal(pid)["status"] == "succeeded", 60, "reconciled applied")
-        p = self.bob.get_proposal(pid)
-        self.assertEqual(p["outcome"]["receipt"], "rf_" + p["operation_id"])
-        self.assertIn(p["operation_id"], self.backend.reconciled)
+        p = self.killed_after_its_side_effect(self.spawn("hang", path, json.dumps(spec)), pid)
         # Resumed here afterwards: the reconciled outcome, never a second run.
         with open(path) as f:
             out = self.approved(a, from_string(a, f.read()))

@@ -10,65 +10,30 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import unittest
 from typing import Any, Dict, List, Tuple
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied, UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from server import Server, drop_pg_schema, pg_schema_url
-
+from adapter_server import AdapterScenarios, wait_until
 from countersign import Client, NotAnAgent
 from countersign_pydantic_ai import METADATA_KEY, Countersign, ResumeRefused
-from pai_harness import Backend, agent, config, returns, script, wait_until
+from pai_harness import PAI, agent, returns, script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class Scenarios(unittest.TestCase):
-    """The scenarios; SQLite and PostgreSQL below run them on their store."""
+class Scenarios(AdapterScenarios, unittest.TestCase):
+    """The scenarios; SQLite and PostgreSQL below run them on their store
+    (testsupport/adapter_server.py sets up the server, the backend and bob)."""
 
     __test__ = False
-    store = "sqlite"
-    _n = 0
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.backend = Backend()
-        os.environ["CS_PAI_BACKEND"] = cls.backend.url
-        cls.schema = ""
-        url = "sqlite:countersign.db"
-        if cls.store == "postgres":
-            url, cls.schema = pg_schema_url()
-        try:
-            cls.server = Server(config(url, cls.backend.url), env={"COUNTERSIGN_WEBHOOK_SECRET": "pai-test-secret-0123456789abcdef"})
-        except BaseException:
-            cls.backend.close()
-            raise
-        cls.agent_client = Client(cls.server.url, "ck_pai_agent")
-        cls.bob = Client(cls.server.url, "ck_pai_bob")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-        cls.backend.close()
-        if cls.schema:
-            drop_pg_schema(cls.schema)
-
-    def setUp(self) -> None:
-        os.environ.pop("CS_PAI_MODE", None)
-        self.addCleanup(os.environ.pop, "CS_PAI_MODE", None)
-
-    def unique(self, prefix: str) -> str:
-        Scenarios._n += 1
-        return f"{prefix}_{self.store}_{Scenarios._n}_{os.getpid()}"
+    adapter = PAI
+    child = os.path.join(HERE, "pai_child.py")
 
     def start(self, calls: List[Tuple[str, Dict[str, Any], str]]) -> Tuple[Any, List[Any], DeferredToolRequests]:
         """Runs a new conversation up to its deferral: (agent, history, requests)."""
@@ -100,13 +65,7 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(returns(out.new_messages())["call_1"], ("success", want))
         self.assertEqual(out.output, "done")
         self.assertEqual((p["status"], p["outcome"]["result"]), ("succeeded", want), "the tool's answer is the recorded result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual([e["operation_id"] for e in self.backend.executed if e["input"]["customer"] == customer], [p["operation_id"]])
-        # The decision is bob's, a human's, over the API; the agent only claimed and settled.
-        self.assertEqual([(d["actor"], d["actor_kind"], d["via"]) for d in p["decisions"]], [("bob", "human", "api")])
-        events = self.bob.proposal_events(cs["proposal_id"])
-        self.assertEqual(sum(e["type"] == "proposal.claimed" for e in events), 1)
-        self.assertEqual(sum(e["type"] == "proposal.settled" for e in events), 1)
+        self.ran_once_decided_by_bob(cs["proposal_id"], p, customer)
 
         # The same resume again (a retried request, another worker): the recorded outcome, no second run.
         again = self.resume(ag, history, approvals={"call_1": ToolApproved()})
@@ -258,16 +217,13 @@ class Scenarios(unittest.TestCase):
     # -- at most once, across processes --------------------------------------
 
     def _child(self, history: List[Any], tool_call_id: str, calls: List[Any], mode: str) -> subprocess.Popen:
+        """pai_child.py resuming ``history``, saved to a file of its own."""
         tmp = tempfile.mkdtemp(prefix="cs-pai-")
         self.addCleanup(shutil.rmtree, tmp, True)
         path = os.path.join(tmp, "history.json")
         with open(path, "wb") as f:
             f.write(ModelMessagesTypeAdapter.dump_json(history))
-        env = {**os.environ, "CS_PAI_BACKEND": self.backend.url, "CS_PAI_MODE": mode}
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "pai_child.py"), self.server.url, path, tool_call_id, json.dumps(calls)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        return self.spawn(mode, path, tool_call_id, json.dumps(calls))
 
     def test_two_processes_resume_at_once_one_execution(self) -> None:
         customer = self.unique("c")
@@ -278,18 +234,11 @@ class Scenarios(unittest.TestCase):
         # Both processes resume the same call; the tool outlasts the 2 s
         # lease, so the second finds it executing and waits for the outcome.
         kids = [self._child(history, "call_1", calls, "slow") for _ in range(2)]
-        outs = []
-        for k in kids:
-            stdout, stderr = k.communicate(timeout=120)
-            self.assertEqual(k.returncode, 0, stderr)
-            outs.append(json.loads(stdout.strip().splitlines()[-1]))
+        outs = self.last_lines(kids)
         p = self.bob.get_proposal(pid)
         want = f"refunded 9 to {customer} (rf_{p['operation_id']})"
         self.assertEqual(outs, [{"call_1": ["success", want]}] * 2, "both resumes answer with the one execution's result")
-        self.assertEqual(self.backend.count(customer), 1)
-        self.assertEqual(p["status"], "succeeded", "the renewed lease was never lost")
-        claims = [e for e in self.bob.proposal_events(pid) if e["type"] == "proposal.claimed"]
-        self.assertEqual(len(claims), 1)
+        self.executed_once(pid, p, customer)
 
     def test_killed_between_claim_and_settle_goes_to_reconcile(self) -> None:
         customer = self.unique("c")
@@ -297,27 +246,7 @@ class Scenarios(unittest.TestCase):
         ag, history, req = self.start(calls)
         pid = req.metadata["call_1"][METADATA_KEY]["proposal_id"]
         self.bob.approve(pid)
-        kid = self._child(history, "call_1", calls, "hang")
-        lines: "queue.Queue[str]" = queue.Queue()
-        assert kid.stdout is not None
-        threading.Thread(target=lambda: [lines.put(x) for x in kid.stdout], daemon=True).start()  # type: ignore[union-attr]
-        try:
-            try:
-                line = lines.get(timeout=60)  # the tool's side effect is done, nothing settled
-            except queue.Empty:
-                line = "(nothing)"
-            if not line.startswith("RAN op_"):
-                kid.kill()
-                self.fail(f"the child did not run the tool: {line}\n{kid.communicate()[1]}")
-            self.assertEqual(self.bob.get_proposal(pid)["status"], "executing")
-        finally:
-            kid.send_signal(signal.SIGKILL)
-            kid.communicate(timeout=30)
-        # The lease lapses; the server asks the backend, which holds the operation.
-        wait_until(self, lambda: self.bob.get_proposal(pid)["status"] == "succeeded", 60, "reconciled applied")
-        p = self.bob.get_proposal(pid)
-        self.assertEqual(p["outcome"]["receipt"], "rf_" + p["operation_id"])
-        self.assertIn(p["operation_id"], self.backend.reconciled)
+        self.killed_after_its_side_effect(self._child(history, "call_1", calls, "hang"), pid)
         # Resumed here afterwards: the reconciled outcome, never a second run.
         out = self.resume(ag, history, approvals={"call_1": True})
         self.assertEqual(returns(out.new_messages())["call_1"][0], "success")
