@@ -97,6 +97,9 @@ type config struct {
 	AuditRounds int
 	// tracing: rounds of B3 and B6, each with and without tracing
 	TracingRounds int
+	// TracingProfiles, when set, is the folder for a CPU profile of each
+	// run of the tracing scenario.
+	TracingProfiles string
 	// river
 	RiverSamples int
 	RiverDir     string
@@ -186,6 +189,7 @@ func realMain() int {
 	flag.IntVar(&cfg.ManyApprovers, "b9-approvers", 64, "B9: concurrent HTTP approvers")
 	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
 	flag.IntVar(&cfg.AuditRounds, "audit-rounds", 3, "audit: rounds of B3 and B6 with and without the sealer")
+	flag.StringVar(&cfg.TracingProfiles, "tracing-profiles", "", "tracing: write a CPU profile of each run, traced and not, into this folder")
 	flag.IntVar(&cfg.TracingRounds, "tracing-rounds", 3, "tracing: rounds of B3 and B6 with and without tracing (100 % sampled, OTLP/HTTP to a local sink)")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")

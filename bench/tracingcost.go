@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -78,7 +81,12 @@ func tracingCost(e *env) ([]Figure, error) {
 					return figs, err
 				}
 				heapBefore := readHeapAllocs()
+				stopProfile, err := startRunProfile(e.cfg.TracingProfiles, fmt.Sprintf("%s-%s-%s-%d", e.target.name, strings.ToLower(m.id), onOff(on), r))
+				if err != nil {
+					return figs, err
+				}
 				out, err := m.run(&run)
+				stopProfile()
 				if tp != nil {
 					// The spans still batched are exported before the
 					// run's CPU time is read: their cost is the run's.
@@ -121,6 +129,31 @@ func tracingCost(e *env) ([]Figure, error) {
 			Figure{Key: k + ".objects_on", Label: fmt.Sprintf("%s: Go heap objects allocated per %s with tracing, median (%s)", m.label, m.per, runs(allocObjects[true])), Value: median(allocObjects[true]), Unit: "objects"})
 	}
 	return figs, nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// startRunProfile writes a CPU profile of one run to dir/name.prof (no
+// dir: none), so that the traced and untraced runs can be compared; the
+// func it returns stops it.
+func startRunProfile(dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, name+".prof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("tracing profile: %w (-cpuprofile and -tracing-profiles exclude each other)", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // heapAllocs is what this process has allocated on the Go heap since it
