@@ -34,17 +34,8 @@ func init() {
 // auditCost runs B3 and B6 with and without the sealer, alternating.
 func auditCost(e *env) ([]Figure, error) {
 	rounds := max(e.cfg.AuditRounds, 1)
-	type measure struct {
-		id, key, label, unit, per string
-		units                     int
-		run                       func(*env) ([]Figure, error)
-	}
-	ms := []measure{
-		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycleMain},
-		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", "decision", e.cfg.Decisions, deciding},
-	}
 	var figs []Figure
-	for _, m := range ms {
+	for _, m := range costMeasures(e) {
 		got := map[sealerMode][]float64{}
 		var ratios, shares, perEvent, cpuRatios, cpuShares, cpuPerEvent []float64
 		cpu := map[sealerMode][]float64{}
@@ -81,11 +72,11 @@ func auditCost(e *env) ([]Figure, error) {
 				if err != nil {
 					return figs, fmt.Errorf("%s (sealer %s): %w", m.id, modeName(mode), err)
 				}
-				i := slices.IndexFunc(out, func(f Figure) bool { return f.Key == m.key })
-				if i < 0 {
-					return figs, fmt.Errorf("%s gave no %s figure", m.id, m.key)
+				v, err := m.value(out)
+				if err != nil {
+					return figs, err
 				}
-				got[mode] = append(got[mode], out[i].Value)
+				got[mode] = append(got[mode], v)
 			}
 			ratios = append(ratios, got[sealerOn][r]/got[sealerOff][r])
 			cpuRatios = append(cpuRatios, cpu[sealerOff][r]/cpu[sealerOn][r])

@@ -333,7 +333,7 @@ func TestTracingCostRuns(t *testing.T) {
 	}
 	for _, m := range []string{"b3", "b6"} {
 		k := "tracing.sqlite." + m
-		for _, s := range []string{".off", ".on", ".ratio", ".cpu_off", ".cpu_on", ".cpu_ratio"} {
+		for _, s := range []string{".off", ".on", ".ratio", ".cpu_off", ".cpu_on", ".cpu_ratio", ".alloc_off", ".alloc_on", ".objects_off", ".objects_on"} {
 			if got[k+s] <= 0 {
 				t.Errorf("%s%s = %v, want a positive figure", k, s, got[k+s])
 			}

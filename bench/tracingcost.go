@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,17 +44,8 @@ func tracingCost(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	defer sink.close()
-	type measure struct {
-		id, key, label, unit, per string
-		units                     int
-		run                       func(*env) ([]Figure, error)
-	}
-	ms := []measure{
-		{"B3", "b3." + e.target.name + ".actions", "B3 actions", "actions/s", "action", e.cfg.Actions, lifecycleMain},
-		{"B6", "b6." + e.target.name + ".rate", "B6 decisions", "decisions/s", "decision", e.cfg.Decisions, deciding},
-	}
 	var figs []Figure
-	for _, m := range ms {
+	for _, m := range costMeasures(e) {
 		got := map[bool][]float64{}
 		cpu := map[bool][]float64{}
 		allocBytes, allocObjects := map[bool][]float64{}, map[bool][]float64{}
@@ -105,11 +95,11 @@ func tracingCost(e *env) ([]Figure, error) {
 				if err != nil {
 					return figs, fmt.Errorf("%s (tracing %v): %w", m.id, on, err)
 				}
-				i := slices.IndexFunc(out, func(f Figure) bool { return f.Key == m.key })
-				if i < 0 {
-					return figs, fmt.Errorf("%s gave no %s figure", m.id, m.key)
+				v, err := m.value(out)
+				if err != nil {
+					return figs, err
 				}
-				got[on] = append(got[on], out[i].Value)
+				got[on] = append(got[on], v)
 			}
 			ratios = append(ratios, got[true][r]/got[false][r])
 			cpuRatios = append(cpuRatios, cpu[false][r]/cpu[true][r])
