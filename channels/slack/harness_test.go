@@ -166,19 +166,26 @@ func (h *harness) eventually(what string, cond func() bool) {
 // once cond holds of it.
 func (h *harness) dm(user string, cond func(slacktest.Message) bool) slacktest.Message {
 	h.t.Helper()
-	var got slacktest.Message
-	h.eventually("the message to "+user+" shows what the test waits for", func() bool {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		msgs := h.fake.Sent(user)
 		if len(msgs) > 1 {
 			h.t.Fatalf("%d messages to %s, want one", len(msgs), user)
 		}
 		if len(msgs) == 1 && cond(msgs[0]) {
-			got = msgs[0]
-			return true
+			return msgs[0]
 		}
-		return false
-	})
-	return got
+		if time.Now().After(deadline) {
+			// What it shows instead, so that a failure says which update
+			// is missing.
+			shown := "no message"
+			if len(msgs) == 1 {
+				shown = fmt.Sprintf("live %v:\n%s", live(msgs[0]), msgs[0].Shown())
+			}
+			h.t.Fatalf("timed out waiting until the message to %s shows what the test waits for; it shows %s", user, shown)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func anyState(slacktest.Message) bool { return true }
