@@ -72,23 +72,32 @@ func (e *Engine) RecordSlackPost(ctx context.Context, a *cstype.SlackAnnouncemen
 
 // RefreshSlackNonce gives announcement a a new nonce when it was issued for
 // an earlier version of its proposal than version, so that a button of the
-// message as it was is stale once the message shows version. Of concurrent
-// refreshes of one announcement one wins; the others get the announcement
-// as the winner left it. It returns the announcement with its current
-// nonce.
+// message as it was is stale once the message shows version. It returns
+// the announcement with its current nonce, issued for version or a later
+// one. Of concurrent refreshes of one announcement one wins each rotation;
+// a loser whose winner rotated for an earlier version than its own rotates
+// again from the winner's nonce. Were it to take the winner's nonce as its
+// own, two deliveries of different versions would share one nonce version,
+// and the older one's update, landing last, would not know it raced (it
+// did: a Slack message once kept showing "approved" after it succeeded).
 func (e *Engine) RefreshSlackNonce(ctx context.Context, a *cstype.SlackAnnouncement, version int64) (*cstype.SlackAnnouncement, error) {
-	if a.NonceVersion >= version {
-		return a, nil
+	// Each conflict is another delivery's rotation, to a version of its
+	// own: versions are finite, so this ends.
+	for a.NonceVersion < version {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("refresh slack nonce: %w", err)
+		}
+		got, err := e.store.RotateSlackNonce(ctx, &store.RotateSlackNonceParams{Tenant: a.Tenant, ProposalID: a.ProposalID, Actor: a.Actor,
+			From: a.Nonce, Nonce: slackNonce(), NonceVersion: version})
+		if errors.Is(err, cstype.ErrConflict) {
+			got, err = e.store.GetSlackAnnouncement(ctx, &store.GetSlackAnnouncementParams{Tenant: a.Tenant, ProposalID: a.ProposalID, Actor: a.Actor})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("refresh slack nonce: %w", err)
+		}
+		a = got
 	}
-	got, err := e.store.RotateSlackNonce(ctx, &store.RotateSlackNonceParams{Tenant: a.Tenant, ProposalID: a.ProposalID, Actor: a.Actor,
-		From: a.Nonce, Nonce: slackNonce(), NonceVersion: version})
-	if errors.Is(err, cstype.ErrConflict) {
-		got, err = e.store.GetSlackAnnouncement(ctx, &store.GetSlackAnnouncementParams{Tenant: a.Tenant, ProposalID: a.ProposalID, Actor: a.Actor})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("refresh slack nonce: %w", err)
-	}
-	return got, nil
+	return a, nil
 }
 
 // RetireSlackNonce records that announcement a's message now shows a's

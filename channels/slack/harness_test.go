@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/channels/slack"
 	"github.com/countersign/countersign/channels/slack/slacktest"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/testlog"
 	"github.com/countersign/countersign/internal/teststores"
 	"github.com/countersign/countersign/notifications"
 	"github.com/countersign/countersign/server"
@@ -58,6 +59,10 @@ type harness struct {
 	// route serves POST /v1/slack/interactions as serve mounts it.
 	route *httptest.Server
 	calls atomic.Int64
+	// log holds the warnings of the engine, the channel, the outbox and
+	// the worker (a failed delivery attempt, say): a test that times out
+	// waiting for a message prints them.
+	log testlog.Buffer
 }
 
 type setup struct {
@@ -71,6 +76,7 @@ func newHarness(t *testing.T, open teststores.Opener, s setup) *harness {
 	t.Helper()
 	st := open(t, time.Now)
 	h := &harness{t: t, fake: slacktest.NewServer(t, botToken)}
+	logger := slog.New(slog.NewTextHandler(&h.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := countersign.NewAction(countersign.ActionSpec[refundInput]{
 		Name:         "payments.refund",
 		Confirmation: countersign.Confirmation{Title: "Refund a customer", Verb: "refund"},
@@ -82,7 +88,7 @@ func newHarness(t *testing.T, open teststores.Opener, s setup) *harness {
 		t.Fatal(err)
 	}
 	h.engine, err = countersign.New(countersign.Options{
-		Store: st, Actions: []*countersign.Action{a}, Logger: slog.New(slog.DiscardHandler),
+		Store: st, Actions: []*countersign.Action{a}, Logger: logger,
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{
 			Match: "payments.*", Effect: countersign.EffectAsk, Approvers: []string{"role:finance"}, Quorum: max(s.quorum, 1),
 			Mode: countersign.ModeIndependent, Notify: []string{"slack"}, StepUp: s.stepUp, TTL: s.ttl,
@@ -95,14 +101,14 @@ func newHarness(t *testing.T, open teststores.Opener, s setup) *harness {
 		Engine: h.engine, Tenant: "acme", TeamID: teamID, AppID: appID, BotToken: botToken, SigningSecret: signingSecret,
 		APIURL: h.fake.APIURL(), Users: users, Post: s.post, PublicURL: publicURL,
 		PostLease: 200 * time.Millisecond, Backoff: notifications.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond},
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := notifications.New(notifications.Options{Engine: h.engine, Render: server.RenderProposal,
 		Channels: []notifications.Channel{h.channel.Channel()}, PollInterval: 10 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +162,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting until %s", what)
+			h.t.Fatalf("timed out waiting until %s\nwarnings logged:\n%s", what, h.log.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -182,7 +188,7 @@ func (h *harness) dm(user string, cond func(slacktest.Message) bool) slacktest.M
 			if len(msgs) == 1 {
 				shown = fmt.Sprintf("live %v:\n%s", live(msgs[0]), msgs[0].Shown())
 			}
-			h.t.Fatalf("timed out waiting until the message to %s shows what the test waits for; it shows %s", user, shown)
+			h.t.Fatalf("timed out waiting until the message to %s shows what the test waits for; it shows %s\nwarnings logged:\n%s", user, shown, h.log.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
