@@ -356,3 +356,45 @@ func TestTracingCostRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestTracingParts runs B6 with one part of tracing at a time: each part
+// traces what it names and no more (a decision's spans: the engine's call,
+// made when seeding, and decision; the HTTP server's request; all three
+// when unexported), and its figures carry the part in their keys. A part
+// or a measure it does not know is refused.
+func TestTracingParts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite takes a while; -short skips it")
+	}
+	for part, spans := range map[string]float64{tracingEngine: 2, tracingHTTP: 1, tracingUnexported: 3} {
+		cfg := tinyConfig("sqlite")
+		cfg.Scenarios, cfg.TracingRounds, cfg.TracingParts, cfg.TracingMeasures = []string{"tracing"}, 1, part, []string{"b6"}
+		r, err := run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Problems) > 0 {
+			t.Fatalf("%s: problems: %q", part, r.Problems)
+		}
+		k := "tracing.sqlite.b6." + part
+		for _, f := range r.Figures {
+			if strings.HasPrefix(f.Key, "tracing.sqlite.b3") || (strings.HasPrefix(f.Key, "tracing.") && !strings.HasPrefix(f.Key, k+".")) {
+				t.Errorf("%s: figure %s, want only %s.*", part, f.Key, k)
+			}
+		}
+		if f, ok := r.figure(k + ".spans"); !ok || f.Value != spans {
+			t.Errorf("%s: %s.spans = %+v (found %v), want %v a decision", part, k, f, ok, spans)
+		}
+		if f, ok := r.figure(k + ".ratio"); !ok || f.Value <= 0 {
+			t.Errorf("%s: %s.ratio = %+v (found %v), want a positive ratio", part, k, f, ok)
+		}
+	}
+	for _, bad := range []config{{TracingParts: "exporter"}, {TracingMeasures: []string{"B7"}}} {
+		cfg := tinyConfig("sqlite")
+		cfg.Scenarios, cfg.TracingRounds, cfg.TracingParts, cfg.TracingMeasures = []string{"tracing"}, 1, bad.TracingParts, bad.TracingMeasures
+		r, err := run(context.Background(), cfg)
+		if err == nil && len(r.Problems) == 0 {
+			t.Errorf("-tracing-parts %q -tracing-measures %q: no error", bad.TracingParts, bad.TracingMeasures)
+		}
+	}
+}

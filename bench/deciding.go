@@ -67,7 +67,7 @@ func deciding(e *env) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := startTracedAPI(eng, metrics, clients, e.tracer)
+	api, err := startTracedAPI(eng, metrics, clients, e.httpTracer)
 	if err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(withClass(ctx, rtWorker)) }()
 	defer func() { stop(); <-ran }()
-	api, err := startTracedAPI(eng, metrics, 2*agents, e.tracer)
+	api, err := startTracedAPI(eng, metrics, 2*agents, e.httpTracer)
 	if err != nil {
 		return nil, err
 	}

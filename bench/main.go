@@ -97,6 +97,12 @@ type config struct {
 	AuditRounds int
 	// tracing: rounds of B3 and B6, each with and without tracing
 	TracingRounds int
+	// TracingParts is what the tracing scenario traces (tracingParts):
+	// everything, as serve does, or one part, to tell the parts' costs
+	// apart.
+	TracingParts string
+	// TracingMeasures are the runs it compares: B3, B6 or both.
+	TracingMeasures []string
 	// TracingProfiles, when set, is the folder for a CPU profile of each
 	// run of the tracing scenario.
 	TracingProfiles string
@@ -118,9 +124,9 @@ type env struct {
 	sealer sealerMode
 	// seals, when set, times every seal of the runs' stores (audit).
 	seals *sealClock
-	// tracer, when set, traces B3's and B6's engine and HTTP server, as
-	// serve does with tracing on (the tracing scenario).
-	tracer trace.TracerProvider
+	// tracer, when set, traces B3's and B6's engine, and httpTracer their
+	// HTTP server, as serve does with tracing on (the tracing scenario).
+	tracer, httpTracer trace.TracerProvider
 }
 
 // sealerMode is whether a scenario runs the audit sealer.
@@ -190,6 +196,11 @@ func realMain() int {
 	flag.IntVar(&cfg.PGMaxConns, "pg-max-conns", pgstore.DefaultMaxConns, "PostgreSQL: the pool size of every store the bench opens (default: a server's, pgstore.DefaultMaxConns)")
 	flag.IntVar(&cfg.AuditRounds, "audit-rounds", 3, "audit: rounds of B3 and B6 with and without the sealer")
 	flag.StringVar(&cfg.TracingProfiles, "tracing-profiles", "", "tracing: write a CPU profile of each run, traced and not, into this folder")
+	flag.StringVar(&cfg.TracingParts, "tracing-parts", tracingAll, "tracing: what is traced: all (as serve traces), engine (its spans only, HTTP untraced), http (otelhttp's server spans only), unexported (all, but the batches go to an exporter that drops them)")
+	flag.Func("tracing-measures", "tracing: the runs compared, comma-separated: B3, B6 (default both)", func(s string) error {
+		cfg.TracingMeasures = strings.Split(s, ",")
+		return nil
+	})
 	flag.IntVar(&cfg.TracingRounds, "tracing-rounds", 3, "tracing: rounds of B3 and B6 with and without tracing (100 % sampled, OTLP/HTTP to a local sink)")
 	flag.IntVar(&cfg.RiverSamples, "river-samples", 200, "river: sequential jobs timed for latency")
 	flag.StringVar(&cfg.RiverDir, "river-dir", "bench/river", "river: the peer's module directory")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,20 +34,44 @@ func init() {
 			"the ratio is the median of the rounds' on ÷ off (1.00: no cost; the goal is at least 0.90), each round's two runs side by " +
 			"side in time. As for the audit chain's cost, the CPU time of this process (and, on PostgreSQL, of the run's server backends) " +
 			"per action or decision is measured too: on a CPU-bound machine off ÷ on is the throughput tracing keeps; and the Go heap " +
-			"allocated per action or decision (bytes and objects, runtime/metrics), which the machine's noise does not move.",
+			"allocated per action or decision (bytes and objects, runtime/metrics), which the machine's noise does not move. " +
+			"-tracing-parts traces one part alone, to tell the parts' costs apart: the engine's spans (HTTP untraced), otelhttp's " +
+			"server spans (the engine untraced), or everything with the batches dropped instead of exported; its figures' keys " +
+			"then end in the part's name (tracing.<store>.b6.http.ratio).",
 		run: tracingCost})
 }
+
+// What the tracing scenario traces (-tracing-parts).
+const (
+	tracingAll        = "all"        // the engine and the HTTP server, exported: as serve does
+	tracingEngine     = "engine"     // the engine's spans only
+	tracingHTTP       = "http"       // otelhttp's server spans only
+	tracingUnexported = "unexported" // everything, the batches dropped, not exported
+)
 
 // tracingCost runs B3 and B6 with and without tracing, alternating.
 func tracingCost(e *env) ([]Figure, error) {
 	rounds := max(e.cfg.TracingRounds, 1)
+	parts := cmp.Or(e.cfg.TracingParts, tracingAll)
+	if !slices.Contains([]string{tracingAll, tracingEngine, tracingHTTP, tracingUnexported}, parts) {
+		return nil, fmt.Errorf("-tracing-parts %q: want all, engine, http or unexported", parts)
+	}
+	measures := costMeasures(e)
+	if len(e.cfg.TracingMeasures) > 0 {
+		measures = slices.DeleteFunc(measures, func(m costMeasure) bool {
+			return !slices.ContainsFunc(e.cfg.TracingMeasures, func(id string) bool { return strings.EqualFold(strings.TrimSpace(id), m.id) })
+		})
+		if len(measures) == 0 {
+			return nil, fmt.Errorf("-tracing-measures %q: want B3, B6 or both", strings.Join(e.cfg.TracingMeasures, ","))
+		}
+	}
 	sink, err := newOTLPSink()
 	if err != nil {
 		return nil, err
 	}
 	defer sink.close()
 	var figs []Figure
-	for _, m := range costMeasures(e) {
+	for _, m := range measures {
 		got := map[bool][]float64{}
 		cpu := map[bool][]float64{}
 		allocBytes, allocObjects := map[bool][]float64{}, map[bool][]float64{}
@@ -60,10 +86,15 @@ func tracingCost(e *env) ([]Figure, error) {
 				run := *e
 				var tp *sdktrace.TracerProvider
 				if on {
-					if tp, err = sink.provider(e.ctx); err != nil {
+					if tp, err = sink.provider(e.ctx, parts != tracingUnexported); err != nil {
 						return figs, err
 					}
-					run.tracer = tp
+					if parts != tracingHTTP {
+						run.tracer = tp
+					}
+					if parts != tracingEngine {
+						run.httpTracer = tp
+					}
 				}
 				before := sink.spans.Load()
 				meter, err := startCPU(e.target.name == "postgres")
@@ -105,6 +136,9 @@ func tracingCost(e *env) ([]Figure, error) {
 			cpuRatios = append(cpuRatios, cpu[false][r]/cpu[true][r])
 		}
 		k := "tracing." + e.target.name + "." + strings.ToLower(m.id)
+		if parts != tracingAll {
+			k += "." + parts
+		}
 		figs = append(figs,
 			Figure{Key: k + ".off", Label: fmt.Sprintf("%s without tracing, median of %d (%s)", m.label, rounds, runs(got[false])), Value: median(got[false]), Unit: m.unit},
 			Figure{Key: k + ".on", Label: fmt.Sprintf("%s with tracing (100 %% sampled, exported), median of %d (%s)", m.label, rounds, runs(got[true])), Value: median(got[true]), Unit: m.unit},
@@ -188,11 +222,16 @@ func newOTLPSink() (*otlpSink, error) {
 
 // provider is a tracer provider exporting to the sink as serve's exports
 // to a collector: OTLP/HTTP protobuf through the batch span processor,
-// every trace sampled; each span ended is counted.
-func (s *otlpSink) provider(ctx context.Context) (*sdktrace.TracerProvider, error) {
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://"+s.ln.Addr().String()+"/v1/traces"))
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+// every trace sampled; each span ended is counted. Not exporting, the
+// batches go to an exporter that drops them.
+func (s *otlpSink) provider(ctx context.Context, exporting bool) (*sdktrace.TracerProvider, error) {
+	var exp sdktrace.SpanExporter = droppingExporter{}
+	if exporting {
+		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://"+s.ln.Addr().String()+"/v1/traces"))
+		if err != nil {
+			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+		}
+		exp = otlp
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", "countersign"), attribute.String("countersign.role", "bench"))
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()),
@@ -200,6 +239,12 @@ func (s *otlpSink) provider(ctx context.Context) (*sdktrace.TracerProvider, erro
 }
 
 func (s *otlpSink) close() { _ = s.srv.Close() }
+
+// droppingExporter takes each batch and drops it.
+type droppingExporter struct{}
+
+func (droppingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (droppingExporter) Shutdown(context.Context) error                             { return nil }
 
 // spanCounter counts the spans that end.
 type spanCounter struct{ n *atomic.Int64 }
