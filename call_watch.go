@@ -162,7 +162,7 @@ func (e *Engine) watchLoop(idle <-chan struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	if n, ok := e.store.(store.Notifier); ok {
+	if n, ok := store.As[store.Notifier](e.store); ok {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -90,8 +90,9 @@ type NotificationDeliverer interface {
 // It is also the one start point of the periodic jobs (internal/maintenance):
 // expiry, escalations, reminders, the removal of expired inbox sessions, the
 // audit sealer (unless NoSealer), notification delivery (with
-// Notifications) and the proposal counts (with OnProposalCounts) run beside
-// its executions, for as long as Run does.
+// Notifications), the proposal counts (with OnProposalCounts) and, on a
+// store whose planner needs them (store.Statistics: PostgreSQL), fresh
+// planner statistics run beside its executions, for as long as Run does.
 //
 // A worker wakes when this process approves independent work, when the store
 // notifies it (PostgreSQL LISTEN/NOTIFY, see store.Notifier), and every
@@ -175,7 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		helperWG.Wait()
 	}()
 	helperWG.Go(func() { maintenance.Run(ctx, w.e.log, w.services()...) })
-	if n, ok := w.e.store.(store.Notifier); ok {
+	if n, ok := store.As[store.Notifier](w.e.store); ok {
 		helperWG.Add(1)
 		go func() {
 			defer helperWG.Done()
@@ -346,7 +347,7 @@ func (w *Worker) lanes() int {
 	if w.opts.Lanes > 0 {
 		return w.opts.Lanes
 	}
-	if l, ok := w.e.store.(store.Lanes); ok {
+	if l, ok := store.As[store.Lanes](w.e.store); ok {
 		return max(1, l.WriteLanes())
 	}
 	return 1
@@ -364,6 +365,9 @@ func (w *Worker) services() []maintenance.Service {
 	if w.opts.OnProposalCounts != nil {
 		services = append(services, maintenance.NewProposalCounts(w.e.store, w.opts.OnProposalCounts,
 			maintenance.ProposalCountsConfig{Interval: w.opts.ProposalCountsEvery, Logger: w.e.log}))
+	}
+	if st, ok := store.As[store.Statistics](w.e.store); ok {
+		services = append(services, maintenance.NewStatistics(st, maintenance.StatisticsConfig{Logger: w.e.log}))
 	}
 	return services
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/notifications"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -175,5 +176,50 @@ func TestNewWorkerRefusesANegativeCountInterval(t *testing.T) {
 	}
 	if _, err := e.NewWorker(countersign.WorkerOptions{ProposalCountsEvery: -time.Second}); err == nil || !strings.Contains(err.Error(), "WorkerOptions.ProposalCountsEvery") {
 		t.Errorf("NewWorker: %v, want an error naming ProposalCountsEvery", err)
+	}
+}
+
+// statisticsStore is a store whose planner, it says, needs statistics: it
+// counts the worker's requests to refresh them.
+type statisticsStore struct {
+	store.Store
+	asked chan struct{}
+}
+
+func (s *statisticsStore) RefreshStatistics(context.Context) ([]string, error) {
+	select {
+	case s.asked <- struct{}{}:
+	default:
+	}
+	return nil, nil
+}
+
+// TestWorkerRefreshesPlannerStatistics: a worker on a store that
+// implements store.Statistics (PostgreSQL) asks it to refresh them at once,
+// and again a second later (maintenance.DefaultStatisticsEvery).
+func TestWorkerRefreshesPlannerStatistics(t *testing.T) {
+	t.Parallel()
+	st := &statisticsStore{Store: openMemory(t, nil), asked: make(chan struct{}, 1)}
+	e, err := countersign.New(countersign.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.NewWorker(countersign.WorkerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+	for i := range 2 {
+		select {
+		case <-st.asked:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d refreshes within 30s, want 2", i)
+		}
 	}
 }

@@ -80,7 +80,8 @@ func (s *listeningSpy) Listen(context.Context, func(store.Notification)) error {
 
 // TestTimeDecisions checks B3's decision clock: only a decision the store
 // applied is timed, by its proposal's id, and the wrapper keeps Listen
-// exactly where the store has one (the worker is woken through it).
+// in reach (store.As) exactly where the store has one (the worker is
+// woken through it).
 func TestTimeDecisions(t *testing.T) {
 	spy := &decideSpy{outcome: store.DecideApplied}
 	var seen []string
@@ -104,11 +105,11 @@ func TestTimeDecisions(t *testing.T) {
 	if len(seen) != 1 {
 		t.Errorf("decisions not applied were timed: %v", seen)
 	}
-	if _, ok := st.(store.Notifier); ok {
+	if _, ok := store.As[store.Notifier](st); ok {
 		t.Error("a store without Listen gained one")
 	}
 	ls := &listeningSpy{decideSpy: &decideSpy{outcome: store.DecideApplied}}
-	n, ok := tagSteps(timeDecisions(ls, func(string, int64) {})).(store.Notifier)
+	n, ok := store.As[store.Notifier](tagSteps(timeDecisions(ls, func(string, int64) {})))
 	if !ok {
 		t.Fatal("the store's Listen was lost under the decision clock and the step tags")
 	}

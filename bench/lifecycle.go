@@ -252,14 +252,10 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 // timeDecisions wraps st so that each decision the store applied is
 // reported to at, with its proposal's id and the moment (unix nanos) the
 // store's Decide returned: the approval's commit, as near as the server can
-// see it. It keeps the store's Listen, which the worker and waiters look
-// for.
+// see it. The store's optional interfaces (Listen, lanes, planner
+// statistics) stay in reach through Unwrap (store.Wrapper).
 func timeDecisions(st store.Store, at func(id string, unixNano int64)) store.Store {
-	d := decisionTimer{Store: st, at: at}
-	if n, ok := st.(store.Notifier); ok {
-		return decisionTimerNotifier{d, n}
-	}
-	return d
+	return decisionTimer{Store: st, at: at}
 }
 
 type decisionTimer struct {
@@ -267,21 +263,15 @@ type decisionTimer struct {
 	at func(id string, unixNano int64)
 }
 
+// Unwrap implements store.Wrapper.
+func (s decisionTimer) Unwrap() store.Store { return s.Store }
+
 func (s decisionTimer) Decide(ctx context.Context, p *store.DecideParams) (*store.DecideResult, error) {
 	res, err := s.Store.Decide(ctx, p)
 	if err == nil && res != nil && res.Outcome == store.DecideApplied {
 		s.at(p.ID, time.Now().UnixNano())
 	}
 	return res, err
-}
-
-type decisionTimerNotifier struct {
-	decisionTimer
-	n store.Notifier
-}
-
-func (s decisionTimerNotifier) Listen(ctx context.Context, fn func(store.Notification)) error {
-	return s.n.Listen(ctx, fn)
 }
 
 // lifecycleTrips are B3's round trips to PostgreSQL: per HTTP call and

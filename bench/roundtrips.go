@@ -160,6 +160,9 @@ func tagRoutes(h http.Handler) http.Handler {
 // retagged: a wait-mode call that claims and settles stays a call.
 type stepStore struct{ store.Store }
 
+// Unwrap implements store.Wrapper.
+func (s stepStore) Unwrap() store.Store { return s.Store }
+
 func step(ctx context.Context, c rtClass) context.Context {
 	if classOf(ctx) == rtWorker {
 		return withClass(ctx, c)
@@ -183,24 +186,10 @@ func (s stepStore) RenewLease(ctx context.Context, p *store.RenewLeaseParams) (*
 	return s.Store.RenewLease(step(ctx, rtRenew), p)
 }
 
-// stepNotifier is a stepStore that keeps the store's Listen, which the
-// worker and waiters look for.
-type stepNotifier struct {
-	stepStore
-	n store.Notifier
-}
-
-func (s stepNotifier) Listen(ctx context.Context, fn func(store.Notification)) error {
-	return s.n.Listen(ctx, fn)
-}
-
-// tagSteps wraps st in a stepStore, keeping its Listen.
-func tagSteps(st store.Store) store.Store {
-	if n, ok := st.(store.Notifier); ok {
-		return stepNotifier{stepStore{st}, n}
-	}
-	return stepStore{st}
-}
+// tagSteps wraps st in a stepStore. The store's optional interfaces
+// (Listen, lanes, planner statistics) stay in reach of the engine and the
+// worker through Unwrap, as with any store.Wrapper.
+func tagSteps(st store.Store) store.Store { return stepStore{st} }
 
 // poolConns is how many connections the store's pool holds open: after a
 // run, the most it needed at once (idle connections are kept for half an

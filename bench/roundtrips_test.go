@@ -131,10 +131,10 @@ func TestStepStore(t *testing.T) {
 			t.Errorf("step %d: %v, want %v (all: %v)", i, spy.seen[i], want[i], spy.seen)
 		}
 	}
-	if _, ok := st.(store.Notifier); ok {
+	if _, ok := store.As[store.Notifier](st); ok {
 		t.Error("a store without Listen gained one")
 	}
-	if _, ok := tagSteps(memstore.New(nil)).(store.Notifier); ok {
+	if _, ok := store.As[store.Notifier](tagSteps(memstore.New(nil))); ok {
 		t.Error("memstore gained Listen")
 	}
 }

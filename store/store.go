@@ -543,6 +543,51 @@ type Notifier interface {
 	Listen(ctx context.Context, fn func(Notification)) error
 }
 
+// Wrapper is implemented by a store that wraps another, to count, time or
+// alter some of its calls, and passes the others through. Its Unwrap
+// returns the wrapped store, so that the optional interfaces the wrapper
+// does not implement itself (Notifier, Lanes, Statistics) are still found,
+// through As.
+type Wrapper interface {
+	Store
+	Unwrap() Store
+}
+
+// As returns the first store of st's chain (st, then each Wrapper's
+// Unwrap) that implements T, as the engine and the worker look up a
+// driver's optional interfaces.
+func As[T any](st Store) (T, bool) {
+	for st != nil {
+		if t, ok := st.(T); ok {
+			return t, true
+		}
+		w, ok := st.(Wrapper)
+		if !ok {
+			break
+		}
+		st = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// Statistics is implemented by drivers whose query planner chooses plans
+// from table statistics that the database refreshes only now and then
+// (PostgreSQL: autovacuum looks at a database once a minute). A schema's
+// tables start empty and grow fast: until their first analysis the planner
+// knows nothing of them, and a plan it cached while a table was small (a
+// sequential scan) stays in use as the table grows, so every write that
+// should find its row by key reads the whole table. RefreshStatistics closes
+// that window; the worker calls it every second (maintenance.Statistics).
+type Statistics interface {
+	// RefreshStatistics analyzes the driver's tables that were never
+	// analyzed and hold a few pages, or whose size or changes since their
+	// last analysis have reached what they held then, and returns the
+	// tables it analyzed. Processes sharing the tables analyze each once:
+	// a call that finds another process at work returns none.
+	RefreshStatistics(ctx context.Context) ([]string, error)
+}
+
 // Lanes is implemented by drivers whose writes can run side by side
 // (PostgreSQL: one per pooled connection). Drivers without it (memory,
 // SQLite: one writer) get one lane: the worker keeps one claim and one

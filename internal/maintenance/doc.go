@@ -36,6 +36,8 @@
 //	                        proposalcounts.go), started by serve             Worker (WorkerOptions.OnProposalCounts)
 //	outage backoff          outage.go (root): the loops' pacing while the    Outage (outage.go), used by every service, the
 //	                        store is down                                    worker's claims and the waiters' watcher
+//	planner statistics      (new: autovacuum alone, up to a minute late)     Statistics (statistics.go), run by the Worker on a
+//	                                                                         store.Statistics store (PostgreSQL)
 //
 // The jobs take no identity, so none is a method of countersign.Engine
 // (ADR 0032): Worker.SweepOnce runs one batch of each sweeping service, for

@@ -120,8 +120,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.Notifier   = (*Store)(nil)
+	_ store.Lanes      = (*Store)(nil)
+	_ store.Statistics = (*Store)(nil)
 )
 
 // identifier is what Options.Schema accepts.

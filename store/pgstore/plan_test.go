@@ -32,19 +32,7 @@ func TestQueryPlans(t *testing.T) {
 	now := time.Now()
 	// 20000 proposals in 2 tenants and 2000 threads: 1 in 100 approved
 	// independent, 1 in 100 executing, 1 in 50 pending, the rest settled.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.proposals (`+proposalColumns+`)
-		SELECT 'prp_' || i, 't' || (i % 2), 'r' || (i % 7), NULL, 'th' || (i % 2000), 'run', 'call_' || i,
-			'a' || (i % 20), '1', NULL, NULL, 'd', '', '', '{}', 'cnf_' || i,
-			CASE WHEN i % 3 = 0 THEN 'independent' ELSE 'wait' END,
-			CASE WHEN i % 100 = 0 THEN 'approved' WHEN i % 100 = 1 THEN 'executing' WHEN i % 50 = 2 THEN 'pending' ELSE 'succeeded' END,
-			NULL, 1, false, NULL, NULL, false, 0, CASE WHEN i % 4 = 0 THEN 'k' || (i % 9) ELSE '' END, NULL,
-			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
-			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', '',
-			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 600) * interval '1 second' END, NULL,
-			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 300) * interval '1 second' END, 0, '', '', 'human', NULL, '', ''
-		FROM generate_series(1, 20000) AS i`, now); err != nil {
-		t.Fatal(err)
-	}
+	insertProposals(t, s, 20000, 2000, now)
 	// 20000 events: 1 in 100 of tenant t1, the rest of a busier t0, so
 	// that walking all events from the newest would read many of another
 	// tenant's first.
@@ -155,6 +143,27 @@ func TestQueryPlans(t *testing.T) {
 		return nil
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertProposals inserts n proposals shaped like a live store's, in 2
+// tenants and the given number of threads, created a second apart before
+// now: 1 in 100 approved independent, 1 in 100 executing, 1 in 50
+// pending, the rest settled.
+func insertProposals(t *testing.T, s *Store, n, threads int, now time.Time) {
+	t.Helper()
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO `+s.q.schema+`.proposals (`+proposalColumns+`)
+		SELECT 'prp_' || i, 't' || (i % 2), 'r' || (i % 7), NULL, 'th' || (i % $3::int), 'run', 'call_' || i,
+			'a' || (i % 20), '1', NULL, NULL, 'd', '', '', '{}', 'cnf_' || i,
+			CASE WHEN i % 3 = 0 THEN 'independent' ELSE 'wait' END,
+			CASE WHEN i % 100 = 0 THEN 'approved' WHEN i % 100 = 1 THEN 'executing' WHEN i % 50 = 2 THEN 'pending' ELSE 'succeeded' END,
+			NULL, 1, false, NULL, NULL, false, 0, CASE WHEN i % 4 = 0 THEN 'k' || (i % 9) ELSE '' END, NULL,
+			$1::timestamptz + (i % 600) * interval '1 second', 'op_' || i, 0, NULL, NULL, NULL, NULL, '', NULL, NULL, 1,
+			$1::timestamptz - i * interval '1 second', $1::timestamptz - i * interval '1 second', '',
+			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 600) * interval '1 second' END, NULL,
+			CASE WHEN i % 50 = 2 THEN $1::timestamptz + (i % 300) * interval '1 second' END, 0, '', '', 'human', NULL, '', ''
+		FROM generate_series(1, $2::int) AS i`, now, n, threads); err != nil {
 		t.Fatal(err)
 	}
 }

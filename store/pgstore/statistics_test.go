@@ -1,0 +1,156 @@
+package pgstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/pgtest"
+)
+
+// reltuples is the row count the planner has of a table of s: -1 before
+// its first analysis.
+func reltuples(t *testing.T, s *Store, table string) float64 {
+	t.Helper()
+	var n float64
+	if err := s.pool.QueryRow(t.Context(), `SELECT c.reltuples FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+		s.schema, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRefreshStatistics: a fresh schema needs no analysis; a table that
+// grows past a few pages is analyzed once, after which the planner knows its
+// rows and finds a proposal by tool call through the unique index, not the
+// thread's; a table that doubles is analyzed again.
+func TestRefreshStatistics(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(t.Context(), pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	if got, err := s.RefreshStatistics(t.Context()); err != nil || len(got) != 0 {
+		t.Fatalf("fresh schema: analyzed %v, %v; want none", got, err)
+	}
+	if n := reltuples(t, s, "proposals"); n >= 0 {
+		t.Fatalf("proposals before any analysis: reltuples %v, want -1", n)
+	}
+
+	// 3000 proposals in 3 threads: a thread's index finds a thousand
+	// rows for one tool call, the unique index one.
+	now := time.Now()
+	insertProposals(t, s, 3000, 3, now)
+	got, err := s.RefreshStatistics(t.Context())
+	if err != nil || !slices.Contains(got, "proposals") {
+		t.Fatalf("after 3000 proposals: analyzed %v, %v; want proposals among them", got, err)
+	}
+	if n := reltuples(t, s, "proposals"); n < 2500 || n > 3500 {
+		t.Errorf("proposals after the analysis: reltuples %v, want about 3000", n)
+	}
+	var plan []string
+	rows, err := s.pool.Query(t.Context(), `EXPLAIN `+s.q.getByToolCall, "t1", "th1", "call_7")
+	if err == nil {
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		err = rows.Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "proposals_tool_call") {
+		t.Errorf("lookup by tool call after the analysis does not use proposals_tool_call:\n%s", strings.Join(plan, "\n"))
+	}
+
+	if got, err := s.RefreshStatistics(t.Context()); err != nil || slices.Contains(got, "proposals") {
+		t.Fatalf("nothing changed since: analyzed %v, %v; want not proposals", got, err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `DELETE FROM `+s.q.schema+`.proposals`); err != nil {
+		t.Fatal(err)
+	}
+	insertProposals(t, s, 7000, 3, now)
+	if got, err := s.RefreshStatistics(t.Context()); err != nil || !slices.Contains(got, "proposals") {
+		t.Fatalf("after 7000 more: analyzed %v, %v; want proposals", got, err)
+	}
+	if n := reltuples(t, s, "proposals"); n < 6000 || n > 8000 {
+		t.Errorf("proposals after the second analysis: reltuples %v, want about 7000", n)
+	}
+}
+
+// TestRefreshStatisticsOneProcessAtATime: while another session holds the
+// schema's lock (another process analyzing), a call returns at once having
+// analyzed nothing; of many concurrent calls from several stores on one
+// schema, one analyzes each stale table and the others find nothing left.
+func TestRefreshStatisticsOneProcessAtATime(t *testing.T) {
+	t.Parallel()
+	dsn, schema := pgtest.NewSchema(t)
+	open := func() *Store {
+		s, err := Open(t.Context(), pgtest.WithParam(dsn, "pool_max_conns", "3"), &Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	s := open()
+	insertProposals(t, s, 3000, 3, time.Now())
+
+	other, err := s.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "countersign_statistics_" + schema
+	if _, err := other.Exec(t.Context(), `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RefreshStatistics(t.Context()); err != nil || len(got) != 0 {
+		t.Fatalf("while another holds the lock: analyzed %v, %v; want none", got, err)
+	}
+	if n := reltuples(t, s, "proposals"); n >= 0 {
+		t.Fatalf("proposals analyzed while another held the lock: reltuples %v", n)
+	}
+	if _, err := other.Exec(t.Context(), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+		t.Fatal(err)
+	}
+	other.Release()
+
+	stores := []*Store{s, open(), open(), open()}
+	var (
+		mu       sync.Mutex
+		analyzed = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for i := range 16 {
+		st := stores[i%len(stores)]
+		wg.Go(func() {
+			got, err := st.RefreshStatistics(context.WithoutCancel(t.Context()))
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, table := range got {
+				analyzed[table]++
+			}
+		})
+	}
+	wg.Wait()
+	if analyzed["proposals"] != 1 {
+		t.Errorf("proposals analyzed %d times by 16 concurrent calls, want once (all: %v)", analyzed["proposals"], analyzed)
+	}
+	if n := reltuples(t, s, "proposals"); n < 2500 {
+		t.Errorf("proposals after the concurrent calls: reltuples %v, want about 3000", n)
+	}
+}
