@@ -66,15 +66,7 @@ func TestEmbeddedWorkerDeliversNotifications(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-ran; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		defer runWorker(t, w)()
 
 		// The worker writes the targets as it starts: only events after
 		// that are announced, so calls are made until one is.
@@ -82,7 +74,7 @@ func TestEmbeddedWorkerDeliversNotifications(t *testing.T) {
 		var first delivered
 	wait:
 		for i := 0; ; i++ {
-			res, err := e.Call(ctx, &countersign.Call{Identity: tAlice, ThreadID: "t1", ToolCallID: fmt.Sprintf("n%d", i),
+			res, err := e.Call(t.Context(), &countersign.Call{Identity: tAlice, ThreadID: "t1", ToolCallID: fmt.Sprintf("n%d", i),
 				Action: "noop", Input: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Fatal(err)
@@ -147,13 +139,7 @@ func TestWorkerCountsProposals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
-		defer func() {
-			cancel()
-			<-ran
-		}()
+		defer runWorker(t, w)()
 		for i := range 3 { // the first count, and two more each interval
 			select {
 			case c := <-counts:
@@ -208,18 +194,27 @@ func TestWorkerRefreshesPlannerStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-ran
-	}()
+	defer runWorker(t, w)()
 	for i := range 2 {
 		select {
 		case <-st.asked:
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%d refreshes within 30s, want 2", i)
+		}
+	}
+}
+
+// runWorker runs w until the function it returns is called, which stops
+// Run, waits for it and reports the error it returned, if any.
+func runWorker(t *testing.T, w *countersign.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}
 }
