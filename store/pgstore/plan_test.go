@@ -113,18 +113,10 @@ func TestQueryPlans(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tt.name, err)
 			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					return err
-				}
-				plan = append(plan, strings.TrimSpace(line))
-			}
-			if err := rows.Err(); err != nil {
+			got, err := explained(rows)
+			if err != nil {
 				return err
 			}
-			got := strings.Join(plan, "\n")
 			uses := false
 			for _, index := range strings.Split(tt.want, "|") {
 				uses = uses || strings.Contains(got, "Index Scan using "+index+" ") ||
@@ -166,4 +158,14 @@ func insertProposals(t *testing.T, s *Store, n, threads int, now time.Time) {
 		FROM generate_series(1, $2::int) AS i`, now, n, threads); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// explained reads an EXPLAIN's rows into its plan, a line each, trimmed.
+func explained(rows pgx.Rows) (string, error) {
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var line string
+		err := r.Scan(&line)
+		return strings.TrimSpace(line), err
+	})
+	return strings.Join(lines, "\n"), err
 }

@@ -55,23 +55,16 @@ func TestRefreshStatistics(t *testing.T) {
 	if n := reltuples(t, s, "proposals"); n < 2500 || n > 3500 {
 		t.Errorf("proposals after the analysis: reltuples %v, want about 3000", n)
 	}
-	var plan []string
 	rows, err := s.pool.Query(t.Context(), `EXPLAIN `+s.q.getByToolCall, "t1", "th1", "call_7")
-	if err == nil {
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		err = rows.Err()
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(plan, "\n"), "proposals_tool_call") {
-		t.Errorf("lookup by tool call after the analysis does not use proposals_tool_call:\n%s", strings.Join(plan, "\n"))
+	plan, err := explained(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "proposals_tool_call") {
+		t.Errorf("lookup by tool call after the analysis does not use proposals_tool_call:\n%s", plan)
 	}
 
 	if got, err := s.RefreshStatistics(t.Context()); err != nil || slices.Contains(got, "proposals") {
