@@ -1,6 +1,7 @@
 package email_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
@@ -23,6 +24,7 @@ import (
 	"github.com/countersign/countersign/channels/email/emailtest"
 	"github.com/countersign/countersign/cstype"
 	"github.com/countersign/countersign/internal/teststores"
+	"github.com/countersign/countersign/store"
 )
 
 // page is an answer of the link's pages.
@@ -309,6 +311,100 @@ func TestOneOfAnApproversLinksWins(t *testing.T) {
 			t.Fatalf("%d presses won, decisions %+v: want exactly one", won, got.Decisions)
 		}
 	})
+}
+
+// TestOtherLinkWinsBetweenReads: the other link's press lands after the
+// page read this link as live and before it read the proposal. The page
+// must say the message's other link was used (410), not that nothing is
+// left to decide (409): that is the answer the concurrent presses of
+// TestOneOfAnApproversLinksWins get whichever way they interleave.
+func TestOtherLinkWinsBetweenReads(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		action string // payments.bulk needs two approvals, so bob's leaves it pending
+	}{{"still pending", "payments.bulk"}, {"decided", "payments.refund"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachDurable(t, func(t *testing.T, open teststores.Opener) {
+				hook := &betweenReads{}
+				h := newHarness(t, func(now func() time.Time) store.Store {
+					hook.Store = open(t, now)
+					return hook
+				}, harnessOptions{})
+				p := h.call(tc.action, 700)
+				bob := h.mailFor("bob@acme.example", p, 1)
+				jar, _ := cookiejar.New(nil)
+				c := &http.Client{Jar: jar}
+				csrf := csrfRE.FindStringSubmatch(get(t, c, bob.Reject).body)[1]
+				var approved page
+				hook.arm(func() { approved = confirm(t, bob.Approve) })
+				rejected := post(t, c, bob.Reject, url.Values{"csrf": {csrf}}, nil)
+				if !hook.fired() {
+					t.Fatal("the approve press never ran between the reject press's reads")
+				}
+				requirePage(t, "bob approves", approved, http.StatusOK, "Your decision was recorded")
+				requirePage(t, "bob's reject, pressed meanwhile", rejected, http.StatusGone,
+					"You already used another link of this message, to approve")
+				if got := h.proposal(p.ID); len(got.Decisions) != 1 || got.Decisions[0].Decision != cstype.VerdictApproved {
+					t.Fatalf("decisions %+v, want bob's approval alone", got.Decisions)
+				}
+			})
+		})
+	}
+}
+
+// betweenReads runs its armed function once, in the next HTTP request
+// that reads an email link and then a proposal, between those two reads.
+// The hook is disarmed while the function runs, so the function's own
+// requests pass straight through; the worker's reads, which carry no
+// server in their context, never fire it.
+type betweenReads struct {
+	store.Store
+	mu       sync.Mutex
+	next     func()
+	linkRead bool
+	done     bool
+}
+
+func (s *betweenReads) Unwrap() store.Store { return s.Store }
+
+func (s *betweenReads) arm(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next, s.linkRead = f, false
+}
+
+func (s *betweenReads) fired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+func inRequest(ctx context.Context) bool { return ctx.Value(http.ServerContextKey) != nil }
+
+func (s *betweenReads) GetEmailLink(ctx context.Context, params *store.GetEmailLinkParams) (*store.EmailLink, error) {
+	if inRequest(ctx) {
+		s.mu.Lock()
+		s.linkRead = s.linkRead || s.next != nil
+		s.mu.Unlock()
+	}
+	return s.Store.GetEmailLink(ctx, params)
+}
+
+func (s *betweenReads) GetProposal(ctx context.Context, params *store.GetProposalParams) (*cstype.Proposal, error) {
+	var f func()
+	if inRequest(ctx) {
+		s.mu.Lock()
+		if s.linkRead {
+			f, s.next, s.linkRead, s.done = s.next, nil, false, true
+		}
+		s.mu.Unlock()
+	}
+	if f != nil {
+		f()
+	}
+	return s.Store.GetProposal(ctx, params)
 }
 
 func TestExpiredAndForeignLinks(t *testing.T) {

@@ -202,6 +202,9 @@ func (c *Channel) look(ctx context.Context, token string) (*page, countersign.Id
 		return unavailable(), none, nil, nil
 	}
 	if p.Status != cstype.StatusPending || !c.o.Now().Before(p.ExpiresAt) {
+		if pg := c.spentSince(ctx, token); pg != nil {
+			return pg, none, nil, nil
+		}
 		return &page{status: http.StatusConflict, Heading: "Nothing left to decide",
 			Problem: "This request is " + c.statusWords(p) + ". Nothing was decided.",
 			P:       c.view(ctx, id, p), InboxURL: c.inboxURL(p.ID)}, none, nil, nil
@@ -213,6 +216,9 @@ func (c *Channel) look(ctx context.Context, token string) (*page, countersign.Id
 	}
 	turn := c.o.Engine.Turn(ctx, id, p, Name)
 	if (link.Verdict == countersign.Approve && !turn.Yours) || (link.Verdict == countersign.Reject && !turn.Reject) {
+		if pg := c.spentSince(ctx, token); pg != nil {
+			return pg, none, nil, nil
+		}
 		pg := &page{status: http.StatusConflict, Heading: "Nothing left for you to decide",
 			Problem: "You may not " + verb(link.Verdict) + " this request now. Nothing was decided.",
 			P:       c.view(ctx, id, p), InboxURL: c.inboxURL(p.ID)}
@@ -222,6 +228,20 @@ func (c *Channel) look(ctx context.Context, token string) (*page, countersign.Id
 		return pg, none, nil, nil
 	}
 	return nil, id, link, p
+}
+
+// spentSince is the page for a link that a press of this message's
+// other link spent after look first read it, or nil while it is still
+// live. The engine spends a link before it records the link's decision,
+// so a proposal that already shows that decision finds the link spent on
+// this second read, and the approver is told their other press won
+// rather than that nothing is left to decide.
+func (c *Channel) spentSince(ctx context.Context, token string) *page {
+	link, err := c.o.Engine.EmailLink(ctx, c.o.Tenant, token)
+	if err != nil || link.State == countersign.EmailLinkLive {
+		return nil
+	}
+	return c.notLive(link)
 }
 
 // decided is the page after a decision the engine answered.
