@@ -64,6 +64,7 @@ func TestSuiteRuns(t *testing.T) {
 				// Where B3's time goes, step by step (execution is a no-op:
 				// its time may be under the microsecond these count in).
 				"b3." + st + ".step_call.p50", "b3." + st + ".step_call.p99",
+				"b3." + st + ".step_handoff.p50", "b3." + st + ".step_handoff.p99",
 				"b3." + st + ".step_decision.p50", "b3." + st + ".step_decision.p99",
 				"b3." + st + ".step_settle.p50", "b3." + st + ".step_settle.p99",
 				"b4." + st + ".thread.1500.p50", "b4." + st + ".inbox.3000.p50",
