@@ -38,6 +38,7 @@ var applied = map[string]string{
 	"0018_passkeys.sql":            "76c4b476c51e9f9291b3965569b779f70b22a91aa2847056d30a51945d3aca2d",
 	"0019_trace_parent.sql":        "f0765c16476f177aa9b3138b54a8e336fa2980638a4bbf47788b582754b674c5",
 	"0020_mcp_nonces.sql":          "0f87115e008c0bc166c8f1ce3c921b9aaa35f1ee18ead9e1bffb8dcaec9d9c7c",
+	"0021_statistics_targets.sql":  "79669e51a089d9591215f8730aa2d93d2267eb577b815deddf60f70d43bfe65a",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/countersign/countersign/internal/pgtest"
 )
 
@@ -22,6 +24,22 @@ func reltuples(t *testing.T, s *Store, table string) float64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// statisticsColumns are the columns of a table of s that pg_stats holds
+// statistics of.
+func statisticsColumns(t *testing.T, s *Store, table string) []string {
+	t.Helper()
+	rows, err := s.pool.Query(t.Context(), `SELECT attname::text FROM pg_catalog.pg_stats
+		WHERE schemaname = $1 AND tablename = $2 ORDER BY attname`, s.schema, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cols
 }
 
 // TestRefreshStatistics: a fresh schema needs no analysis; a table that
@@ -54,6 +72,19 @@ func TestRefreshStatistics(t *testing.T) {
 	}
 	if n := reltuples(t, s, "proposals"); n < 2500 || n > 3500 {
 		t.Errorf("proposals after the analysis: reltuples %v, want about 3000", n)
+	}
+	// Migration 0021: the columns the queries filter on have statistics,
+	// the payloads none.
+	cols := statisticsColumns(t, s, "proposals")
+	for _, c := range []string{"tenant", "thread_id", "tool_call_id", "status", "mode", "created_at"} {
+		if !slices.Contains(cols, c) {
+			t.Errorf("proposals analyzed: no statistics of %s (%v)", c, cols)
+		}
+	}
+	for _, c := range []string{"input", "raw_input", "preview", "confirmation", "decisions", "outcome", "approvers"} {
+		if slices.Contains(cols, c) {
+			t.Errorf("proposals analyzed: statistics of the payload %s (%v)", c, cols)
+		}
 	}
 	rows, err := s.pool.Query(t.Context(), `EXPLAIN `+s.q.getByToolCall, "t1", "th1", "call_7")
 	if err != nil {
