@@ -66,6 +66,43 @@ func post(t *testing.T, c *http.Client, link string, form url.Values, cookie *ht
 	return read(t, resp)
 }
 
+// form is a link's page as a browser holds it: its cookie, and the CSRF
+// value of its button.
+type form struct {
+	c    *http.Client
+	csrf string
+}
+
+// openForm opens a link's page, as a person would before pressing.
+func openForm(t *testing.T, link string) form {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := form{c: &http.Client{Jar: jar}}
+	pg := get(t, f.c, link)
+	m := csrfRE.FindStringSubmatch(pg.body)
+	if m == nil {
+		t.Fatalf("no CSRF value in the page of %s:\n%s", link, pg.body)
+	}
+	f.csrf = m[1]
+	return f
+}
+
+// press posts a link's form from a goroutine other than the test's, where
+// t.Fatal must not be called: it returns what came back, or the error,
+// for the test's goroutine to judge.
+func press(c *http.Client, link, csrf string) (page, error) {
+	resp, err := c.PostForm(link, url.Values{"csrf": {csrf}})
+	if err != nil {
+		return page{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
+}
+
 func read(t *testing.T, resp *http.Response) page {
 	t.Helper()
 	defer resp.Body.Close()
@@ -277,28 +314,23 @@ func TestOneOfAnApproversLinksWins(t *testing.T) {
 		h := newHarness(t, bind(t, open), harnessOptions{})
 		p := h.call("payments.bulk", 700)
 		bob := h.mailFor("bob@acme.example", p, 1)
-		var forms [2]struct {
-			c    *http.Client
-			csrf string
-		}
-		for i, l := range []string{bob.Approve, bob.Reject} {
-			jar, _ := cookiejar.New(nil)
-			forms[i].c = &http.Client{Jar: jar}
-			pg := get(t, forms[i].c, l)
-			forms[i].csrf = csrfRE.FindStringSubmatch(pg.body)[1]
-		}
+		forms := [2]form{openForm(t, bob.Approve), openForm(t, bob.Reject)}
 		var wg sync.WaitGroup
 		pages := make([]page, 2)
+		errs := make([]error, 2)
 		for i, l := range []string{bob.Approve, bob.Reject} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pages[i] = post(t, forms[i].c, l, url.Values{"csrf": {forms[i].csrf}}, nil)
+				pages[i], errs[i] = press(forms[i].c, l, forms[i].csrf)
 			}()
 		}
 		wg.Wait()
 		won := 0
-		for _, pg := range pages {
+		for i, pg := range pages {
+			if errs[i] != nil {
+				t.Fatalf("press %d: %v", i, errs[i])
+			}
 			switch pg.status {
 			case http.StatusOK:
 				won++
@@ -334,14 +366,16 @@ func TestOtherLinkWinsBetweenReads(t *testing.T) {
 				}, harnessOptions{})
 				p := h.call(tc.action, 700)
 				bob := h.mailFor("bob@acme.example", p, 1)
-				jar, _ := cookiejar.New(nil)
-				c := &http.Client{Jar: jar}
-				csrf := csrfRE.FindStringSubmatch(get(t, c, bob.Reject).body)[1]
+				forms := [2]form{openForm(t, bob.Approve), openForm(t, bob.Reject)}
 				var approved page
-				hook.arm(func() { approved = confirm(t, bob.Approve) })
-				rejected := post(t, c, bob.Reject, url.Values{"csrf": {csrf}}, nil)
+				var approveErr error
+				hook.arm(func() { approved, approveErr = press(forms[0].c, bob.Approve, forms[0].csrf) })
+				rejected := post(t, forms[1].c, bob.Reject, url.Values{"csrf": {forms[1].csrf}}, nil)
 				if !hook.fired() {
 					t.Fatal("the approve press never ran between the reject press's reads")
+				}
+				if approveErr != nil {
+					t.Fatalf("the approve press: %v", approveErr)
 				}
 				requirePage(t, "bob approves", approved, http.StatusOK, "Your decision was recorded")
 				requirePage(t, "bob's reject, pressed meanwhile", rejected, http.StatusGone,
