@@ -167,6 +167,8 @@ type timedSeals struct {
 	c *sealClock
 }
 
+func (s timedSeals) Unwrap() store.Store { return s.Store }
+
 // SealEvents times the seal, and counts the CPU time of the thread it runs
 // on, which it keeps for the seal: the sealer's own work in this process
 // (its statements in the driver, the hashing, the garbage collection it is

@@ -218,3 +218,34 @@ func TestGoalIDsUnique(t *testing.T) {
 		seen[g.ID] = true
 	}
 }
+
+// TestWrappersUnwrap: every store wrapper of the bench keeps the driver's
+// optional interfaces (here Listen) in reach of store.As, so that the
+// engines and workers it serves run as they would on the bare store. A
+// wrapper that hid them made B1 and B3 run one lane (profiles/scale.md,
+// change 7), and made the audit scenario's runs with the sealer run without
+// the lanes and planner statistics that its runs without the sealer had.
+func TestWrappersUnwrap(t *testing.T) {
+	for _, w := range []struct {
+		name string
+		wrap func(store.Store) store.Store
+	}{
+		{"B2 timedStore", func(s store.Store) store.Store { return &timedStore{Store: s} }},
+		{"B3 timeDecisions", func(s store.Store) store.Store { return timeDecisions(s, func(string, int64) {}) }},
+		{"B3 tagSteps", tagSteps},
+		{"B5 waitStore", func(s store.Store) store.Store { return &waitStore{Store: s} }},
+		{"B8 creationCounter", func(s store.Store) store.Store { return &creationCounter{Store: s} }},
+		{"B9 decideClock", func(s store.Store) store.Store { return &decideClock{Store: s} }},
+		{"audit timedSeals", func(s store.Store) store.Store { return timedSeals{Store: s, c: &sealClock{}} }},
+	} {
+		ls := &listeningSpy{decideSpy: &decideSpy{}}
+		n, ok := store.As[store.Notifier](w.wrap(ls))
+		if !ok {
+			t.Errorf("%s hides the store's Listen", w.name)
+			continue
+		}
+		if err := n.Listen(context.Background(), func(store.Notification) {}); err != nil || ls.listened != 1 {
+			t.Errorf("%s: Listen reached the store %d times (%v), want once", w.name, ls.listened, err)
+		}
+	}
+}

@@ -83,6 +83,8 @@ type creationCounter struct {
 	reads   atomic.Int64
 }
 
+func (s *creationCounter) Unwrap() store.Store { return s.Store }
+
 func (s *creationCounter) GetProposal(ctx context.Context, p *store.GetProposalParams) (*store.Proposal, error) {
 	s.reads.Add(1)
 	return s.Store.GetProposal(ctx, p)

@@ -55,6 +55,8 @@ type timedStore struct {
 	committed atomic.Int64
 }
 
+func (s *timedStore) Unwrap() store.Store { return s.Store }
+
 func (s *timedStore) Decide(ctx context.Context, p *store.DecideParams) (*store.DecideResult, error) {
 	res, err := s.Store.Decide(ctx, p)
 	s.committed.Store(time.Now().UnixNano())

@@ -42,6 +42,8 @@ type decideClock struct {
 	at    []atomic.Int64 // unix nanos
 }
 
+func (s *decideClock) Unwrap() store.Store { return s.Store }
+
 func (s *decideClock) Decide(ctx context.Context, p *store.DecideParams) (*store.DecideResult, error) {
 	res, err := s.Store.Decide(ctx, p)
 	if i, ok := s.index[p.ID]; ok && err == nil {

@@ -63,6 +63,8 @@ type waitStore struct {
 	created func(*waiter)
 }
 
+func (s *waitStore) Unwrap() store.Store { return s.Store }
+
 func (s *waitStore) CreateProposal(ctx context.Context, p *store.CreateProposalParams) (*store.CreateProposalResult, error) {
 	res, err := s.Store.CreateProposal(ctx, p)
 	if w, ok := ctx.Value(waiterKey{}).(*waiter); ok && err == nil {
