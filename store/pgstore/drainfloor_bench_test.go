@@ -100,6 +100,15 @@ func benchDrainFloor(b *testing.B, narrow, audit bool) {
 		exec(`ANALYZE _S_.work`)
 	}
 
+	// The log the drain writes, server-wide (nothing else runs on the
+	// bench's server): bytes, records and flushes per proposal.
+	var walBefore, walAfter, recBefore, recAfter, syncBefore, syncAfter float64
+	walRead := func(bytes, recs, syncs *float64) {
+		if err := pool.QueryRow(ctx, `SELECT wal_bytes::float8, wal_records::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(bytes, recs, syncs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	walRead(&walBefore, &recBefore, &syncBefore)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -120,6 +129,10 @@ func benchDrainFloor(b *testing.B, narrow, audit bool) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	walRead(&walAfter, &recAfter, &syncAfter)
+	b.ReportMetric((walAfter-walBefore)/float64(b.N), "walB/proposal")
+	b.ReportMetric((recAfter-recBefore)/float64(b.N), "walrec/proposal")
+	b.ReportMetric((syncAfter-syncBefore)/float64(b.N), "walsync/proposal")
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -240,10 +253,10 @@ const floorSettleSQL = `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], 
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
 	SELECT tenant, id, 'proposal.settled', 'worker', '', 'succeeded', 'receipt ok', $4 FROM u
 ), msg AS (
-	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at)
+	INSERT INTO _S_.messages (id, tenant, thread_id, role, text, proposal_id, outcome, created_at, outcome_status)
 	SELECT 'msg_' || id || '_succeeded', tenant, thread_id, 'tool', 'noop succeeded', id,
-		'{"receipt": {"id": "ok"}}'::jsonb, $4 FROM u
-	ON CONFLICT (id) DO NOTHING
+		'{"receipt": {"id": "ok"}}'::jsonb, $4, 'succeeded' FROM u
+	ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING
 )
 SELECT count(*) FROM u`
 
