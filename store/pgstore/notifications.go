@@ -20,8 +20,11 @@ const notificationColumns = `id, tenant, target, event_id, event_type, proposal_
 // claimNotificationsSQL picks the due rows earliest first, skipping rows
 // another claim holds, and leases each under a token of its own. The next
 // attempt is an application deadline ($1); lease expiry is judged by the
-// database's clock, as for proposals. Parameters: application now, owner,
-// lease microseconds, limit, targets.
+// database's clock, as for proposals. The picked rows are reached through
+// the primary key (the ANY), as the proposals' claim does: under a backlog
+// the generic plan would otherwise hash the whole table to join them
+// (TestClaimPlanUnderBacklog). Parameters: application now, owner, lease
+// microseconds, limit, targets.
 const claimNotificationsSQL = `WITH pick AS (
 	SELECT id FROM _S_.notifications
 	WHERE status = 'pending' AND next_attempt_at <= $1
@@ -37,7 +40,7 @@ UPDATE _S_.notifications n SET
 	lease_token = replace(gen_random_uuid()::text, '-', ''),
 	lease_expires_at = statement_timestamp() + $3::bigint * interval '1 microsecond',
 	updated_at = $1
-FROM pick WHERE n.id = pick.id
+FROM pick WHERE n.id = pick.id AND n.id = ANY (ARRAY(SELECT id FROM pick))
 RETURNING n.id, n.tenant, n.target, n.event_id, n.event_type, n.proposal_id, n.at, n.status, n.attempts,
 	n.next_attempt_at, n.last_error, n.payload, n.lease_token, n.updated_at`
 

@@ -135,7 +135,11 @@ func newQueries(schema string) *queries {
 		listGrants:    `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
 		listEvents:    `SELECT id, proposal_id, type, actor, actor_kind, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
 		// The tenant's newest event, from the end of events_tenant.
-		lastEventID: `SELECT id FROM _S_.events WHERE tenant = $1 ORDER BY id DESC LIMIT 1`,
+		// The range in place of tenant = $1 keeps tenant in the order, which
+		// only events_tenant gives: the generic plan cannot know that a
+		// tenant is rare, and took the primary key backwards, filtering,
+		// when the tenants were few (TestQueryPlans).
+		lastEventID: `SELECT id FROM _S_.events WHERE tenant >= $1 AND tenant <= $1 ORDER BY tenant DESC, id DESC LIMIT 1`,
 	}
 	for _, p := range []*string{
 		&q.getProposal, &q.getByToolCall, &q.getByConfirmation, &q.proposalTenant, &q.countByStatus,
@@ -163,7 +167,11 @@ func newQueries(schema string) *queries {
 //   - claimed: approved → executing with one more attempt; executing (an
 //     expired lease) and reconciling keep their status and attempt. A new
 //     lease: owner $2, a random token, generation = the version written,
-//     expiry on the database's clock + $3 microseconds.
+//     expiry on the database's clock + $3 microseconds. The picked rows
+//     are reached through the primary key (the ANY): the generic plan
+//     expects a tenth of the claimable rows from LIMIT $4, and under a
+//     backlog it joined them by hashing the whole table, every row and
+//     dead version read on every claim (TestClaimPlanUnderBacklog).
 //   - ev: the claim events, in claim order.
 //
 // The p:<id> notifications of the status changes are sent after the commit
@@ -189,7 +197,7 @@ const claimBatchSQL = `WITH pick AS (
 		version = p.version + 1,
 		updated_at = $1
 	FROM pick
-	WHERE p.id = pick.id
+	WHERE p.id = pick.id AND p.id = ANY (ARRAY(SELECT id FROM pick))
 	RETURNING PCOLS, pick.status AS from_status, pick.updated_at AS picked_at
 ), ev AS (
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
