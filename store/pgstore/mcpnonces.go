@@ -10,8 +10,15 @@ import (
 const (
 	// A few passed nonces, the oldest first; SKIP LOCKED lets concurrent
 	// spends share the work instead of queueing on the same rows.
-	forgetMCPNoncesSQL = `DELETE FROM _S_.mcp_nonces WHERE (tenant, nonce) IN
-		(SELECT tenant, nonce FROM _S_.mcp_nonces WHERE until_at <= $1 ORDER BY until_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+	// The rows are found again through the primary key (the ANYs): with
+	// IN, the generic plan of a large backlog hashed the whole table
+	// (TestClaimPlanUnderBacklog).
+	forgetMCPNoncesSQL = `WITH pick AS (
+		SELECT tenant, nonce FROM _S_.mcp_nonces WHERE until_at <= $1 ORDER BY until_at LIMIT $2 FOR UPDATE SKIP LOCKED
+	)
+	DELETE FROM _S_.mcp_nonces m USING pick
+	WHERE m.tenant = pick.tenant AND m.nonce = pick.nonce
+		AND m.tenant = ANY (ARRAY(SELECT tenant FROM pick)) AND m.nonce = ANY (ARRAY(SELECT nonce FROM pick))`
 	// Inserted, or a passed record taken over; a live record is left as
 	// it is, and no row is affected.
 	spendMCPNonceSQL = `INSERT INTO _S_.mcp_nonces (tenant, nonce, until_at) VALUES ($1, $2, $3)

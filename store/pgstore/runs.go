@@ -482,7 +482,7 @@ const claimRunsSQL = `WITH pick AS (
 	UPDATE _S_.runs r SET status = 'running', awaiting = '', ready = false, version = r.version + 1,
 		lease_owner = $2, lease_token = replace(gen_random_uuid()::text, '-', ''), lease_generation = r.version + 1,
 		lease_expires_at = $1 + $3::bigint * interval '1 microsecond', updated_at = $1
-	FROM pick WHERE r.tenant = pick.tenant AND r.id = pick.id
+	FROM pick WHERE r.tenant = pick.tenant AND r.id = pick.id AND r.id = ANY (ARRAY(SELECT id FROM pick))
 	RETURNING RCOLS, pick.updated_at AS picked_at
 )
 SELECT ` + runColumns + ` FROM c ORDER BY picked_at, id`
