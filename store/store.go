@@ -581,9 +581,8 @@ func As[T any](st Store) (T, bool) {
 // that window; the worker calls it every second (maintenance.Statistics).
 type Statistics interface {
 	// RefreshStatistics analyzes the driver's tables that were never
-	// analyzed and hold a few pages, or whose size or changes since their
-	// last analysis have reached what they held then, and returns the
-	// tables it analyzed. Processes sharing the tables analyze each once:
+	// analyzed and hold a few pages, or that have grown to twice what they
+	// held at their last analysis, and returns the tables it analyzed. Processes sharing the tables analyze each once:
 	// a call that finds another process at work returns none.
 	RefreshStatistics(ctx context.Context) ([]string, error)
 }

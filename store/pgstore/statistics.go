@@ -26,17 +26,21 @@ import (
 // table, so its plans are already those of a table of this size.
 const statisticsMinPages = 8
 
-// statisticsMinChanges is the churn that always earns an analysis of a
-// table that has since changed as many rows as it held (autovacuum's own
-// analyze threshold is this plus a tenth of the rows).
-const statisticsMinChanges = 50
-
 // staleTablesSQL lists the tables of schema $1 this role may analyze that
-// need it: never analyzed (no row count) and at least $2 pages; or twice
-// the pages they had at their last analysis (and at least 2 × $2); or as
-// many rows inserted, updated or deleted since then as they held, plus $3.
-// The first two read the file's size, so a table loaded by another
-// process counts before that process's statistics reach the collector.
+// need it: never analyzed (no row count) and at least $2 pages; or grown
+// to twice the pages (and at least 2 × $2) and twice the live rows they
+// had at their last analysis. The first reads the file's size alone, so a
+// table loaded by another process counts before that process's counts
+// reach the statistics collector.
+//
+// Rows changed in a table that did not grow are autovacuum's to analyze,
+// not this service's: the plans depend on a table's size, and the planner
+// already scales the row count of the last analysis by the file's current
+// size. Hence the live rows beside the pages: a drain's updates leave the
+// old versions behind, so the file of a table that holds as many rows as
+// before doubles, and analyzing it then (and, before, after every table's
+// worth of changed rows) was a tenth of the server's time in a drain
+// (ADR 0048, "Growth only").
 const staleTablesSQL = `SELECT c.relname
 	FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 	WHERE n.nspname = $1 AND c.relkind = 'r'
@@ -44,8 +48,8 @@ const staleTablesSQL = `SELECT c.relname
 		OR (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user))
 	AND (
 		(c.reltuples < 0 AND pg_catalog.pg_relation_size(c.oid) >= $2 * current_setting('block_size')::bigint)
-		OR (c.reltuples >= 0 AND pg_catalog.pg_relation_size(c.oid) >= 2 * greatest(c.relpages, $2) * current_setting('block_size')::bigint)
-		OR pg_catalog.pg_stat_get_mod_since_analyze(c.oid) >= $3 + greatest(c.reltuples, 0)
+		OR (c.reltuples >= 0 AND pg_catalog.pg_relation_size(c.oid) >= 2 * greatest(c.relpages, $2) * current_setting('block_size')::bigint
+			AND pg_catalog.pg_stat_get_live_tuples(c.oid) >= 2 * c.reltuples)
 	)
 	ORDER BY c.relname`
 
@@ -76,7 +80,7 @@ func (s *Store) RefreshStatistics(ctx context.Context) ([]string, error) {
 			_ = conn.Conn().Close(unlock)
 		}
 	}()
-	rows, err := conn.Query(ctx, staleTablesSQL, s.schema, statisticsMinPages, statisticsMinChanges)
+	rows, err := conn.Query(ctx, staleTablesSQL, s.schema, statisticsMinPages)
 	if err != nil {
 		return nil, wrap("refresh statistics", err)
 	}

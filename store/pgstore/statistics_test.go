@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/internal/pgtest"
 )
@@ -45,7 +46,8 @@ func statisticsColumns(t *testing.T, s *Store, table string) []string {
 // TestRefreshStatistics: a fresh schema needs no analysis; a table that
 // grows past a few pages is analyzed once, after which the planner knows its
 // rows and finds a proposal by tool call through the unique index, not the
-// thread's; a table that doubles is analyzed again.
+// thread's; a table whose rows all change, none added, is not, though its
+// file doubles; a table whose rows double is analyzed again.
 func TestRefreshStatistics(t *testing.T) {
 	t.Parallel()
 	dsn, schema := pgtest.NewSchema(t)
@@ -55,6 +57,11 @@ func TestRefreshStatistics(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 
+	// Autovacuum, which visits the database once a minute, would otherwise
+	// analyze proposals now and then between a change and the check.
+	if _, err := s.pool.Exec(t.Context(), `ALTER TABLE `+s.q.schema+`.proposals SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
 	if got, err := s.RefreshStatistics(t.Context()); err != nil || len(got) != 0 {
 		t.Fatalf("fresh schema: analyzed %v, %v; want none", got, err)
 	}
@@ -66,6 +73,9 @@ func TestRefreshStatistics(t *testing.T) {
 	// rows for one tool call, the unique index one.
 	now := time.Now()
 	insertProposals(t, s, 3000, 3, now)
+	// The inserts reach the collector first: counts that arrive after an
+	// analysis add to the rows it found, and the table would look grown.
+	statsSettled(t, s, "3000 rows", func(c tableCounts) bool { return c.live >= 3000 })
 	got, err := s.RefreshStatistics(t.Context())
 	if err != nil || !slices.Contains(got, "proposals") {
 		t.Fatalf("after 3000 proposals: analyzed %v, %v; want proposals among them", got, err)
@@ -101,15 +111,83 @@ func TestRefreshStatistics(t *testing.T) {
 	if got, err := s.RefreshStatistics(t.Context()); err != nil || slices.Contains(got, "proposals") {
 		t.Fatalf("nothing changed since: analyzed %v, %v; want not proposals", got, err)
 	}
+
+	// Every row changed three times and none added: the file more than
+	// doubles with the rows' old versions, as in a drain, while the table
+	// holds as many rows as before. That is autovacuum's to analyze, not
+	// this service's. Before the addendum "Growth only" of ADR 0048, both
+	// the size rule and the changed-rows rule analyzed it; the test waits
+	// until the collector shows that they would have, so it cannot pass
+	// before the counts arrive.
+	for range 3 {
+		if _, err := s.pool.Exec(t.Context(), `UPDATE `+s.q.schema+`.proposals SET attempt = attempt + 1`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statsSettled(t, s, "every row changed", func(c tableCounts) bool {
+		return c.changed >= c.reltuples+50 && c.size >= 2*c.relpages
+	})
+	if got, err := s.RefreshStatistics(t.Context()); err != nil || slices.Contains(got, "proposals") {
+		t.Fatalf("every row changed, none added: analyzed %v, %v; want not proposals", got, err)
+	}
+
 	if _, err := s.pool.Exec(t.Context(), `DELETE FROM `+s.q.schema+`.proposals`); err != nil {
 		t.Fatal(err)
 	}
 	insertProposals(t, s, 7000, 3, now)
+	statsSettled(t, s, "7000 rows in place of 3000", func(c tableCounts) bool { return c.live >= 6000 })
 	if got, err := s.RefreshStatistics(t.Context()); err != nil || !slices.Contains(got, "proposals") {
 		t.Fatalf("after 7000 more: analyzed %v, %v; want proposals", got, err)
 	}
 	if n := reltuples(t, s, "proposals"); n < 6000 || n > 8000 {
 		t.Errorf("proposals after the second analysis: reltuples %v, want about 7000", n)
+	}
+}
+
+// tableCounts are what the statistics rules read of proposals: its rows
+// changed since its last analysis and live now (the collector's counts),
+// its row count and pages at that analysis, and its pages now.
+type tableCounts struct {
+	changed, live, reltuples float64
+	relpages, size           int64
+}
+
+// statsSettled makes every connection of s's pool report its counts to
+// the statistics collector, then waits until ok holds of proposals.
+func statsSettled(t *testing.T, s *Store, what string, ok func(tableCounts) bool) {
+	t.Helper()
+	conns := make([]*pgxpool.Conn, 0, s.pool.Config().MaxConns)
+	for range cap(conns) {
+		c, err := s.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		// A backend reports its counts when it next goes idle.
+		if _, err := c.Exec(t.Context(), `SELECT pg_catalog.pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+	}
+	var c tableCounts
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if err := s.pool.QueryRow(t.Context(), `SELECT pg_catalog.pg_stat_get_mod_since_analyze(c.oid)::float8,
+				pg_catalog.pg_stat_get_live_tuples(c.oid)::float8, c.reltuples, c.relpages::bigint,
+				pg_catalog.pg_relation_size(c.oid) / current_setting('block_size')::bigint
+			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = 'proposals'`, s.schema).
+			Scan(&c.changed, &c.live, &c.reltuples, &c.relpages, &c.size); err != nil {
+			t.Fatal(err)
+		}
+		if ok(c) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the statistics collector shows %+v", what, c)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
