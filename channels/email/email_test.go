@@ -82,6 +82,7 @@ func openForm(t *testing.T, link string) form {
 	}
 	f := form{c: &http.Client{Jar: jar}}
 	pg := get(t, f.c, link)
+	requirePage(t, "open "+link, pg, http.StatusOK, "Nothing is decided until you press")
 	m := csrfRE.FindStringSubmatch(pg.body)
 	if m == nil {
 		t.Fatalf("no CSRF value in the page of %s:\n%s", link, pg.body)
@@ -139,18 +140,8 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // cookie the page set).
 func confirm(t *testing.T, link string) page {
 	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Jar: jar}
-	pg := get(t, c, link)
-	requirePage(t, "open "+link, pg, http.StatusOK, "Nothing is decided until you press")
-	m := csrfRE.FindStringSubmatch(pg.body)
-	if m == nil {
-		t.Fatalf("no CSRF value in the page:\n%s", pg.body)
-	}
-	return post(t, c, link, url.Values{"csrf": {m[1]}}, nil)
+	f := openForm(t, link)
+	return post(t, f.c, link, url.Values{"csrf": {f.csrf}}, nil)
 }
 
 // requireUndecided requires p to be pending with no decision.
