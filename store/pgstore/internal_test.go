@@ -162,12 +162,7 @@ func TestWorkNotifier(t *testing.T) {
 // the server and keeps its connection, then still receives.
 func TestListenSurvivesQuiet(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(context.Background(), pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := smallStore(t)
 	s.listenCheck = 50 * time.Millisecond
 
 	got := make(chan store.Notification, 16)
@@ -185,7 +180,7 @@ func TestListenSurvivesQuiet(t *testing.T) {
 	listenerPID := func() int {
 		var pid int
 		for range 500 {
-			err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'`, listenerPrefix+schema).Scan(&pid)
+			err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'`, listenerPrefix+s.schema).Scan(&pid)
 			if err == nil {
 				return pid
 			}
@@ -225,4 +220,17 @@ func TestWriteLanes(t *testing.T) {
 			t.Errorf("writeLanes(%d procs, %d conns) = %d, want %d", c.procs, c.conns, got, c.want)
 		}
 	}
+}
+
+// smallStore opens a store on a schema of its own with a pool of two
+// connections, closed when the test ends.
+func smallStore(t *testing.T) *Store {
+	t.Helper()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(t.Context(), pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/countersign/countersign/internal/cursor"
-	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 )
 
@@ -23,12 +22,7 @@ import (
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := smallStore(t)
 
 	now := time.Now()
 	// 20000 proposals in 2 tenants and 2000 threads: 1 in 100 approved
@@ -101,7 +95,7 @@ func TestQueryPlans(t *testing.T) {
 			sorted bool
 		}{l.name, sql, args, l.want, false})
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The plans checked are the generic plans the store's connections
 		// run (DefaultPlanCacheMode).
 		var mode string
@@ -146,12 +140,7 @@ func TestQueryPlans(t *testing.T) {
 func TestClaimPlanUnderBacklog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := smallStore(t)
 	now := time.Now()
 	insertProposals(t, s, 20000, 200, now)
 	if _, err := s.pool.Exec(ctx, `UPDATE `+s.q.schema+`.proposals SET status = 'approved', mode = 'independent'`); err != nil {
@@ -187,7 +176,7 @@ func TestClaimPlanUnderBacklog(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, c := range []struct {
 			name, sql, index, table string
 			args                    []any

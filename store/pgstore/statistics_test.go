@@ -50,12 +50,7 @@ func statisticsColumns(t *testing.T, s *Store, table string) []string {
 // file doubles; a table whose rows double is analyzed again.
 func TestRefreshStatistics(t *testing.T) {
 	t.Parallel()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(t.Context(), pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := smallStore(t)
 
 	// Autovacuum, which visits the database once a minute, would otherwise
 	// analyze proposals now and then between a change and the check.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 )
 
@@ -71,12 +70,7 @@ func TestStoredFormat(t *testing.T) {
 	// A row whose JSON columns hold exactly those values, written as an
 	// existing database holds them, reads back as the record.
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := smallStore(t)
 	vals, err := proposalValues(want)
 	if err != nil {
 		t.Fatal(err)
