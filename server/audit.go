@@ -35,24 +35,35 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, id counters
 		return err
 	}
 	page, err := s.engine.Audit(r.Context(), id, after, limit)
+	if err != nil {
+		return auditRefused(err)
+	}
+	out := AuditPage{Events: make([]*AuditEvent, len(page.Events)), Next: nextAfter(page.Next)}
+	for i, ae := range page.Events {
+		out.Events[i] = ae.Chained()
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// auditRefused answers the engine's refusal of a read of the audit log:
+// an agent's credential, or a human's without the operator role.
+func auditRefused(err error) error {
 	if ae := agentRefused(err); ae != nil {
 		return ae
 	}
 	if errors.Is(err, countersign.ErrForbidden) {
 		return errForbidden("reading the audit log needs the operator role")
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// nextAfter is a page's next cursor as answered: null when the page is the last.
+func nextAfter(next int64) *int64 {
+	if next == 0 {
+		return nil
 	}
-	out := AuditPage{Events: make([]*AuditEvent, len(page.Events))}
-	for i, ae := range page.Events {
-		out.Events[i] = ae.Chained()
-	}
-	if page.Next != 0 {
-		out.Next = &page.Next
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return &next
 }
 
 // auditQuery reads after (a seq, default 0) and limit from a request of the
@@ -97,21 +108,12 @@ func (s *Server) handleAuditCheckpoints(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	page, err := s.engine.AuditCheckpoints(r.Context(), id, after, limit)
-	if ae := agentRefused(err); ae != nil {
-		return ae
-	}
-	if errors.Is(err, countersign.ErrForbidden) {
-		return errForbidden("reading the audit log needs the operator role")
-	}
 	if err != nil {
-		return err
+		return auditRefused(err)
 	}
-	out := AuditCheckpointPage{Checkpoints: make([]*AuditCheckpoint, len(page.Checkpoints))}
+	out := AuditCheckpointPage{Checkpoints: make([]*AuditCheckpoint, len(page.Checkpoints)), Next: nextAfter(page.Next)}
 	for i, c := range page.Checkpoints {
 		out.Checkpoints[i] = c.Signed()
-	}
-	if page.Next != 0 {
-		out.Next = &page.Next
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
