@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 from . import polling as _polling
 from .client import Client
 from .errors import CountersignError
-from .lease import GateError, LeaseLost, NotApplied, _lease_seconds, _Renewer
+from .lease import GateError, LeaseLost, NotApplied, _lease_seconds, _Renewer, claimed_by_caller
 from .polling import Pacer, Pacing
 
 __all__ = [
@@ -111,10 +111,6 @@ class Execution:
 F = TypeVar("F", bound=Callable[..., Any])
 
 ThreadID = Union[str, Callable[[], str]]
-
-#: The lease owner the server records for a caller's claim (docs/state-machine.md).
-_CALLER_OWNER = "caller:"
-
 
 def gated(
     client: Client,
@@ -269,7 +265,7 @@ class Gated:
             except OSError:
                 continue
             break
-        if any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(_CALLER_OWNER) for e in events):
+        if claimed_by_caller(events):
             return
         raise ServerExecuted(
             _server_executed_message(self.action, f"the server ran proposal {p['id']} ({ans.get('status')}); no caller ever claimed it"),

@@ -39,7 +39,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Type, Union
 
 from . import polling as _polling
 from .errors import CountersignError
@@ -48,7 +48,21 @@ from .types import CallResult, Proposal
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["GateError", "LeaseLost", "NotApplied", "Uncertain", "Running", "LeaseContext"]
+__all__ = [
+    "GateError",
+    "LeaseLost",
+    "NotApplied",
+    "Uncertain",
+    "Running",
+    "LeaseContext",
+    "CALLER_OWNER",
+    "claimed_by_caller",
+    "await_holder",
+]
+
+#: The lease owner the server records for a caller's claim,
+#: ``caller:<requester>`` (docs/state-machine.md).
+CALLER_OWNER = "caller:"
 
 
 class GateError(Exception):
@@ -244,3 +258,36 @@ class _Renewer:
                 return
             self.until = asked + self.lease
             every = self.lease / 3
+
+
+def claimed_by_caller(events: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a proposal's audit trail (``client.proposal_events(id)``)
+    shows a claim by a caller, ``caller:<requester>``: a caller ran it. A
+    worker's or the server's own claim is not one."""
+    return any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(CALLER_OWNER) for e in events)
+
+
+def await_holder(
+    client: "Client",
+    p: Proposal,
+    timeout: float,
+    *,
+    statuses: Collection[str] = ("executing",),
+    done: Optional[Callable[[Proposal], bool]] = None,
+) -> Proposal:
+    """Waits while ``p`` is in one of ``statuses`` (another holder's lease
+    runs: a concurrent resume, or this process's earlier attempt), at most
+    ``timeout`` seconds on the client's clock, in long-polls of at most
+    25 s, each retried on the client's schedule (:func:`countersign.polling.retried`). ``done`` ends
+    the wait early on a proposal it accepts. Returns the proposal as last read."""
+    clock = client.pacing.clock
+    deadline = clock() + timeout
+    while p.status in statuses:
+        left = deadline - clock()
+        if left <= 0:
+            return p
+        pid, poll = p.id, min(left, 25.0)
+        p = _polling.retried(client.pacing, lambda: client.wait(pid, timeout_seconds=poll))
+        if done is not None and done(p):
+            return p
+    return p

@@ -34,7 +34,9 @@ import random as _random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
+
+from .errors import CountersignError
 
 __all__ = [
     "MIN_DELAY",
@@ -49,6 +51,7 @@ __all__ = [
     "delay",
     "reconnect_delay",
     "reconnect_pause",
+    "retried",
     "transient",
     "unsupported",
 ]
@@ -67,6 +70,10 @@ JITTER = 0.25
 MAX_WAIT_SECONDS = 60
 #: The event stream's reconnect delay when nobody says otherwise, in seconds.
 DEFAULT_RETRY = 2.0
+#: How many times :func:`retried` asks before it gives up.
+RETRIES = 8
+
+T = TypeVar("T")
 
 
 def delay(attempt: int, rand: float = 0.5, *, base: float = MIN_DELAY, cap: float = MAX_DELAY) -> float:
@@ -227,3 +234,25 @@ def transient(status: int) -> bool:
 def unsupported(status: int) -> bool:
     """Whether an error answer says the server has no such route."""
     return status in (404, 405, 501)
+
+
+def retried(pacing: Pacing, fn: Callable[[], T], tries: int = RETRIES) -> T:
+    """fn's answer, asked again on ``pacing``'s schedule while the server
+    answers 429 or 5xx or cannot be reached (an ``OSError``), at most
+    ``tries`` times in all; any other error is a verdict, raised at once, and
+    so is the last transient one. A ``Retry-After`` holds the next try back."""
+    pacer = pacing.pacer()
+    tried = 0
+    while True:
+        pacer.wait()
+        try:
+            return fn()
+        except CountersignError as e:
+            tried += 1
+            if not e.transient or tried >= tries:
+                raise
+            pacer.retry_after(e.retry_after)
+        except OSError:
+            tried += 1
+            if tried >= tries:
+                raise

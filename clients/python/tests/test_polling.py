@@ -17,10 +17,12 @@ import json
 import threading
 import time
 import unittest
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from countersign import (
     Client,
+    Conflict,
     CountersignError,
     Failed,
     Pacing,
@@ -28,8 +30,9 @@ from countersign import (
     StillPending,
     gated,
 )
-from countersign.errors import parse_retry_after
-from countersign.polling import MAX_DELAY, MIN_DELAY, delay, reconnect_pause
+from countersign.errors import RateLimited, Unavailable, parse_retry_after
+from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
+from countersign.polling import MAX_DELAY, MIN_DELAY, RETRIES, delay, reconnect_pause, retried
 
 
 class FakeClock:
@@ -441,3 +444,112 @@ class ClientHelpersOnAFakeClock(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Retried(unittest.TestCase):
+    """polling.retried, what the framework adapters ask every request through."""
+
+    def test_transient_failures_are_asked_again_on_the_schedule(self) -> None:
+        fc = FakeClock()
+        tries: List[float] = []
+
+        def fn() -> str:
+            tries.append(fc.now)
+            if len(tries) == 1:
+                raise Unavailable(503, "UNAVAILABLE", "down", retry_after=7)
+            if len(tries) in (2, 3):
+                raise ConnectionRefusedError("refused")
+            return "ok"
+
+        self.assertEqual(retried(fc.pacing(), fn), "ok")
+        # Retry-After 7 s, then the schedule: the 1 s floor, then 2 s.
+        self.assertEqual(gaps(tries), [7, 1, 2])
+
+    def test_a_verdict_is_raised_at_once(self) -> None:
+        fc = FakeClock()
+        tries: List[float] = []
+
+        def fn() -> str:
+            tries.append(fc.now)
+            raise Conflict(409, "INVALID_STATE", "decided")
+
+        with self.assertRaises(Conflict):
+            retried(fc.pacing(), fn)
+        self.assertEqual(len(tries), 1)
+
+    def test_gives_up_after_its_tries(self) -> None:
+        fc = FakeClock()
+        for tries, fail in ((RETRIES, ConnectionRefusedError("refused")), (3, RateLimited(429, "TOO_MANY_REQUESTS", "slow"))):
+            asked: List[float] = []
+
+            def fn() -> str:
+                asked.append(fc.now)
+                raise fail
+
+            with self.assertRaises(type(fail)):
+                retried(fc.pacing(), fn, tries=tries)
+            self.assertEqual(len(asked), tries)
+
+
+class LeaseHolders(unittest.TestCase):
+    """lease.claimed_by_caller and lease.await_holder, on a fake clock."""
+
+    def test_claimed_by_caller_reads_the_claims_owner(self) -> None:
+        self.assertTrue(claimed_by_caller([{"type": "proposal.created"}, {"type": "proposal.claimed", "actor": CALLER_OWNER + "bot"}]))
+        for events in (
+            [],
+            [{"type": "proposal.claimed", "actor": "worker:w1"}],
+            [{"type": "proposal.claimed"}],
+            [{"type": "proposal.settled", "actor": CALLER_OWNER + "bot"}],
+        ):
+            self.assertFalse(claimed_by_caller(events), events)
+
+    def client(self, fc: FakeClock, answers: List[Any]) -> Any:
+        """A client whose wait(id, timeout_seconds) is a long-poll the server
+        holds to its end, answering the next of answers (a status, or an
+        exception to raise)."""
+        polls: List[float] = []
+
+        def wait(pid: str, timeout_seconds: float) -> Any:
+            polls.append(timeout_seconds)
+            a = answers.pop(0)
+            if isinstance(a, Exception):
+                raise a
+            fc.now += timeout_seconds
+            return SimpleNamespace(id=pid, status=a)
+
+        return SimpleNamespace(pacing=fc.pacing(), wait=wait, polls=polls)
+
+    def test_waits_until_the_holder_settles(self) -> None:
+        fc = FakeClock()
+        c = self.client(fc, ["executing", Unavailable(503, "UNAVAILABLE", "down"), "succeeded"])
+        p = await_holder(c, SimpleNamespace(id="prp_1", status="executing"), 120)  # type: ignore[arg-type]
+        self.assertEqual(p.status, "succeeded")
+        self.assertEqual(c.polls, [25, 25, 25])
+
+    def test_gives_up_at_its_timeout(self) -> None:
+        fc = FakeClock()
+        c = self.client(fc, ["executing"] * 5)
+        p = await_holder(c, SimpleNamespace(id="prp_1", status="executing"), 60)  # type: ignore[arg-type]
+        self.assertEqual(p.status, "executing")
+        # Long-polls of 25 s, the last cut to what is left of the 60 s; a
+        # held long-poll is time already waited, so the next follows at once.
+        self.assertEqual(c.polls, [25, 25, 10])
+        self.assertEqual(fc.now, 60)
+
+    def test_not_held_asks_nothing(self) -> None:
+        fc = FakeClock()
+        c = self.client(fc, [])
+        p = await_holder(c, SimpleNamespace(id="prp_1", status="succeeded"), 60)  # type: ignore[arg-type]
+        self.assertEqual(p.status, "succeeded")
+        self.assertEqual(c.polls, [])
+
+    def test_done_ends_the_wait_early(self) -> None:
+        fc = FakeClock()
+        c = self.client(fc, ["approved", "executing"])
+        p = await_holder(
+            c, SimpleNamespace(id="prp_1", status="executing"), 60,  # type: ignore[arg-type]
+            statuses=("executing", "approved"), done=lambda q: q.status == "approved",
+        )
+        self.assertEqual(p.status, "approved")
+        self.assertEqual(len(c.polls), 1)

@@ -19,17 +19,16 @@ Countersign's policy and its approvers, on their channels.
 from __future__ import annotations
 
 import contextvars
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-from countersign import CallResult, Client, CountersignError, LeaseLost, NotApplied, Proposal, Running
+from countersign import CallResult, Client, LeaseLost, NotApplied, Proposal, Running
 from countersign import polling as _polling
+from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
 
 __all__ = ["Ask", "Gate", "ToolCallRef", "current_execution", "CALLER_OWNER", "PAYLOAD_KEY"]
 
 #: The lease owner the server records for a caller's claim (docs/state-machine.md).
-CALLER_OWNER = "caller:"
 
 #: The key of the confirmation payload (and of a function response) that
 #: holds what Countersign says.
@@ -269,8 +268,7 @@ class Gate:
     def _caller_claimed(self, p: Proposal) -> bool:
         """Whether a caller ran p: its audit trail shows a claim by
         ``caller:<requester>`` (a worker's or the server's own claim is not one)."""
-        events = self._retry(lambda: self.client.proposal_events(p.id))
-        return any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(CALLER_OWNER) for e in events)
+        return claimed_by_caller(self._retry(lambda: self.client.proposal_events(p.id)))
 
     # -- requests -------------------------------------------------------------
 
@@ -299,32 +297,12 @@ class Gate:
     def _await_holder(self, p: Proposal) -> Proposal:
         """Waits while another holder's lease runs (a concurrent resume, or
         this process's earlier attempt), at most executing_timeout."""
-        deadline = time.monotonic() + self.executing_timeout
-        while p.status == "executing":
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return p
-            p = self._retry(lambda: self.client.wait(p.id, timeout_seconds=min(left, 25.0)))
-        return p
+        return await_holder(self.client, p, self.executing_timeout)
 
     def _retry(self, fn: Callable[[], Any]) -> Any:
         """fn, asked again on the client's schedule while the server answers
         429 or 5xx or cannot be reached; other errors are verdicts."""
-        pacer = self.client.pacing.pacer()
-        tries = 0
-        while True:
-            pacer.wait()
-            try:
-                return fn()
-            except CountersignError as e:
-                tries += 1
-                if not e.transient or tries >= 8:
-                    raise
-                pacer.retry_after(e.retry_after)
-            except OSError:
-                tries += 1
-                if tries >= 8:
-                    raise
+        return _polling.retried(self.client.pacing, fn)
 
     # -- what the model sees --------------------------------------------------
 

@@ -17,7 +17,6 @@ import asyncio
 import contextvars
 import json
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Mapping, MutableMapping, Optional, Set, Tuple, Union
 
@@ -25,6 +24,7 @@ from agents.exceptions import UserError
 
 from countersign import CallResult, Client, Conflict, CountersignError, Invalid, LeaseLost, NotAnAgent, NotApplied, NotFound, Proposal, Running
 from countersign import polling as _polling
+from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
 from countersign.lease import _lease_seconds
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
 CONTEXT_KEY = "countersign"
 
 #: The lease owner the server records for a caller's claim (docs/state-machine.md).
-CALLER_OWNER = "caller:"
 
 
 class NotDecided(UserError):
@@ -486,8 +485,7 @@ class Gate:
     def _caller_claimed(self, p: Proposal) -> bool:
         """Whether a caller ran p: its audit trail shows a claim by
         ``caller:<requester>`` (a worker's or the server's own claim is not one)."""
-        events = self._retry(lambda: self.client.proposal_events(p.id))
-        return any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(CALLER_OWNER) for e in events)
+        return claimed_by_caller(self._retry(lambda: self.client.proposal_events(p.id)))
 
     # -- requests -------------------------------------------------------------
 
@@ -503,35 +501,17 @@ class Gate:
     def _await_settled(self, p: Proposal) -> Proposal:
         """Waits while the proposal is approved or executing (another holder's
         lease, a concurrent resume, the server's worker), at most executing_timeout."""
-        deadline = time.monotonic() + self.executing_timeout
-        while p.status in ("executing", "approved"):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return p
-            q: Proposal = self._retry(lambda: self.client.wait(p.id, timeout_seconds=min(left, 25.0)))
-            if q.status == "approved" and self.local:
-                return q  # a lapsed lease of an idempotent action: claim it again
-            p = q
-        return p
+        # An approved one, where this process runs the action: a lapsed
+        # lease of an idempotent action, to be claimed again.
+        return await_holder(
+            self.client, p, self.executing_timeout,
+            statuses=("executing", "approved"), done=lambda q: q.status == "approved" and self.local,
+        )
 
     def _retry(self, fn: Callable[[], Any]) -> Any:
         """fn, asked again on the client's schedule while the server answers
         429 or 5xx or cannot be reached; other errors are verdicts."""
-        pacer = self.client.pacing.pacer()
-        tries = 0
-        while True:
-            pacer.wait()
-            try:
-                return fn()
-            except CountersignError as e:
-                tries += 1
-                if not e.transient or tries >= 8:
-                    raise
-                pacer.retry_after(e.retry_after)
-            except OSError:
-                tries += 1
-                if tries >= 8:
-                    raise
+        return _polling.retried(self.client.pacing, fn)
 
 
 def _record(context: Any, call_id: str, pid: str) -> None:

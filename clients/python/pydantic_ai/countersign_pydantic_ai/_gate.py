@@ -16,18 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-import time
 from typing import Any, Callable, Dict, Optional
 
-from countersign import CallResult, Client, CountersignError, Invalid, LeaseLost, NotApplied, Proposal, Running
+from countersign import CallResult, Client, Invalid, LeaseLost, NotApplied, Proposal, Running
 from countersign import polling as _polling
+from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
 
 from pydantic_ai import ApprovalRequired, ModelRetry, ToolFailed
 
 __all__ = ["Gate", "ToolCallRef", "ResumeRefused", "current_execution", "same_input", "CALLER_OWNER", "METADATA_KEY"]
 
 #: The lease owner the server records for a caller's claim (docs/state-machine.md).
-CALLER_OWNER = "caller:"
 
 #: The key of DeferredToolRequests.metadata[tool_call_id] that carries the proposal.
 METADATA_KEY = "countersign"
@@ -265,8 +264,7 @@ class Gate:
     def _caller_claimed(self, p: Proposal) -> bool:
         """Whether a caller ran p: its audit trail shows a claim by
         ``caller:<requester>`` (a worker's or the server's own claim is not one)."""
-        events = self._retry(lambda: self.client.proposal_events(p.id))
-        return any(e.get("type") == "proposal.claimed" and str(e.get("actor") or "").startswith(CALLER_OWNER) for e in events)
+        return claimed_by_caller(self._retry(lambda: self.client.proposal_events(p.id)))
 
     # -- requests -------------------------------------------------------------
 
@@ -298,13 +296,7 @@ class Gate:
     def _await_holder(self, p: Proposal) -> Proposal:
         """Waits while another holder's lease runs (a concurrent resume, or
         an earlier attempt), at most executing_timeout."""
-        deadline = time.monotonic() + self.executing_timeout
-        while p.status == "executing":
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return p
-            p = self._retry(lambda: self.client.wait(p.id, timeout_seconds=min(left, 25.0)))
-        return p
+        return await_holder(self.client, p, self.executing_timeout)
 
     async def _io(self, fn: Callable[[], Any]) -> Any:
         """A blocking request of the client, off the event loop, retried."""
@@ -313,21 +305,7 @@ class Gate:
     def _retry(self, fn: Callable[[], Any]) -> Any:
         """fn, asked again on the client's schedule while the server answers
         429 or 5xx or cannot be reached; other errors are verdicts."""
-        pacer = self.client.pacing.pacer()
-        tries = 0
-        while True:
-            pacer.wait()
-            try:
-                return fn()
-            except CountersignError as e:
-                tries += 1
-                if not e.transient or tries >= 8:
-                    raise
-                pacer.retry_after(e.retry_after)
-            except OSError:
-                tries += 1
-                if tries >= 8:
-                    raise
+        return _polling.retried(self.client.pacing, fn)
 
     # -- what the caller sees ---------------------------------------------------
 
