@@ -75,35 +75,41 @@ func (x *execution) holdLease(ctx context.Context, asked time.Time) (context.Con
 	h.mu.Unlock()
 
 	// Renewals outlive the caller's cancellation (the work goes on until it
-	// settles), but not stop.
+	// settles), but not stop. The first is due a third of the lease from
+	// the claim: most executions settle long before, and a timer that never
+	// fires costs them no goroutine (a drain of no-op actions spent a
+	// twentieth of the worker's CPU on one per execution).
 	rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() {
+	first := time.AfterFunc(time.Until(asked.Add(renewEvery(h.lease))), func() {
 		defer wg.Done()
-		h.renew(rctx, asked.Add(renewEvery(h.lease)))
-	}()
+		h.renew(rctx)
+	})
 	return lctx, func() {
 		h.mu.Lock()
 		h.stopped = true
 		h.lapse.Stop()
 		h.mu.Unlock()
+		if first.Stop() {
+			wg.Done() // the renewals never began, and never will
+		}
 		stopRenewing()
 		wg.Wait()
 		cancel()
 	}
 }
 
-// renew renews the lease, first at next, until ctx ends or the lease is lost.
-func (h *leaseHolder) renew(ctx context.Context, next time.Time) {
-	t := time.NewTimer(time.Until(next))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// renew renews the lease now and then every third of it, until ctx ends
+// or the lease is lost.
+func (h *leaseHolder) renew(ctx context.Context) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
 		}
+	}()
+	for {
 		deadline, ok := h.deadline()
 		if !ok {
 			return
@@ -117,10 +123,11 @@ func (h *leaseHolder) renew(ctx context.Context, next time.Time) {
 			Tenant: h.tenant, ID: h.id, Fence: h.fence, LeaseDuration: h.lease,
 		})
 		cancel()
+		var next time.Duration
 		switch {
 		case err == nil:
 			h.confirmed(asked)
-			t.Reset(time.Until(asked.Add(renewEvery(h.lease))))
+			next = time.Until(asked.Add(renewEvery(h.lease)))
 		case ctx.Err() != nil:
 			return // stopped
 		case errors.Is(err, cstype.ErrLeaseLost):
@@ -130,7 +137,17 @@ func (h *leaseHolder) renew(ctx context.Context, next time.Time) {
 			return
 		default:
 			h.e.log.Warn("lease renewal failed; retrying while the lease lasts", "proposal", h.id, "err", err)
-			t.Reset(renewRetry(h.lease))
+			next = renewRetry(h.lease)
+		}
+		if t == nil {
+			t = time.NewTimer(next)
+		} else {
+			t.Reset(next)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
