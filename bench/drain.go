@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,6 +80,10 @@ const workerEnv = "COUNTERSIGN_BENCH_WORKER"
 // (-pg-max-conns).
 const workerPoolEnv = "COUNTERSIGN_BENCH_PG_MAX_CONNS"
 
+// workerProfileEnv, when set, is the file a worker process writes a CPU
+// profile of its drain to, less its ".prof" (-worker-cpuprofiles).
+const workerProfileEnv = "COUNTERSIGN_BENCH_WORKER_CPUPROFILE"
+
 // drainTrips are a drain's round trips per proposal, its worker processes'
 // summed, step by step.
 func drainTrips(k string, procs int, c rtCounts, n, conns, maxConns int) []Figure {
@@ -138,6 +143,14 @@ func workerMain(spec string) int {
 		fmt.Fprintln(os.Stderr, "no go-ahead:", err)
 		return 2
 	}
+	if path := os.Getenv(workerProfileEnv); path != "" {
+		stopProfile, err := startRunProfile(filepath.Dir(path), filepath.Base(path))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer stopProfile()
+	}
 	if err := w.Run(withClass(ctx, rtWorker)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -186,9 +199,12 @@ func drain(e *env, procs int) (float64, *drainCounts, error) {
 	defer stop()
 	// Start every process, then release them together.
 	var gos []io.WriteCloser
-	for range procs {
+	for i := range procs {
 		c := exec.Command(e.self)
 		c.Env = append(os.Environ(), workerEnv+"="+spec, fmt.Sprintf("%s=%d", workerPoolEnv, e.cfg.PGMaxConns))
+		if dir := e.cfg.WorkerProfiles; dir != "" {
+			c.Env = append(c.Env, workerProfileEnv+"="+filepath.Join(dir, fmt.Sprintf("worker-%s-%dp-%d", e.target.name, procs, i+1)))
+		}
 		c.Stderr = os.Stderr
 		out, err := c.StdoutPipe()
 		if err != nil {

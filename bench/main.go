@@ -93,6 +93,9 @@ type config struct {
 	// PGMaxConns is the pool size of every PostgreSQL store the bench
 	// opens, its worker processes' included.
 	PGMaxConns int
+	// WorkerProfiles, when set, is the folder where each worker process of
+	// B1 writes a CPU profile of its drain (from the go-ahead to its exit).
+	WorkerProfiles string
 	// audit: rounds of B3 and B6, each with and without the sealer
 	AuditRounds int
 	// tracing: rounds of B3 and B6, each with and without tracing
@@ -209,6 +212,7 @@ func realMain() int {
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
+	flag.StringVar(&cfg.WorkerProfiles, "worker-cpuprofiles", "", "B1: the folder where each worker process writes a CPU profile of its drain, worker-<store>-<processes>p-<n>.prof")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
 	flag.StringVar(&memProf, "memprofile", "", "write a heap profile (allocations of the whole run, this process) to this file when the run ends")
 	flag.Parse()

@@ -163,8 +163,8 @@ func onOff(on bool) string {
 }
 
 // startRunProfile writes a CPU profile of one run to dir/name.prof (no
-// dir: none), so that the traced and untraced runs can be compared; the
-// func it returns stops it.
+// dir: none), so that runs can be compared (the tracing scenario's traced
+// and untraced runs, B1's worker processes); the func it returns stops it.
 func startRunProfile(dir, name string) (func(), error) {
 	if dir == "" {
 		return func() {}, nil
@@ -175,7 +175,7 @@ func startRunProfile(dir, name string) (func(), error) {
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("tracing profile: %w (-cpuprofile and -tracing-profiles exclude each other)", err)
+		return nil, fmt.Errorf("CPU profile %s: %w (one at a time in a process: -cpuprofile excludes -tracing-profiles)", name, err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
