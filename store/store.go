@@ -582,8 +582,9 @@ func As[T any](st Store) (T, bool) {
 type Statistics interface {
 	// RefreshStatistics analyzes the driver's tables that were never
 	// analyzed and hold a few pages, or that have grown to twice what they
-	// held at their last analysis, and returns the tables it analyzed. Processes sharing the tables analyze each once:
-	// a call that finds another process at work returns none.
+	// held at their last analysis, and returns the tables it analyzed.
+	// Processes sharing the tables analyze each once: a call that finds
+	// another process at work returns none.
 	RefreshStatistics(ctx context.Context) ([]string, error)
 }
 
