@@ -302,19 +302,10 @@ class Gated:
         # The work is done: record it while the lease may still be held,
         # retrying failures that are not verdicts on the schedule. The fence
         # decides.
-        pacer = self.pacing.pacer()
-        while True:
-            pacer.wait()
-            try:
-                res = self.client.settle(ex.proposal_id, ex.lease_token, outcome, **fields)
-                break
-            except CountersignError as e:
-                if not _polling.transient(e.status) or renewer.expired():
-                    raise
-                pacer.retry_after(e.retry_after)
-            except OSError:
-                if renewer.expired():
-                    raise
+        res = _polling.retried(
+            self.pacing, lambda: self.client.settle(ex.proposal_id, ex.lease_token, outcome, **fields),
+            tries=None, until=renewer.expired,
+        )
         if res.get("status") != "applied":
             raise LeaseLost(f"{self.action}: the lease was lost; the outcome was not recorded", res)
         if outcome == "failed":

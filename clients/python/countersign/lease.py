@@ -169,21 +169,12 @@ class LeaseContext:
         # retrying failures that are not verdicts on the schedule; the fence
         # decides. Past the lease's end a retry is pointless (the server
         # answers conflict), and the error goes to the caller.
-        pacer = self.client.pacing.pacer()
         run = self.run
         body = {k: v for k, v in fields.items() if v is not None}
-        while True:
-            pacer.wait()
-            try:
-                res = self.client.settle(run.proposal_id, run.lease_token, outcome, **body)
-                break
-            except CountersignError as e:
-                if not _polling.transient(e.status) or self._renewer.expired():
-                    raise
-                pacer.retry_after(e.retry_after)
-            except OSError:
-                if self._renewer.expired():
-                    raise
+        res = _polling.retried(
+            self.client.pacing, lambda: self.client.settle(run.proposal_id, run.lease_token, outcome, **body),
+            tries=None, until=self._renewer.expired,
+        )
         if res.get("status") != "applied":
             raise LeaseLost(f"proposal {run.proposal_id}: the lease was lost; the outcome was not recorded", res)
         run.settled = Proposal.from_json(res.get("proposal"))

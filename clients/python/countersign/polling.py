@@ -236,11 +236,19 @@ def unsupported(status: int) -> bool:
     return status in (404, 405, 501)
 
 
-def retried(pacing: Pacing, fn: Callable[[], T], tries: int = RETRIES) -> T:
+def retried(
+    pacing: Pacing,
+    fn: Callable[[], T],
+    tries: Optional[int] = RETRIES,
+    *,
+    until: Optional[Callable[[], bool]] = None,
+) -> T:
     """fn's answer, asked again on ``pacing``'s schedule while the server
-    answers 429 or 5xx or cannot be reached (an ``OSError``), at most
-    ``tries`` times in all; any other error is a verdict, raised at once, and
-    so is the last transient one. A ``Retry-After`` holds the next try back."""
+    answers 429 or 5xx (:func:`transient`) or cannot be reached (an
+    ``OSError``); any other error is a verdict, raised at once. The last
+    failure is raised after ``tries`` tries in all (None: no count), or once
+    ``until()`` says the time for trying is over (a settlement past its
+    lease). A ``Retry-After`` holds the next try back."""
     pacer = pacing.pacer()
     tried = 0
     while True:
@@ -249,10 +257,14 @@ def retried(pacing: Pacing, fn: Callable[[], T], tries: int = RETRIES) -> T:
             return fn()
         except CountersignError as e:
             tried += 1
-            if not e.transient or tried >= tries:
+            if not transient(e.status) or _given_up(tried, tries, until):
                 raise
             pacer.retry_after(e.retry_after)
         except OSError:
             tried += 1
-            if tried >= tries:
+            if _given_up(tried, tries, until):
                 raise
+
+
+def _given_up(tried: int, tries: Optional[int], until: Optional[Callable[[], bool]]) -> bool:
+    return (tries is not None and tried >= tries) or (until is not None and until())

@@ -491,6 +491,25 @@ class Retried(unittest.TestCase):
             self.assertEqual(len(asked), tries)
 
 
+    def test_until_ends_the_tries(self) -> None:
+        # A settlement: no count of tries, asked again until the lease is over.
+        fc = FakeClock()
+        asked: List[float] = []
+
+        def fn() -> str:
+            asked.append(fc.now)
+            raise Unavailable(503, "UNAVAILABLE", "down")
+
+        with self.assertRaises(Unavailable):
+            retried(fc.pacing(), fn, tries=None, until=lambda: fc.now >= 20)
+        # Tries at 0, 1, 2, 4, 8, 16 and 32 s (the pauses 0.5 → the 1 s
+        # floor, then 1, 2, 4, 8, 16): the one at 32 s is the first after
+        # the end, and its failure is raised.
+        self.assertEqual(gaps(asked), [1, 1, 2, 4, 8, 16])
+        self.assertGreaterEqual(asked[-1], 20)
+        self.assertLess(asked[-2], 20)
+
+
 class LeaseHolders(unittest.TestCase):
     """lease.claimed_by_caller and lease.await_holder, on a fake clock."""
 
