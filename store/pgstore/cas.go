@@ -13,7 +13,7 @@ import (
 
 // This file holds the one way the store changes a proposal that exists: a
 // compare-and-set write. The rules of store/transition.go are applied, in
-// Go, to the row as last read (or remembered, see rowmemory.go); the write
+// Go, to the row as last read (or remembered, see internal/rowmemory); the write
 // sends the columns the rule changed, guarded by the version the row was
 // read at, together with the transition's events, its outcome message, the
 // grant it stores and the grants it activates, as one statement. So a
@@ -556,7 +556,7 @@ func (s *Store) writeRows(ctx context.Context, ws []*rowWrite) ([]bool, error) {
 				workLater = true
 			}
 		}
-		s.rows.put(w.p)
+		s.rows.Put(w.p)
 	}
 	s.publish(changed, workLater)
 	return written, nil

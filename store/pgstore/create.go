@@ -161,8 +161,8 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	}
 
 	if inserted {
-		s.rows.put(n)
-		s.rows.putAll(superseded)
+		s.rows.Put(n)
+		s.rows.PutAll(superseded)
 		s.publish(superseded, work && !workNow)
 		return &store.CreateProposalResult{Proposal: n, Created: true, Superseded: superseded}, nil
 	}
@@ -173,7 +173,7 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	case owner != n.Requester:
 		return nil, fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
 	case existing != nil:
-		s.rows.put(existing)
+		s.rows.Put(existing)
 		return &store.CreateProposalResult{Proposal: existing}, nil
 	case params.GrantID != "":
 		return nil, fmt.Errorf("approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)

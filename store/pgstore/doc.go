@@ -24,7 +24,7 @@
 // version guard makes every transition a compare-and-set across processes.
 //
 // The row a transition starts from is the one this Store last read or
-// wrote, when it remembers it (rowmemory.go: the engine reads a proposal
+// wrote, when it remembers it (internal/rowmemory: the engine reads a proposal
 // before deciding it, a worker holds the row it claimed): then the
 // transition costs one round trip, else two (read, write). A remembered row
 // is only a guess — a stale one costs a failed write and a read — and an

@@ -25,6 +25,9 @@ type grouper[T any] struct {
 	pending []*groupItem[T]
 }
 
+// rowKey names one row of a tenant: a proposal, a run.
+type rowKey struct{ tenant, id string }
+
 // groupItem is one caller's item, queued.
 type groupItem[T any] struct {
 	v T

@@ -70,8 +70,8 @@ func (s *Store) LookupCall(ctx context.Context, params *store.LookupCallParams) 
 	}
 	if l.Proposal != nil {
 		// As queryProposal does, for the transition a replay may make
-		// (see rowMemory).
-		s.rows.put(l.Proposal)
+		// (see internal/rowmemory).
+		s.rows.Put(l.Proposal)
 	}
 	return l, nil
 }

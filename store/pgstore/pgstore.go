@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/internal/cursor"
 	"github.com/countersign/countersign/internal/defaults"
+	"github.com/countersign/countersign/internal/rowmemory"
 	"github.com/countersign/countersign/store"
 )
 
@@ -100,10 +101,10 @@ type Store struct {
 	work    *workNotifier
 	notes   *sender // sends notifications after their transactions commit
 	// rows remembers recent proposals, for the transitions that follow
-	// their reads (see rowMemory).
-	rows proposalMemory
+	// their reads (see internal/rowmemory).
+	rows rowmemory.Proposals
 	// runs remembers runs the same way (runs.go).
-	runs runMemory
+	runs rowmemory.Runs
 	// cas groups the single-row transitions' statements (casgroup.go), and
 	// reads the reads of one proposal by id (GetProposal).
 	cas   *grouper[*casWrite]
@@ -236,8 +237,8 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		channel: channelPrefix + o.Schema,
 		now:     o.Now,
 		q:       newQueries(pgx.Identifier{o.Schema}.Sanitize()),
-		rows:    newRowMemory(rowMemorySize),
-		runs:    newRunMemory(runMemorySize),
+		rows:    rowmemory.NewProposals(rowMemorySize),
+		runs:    rowmemory.NewRuns(runMemorySize),
 		cas:     newCASGrouper(),
 		reads:   newReadGrouper(),
 

@@ -17,7 +17,7 @@ import (
 func notFound(id string) error { return fmt.Errorf("proposal %s: %w", id, store.ErrNotFound) }
 
 // queryProposal reads one proposal outside any transaction, and remembers
-// it for the transition that may follow (see rowMemory).
+// it for the transition that may follow (see internal/rowmemory).
 func (s *Store) queryProposal(ctx context.Context, what, query string, args ...any) (*store.Proposal, error) {
 	p, err := scanProposal(s.pool.QueryRow(ctx, query, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -26,7 +26,7 @@ func (s *Store) queryProposal(ctx context.Context, what, query string, args ...a
 	if err != nil {
 		return nil, err
 	}
-	s.rows.put(p)
+	s.rows.Put(p)
 	return p, nil
 }
 
@@ -44,7 +44,7 @@ type transitionFunc func(p *store.Proposal, now time.Time) (*store.Change, error
 // writes, which then runs on the database's clock. It returns the proposal
 // as it now stands, the status it was in and whether anything was written.
 func (s *Store) mutate(ctx context.Context, tenant, id string, lease time.Duration, fn transitionFunc) (*store.Proposal, store.Status, bool, error) {
-	cur, fresh := s.rows.get(tenant, id), false
+	cur, fresh := s.rows.Get(tenant, id), false
 	for range maxCASAttempts {
 		if cur == nil {
 			p, err := s.readProposal(ctx, tenant, id)
@@ -367,7 +367,7 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 	}
 	var changed []*store.Proposal
 	for _, c := range out {
-		s.rows.put(c.Proposal)
+		s.rows.Put(c.Proposal)
 		if c.Proposal.Status != c.From {
 			changed = append(changed, c.Proposal)
 		}

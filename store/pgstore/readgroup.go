@@ -36,7 +36,7 @@ func newReadGrouper() *grouper[*proposalRead] {
 }
 
 // readProposal reads one proposal, grouped with concurrent reads, and
-// remembers it (see rowMemory).
+// remembers it (see internal/rowmemory).
 func (s *Store) readProposal(ctx context.Context, tenant, id string) (*store.Proposal, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func (s *Store) runReadGroup(ctx context.Context, group []*proposalRead) {
 			// Each caller gets a copy of its own: a proposal asked for twice
 			// in one group is not shared.
 			r.p = p.Clone()
-			s.rows.put(p)
+			s.rows.Put(p)
 		}
 	}
 }

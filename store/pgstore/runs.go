@@ -25,7 +25,7 @@ import (
 //     own, so it sees what a concurrent poster committed while the one
 //     before it waited on that poster's lock.
 //   - UpdateRun and CancelRun start from the run this Store last read or
-//     wrote (runMemory), apply the shared rule (store.ApplyRunUpdate,
+//     wrote (internal/rowmemory), apply the shared rule (store.ApplyRunUpdate,
 //     store.ApplyRunCancel) and write it in one statement guarded by the
 //     version, with its messages and the thread's release in CTEs. A stale
 //     guess costs one failed write and a read, never a wrong write, and an
@@ -152,7 +152,7 @@ func (s *Store) PostMessage(ctx context.Context, params *store.PostMessageParams
 		}
 	}
 	if run != nil {
-		s.runs.put(run)
+		s.runs.Put(run)
 		res.Run = run
 	}
 	return res, nil
@@ -315,7 +315,7 @@ func (s *Store) GetRun(ctx context.Context, params *store.GetRunParams) (*store.
 	if err != nil {
 		return nil, wrap("get run", err)
 	}
-	s.runs.put(r)
+	s.runs.Put(r)
 	return r, nil
 }
 
@@ -408,7 +408,7 @@ func (s *Store) casRun(ctx context.Context, r *store.Run, read int64, c *store.R
 // returns nil when nothing is to be written; that answer, and a refusal,
 // stand only when judged on a row read from the database.
 func (s *Store) changeRun(ctx context.Context, op, tenant, id string, apply func(r *store.Run, now time.Time) (*store.RunChange, error)) (*store.Run, error) {
-	cur := s.runs.get(tenant, id)
+	cur := s.runs.Get(tenant, id)
 	fresh := false
 	for range maxCASAttempts {
 		if cur == nil {
@@ -437,7 +437,7 @@ func (s *Store) changeRun(ctx context.Context, op, tenant, id string, apply func
 			return nil, wrap(op, err)
 		}
 		if ok {
-			s.runs.put(next)
+			s.runs.Put(next)
 			return next, nil
 		}
 		cur, fresh = nil, false
@@ -517,7 +517,7 @@ func (s *Store) ClaimRuns(ctx context.Context, params *store.ClaimRunsParams) ([
 		return nil, wrap("claim runs", err)
 	}
 	for _, r := range out {
-		s.runs.put(r)
+		s.runs.Put(r)
 	}
 	return out, nil
 }

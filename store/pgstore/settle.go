@@ -10,7 +10,7 @@ import (
 )
 
 // This file holds SettleMany, the worker's group commit: the group's rows,
-// remembered from their claims (see rowMemory) or read in one statement, are
+// remembered from their claims (see internal/rowmemory) or read in one statement, are
 // settled by the rule (store.ApplySettle) and written by one compare-and-set
 // statement (cas.go), events, outcome messages and grant activations
 // included, whatever the group's size. A row that moved meanwhile (a
@@ -58,7 +58,7 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 	cur := make(map[rowKey]*store.Proposal, len(keys))
 	fresh := make(map[rowKey]bool, len(keys))
 	for _, k := range keys {
-		cur[k] = s.rows.get(k.tenant, k.id)
+		cur[k] = s.rows.Get(k.tenant, k.id)
 	}
 	todo := keys
 	for range maxCASAttempts {
@@ -80,7 +80,7 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 			}
 			for _, p := range ps {
 				cur[rowKey{p.Tenant, p.ID}] = p
-				s.rows.put(p)
+				s.rows.Put(p)
 			}
 		}
 		now := s.clock()

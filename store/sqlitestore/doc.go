@@ -9,12 +9,21 @@
 // A Store holds two connection pools on the file. Every write runs on the
 // writer: one connection (database/sql's pool capped at one), every
 // transaction begun IMMEDIATE, so it holds SQLite's write lock from its first
-// statement. A transition reads the row, applies the shared rule from
-// store/transition.go and writes the row back guarded by the version it read
+// statement. A transition applies the shared rule from store/transition.go to
+// the row and writes it back guarded by the version it started from
 // (UPDATE … WHERE id = ? AND version = ?), with its events, outcome message
-// and grants, in that one transaction. Holding the lock from the read makes
-// each transition a true compare-and-set; the version guard turns any breach
-// of that (a bug, a foreign writer) into an error rather than a lost update.
+// and grants, in that one transaction: a compare-and-set.
+//
+// The row a transition starts from is the one this Store last read or wrote,
+// when it remembers it (internal/rowmemory: the engine reads a proposal before
+// it decides it, a worker holds the rows it claimed when it renews and
+// settles them), taken before the writer's turn; else the writer reads it
+// under the lock. So the one writer, which every write of the process waits
+// for, neither reads nor decodes the row. A remembered row is only a guess:
+// one that another process changed since fails the version guard, having
+// written nothing, and the writer reads the row and applies the rule anew;
+// an answer that writes nothing (unchanged, a conflict, a lost lease) is
+// always judged on a row read under the lock (decision 0049).
 //
 // Reads run on a separate pool of query_only connections. The file is in
 // WAL mode, so readers see the last committed state and never wait for the

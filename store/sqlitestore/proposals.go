@@ -148,9 +148,10 @@ func insertProposal(ctx context.Context, tx *wtx, p *store.Proposal) error {
 	return err
 }
 
-// updateProposal writes p back over the row read at version old. The write
-// lock makes a mismatch impossible short of a bug or a foreign writer, but
-// it is checked anyway: a transition never overwrites silently.
+// updateProposal writes p back over the row read at version old. It is the
+// first statement of a transition's write, so a mismatch (a remembered row
+// that another process changed since) leaves nothing written; a transition
+// never overwrites silently.
 func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) error {
 	vals, err := proposalValues(p)
 	if err != nil {
@@ -165,9 +166,18 @@ func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) 
 		return err
 	}
 	if n != 1 {
-		return fmt.Errorf("proposal %s: row changed since version %d was read: %w", p.ID, old, store.ErrConflict)
+		return rowMoved(p.ID, old)
 	}
 	return nil
+}
+
+// errRowMoved is the error of a write guarded by the version its row was
+// read (or remembered) at that found another version: it wrote nothing.
+// It is a conflict.
+var errRowMoved = fmt.Errorf("%w", store.ErrConflict)
+
+func rowMoved(id string, old int64) error {
+	return fmt.Errorf("proposal %s: row changed since version %d was read: %w", id, old, errRowMoved)
 }
 
 // persistChange writes a transition's side effects, in the transaction that
@@ -238,10 +248,17 @@ func applyRow(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *sto
 	return persistChange(ctx, tx, p, c, now)
 }
 
-// mutate runs one guarded transition: it reads the row under the write lock,
-// applies fn, and writes the row and its change if fn produced one. fn may
+// mutate runs one guarded transition: it applies fn to the row as this
+// Store remembers it (internal/rowmemory), or else as read under the write
+// lock, and writes the row and its change if fn produced one, guarded by
+// the version it started from. A remembered row is taken before the
+// writer's turn, so the single writer neither reads nor decodes the row; it
+// is only a guess: a row that moved since (another process wrote it) is
+// read again and fn applied anew, and an answer that writes nothing (fn
+// returns no change) is given only on a row read under the lock. fn may
 // return both a change and an error: the change is committed and the error
-// returned. It returns the proposal as it now stands, the status it was in
+// returned; fn may be called twice, so it keeps nothing of a call but its
+// answer. It returns the proposal as it now stands, the status it was in
 // and whether anything was written.
 func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.Proposal, now time.Time) (*store.Change, error)) (*store.Proposal, store.Status, bool, error) {
 	var (
@@ -249,30 +266,55 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.
 		from    store.Status
 		changed bool
 	)
+	guess := s.rows.Get(tenant, id)
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
-		cur, err := getProposal(ctx, tx, tenant, id)
-		if err != nil {
-			return err
+		p, changed = nil, false
+		cur, fresh := guess, false
+		guess = nil // a second run of this write starts from the row as stored
+		for {
+			if cur == nil {
+				r, err := getProposal(ctx, tx, tenant, id)
+				if err != nil {
+					return err
+				}
+				cur, fresh = r, true
+			}
+			from = cur.Status
+			old := cur.Version
+			// fn works on a copy of a row read here, so a refused
+			// transition returns the row as stored, not half-applied; a
+			// remembered row is a copy already, and a refusal on it is
+			// judged again.
+			w := cur
+			if fresh {
+				w = cur.Clone()
+			}
+			c, ferr := fn(w, now)
+			if c == nil {
+				if !fresh {
+					cur = nil
+					continue
+				}
+				p = cur
+				return ferr
+			}
+			if err := applyRow(ctx, tx, w, old, c, now); err != nil {
+				if !fresh && errors.Is(err, errRowMoved) {
+					cur = nil // nothing was written: read the row and start again
+					continue
+				}
+				return err
+			}
+			p, changed = w, true
+			if ferr != nil {
+				return &commitErr{ferr}
+			}
+			return nil
 		}
-		from = cur.Status
-		old := cur.Version
-		// fn works on a copy, so a refused transition returns the row as
-		// stored, not half-applied.
-		w := cur.Clone()
-		c, ferr := fn(w, now)
-		if c == nil {
-			p = cur
-			return ferr
-		}
-		if err := applyRow(ctx, tx, w, old, c, now); err != nil {
-			return err
-		}
-		p, changed = w, true
-		if ferr != nil {
-			return &commitErr{ferr}
-		}
-		return nil
 	})
+	if err == nil && changed {
+		s.rows.Put(p)
+	}
 	return p, from, changed, err
 }
 
@@ -396,6 +438,9 @@ func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get proposal: %w", classify(err))
 	}
+	// The engine reads a proposal before it decides it: the transition
+	// that may follow starts from this copy (see mutate).
+	s.rows.Put(p)
 	return p, nil
 }
 
@@ -605,6 +650,11 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: claim batch: %w", classify(err))
+	}
+	// The worker renews and settles what it claimed: from these copies
+	// (see mutate and SettleMany).
+	for _, cl := range out {
+		s.rows.Put(cl.Proposal)
 	}
 	return out, nil
 }

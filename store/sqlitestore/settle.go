@@ -19,32 +19,59 @@ const settleRowSQL = `UPDATE proposals SET status = ?, lease_owner = ?, lease_to
 	WHERE id = ? AND version = ?`
 
 // SettleMany implements store.Store: one write transaction for the group.
+// Each settlement starts from the row as this Store remembers it from its
+// claim, as mutate does, so the writer reads a row only when the memory
+// has none or it moved.
 func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([]*store.TransitionResult, []error, error) {
 	results := make([]*store.TransitionResult, len(params))
 	errs := make([]error, len(params))
+	guesses := make([]*store.Proposal, len(params))
+	for i, sp := range params {
+		guesses[i] = s.rows.Get(sp.Tenant, sp.ID)
+	}
 	err := s.writeFirst(ctx, func(tx *wtx, now time.Time) error {
 		clear(results)
 		clear(errs)
 		for i, sp := range params {
-			cur, err := getProposal(ctx, tx, sp.Tenant, sp.ID)
-			if err != nil {
-				if !errors.Is(err, store.ErrNotFound) {
+			cur, fresh := guesses[i], false
+			guesses[i] = nil // a second run of this write reads the rows
+			for {
+				if cur == nil {
+					r, err := getProposal(ctx, tx, sp.Tenant, sp.ID)
+					if err != nil {
+						if !errors.Is(err, store.ErrNotFound) {
+							return err
+						}
+						errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(err))
+						break
+					}
+					cur, fresh = r, true
+				}
+				from, old := cur.Status, cur.Version
+				w := cur
+				if fresh {
+					w = cur.Clone()
+				}
+				c, ferr := store.ApplySettle(w, sp, now)
+				if ferr != nil {
+					if !fresh {
+						cur = nil // judge the refusal on the row as stored
+						continue
+					}
+					errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(ferr))
+					results[i] = &store.TransitionResult{Proposal: cur, From: cur.Status}
+					break
+				}
+				if err := settleRow(ctx, tx, w, old, c, now); err != nil {
+					if !fresh && errors.Is(err, errRowMoved) {
+						cur = nil // nothing was written: read the row and start again
+						continue
+					}
 					return err
 				}
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(err))
-				continue
+				results[i] = &store.TransitionResult{Proposal: w, From: from, Changed: true}
+				break
 			}
-			w := cur.Clone()
-			c, ferr := store.ApplySettle(w, sp, now)
-			if ferr != nil {
-				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(ferr))
-				results[i] = &store.TransitionResult{Proposal: cur, From: cur.Status}
-				continue
-			}
-			if err := settleRow(ctx, tx, w, cur.Version, c, now); err != nil {
-				return err
-			}
-			results[i] = &store.TransitionResult{Proposal: w, From: cur.Status, Changed: true}
 		}
 		return nil
 	})
@@ -93,7 +120,7 @@ func settleRow(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *st
 		return err
 	}
 	if n != 1 {
-		return fmt.Errorf("proposal %s: row changed since version %d was read: %w", p.ID, old, store.ErrConflict)
+		return rowMoved(p.ID, old)
 	}
 	return persistChange(ctx, tx, p, c, now)
 }

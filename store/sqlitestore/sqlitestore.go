@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/cursor"
+	"github.com/countersign/countersign/internal/rowmemory"
 	"github.com/countersign/countersign/store"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -69,9 +70,17 @@ type Store struct {
 	queue writeQueue
 	// rq runs the read pool's queries prepared (stmtcache.go).
 	rq readDB
+	// rows remembers recent proposals, for the transitions that follow
+	// their reads and claims (see mutate and internal/rowmemory).
+	rows rowmemory.Proposals
 }
 
 var _ store.Store = (*Store)(nil)
+
+// rowMemorySize bounds the proposals a Store remembers: enough for the
+// proposals a busy process has in flight (each read before it is decided,
+// or claimed before it is settled), a few megabytes at most.
+const rowMemorySize = 4096
 
 // Open opens (creating if needed) the database file at path and, unless
 // opts.SkipMigrations is set, migrates it to the latest schema.
@@ -116,7 +125,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(reads)
 	r.SetMaxIdleConns(reads)
-	s := &Store{w: w, r: r, now: opts.Now, rq: readDB{db: r}}
+	s := &Store{w: w, r: r, now: opts.Now, rq: readDB{db: r}, rows: rowmemory.NewProposals(rowMemorySize)}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -1,0 +1,110 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/store"
+)
+
+// RememberedRowsAcrossStores checks, on two stores that share one database
+// (as two processes do), that a store which remembers a row (a driver may,
+// to start a transition from it: internal/rowmemory) never writes over a
+// change another store made since, and never answers from its stale copy:
+// a transition the stale row allows is judged again on the row as stored,
+// and so is an answer that writes nothing. Each case has s1 read or write
+// the row first, so that a driver that remembers rows remembers it; then
+// s2 changes it; then s1 acts on it. A durable driver calls it with two of
+// its stores open on the same, otherwise empty, database.
+func RememberedRowsAcrossStores(t *testing.T, s1, s2 store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	clock := NewClock(time.Now().Truncate(time.Millisecond))
+	fx1 := &fixture{t: t, ctx: ctx, clock: clock, store: s1}
+	fx2 := &fixture{t: t, ctx: ctx, clock: clock, store: s2}
+
+	// A write the stale row allows: s1 read a pending proposal; s2 rejects
+	// it; s1's cancel must see the rejection.
+	a := fx1.createNew()
+	fx1.get(a)
+	fx2.decide(a, approver, store.VerdictRejected)
+	_, err := s1.Cancel(ctx, &store.CancelParams{Tenant: tenant, ID: a.ID, Actor: requester})
+	requireConflict(t, err, a.ID, store.StatusRejected, nil, false)
+
+	// An answer that writes nothing: s1 wrote bob's approval (quorum 2);
+	// s2 records carol's rejection; bob's approval again on s1 is a
+	// conflict with the rejection, not "unchanged".
+	b := fx1.createNew(withQuorum(2))
+	if res := fx1.decide(b, approver, store.VerdictApproved); res.Outcome != store.DecideApplied {
+		t.Fatalf("approve %s: %s", b.ID, res.Outcome)
+	}
+	if res := fx2.decide(b, approver2, store.VerdictRejected); res.Outcome != store.DecideApplied {
+		t.Fatalf("reject %s on the other store: %s", b.ID, res.Outcome)
+	}
+	if res := fx1.decide(b, approver, store.VerdictApproved); res.Outcome != store.DecideConflict {
+		t.Errorf("approve %s again after another store's rejection: %s, want conflict", b.ID, res.Outcome)
+	}
+	if got := fx1.get(b); got.Status != store.StatusRejected || len(got.Decisions) != 2 {
+		t.Errorf("%s is %s with %d decisions, want rejected with 2", b.ID, got.Status, len(got.Decisions))
+	}
+
+	// A settlement the stale row allows, after another store settled it:
+	// s1 claimed c; s2 settles it under that lease (a worker's settlement
+	// that went through another process); s1's own settlement under the
+	// same lease writes nothing over it.
+	c := fx1.claim(fx1.approved(), longLease)
+	first := settleParams(c, store.StatusSucceeded)
+	first.Executed, first.Receipt = ptr(true), "rcpt_first"
+	if _, errs, err := s2.SettleMany(ctx, []*store.SettleParams{first}); err != nil || errs[0] != nil {
+		t.Fatalf("settle %s on the other store: %v %v", c.ID, err, errs)
+	}
+	second := settleParams(c, store.StatusFailed)
+	second.Executed, second.Error = ptr(true), ptr("declined")
+	results, errs, err := s1.SettleMany(ctx, []*store.SettleParams{second})
+	if err != nil {
+		t.Fatalf("SettleMany: %v", err)
+	}
+	if errs[0] == nil && (results[0] == nil || results[0].Changed) {
+		t.Errorf("second settlement of %s: %+v, want it refused or unchanged", c.ID, results[0])
+	}
+	if got := fx1.get(c); got.Status != store.StatusSucceeded || got.Outcome == nil || got.Outcome.Receipt != "rcpt_first" {
+		t.Errorf("%s after two settlements is %s with outcome %+v, want the first settlement's", c.ID, got.Status, got.Outcome)
+	}
+
+	// A lost lease the stale row does not show: s1 claimed d (in a batch,
+	// under a short lease); it lapses and s2 claims d; s1's settlement under
+	// its old lease is refused, and s2's lease stands.
+	d := fx1.approved(independent)
+	var mine *store.Proposal
+	for _, cl := range fx1.claimBatch(worker, shortLease, 10) {
+		if cl.Proposal.ID == d.ID {
+			mine = cl.Proposal
+		}
+	}
+	if mine == nil {
+		t.Fatalf("s1's batch did not claim %s", d.ID)
+	}
+	time.Sleep(shortLease + leaseSlack)
+	var theirs *store.Proposal
+	for _, cl := range fx2.claimBatch(worker2, longLease, 10) {
+		if cl.Proposal.ID == d.ID {
+			theirs = cl.Proposal
+		}
+	}
+	if theirs == nil {
+		t.Fatalf("s2's batch did not claim %s after s1's lease lapsed", d.ID)
+	}
+	late := settleParams(mine, store.StatusSucceeded)
+	late.Executed = ptr(true)
+	if _, errs, err := s1.SettleMany(ctx, []*store.SettleParams{late}); err != nil {
+		t.Fatalf("SettleMany: %v", err)
+	} else {
+		requireLeaseLost(t, errs[0])
+	}
+	got := fx1.get(d)
+	requireStatus(t, got, store.StatusExecuting)
+	if got.Lease == nil || got.Lease.Owner != worker2 || got.Lease.Token != theirs.Lease.Token {
+		t.Errorf("%s's lease after s1's late settlement: %+v, want s2's", d.ID, got.Lease)
+	}
+}
