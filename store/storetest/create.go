@@ -182,6 +182,26 @@ func testCreateProposal(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("TakenIDRefused", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		first := fx.createNew()
+		// Another call whose proposal comes with an id already taken.
+		other := fx.proposal(thread, func(p *store.Proposal) { p.ID = first.ID })
+		res, err := fx.store.CreateProposal(fx.ctx, &store.CreateProposalParams{Proposal: other})
+		if !errors.Is(err, store.ErrInvalidParams) || res != nil {
+			t.Fatalf("CreateProposal with a taken id = %+v, %v; want nil, ErrInvalidParams", res, err)
+		}
+		requireSameProposal(t, fx.get(first), first)
+		if _, err := fx.store.GetProposalByToolCall(fx.ctx, &store.GetProposalByToolCallParams{
+			Tenant: tenant, ThreadID: thread, ToolCallID: other.ToolCallID}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the refused call's tool call: %v, want ErrNotFound", err)
+		}
+		if all, _ := fx.listAll(store.ListProposalsParams{}); len(all) != 1 {
+			t.Errorf("ListProposals after a refused creation: %d proposals, want 1", len(all))
+		}
+	})
+
 	t.Run("ReplayAfterDecision", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)

@@ -48,6 +48,30 @@ func testGrantRecheck(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("ReplayAnswersWithoutTheGrant", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		expiresAt := fx.clock.Now().Add(time.Hour)
+		g := liveGrant(t, fx, store.ScopeRun, opts(rule), func(g *store.Grant) { g.ExpiresAt = &expiresAt })
+		p := fx.proposal(thread, rule)
+		first, err := fx.store.CreateProposal(fx.ctx, byGrant(p, g))
+		if err != nil {
+			t.Fatalf("CreateProposal approved by a live grant: %v", err)
+		}
+		// The grant lapses; the call is replayed, still naming it: the
+		// replay gets the proposal its tool call has, not a refusal.
+		fx.clock.Advance(2 * time.Hour)
+		replay := NewProposal(tenant, thread, p.ToolCallID, rule, withExpiresAt(fx.clock.Now().Add(time.Hour)))
+		res, err := fx.store.CreateProposal(fx.ctx, byGrant(replay, g))
+		if err != nil {
+			t.Fatalf("replay of a call approved by a grant that lapsed since: %v, want its proposal", err)
+		}
+		if res.Created || res.Proposal.ID != first.Proposal.ID {
+			t.Errorf("replay: Created %t, id %s; want false, %s", res.Created, res.Proposal.ID, first.Proposal.ID)
+		}
+		requireSameProposal(t, res.Proposal, first.Proposal)
+	})
+
 	t.Run("NotLiveRefused", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
