@@ -349,21 +349,11 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		if owner != nil && *owner != n.Requester {
 			return fmt.Errorf("thread %s: %w", n.ThreadID, store.ErrNotThreadOwner)
 		}
-		existing, err := getProposalByToolCall(ctx, tx, n.Tenant, n.ThreadID, n.ToolCallID)
-		if err == nil {
-			res = &store.CreateProposalResult{Proposal: existing}
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM proposals WHERE id = ?`, n.ID).Scan(&taken); err != nil {
-			return err
-		}
-		if taken > 0 {
-			return fmt.Errorf("%w: id %s exists", store.ErrInvalidParams, n.ID)
-		}
+		// A tool call that has its proposal already (a replay) is not
+		// looked up here: the insert below finds it (proposals_tool_call),
+		// and so an id taken by another row, and the write rolls back
+		// (errTaken). The engine looked the call up before it came here,
+		// so the writer does not pay for that read on every creation.
 		if params.GrantID != "" {
 			// Re-read under the write lock, which a revocation takes too: a
 			// revocation that returned is seen here.
@@ -372,6 +362,15 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 				return fmt.Errorf("grant %s: %w", params.GrantID, err)
 			}
 			if g == nil || !store.GrantApproves(g, n, now) {
+				// A replay answers with its proposal, live grant or not.
+				existing, err := getProposalByToolCall(ctx, tx, n.Tenant, n.ThreadID, n.ToolCallID)
+				if err == nil {
+					res = &store.CreateProposalResult{Proposal: existing}
+					return nil
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
 				return fmt.Errorf("approved by grant %s: %w", params.GrantID, store.ErrGrantNotLive)
 			}
 		}
@@ -399,10 +398,7 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		}
 		if err := insertProposal(ctx, tx, n); err != nil {
 			if cols, ok := uniqueViolation(err); ok {
-				if strings.Contains(cols, "tool_call_id") {
-					return errReplay
-				}
-				return fmt.Errorf("%w: %s", store.ErrInvalidParams, cols)
+				return &errTaken{cols: cols}
 			}
 			return err
 		}
@@ -413,14 +409,23 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 		res = r
 		return nil
 	})
-	if errors.Is(err, errReplay) {
-		// Unreachable under the write lock; kept so that a replay can never
-		// surface as a constraint error.
+	var taken *errTaken
+	if errors.As(err, &taken) {
+		// The write rolled back. A replay of the call answers with the
+		// proposal its tool call has (a creation committed before this
+		// one, which the read pool sees); else a key of another row was
+		// taken.
 		p, gerr := getProposalByToolCall(ctx, &s.rq, n.Tenant, n.ThreadID, n.ToolCallID)
-		if gerr != nil {
+		switch {
+		case gerr == nil:
+			return &store.CreateProposalResult{Proposal: p}, nil
+		case !errors.Is(gerr, store.ErrNotFound):
 			return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(gerr))
+		case strings.Contains(taken.cols, "proposals.id"):
+			return nil, fmt.Errorf("sqlitestore: create proposal: %w: id %s exists", store.ErrInvalidParams, n.ID)
+		default:
+			return nil, fmt.Errorf("sqlitestore: create proposal: %w: %s", store.ErrInvalidParams, taken.cols)
 		}
-		return &store.CreateProposalResult{Proposal: p}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(err))
@@ -428,9 +433,12 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	return res, nil
 }
 
-// errReplay reports an insert that lost to a concurrent one for the same
-// tool call.
-var errReplay = errors.New("tool call exists")
+// errTaken reports an insert of a proposal that a unique key refused: its
+// tool call has a proposal (a replay), or its id or confirmation id is
+// another row's. cols is SQLite's message, which names the key.
+type errTaken struct{ cols string }
+
+func (e *errTaken) Error() string { return "proposal key taken: " + e.cols }
 
 // GetProposal implements store.Store.
 func (s *Store) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
