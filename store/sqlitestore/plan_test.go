@@ -49,6 +49,7 @@ func TestQueryPlans(t *testing.T) {
 		want  string
 	}{
 		{"claim", q(claimSQL, 1, 1, 10), "USING INDEX proposals_claim"},
+		{"claim events", q(claimEventsSQL, "proposal.claimed", "w", 1, `["a","b"]`), "SEARCH p USING INDEX sqlite_autoindex_proposals_1 (id=?)"},
 		{"expiry", q(expireDueSQL, 1, 10), "USING INDEX proposals_expiry"},
 		{"escalation", q(escalateDueSQL, 1, 10), "USING INDEX proposals_escalation"},
 		{"reminder", q(remindDueSQL, 1, 10), "USING INDEX proposals_reminder"},

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,6 +61,15 @@ var (
 		lease_expires_at = ?, version = version + 1, updated_at = ?
 		WHERE rowid IN (SELECT rowid FROM proposals ` + claimWhere + `)
 		RETURNING ` + proposalColumns + `, claimed_from`
+
+	// claimEventsSQL appends a claimed batch's proposal.claimed events, one
+	// a row claimBatchSQL claimed, in id order, as the store's Go rule words
+	// them ("from approved, attempt 1"). Parameters: type, owner, at, the
+	// ids as a JSON array.
+	claimEventsSQL = `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
+		SELECT p.tenant, p.id, ?, ?, '', p.status, 'from ' || p.claimed_from || ', attempt ' || p.attempt, ?
+		FROM proposals p WHERE p.id IN (SELECT value FROM json_each(?))
+		ORDER BY p.id`
 
 	// expireDueSQL is store.Due in SQL, most overdue first. Its first WHERE
 	// term repeats proposals_expiry's. Parameters: now, limit.
@@ -645,14 +655,21 @@ func (s *Store) ClaimBatch(ctx context.Context, params *store.ClaimBatchParams) 
 			return err
 		}
 		rows.Close()
+		if len(out) == 0 {
+			return nil
+		}
 		slices.SortFunc(out, func(a, b *store.Claimed) int { return strings.Compare(a.Proposal.ID, b.Proposal.ID) })
-		for _, cl := range out {
-			p := cl.Proposal
-			if _, err := tx.ExecContext(ctx, `INSERT INTO events (tenant, proposal_id, type, actor, via, status, detail, at)
-				VALUES (?, ?, ?, ?, '', ?, ?, ?)`, p.Tenant, p.ID, string(store.EventClaimed), params.Owner, string(p.Status),
-				fmt.Sprintf("from %s, attempt %d", cl.From, p.Attempt), at); err != nil {
-				return fmt.Errorf("append event: %w", err)
-			}
+		ids := make([]string, len(out))
+		for i, cl := range out {
+			ids[i] = cl.Proposal.ID
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		// One statement appends the batch's events, in id order.
+		if _, err := tx.ExecContext(ctx, claimEventsSQL, string(store.EventClaimed), params.Owner, at, string(list)); err != nil {
+			return fmt.Errorf("append events: %w", err)
 		}
 		return nil
 	})
