@@ -258,74 +258,93 @@ func applyRow(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *sto
 	return persistChange(ctx, tx, p, c, now)
 }
 
-// mutate runs one guarded transition: it applies fn to the row as this
-// Store remembers it (internal/rowmemory), or else as read under the write
-// lock, and writes the row and its change if fn produced one, guarded by
-// the version it started from. A remembered row is taken before the
-// writer's turn, so the single writer neither reads nor decodes the row; it
-// is only a guess: a row that moved since (another process wrote it) is
-// read again and fn applied anew, and an answer that writes nothing (fn
-// returns no change) is given only on a row read under the lock. fn may
+// step is what one transition did to its row inside the writer: p is the
+// row as it now stands (as written, or as stored when the rule refused),
+// from the status it started from, changed whether it was written, and
+// ferr the rule's error (a refusal, or an error that goes with a change).
+type step struct {
+	p       *store.Proposal
+	from    store.Status
+	changed bool
+	ferr    error
+}
+
+// transit runs one guarded transition inside the writer. It applies rule to
+// guess, the row as this Store remembers it (internal/rowmemory), taken
+// before the writer's turn so that the single writer neither reads nor
+// decodes the row; or, with no guess, to the row read under the lock. A
+// change is written by write (applyRow, settleRow), guarded by the version
+// the transition started from, as its first statement. A guess is only a
+// guess: a row that moved since (another process wrote it) fails that
+// guard having written nothing, and is read and the rule applied anew; and
+// an answer that writes nothing (rule returns no change) is given only on a
+// row read under the lock. rule may therefore be called twice, so it keeps
+// nothing of a call but its answer. The error is the transaction's (the
+// row's read, or its write), ErrNotFound included.
+func transit(ctx context.Context, tx *wtx, tenant, id string, guess *store.Proposal, now time.Time,
+	rule func(p *store.Proposal, now time.Time) (*store.Change, error),
+	write func(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *store.Change, now time.Time) error,
+) (step, error) {
+	cur, fresh := guess, false
+	for {
+		if cur == nil {
+			r, err := getProposal(ctx, tx, tenant, id)
+			if err != nil {
+				return step{}, err
+			}
+			cur, fresh = r, true
+		}
+		from, old := cur.Status, cur.Version
+		// The rule works on a copy of a row read here, so a refused
+		// transition returns the row as stored, not half-applied; a guess
+		// is a copy already, and a refusal on it is judged again.
+		w := cur
+		if fresh {
+			w = cur.Clone()
+		}
+		c, ferr := rule(w, now)
+		if c == nil {
+			if !fresh {
+				cur = nil
+				continue
+			}
+			return step{p: cur, from: from, ferr: ferr}, nil
+		}
+		if err := write(ctx, tx, w, old, c, now); err != nil {
+			if !fresh && errors.Is(err, errRowMoved) {
+				cur = nil // nothing was written: read the row and start again
+				continue
+			}
+			return step{}, err
+		}
+		return step{p: w, from: from, changed: true, ferr: ferr}, nil
+	}
+}
+
+// mutate runs one guarded transition (transit) in its own write. fn may
 // return both a change and an error: the change is committed and the error
-// returned; fn may be called twice, so it keeps nothing of a call but its
-// answer. It returns the proposal as it now stands, the status it was in
-// and whether anything was written.
+// returned. It returns the proposal as it now stands, the status it was in
+// and whether anything was written; a written row is remembered once it
+// has committed (a version a rolled-back write made must never be).
 func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.Proposal, now time.Time) (*store.Change, error)) (*store.Proposal, store.Status, bool, error) {
-	var (
-		p       *store.Proposal
-		from    store.Status
-		changed bool
-	)
+	var st step
 	guess := s.rows.Get(tenant, id)
 	err := s.write(ctx, func(tx *wtx, now time.Time) error {
-		p, changed = nil, false
-		cur, fresh := guess, false
+		g := guess
 		guess = nil // a second run of this write starts from the row as stored
-		for {
-			if cur == nil {
-				r, err := getProposal(ctx, tx, tenant, id)
-				if err != nil {
-					return err
-				}
-				cur, fresh = r, true
-			}
-			from = cur.Status
-			old := cur.Version
-			// fn works on a copy of a row read here, so a refused
-			// transition returns the row as stored, not half-applied; a
-			// remembered row is a copy already, and a refusal on it is
-			// judged again.
-			w := cur
-			if fresh {
-				w = cur.Clone()
-			}
-			c, ferr := fn(w, now)
-			if c == nil {
-				if !fresh {
-					cur = nil
-					continue
-				}
-				p = cur
-				return ferr
-			}
-			if err := applyRow(ctx, tx, w, old, c, now); err != nil {
-				if !fresh && errors.Is(err, errRowMoved) {
-					cur = nil // nothing was written: read the row and start again
-					continue
-				}
-				return err
-			}
-			p, changed = w, true
-			if ferr != nil {
-				return &commitErr{ferr}
-			}
-			return nil
+		var err error
+		if st, err = transit(ctx, tx, tenant, id, g, now, fn, applyRow); err != nil {
+			return err
 		}
+		if st.changed && st.ferr != nil {
+			return &commitErr{st.ferr}
+		}
+		return st.ferr
 	})
-	if err == nil && changed {
-		s.rows.Put(p)
+	if err == nil && st.changed {
+		s.rows.Put(st.p)
 	}
-	return p, from, changed, err
+	return st.p, st.from, st.changed, err
 }
 
 // transition wraps mutate for the methods that answer a TransitionResult,

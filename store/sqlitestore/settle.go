@@ -33,44 +33,20 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 		clear(results)
 		clear(errs)
 		for i, sp := range params {
-			cur, fresh := guesses[i], false
+			g := guesses[i]
 			guesses[i] = nil // a second run of this write reads the rows
-			for {
-				if cur == nil {
-					r, err := getProposal(ctx, tx, sp.Tenant, sp.ID)
-					if err != nil {
-						if !errors.Is(err, store.ErrNotFound) {
-							return err
-						}
-						errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(err))
-						break
-					}
-					cur, fresh = r, true
-				}
-				from, old := cur.Status, cur.Version
-				w := cur
-				if fresh {
-					w = cur.Clone()
-				}
-				c, ferr := store.ApplySettle(w, sp, now)
-				if ferr != nil {
-					if !fresh {
-						cur = nil // judge the refusal on the row as stored
-						continue
-					}
-					errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(ferr))
-					results[i] = &store.TransitionResult{Proposal: cur, From: cur.Status}
-					break
-				}
-				if err := settleRow(ctx, tx, w, old, c, now); err != nil {
-					if !fresh && errors.Is(err, errRowMoved) {
-						cur = nil // nothing was written: read the row and start again
-						continue
-					}
-					return err
-				}
-				results[i] = &store.TransitionResult{Proposal: w, From: from, Changed: true}
-				break
+			rule := func(p *store.Proposal, now time.Time) (*store.Change, error) { return store.ApplySettle(p, sp, now) }
+			st, err := transit(ctx, tx, sp.Tenant, sp.ID, g, now, rule, settleRow)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(err))
+			case err != nil:
+				return err
+			case !st.changed:
+				errs[i] = fmt.Errorf("sqlitestore: settle: %w", classify(st.ferr))
+				results[i] = &store.TransitionResult{Proposal: st.p, From: st.p.Status}
+			default:
+				results[i] = &store.TransitionResult{Proposal: st.p, From: st.from, Changed: true}
 			}
 		}
 		return nil

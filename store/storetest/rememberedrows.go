@@ -76,25 +76,9 @@ func RememberedRowsAcrossStores(t *testing.T, s1, s2 store.Store) {
 	// under a short lease); it lapses and s2 claims d; s1's settlement under
 	// its old lease is refused, and s2's lease stands.
 	d := fx1.approved(independent)
-	var mine *store.Proposal
-	for _, cl := range fx1.claimBatch(worker, shortLease, 10) {
-		if cl.Proposal.ID == d.ID {
-			mine = cl.Proposal
-		}
-	}
-	if mine == nil {
-		t.Fatalf("s1's batch did not claim %s", d.ID)
-	}
+	mine := claimedIn(t, fx1.claimBatch(worker, shortLease, 10), d, "s1's batch")
 	time.Sleep(shortLease + leaseSlack)
-	var theirs *store.Proposal
-	for _, cl := range fx2.claimBatch(worker2, longLease, 10) {
-		if cl.Proposal.ID == d.ID {
-			theirs = cl.Proposal
-		}
-	}
-	if theirs == nil {
-		t.Fatalf("s2's batch did not claim %s after s1's lease lapsed", d.ID)
-	}
+	theirs := claimedIn(t, fx2.claimBatch(worker2, longLease, 10), d, "s2's batch after s1's lease lapsed")
 	late := settleParams(mine, store.StatusSucceeded)
 	late.Executed = ptr(true)
 	if _, errs, err := s1.SettleMany(ctx, []*store.SettleParams{late}); err != nil {
@@ -107,4 +91,17 @@ func RememberedRowsAcrossStores(t *testing.T, s1, s2 store.Store) {
 	if got.Lease == nil || got.Lease.Owner != worker2 || got.Lease.Token != theirs.Lease.Token {
 		t.Errorf("%s's lease after s1's late settlement: %+v, want s2's", d.ID, got.Lease)
 	}
+}
+
+// claimedIn returns p as a batch claimed it, and fails the test if it did
+// not.
+func claimedIn(t *testing.T, batch []*store.Claimed, p *store.Proposal, what string) *store.Proposal {
+	t.Helper()
+	for _, cl := range batch {
+		if cl.Proposal.ID == p.ID {
+			return cl.Proposal
+		}
+	}
+	t.Fatalf("%s did not claim %s", what, p.ID)
+	return nil
 }
