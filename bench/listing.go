@@ -377,8 +377,12 @@ type pgSeeder struct {
 func (s *pgSeeder) close() { _ = s.conn.Close(context.Background()) }
 
 func (s *pgSeeder) prepare(ctx context.Context) error {
+	// Generated columns (migration 0022) are the server's to compute. The
+	// seeded statuses (pending, rejected, succeeded) leave the claim queue
+	// empty, as the store would.
 	rows, err := s.conn.Query(ctx, `SELECT column_name FROM information_schema.columns
-		WHERE table_schema = current_schema() AND table_name = 'proposals' ORDER BY ordinal_position`)
+		WHERE table_schema = current_schema() AND table_name = 'proposals' AND is_generated = 'NEVER'
+		ORDER BY ordinal_position`)
 	if err != nil {
 		return err
 	}

@@ -170,8 +170,11 @@ type rowWrite struct {
 	p    *store.Proposal
 	from store.Status
 	old  int64
-	cols mutable
-	vals mutableValues
+	// oldAt is the row's updated_at before the write: with its id, the key
+	// of its claim queue row.
+	oldAt time.Time
+	cols  mutable
+	vals  mutableValues
 	// leaseMicros, when set, is the duration of the lease the transition
 	// wrote, to run on the database's clock.
 	leaseMicros *int64
@@ -198,7 +201,7 @@ func newRowWrite(cur, w *store.Proposal, c *store.Change, lease time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	rw := &rowWrite{p: w, from: cur.Status, old: cur.Version, vals: after, c: c}
+	rw := &rowWrite{p: w, from: cur.Status, old: cur.Version, oldAt: cur.UpdatedAt, vals: after, c: c}
 	rw.cols = before.changed(&after)
 	if lease > 0 && w.Lease != nil {
 		m := lease.Microseconds()
@@ -322,7 +325,7 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = v.update
 	}
 	q.w(`
 	FROM v WHERE p.id = v.id AND p.tenant = v.tenant AND p.version = v.old_version
-	RETURNING p.id, p.tenant, p.lease_expires_at, p.updated_at)`)
+	RETURNING p.id, p.tenant, p.status, p.lease_expires_at, p.next_attempt_at, p.updated_at)`)
 
 	// The side rows, each only for a row written.
 	type event struct {
@@ -434,6 +437,7 @@ gr AS (INSERT INTO `, S, `grants (`, grantColumns, `)
 act AS (UPDATE `, S, `grants g SET activated_at = upd.updated_at FROM upd
 	WHERE g.origin_proposal_id = upd.id AND upd.id = ANY(`, q.arg(act, "text[]"), `) AND g.activated_at IS NULL)`)
 	}
+	claimQueueCTEs(q, S, ws)
 	// A proposal that leaves pending readies the runs parked on it
 	// (runs.go, claimReady), in the transaction that moves it.
 	var left []string

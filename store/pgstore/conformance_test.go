@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pgstore"
@@ -30,7 +32,49 @@ func openTestStore(t testing.TB, opts *pgstore.Options) (*pgstore.Store, string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	// Runs before the store closes (cleanups run last first).
+	t.Cleanup(func() { checkClaimQueue(t, dsn, schema) })
 	return s, dsn
+}
+
+// checkClaimQueue fails t unless the schema's claim queue holds exactly the
+// proposals of store.Claimable's statuses, each as the proposal stands
+// (claimqueue.go): every test that opens a store checks it at its end,
+// the conformance suite's workloads and races included.
+func checkClaimQueue(t testing.TB, dsn, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("claim queue check: %v", err)
+		return
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	S := pgx.Identifier{schema}.Sanitize()
+	rows, err := conn.Query(ctx, `WITH want AS (
+		SELECT id, tenant, status, lease_expires_at, next_attempt_at, updated_at FROM `+S+`.proposals
+		WHERE (status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling')
+	), got AS (SELECT id, tenant, status, lease_expires_at, next_attempt_at, updated_at FROM `+S+`.claim_queue)
+	(SELECT 'missing', id, tenant FROM (SELECT * FROM want EXCEPT SELECT * FROM got) m)
+	UNION ALL
+	(SELECT 'stray', id, tenant FROM (SELECT * FROM got EXCEPT SELECT * FROM want) s)
+	LIMIT 10`)
+	if err != nil {
+		t.Errorf("claim queue check: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, id, tenant string
+		if err := rows.Scan(&kind, &id, &tenant); err != nil {
+			t.Errorf("claim queue check: %v", err)
+			return
+		}
+		t.Errorf("claim queue: %s or differing row %s/%s", kind, tenant, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Errorf("claim queue check: %v", err)
+	}
 }
 
 // withPoolSize caps a DSN's pool at testPoolSize connections.

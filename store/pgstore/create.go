@@ -101,7 +101,7 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	if params.GrantID != "" {
 		b.Queue(s.q.lockGrant, n.Tenant, params.GrantID)
 	}
-	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, workNow)
+	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, queued(n), workNow)
 	b.Queue(insert, args...).QueryRow(func(row pgx.Row) error {
 		var exp *time.Time
 		dest := []any{&exp}
@@ -185,9 +185,10 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 // column values are vals, with its creation events (c), when the thread is
 // the requester's and, with a grant id, the grant approves the proposal
 // (store.GrantApproves in SQL: TestGrantApprovesInSQL pins them together).
-// It returns the lease expiry as stored, and the work notification's count
-// when notify.
-func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, c *store.Change, notify bool) (string, []any) {
+// A proposal created in one of the claim queue's statuses (queue) gets its
+// queue row. It returns the lease expiry as stored, and the work
+// notification's count when notify.
+func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, c *store.Change, queue, notify bool) (string, []any) {
 	S := s.q.schema + "."
 	q := &sqlArgs{args: vals}
 	col := func(name string) string { return fmt.Sprintf("$%d", columnIndex(name)+1) }
@@ -214,7 +215,7 @@ func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, 
 	}
 	q.w(`
 	ON CONFLICT (tenant, thread_id, tool_call_id) DO NOTHING
-	RETURNING id, tenant, status, lease_expires_at)`)
+	RETURNING id, tenant, status, lease_expires_at, next_attempt_at, updated_at)`)
 	if len(c.Events) > 0 {
 		var types, actors, kinds, vias, details []string
 		for _, e := range c.Events {
@@ -227,6 +228,10 @@ ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, actor_kind, 
 	FROM ins, unnest(`, q.arg(types, "text[]"), `, `, q.arg(actors, "text[]"), `, `, q.arg(kinds, "text[]"), `, `, q.arg(vias, "text[]"), `, `,
 			q.arg(details, "text[]"), `) WITH ORDINALITY AS e(type, actor, actor_kind, via, detail, n)
 	ORDER BY e.n)`)
+	}
+	if queue {
+		q.w(`,
+cq AS (INSERT INTO `, S, `claim_queue (`, claimQueueColumns, `) SELECT `, claimQueueColumns, ` FROM ins)`)
 	}
 	notifyCol := ""
 	if notify {
@@ -263,7 +268,7 @@ func columnIndex(name string) int {
 const supersedeSQL = `WITH old AS (
 	SELECT p.id FROM _S_.proposals p
 	WHERE p.tenant = $1 AND p.thread_id = $2 AND p.requester = $3 AND p.action = $4 AND p.replacement_key = $5
-	AND p.status = 'pending' AND p.replacement_key <> '' AND p.id <> $6
+	AND p.undecided AND p.replacement_key <> '' AND p.id <> $6
 	AND EXISTS (SELECT 1 FROM _S_.proposals n WHERE n.id = $6 AND n.tenant = $1)
 	ORDER BY p.created_at, p.id
 	FOR UPDATE OF p

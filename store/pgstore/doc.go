@@ -74,8 +74,11 @@
 // claim order (ORDER BY updated_at, id) with FOR UPDATE SKIP LOCKED, leases
 // them and records the claim events. Concurrent
 // workers, in any number of processes, skip each other's rows instead of
-// waiting, and each row is claimed once. A partial index (proposals_claim)
-// holds just the claimable statuses, in claim order. The worker's
+// waiting, and each row is claimed once. The claim order lives in a table
+// of its own, claim_queue (migration 0022, claimqueue.go): a row per
+// proposal of the claimable statuses, written by the same statement as the
+// proposal, so that no index of proposals names a column that a claim, a
+// renewal or a settlement changes, and those updates are HOT. The worker's
 // settlements (SettleMany) and the expiry sweep (ExpireDue, bounded
 // batches) write their whole group in one compare-and-set statement, its
 // rows locked in id order so that two groups never wait for each other in

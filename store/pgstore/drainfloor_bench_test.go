@@ -22,29 +22,24 @@ import (
 // that no client-side work can lift (docs/profiles/postgres.md, "The
 // drain's floor").
 //
-//   - schema=current is this store's schema and its claim statement
-//     (claimBatchSQL, the one the worker runs), then a set-based settlement
-//     that writes what SettleMany writes for a success: the row, one
-//     proposal.settled event, one outcome message.
-//
-//   - schema=narrow is a schema this store does not have: no index of
-//     proposals mentions a column the drain changes (the claim, expiry,
-//     pending and replacement indexes dropped, fillfactor 40), so its
-//     updates can be HOT, and the claim order lives in a table of its own,
-//     work (tenant, id, ready_at). It measures what that redesign would be
-//     worth before anyone builds it.
+//   - This store's schema and its claim statement (claimBatchSQL, the one
+//     the worker runs), then a set-based settlement that writes what
+//     SettleMany writes for a success: the row, one proposal.settled
+//     event, one outcome message, and the claim queue row deleted. Since
+//     migration 0022 the claim order lives in a table of its own and no
+//     index of proposals names a column the drain changes, so its updates
+//     can be HOT (the "narrow" schema this benchmark measured before it
+//     was built: docs/decisions/0050-pg-claim-queue.md).
 //
 //   - writes=rows leaves out the audit events and the outcome message, to
 //     show what they cost; docs/design.md requires both.
 //
 //     go test -run '^$' -bench DrainFloor -benchtime 30000x ./store/pgstore
 func BenchmarkDrainFloor(b *testing.B) {
-	for _, schema := range []string{"current", "narrow"} {
-		for _, writes := range []string{"design", "rows"} {
-			b.Run("schema="+schema+"/writes="+writes, func(b *testing.B) {
-				benchDrainFloor(b, schema == "narrow", writes == "design")
-			})
-		}
+	for _, writes := range []string{"design", "rows"} {
+		b.Run("writes="+writes, func(b *testing.B) {
+			benchDrainFloor(b, writes == "design")
+		})
 	}
 }
 
@@ -53,7 +48,7 @@ const (
 	floorBatch = 125
 )
 
-func benchDrainFloor(b *testing.B, narrow, audit bool) {
+func benchDrainFloor(b *testing.B, audit bool) {
 	ctx := context.Background()
 	dsn, schema := pgtest.NewSchema(b)
 	st, err := Open(ctx, dsn, &Options{Schema: schema})
@@ -75,30 +70,15 @@ func benchDrainFloor(b *testing.B, narrow, audit bool) {
 			}
 		}
 	}
-	if narrow {
-		exec(`DROP INDEX _S_.proposals_claim`, `DROP INDEX _S_.proposals_expiry`,
-			`DROP INDEX _S_.proposals_pending`, `DROP INDEX _S_.proposals_replacement`,
-			`ALTER TABLE _S_.proposals SET (fillfactor = 40)`)
-	}
 	seedFloor(b, st, pool, b.N)
 	claim, settle := q(claimBatchSQL), q(floorSettleSQL)
-	claim = strings.Replace(claim, "PCOLS", "p.tenant, p.id, p.thread_id, p.version, p.status, p.attempt", 1)
+	claim = strings.Replace(claim, "PCOLS", "p.tenant, p.id, p.thread_id, p.version, p.status, p.attempt, p.lease_expires_at, p.next_attempt_at, p.updated_at", 1)
 	claim = claim[:strings.LastIndex(claim, "SELECT ")] + "SELECT tenant, id, thread_id, version FROM claimed"
-	if narrow {
-		exec(`CREATE TABLE _S_.work (tenant TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
-				ready_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (tenant, id))`,
-			`INSERT INTO _S_.work SELECT tenant, id, updated_at FROM _S_.proposals`,
-			`CREATE INDEX work_ready ON _S_.work (ready_at, id)`)
-		claim, settle = q(narrowClaimSQL), q(narrowSettleSQL)
-	}
 	if !audit {
 		claim = dropCTE(b, claim, "ev")
 		settle = dropCTE(b, dropCTE(b, settle, "ev"), "msg")
 	}
-	exec(`ANALYZE _S_.proposals`, `CHECKPOINT`)
-	if narrow {
-		exec(`ANALYZE _S_.work`)
-	}
+	exec(`ANALYZE _S_.proposals`, `ANALYZE _S_.claim_queue`, `CHECKPOINT`)
 
 	// The log the drain writes, server-wide (nothing else runs on the
 	// bench's server): bytes, records and flushes per proposal.
@@ -210,11 +190,13 @@ func seedFloor(b *testing.B, st *Store, pool *pgxpool.Pool, n int) {
 	batch := &pgx.Batch{}
 	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.threads (tenant, id, owner, created_at)
 		SELECT 'acme', 't' || i, 'alice', now() FROM generate_series(1, 15) i ON CONFLICT DO NOTHING`))
-	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.proposals
-		SELECT (jsonb_populate_record(p, jsonb_build_object(
+	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.proposals (`+proposalColumns+`)
+		SELECT `+proposalColumns+` FROM (SELECT (jsonb_populate_record(p, jsonb_build_object(
 			'id', 'prp_floor_' || i, 'tool_call_id', 'prp_floor_' || i, 'thread_id', 't' || (i % 16),
 			'confirmation_id', 'cnf_prp_floor_' || i, 'operation_id', 'op_prp_floor_' || i))).*
-		FROM _S_.proposals p, generate_series(1, $1 - 1) i WHERE p.id = 'prp_floor_0'`), n)
+		FROM _S_.proposals p, generate_series(1, $1 - 1) i WHERE p.id = 'prp_floor_0') r`), n)
+	batch.Queue(qualify(st.q.schema, `INSERT INTO _S_.claim_queue (`+claimQueueColumns+`)
+		SELECT `+claimQueueColumns+` FROM _S_.proposals WHERE id <> 'prp_floor_0'`))
 	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -238,7 +220,8 @@ func dropCTE(b *testing.B, sql, name string) string {
 
 // floorSettleSQL writes what SettleMany writes for a successful execution,
 // set-based: the row (succeeded, its outcome, the lease cleared), one
-// proposal.settled event and one outcome message each. Parameters: tenants,
+// proposal.settled event and one outcome message each, and the claim queue
+// row deleted. Parameters: tenants,
 // ids, versions (parallel arrays), now.
 const floorSettleSQL = `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(tenant, id, version)
 ), u AS (
@@ -248,7 +231,7 @@ const floorSettleSQL = `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], 
 	FROM k WHERE p.tenant = k.tenant AND p.id = k.id AND p.version = k.version
 	RETURNING p.tenant, p.id, p.thread_id
 ), w AS (
-	SELECT 1
+	DELETE FROM _S_.claim_queue q USING u WHERE q.id = u.id
 ), ev AS (
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
 	SELECT tenant, id, 'proposal.settled', 'worker', '', 'succeeded', 'receipt ok', $4 FROM u
@@ -259,34 +242,3 @@ const floorSettleSQL = `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], 
 	ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING
 )
 SELECT count(*) FROM u`
-
-// narrowClaimSQL is the claim on the narrow schema: pick from work in
-// claim order, push each picked entry's ready_at to its lease's end (so an
-// expired lease makes it claimable again), then the proposal row (a HOT
-// update there) and its event.
-const narrowClaimSQL = `WITH pick AS (
-	SELECT tenant, id FROM _S_.work WHERE ready_at <= statement_timestamp()
-	ORDER BY ready_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), w AS (
-	UPDATE _S_.work w SET ready_at = statement_timestamp() + $3::bigint * interval '1 microsecond'
-	FROM pick WHERE w.tenant = pick.tenant AND w.id = pick.id
-	RETURNING w.tenant, w.id
-), claimed AS (
-	UPDATE _S_.proposals p SET
-		status = 'executing', attempt = p.attempt + 1,
-		lease_owner = $2, lease_token = replace(gen_random_uuid()::text, '-', ''),
-		lease_generation = p.version + 1,
-		lease_expires_at = statement_timestamp() + $3::bigint * interval '1 microsecond',
-		version = p.version + 1, updated_at = $1
-	FROM w WHERE p.tenant = w.tenant AND p.id = w.id
-	RETURNING p.tenant, p.id, p.thread_id, p.version, p.attempt, p.status
-), ev AS (
-	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
-	SELECT tenant, id, 'proposal.claimed', $2, '', status, 'from approved, attempt ' || attempt, $1 FROM claimed
-)
-SELECT tenant, id, thread_id, version FROM claimed`
-
-// narrowSettleSQL is floorSettleSQL on the narrow schema: a settled
-// proposal also leaves work.
-var narrowSettleSQL = strings.Replace(floorSettleSQL, "), w AS (\n\tSELECT 1\n",
-	"), w AS (\n\tDELETE FROM _S_.work w USING u WHERE w.tenant = u.tenant AND w.id = u.id\n", 1)

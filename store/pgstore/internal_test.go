@@ -39,6 +39,7 @@ var applied = map[string]string{
 	"0019_trace_parent.sql":        "f0765c16476f177aa9b3138b54a8e336fa2980638a4bbf47788b582754b674c5",
 	"0020_mcp_nonces.sql":          "0f87115e008c0bc166c8f1ce3c921b9aaa35f1ee18ead9e1bffb8dcaec9d9c7c",
 	"0021_statistics_targets.sql":  "79669e51a089d9591215f8730aa2d93d2267eb577b815deddf60f70d43bfe65a",
+	"0022_claim_queue.sql":         "835fb78491f890ae60f6914dde2b7357ecbd6d86fe9e061e2e704e0beafab1fc",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

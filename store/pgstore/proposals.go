@@ -199,6 +199,11 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		// them (custom plans), or walked proposals_list past every settled
 		// row (generic ones).
 		b.WriteString(` AND p.status = '` + string(st[0]) + `'`)
+		if st[0] == store.StatusPending {
+			// proposals_pending's predicate, the generated column
+			// status = 'pending' (migration 0022).
+			b.WriteString(` AND p.undecided`)
+		}
 	case len(st) > 0:
 		b.WriteString(` AND p.status = ANY(` + arg(toStrings(st)) + `::text[])`)
 	}

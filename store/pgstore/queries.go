@@ -75,9 +75,11 @@ func newQueries(schema string) *queries {
 		supersede: strings.Replace(supersedeSQL, "PCOLS", prefixed("p"), 1),
 
 		// expireDue is store.Due in SQL, most overdue first. Its first
-		// WHERE term repeats proposals_expiry's. Parameters: now, limit.
+		// WHERE term is proposals_expiry's predicate, the generated column
+		// expiring: status = 'pending' OR (status = 'approved' AND mode IN
+		// ('wait', 'two_phase')) (migration 0022). Parameters: now, limit.
 		expireDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE (status = 'pending' OR (status = 'approved' AND mode IN ('wait', 'two_phase')))
+			WHERE expiring
 			AND expires_at <= $1
 			ORDER BY expires_at, id LIMIT $2`,
 		// escalateDue and remindDue are store.Escalatable and
@@ -86,12 +88,13 @@ func newQueries(schema string) *queries {
 		// conformance suite pins each query to its rule). A reminder
 		// without a positive interval is never due: such a row, selected,
 		// would take a place in the batch that the sweep then skips.
-		// Parameters: now, limit.
+		// undecided is the generated column status = 'pending' (migration
+		// 0022). Parameters: now, limit.
 		escalateDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE status = 'pending' AND escalate_at IS NOT NULL AND escalate_at <= $1
+			WHERE undecided AND escalate_at IS NOT NULL AND escalate_at <= $1
 			ORDER BY escalate_at, id LIMIT $2`,
 		remindDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE status = 'pending' AND remind_at IS NOT NULL AND remind_at <= $1 AND remind_every > 0
+			WHERE undecided AND remind_at IS NOT NULL AND remind_at <= $1 AND remind_every > 0
 			ORDER BY remind_at, id LIMIT $2`,
 
 		claimBatch: strings.Replace(claimBatchSQL, "PCOLS", prefixed("p"), 1),
@@ -158,20 +161,27 @@ func newQueries(schema string) *queries {
 // store.ApplyClaimBatch in SQL; the conformance suite pins that they agree.
 //
 //   - pick: the claimable rows in claim order (longest unchanged first),
-//     skipping rows another transaction holds, so that concurrent workers
-//     each get different rows and nobody waits. The first WHERE term repeats
-//     the partial index proposals_claim's predicate; lease expiry is judged
-//     by the database's clock, a reconciliation's next attempt and the end
-//     of a caller's released execution (application deadlines) by the
+//     from the claim queue (claimqueue.go), which holds what the choice
+//     reads of each proposal of Claimable's statuses; rows another
+//     transaction holds are skipped, so that concurrent workers each get
+//     different rows and nobody waits. Lease expiry is judged by the
+//     database's clock, a reconciliation's next attempt and the end of a
+//     caller's released execution (application deadlines) by the
 //     application's ($1).
+//   - held: the picked proposals, locked, skipping any another transaction
+//     holds: a transition writes a proposal before its queue row, so a
+//     claim that waited for a proposal while holding its queue row could
+//     deadlock with it. The rule is judged again on the row itself. The
+//     rows are reached through the primary key (the ANY): under a backlog
+//     a generic plan once joined them by hashing the whole table
+//     (TestClaimPlanUnderBacklog).
 //   - claimed: approved → executing with one more attempt; executing (an
 //     expired lease) and reconciling keep their status and attempt. A new
 //     lease: owner $2, a random token, generation = the version written,
-//     expiry on the database's clock + $3 microseconds. The picked rows
-//     are reached through the primary key (the ANY): the generic plan
-//     expects a tenth of the claimable rows from LIMIT $4, and under a
-//     backlog it joined them by hashing the whole table, every row and
-//     dead version read on every claim (TestClaimPlanUnderBacklog).
+//     expiry on the database's clock + $3 microseconds. No column an index
+//     of proposals names changes: the update is HOT.
+//   - queued: the claimed rows' queue rows (found by their key, the
+//     updated_at picked and the id), as the proposals now stand.
 //   - ev: the claim events, in claim order.
 //
 // The p:<id> notifications of the status changes are sent after the commit
@@ -179,12 +189,18 @@ func newQueries(schema string) *queries {
 //
 // Parameters: application now, owner, lease microseconds, limit.
 const claimBatchSQL = `WITH pick AS (
-	SELECT id, status, updated_at FROM _S_.proposals
-	WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
-	AND (status = 'approved' OR lease_token IS NULL OR lease_expires_at <= statement_timestamp())
+	SELECT id, status, updated_at FROM _S_.claim_queue
+	WHERE (status = 'approved' OR lease_expires_at IS NULL OR lease_expires_at <= statement_timestamp())
 	AND (status = 'approved' OR next_attempt_at IS NULL OR next_attempt_at <= $1)
 	ORDER BY updated_at, id
 	LIMIT $4
+	FOR UPDATE SKIP LOCKED
+), held AS (
+	SELECT p.id FROM _S_.proposals p
+	WHERE p.id = ANY (ARRAY(SELECT id FROM pick))
+	AND ((p.status = 'approved' AND p.mode = 'independent') OR p.status IN ('executing', 'reconciling'))
+	AND (p.status = 'approved' OR p.lease_token IS NULL OR p.lease_expires_at <= statement_timestamp())
+	AND (p.status = 'approved' OR p.next_attempt_at IS NULL OR p.next_attempt_at <= $1)
 	FOR UPDATE SKIP LOCKED
 ), claimed AS (
 	UPDATE _S_.proposals p SET
@@ -197,8 +213,12 @@ const claimBatchSQL = `WITH pick AS (
 		version = p.version + 1,
 		updated_at = $1
 	FROM pick
-	WHERE p.id = pick.id AND p.id = ANY (ARRAY(SELECT id FROM pick))
+	WHERE p.id = pick.id AND p.id = ANY (ARRAY(SELECT id FROM held))
 	RETURNING PCOLS, pick.status AS from_status, pick.updated_at AS picked_at
+), queued AS (
+	UPDATE _S_.claim_queue q SET status = claimed.status, lease_expires_at = claimed.lease_expires_at,
+		next_attempt_at = claimed.next_attempt_at, updated_at = claimed.updated_at
+	FROM claimed WHERE q.updated_at = claimed.picked_at AND q.id = claimed.id
 ), ev AS (
 	INSERT INTO _S_.events (tenant, proposal_id, type, actor, via, status, detail, at)
 	SELECT tenant, id, 'proposal.claimed', $2, '', status, 'from ' || from_status || ', attempt ' || attempt, $1

@@ -310,3 +310,74 @@ func TestEventActorKindUpgrade(t *testing.T) {
 		t.Errorf("other's chain after the upgrade: head %+v, %v; want seq 1", h, err)
 	}
 }
+
+// TestClaimQueueUpgrade: migration 0022 queues the proposals a worker may
+// claim that a schema before it holds, each as it stands, and nothing else;
+// a worker then claims the claimable ones, and the inbox still lists the
+// pending ones.
+func TestClaimQueueUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := pgtest.NewSchema(t)
+	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema, SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[len(ms)-1].name != "0022_claim_queue.sql" {
+		t.Fatalf("the latest migration is %s; this test upgrades to 0022", ms[len(ms)-1].name)
+	}
+	for _, m := range ms[:len(ms)-1] {
+		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+	}
+	now := time.Now().UTC()
+	insertProposalRows(t, s, 600, 6, now)
+	count := func(where string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.proposals WHERE `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	claimable := count(`(status = 'approved' AND mode = 'independent') OR (status = 'executing' AND lease_token IS NULL)`)
+	pending := count(`status = 'pending'`)
+	if claimable == 0 || pending == 0 {
+		t.Fatalf("the rows hold %d claimable and %d pending proposals; the test needs some of each", claimable, pending)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wrong int
+	if err := s.pool.QueryRow(ctx, qualify(s.q.schema, `WITH want AS (
+		SELECT `+claimQueueColumns+` FROM _S_.proposals
+		WHERE (status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling')
+	), got AS (SELECT `+claimQueueColumns+` FROM _S_.claim_queue)
+	SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT SELECT * FROM got) m)
+		+ (SELECT count(*) FROM (SELECT * FROM got EXCEPT SELECT * FROM want) s)`)).Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 {
+		t.Fatalf("after the upgrade, %d claim queue rows are missing, stray or differ from their proposals", wrong)
+	}
+	got, err := s.ClaimBatch(ctx, &store.ClaimBatchParams{Owner: "w", LeaseDuration: time.Minute, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != claimable {
+		t.Errorf("claimed %d proposals after the upgrade, want %d", len(got), claimable)
+	}
+	list, err := s.ListProposals(ctx, &store.ListProposalsParams{Tenant: "t0", Statuses: []store.Status{store.StatusPending}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := count(`status = 'pending' AND tenant = 't0'`); len(list.Proposals) != want {
+		t.Errorf("the inbox lists %d pending proposals of t0 after the upgrade, want %d", len(list.Proposals), want)
+	}
+}
