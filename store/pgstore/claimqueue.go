@@ -6,19 +6,22 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// The claim queue (migration 0022) holds a row for each proposal a worker
-// may claim by its status (store.Claimable's statuses: approved and
-// independent, executing, reconciling): what the claim's choice reads of it
-// (status, lease expiry, next attempt) and its updated_at, the claim order. It lives beside proposals so that no index of proposals names
-// a column that a claim, a lease renewal or a settlement changes; those
-// updates are then HOT (written on the row's page, with no new index entry).
+// The claim queue (migration 0022, ADR 0050) holds a row for each proposal
+// a worker may claim by its status (store.Claimable's statuses: approved
+// and independent, executing, reconciling): what the claim's choice reads
+// of it (status, lease expiry, next attempt) and its updated_at, the claim
+// order. It lives beside proposals so that no index of proposals names a
+// column that a claim, a lease renewal or a settlement changes; those
+// updates are then HOT (written on the row's page, with no new index
+// entry).
 //
 // Every statement that writes a proposal keeps its queue row in step, in
 // the same statement: a creation or transition into one of those statuses
 // inserts it, a write that stays in them updates it, one that leaves them
-// deletes it (casStatement, insertStatement, claimBatchSQL).
-// TestClaimQueueMatchesProposals pins the invariant after the conformance
-// suite's workloads.
+// deletes it (casStatement, insertStatement, claimBatchSQL). Every pgstore
+// test's store is checked against the invariant when it closes
+// (checkClaimQueue, conformance_test.go), the conformance suite's included;
+// TestClaimQueueUpgrade checks the migration's rows.
 
 // claimQueueColumns are the claim queue's columns, all of them proposals'.
 const claimQueueColumns = `id, tenant, status, lease_expires_at, next_attempt_at, updated_at`
