@@ -26,11 +26,12 @@ import (
 // claimQueueColumns are the claim queue's columns, all of them proposals'.
 const claimQueueColumns = `id, tenant, status, lease_expires_at, next_attempt_at, updated_at`
 
-// queued reports whether p belongs in the claim queue.
-func queued(p *store.Proposal) bool {
-	switch p.Status {
+// queued reports whether a proposal of this status and mode belongs in the
+// claim queue.
+func queued(status store.Status, mode store.Mode) bool {
+	switch status {
 	case store.StatusApproved:
-		return p.Mode == store.ModeIndependent
+		return mode == store.ModeIndependent
 	case store.StatusExecuting, store.StatusReconciling:
 		return true
 	}
@@ -47,7 +48,7 @@ func queued(p *store.Proposal) bool {
 func claimQueueCTEs(q *sqlArgs, S string, ws []*rowWrite) {
 	var enter, stay, leave []*rowWrite
 	for _, w := range ws {
-		before, after := queued(&store.Proposal{Status: w.from, Mode: w.p.Mode}), queued(w.p)
+		before, after := queued(w.from, w.p.Mode), queued(w.p.Status, w.p.Mode)
 		switch {
 		case after && !before:
 			enter = append(enter, w)

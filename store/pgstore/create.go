@@ -101,7 +101,7 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	if params.GrantID != "" {
 		b.Queue(s.q.lockGrant, n.Tenant, params.GrantID)
 	}
-	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, queued(n), workNow)
+	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, queued(n.Status, n.Mode), workNow)
 	b.Queue(insert, args...).QueryRow(func(row pgx.Row) error {
 		var exp *time.Time
 		dest := []any{&exp}

@@ -12,15 +12,14 @@ import (
 	"github.com/countersign/countersign/store/storetest"
 )
 
-// TestRuleFingerprintUpgrade: a schema made before the rule fingerprint
-// (version 3) keeps its proposals and grants through migration 0004. Their
-// fingerprint is empty, so an old grant still approves a call that carries
-// none, and no call made under a fingerprinted rule.
-func TestRuleFingerprintUpgrade(t *testing.T) {
-	t.Parallel()
+// storeAtVersion opens a store on a fresh schema migrated to version
+// (the first version migrations only), with a pool of conns connections
+// and the clock now (nil: the wall clock), closed when t ends.
+func storeAtVersion(t *testing.T, version int, conns string, now func() time.Time) *Store {
+	t.Helper()
 	ctx := context.Background()
 	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema, SkipMigrations: true})
+	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", conns), &Options{Schema: schema, Now: now, SkipMigrations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +28,22 @@ func TestRuleFingerprintUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range ms[:3] {
+	for _, m := range ms[:version] {
 		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
 			t.Fatalf("%s: %v", m.name, err)
 		}
 	}
+	return s
+}
+
+// TestRuleFingerprintUpgrade: a schema made before the rule fingerprint
+// (version 3) keeps its proposals and grants through migration 0004. Their
+// fingerprint is empty, so an old grant still approves a call that carries
+// none, and no call made under a fingerprinted rule.
+func TestRuleFingerprintUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storeAtVersion(t, 3, "2", nil)
 	now := time.Now().UTC()
 	// Rows as schema 3 holds them, written column by column.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.grants (id, tenant, requester, scope, thread_id, run_id, action,
@@ -81,17 +91,7 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 	previous := ms[:len(ms)-1]
 	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		ctx := context.Background()
-		dsn, schema := pgtest.NewSchema(t)
-		s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "4"), &Options{Schema: schema, Now: now, SkipMigrations: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		for _, m := range previous {
-			if err := s.migrateOne(ctx, m, len(ms)); err != nil {
-				t.Fatalf("%s: %v", m.name, err)
-			}
-		}
+		s := storeAtVersion(t, len(previous), "4", now)
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		S := s.q.schema
 		for _, stmt := range []string{
@@ -166,21 +166,7 @@ func TestConformanceAfterUpgrade(t *testing.T) {
 func TestMessageKeysUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema, SkipMigrations: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:12] {
-		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-	}
+	s := storeAtVersion(t, 12, "2", nil)
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	S := s.q.schema
 	for _, stmt := range []string{
@@ -245,7 +231,7 @@ func TestMessageKeysUpgrade(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `SELECT outcome_status FROM `+S+`.messages WHERE id = 'msg_prp_old:succeeded'`).Scan(&status); err != nil || status != "succeeded" {
 		t.Errorf("the old outcome's outcome_status = %q, %v; want succeeded", status, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO `+S+`.messages (id, tenant, thread_id, role, text, proposal_id, created_at, outcome_status)
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+S+`.messages (id, tenant, thread_id, role, text, proposal_id, created_at, outcome_status)
 		VALUES ('msg_again', 'acme', 't1', 'assistant', 'again', 'prp_old', $1, 'succeeded')`, at)
 	if _, dup := uniqueViolation(err); !dup {
 		t.Errorf("a second outcome message of prp_old's success: %v, want a unique violation", err)
@@ -259,21 +245,7 @@ func TestMessageKeysUpgrade(t *testing.T) {
 func TestEventActorKindUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "4"), &Options{Schema: schema, SkipMigrations: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:13] {
-		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-	}
+	s := storeAtVersion(t, 13, "4", nil)
 	// The rows as version 13 wrote them (ids drawn by the table), sealed
 	// as it sealed them.
 	at := time.Date(2026, 12, 3, 9, 0, 0, 123456000, time.UTC)
@@ -318,24 +290,7 @@ func TestEventActorKindUpgrade(t *testing.T) {
 func TestClaimQueueUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, schema := pgtest.NewSchema(t)
-	s, err := Open(ctx, pgtest.WithParam(dsn, "pool_max_conns", "2"), &Options{Schema: schema, SkipMigrations: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ms[len(ms)-1].name != "0022_claim_queue.sql" {
-		t.Fatalf("the latest migration is %s; this test upgrades to 0022", ms[len(ms)-1].name)
-	}
-	for _, m := range ms[:len(ms)-1] {
-		if err := s.migrateOne(ctx, m, len(ms)); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-	}
+	s := storeAtVersion(t, 21, "2", nil)
 	now := time.Now().UTC()
 	insertProposalRows(t, s, 600, 6, now)
 	count := func(where string) int {
