@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Group commit.
@@ -14,17 +17,23 @@ import (
 // SQLite has one writer, and a durable commit (WAL, synchronous=FULL) costs
 // an fsync. Writes that arrive while another is running therefore queue, and
 // the queue is served as a group: one BEGIN IMMEDIATE … COMMIT holds the
-// writes of several callers, each inside its own SAVEPOINT, so that a
-// refused or failed write rolls back alone while the others commit. The
-// group pays one fsync instead of one per write. Nobody returns before the
-// group's COMMIT did, so a write is durable when its method returns, as
-// before.
+// writes of several callers, and a refused or failed write rolls back alone
+// while the others commit. The group pays one fsync instead of one per
+// write. Nobody returns before the group's COMMIT did, so a write is durable
+// when its method returns, as before.
+//
+// A write that fails before it changed a row (most refusals: they read,
+// then refuse) has nothing to roll back. The group runs its writes bare and
+// counts the rows each changed (total_changes()); only when a write fails
+// after changing rows does the group roll back and run again, each write in
+// a SAVEPOINT of its own (runGroup). Savepoints on every write cost the
+// writer a sixth of its CPU in B3 (docs/profiles/scale.md, change 14).
 //
 // The first caller to find the writer idle leads: it takes everything queued
 // (up to maxGroup writes, its own first), runs the group and, if more writes
 // arrived meanwhile, hands the lead to the oldest of them before it returns.
-// A write that finds the writer idle runs alone, with no savepoint: the
-// quiet path costs what it did without grouping.
+// A write that finds the writer idle runs alone, in a transaction of its
+// own: the quiet path costs what it did without grouping.
 //
 // Within a group the writes run one after another in arrival order, each
 // seeing the ones before it, exactly as if they had committed one by one in
@@ -35,8 +44,9 @@ import (
 // its cancellation, because SQLite answers an interrupted write by rolling
 // back the whole transaction, which would take the other callers' writes
 // with it. Instead the context is looked at before the write starts and once
-// it has run: a write whose context has ended by then is rolled back to its
-// savepoint and fails with the context's error, and the group goes on. A
+// it has run: a write whose context has ended by then is rolled back (a bare
+// write that changed rows, by the group's run with savepoints) and fails
+// with the context's error, and the group goes on. A
 // write released into the group stands, and its caller is told it succeeded.
 
 // The worker's own writes, its claims and settlements, go first: they queue
@@ -64,6 +74,9 @@ type groupWrite struct {
 	// first says that the write queues ahead of every write that is not
 	// (see writeFirst).
 	first bool
+	// savepoint says that the write runs in a savepoint of its own in
+	// every group (see writeSchema).
+	savepoint bool
 }
 
 // writeQueue is the store's queue of writes.
@@ -77,21 +90,33 @@ type writeQueue struct {
 // error rolls its writes back, unless it is a *commitErr: then its writes
 // commit and its error is returned. fn may run inside a shared transaction:
 // it must use only tx and the ctx it was given, never commit or roll back.
+// fn may run twice (see runGroup): it must start from what it reads in tx
+// and reset whatever it fills in for its caller, never build on what an
+// earlier run of it left.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
-	return s.enqueue(ctx, fn, false)
+	return s.enqueue(ctx, &groupWrite{ctx: ctx, fn: fn})
 }
 
 // writeFirst is write for the worker's claims and settlements: it queues
 // ahead of every write that is not itself first.
 func (s *Store) writeFirst(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
-	return s.enqueue(ctx, fn, true)
+	return s.enqueue(ctx, &groupWrite{ctx: ctx, fn: fn, first: true})
 }
 
-func (s *Store) enqueue(ctx context.Context, fn func(tx *wtx, now time.Time) error, first bool) error {
+// writeSchema is write for a write that changes the schema: statements
+// such as CREATE TABLE, which total_changes() does not count, so that a
+// group cannot tell whether such a write that failed changed anything. It
+// always runs in a savepoint of its own.
+func (s *Store) writeSchema(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
+	return s.enqueue(ctx, &groupWrite{ctx: ctx, fn: fn, savepoint: true})
+}
+
+func (s *Store) enqueue(ctx context.Context, w *groupWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &groupWrite{ctx: ctx, fn: fn, done: make(chan bool, 1), first: first}
+	w.done = make(chan bool, 1)
+	first := w.first
 	q := &s.queue
 	q.mu.Lock()
 	at := len(q.pending)
@@ -179,50 +204,102 @@ const maxJoined = maxGroup
 // maxJoined: they commit with it rather than after it, so that a claim
 // waits for the rest of the group in progress, not for that and a group of
 // its own. It returns the group with the writes it took in.
+//
+// A group runs its writes without savepoints first (runTogether): a
+// savepoint copies every page its write touches into the sub-journal, and
+// most writes succeed, or fail before they change a row. When a write fails
+// after it changed rows, which only a savepoint could undo alone, the
+// transaction is rolled back and the whole group runs again, each write in
+// a savepoint of its own. A write may therefore run twice; every write
+// function starts from what it reads in tx, never from what an earlier run
+// left behind.
 func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite {
 	// The transaction and its savepoints belong to no single caller: no
 	// caller's context, not even the leader's, may end them.
 	ctx = context.WithoutCancel(ctx)
+	if len(group) == 1 {
+		s.runAlone(ctx, group[0])
+		return group
+	}
+	joined := 0
+	group, undo := s.runTogether(ctx, group, &joined, false)
+	if undo {
+		for _, g := range group {
+			g.err, g.panicked = nil, nil
+		}
+		s.groupReruns.Add(1)
+		group, _ = s.runTogether(ctx, group, &joined, true)
+	}
+	return group
+}
+
+// runAlone runs a write that found the writer idle: in a transaction of its
+// own, with no savepoint (its error rolls the transaction back).
+func (s *Store) runAlone(ctx context.Context, g *groupWrite) {
+	tx, err := s.begin(ctx)
+	if err != nil {
+		g.err = err
+		return
+	}
+	defer s.end(ctx, tx)
+	if err := g.ctx.Err(); err != nil {
+		g.err = err
+		return
+	}
+	err = g.run(tx, s.clock())
+	ce, keep := err.(*commitErr)
+	if err != nil && !keep {
+		g.err = err
+		return
+	}
+	// The caller gave up while its write ran: nothing of it stands.
+	if err := g.ctx.Err(); err != nil {
+		g.err = err
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		g.err = err
+		return
+	}
+	if keep {
+		g.err = ce.err
+	}
+}
+
+// begin starts the writer's transaction; end rolls it back if it is still
+// open and then prepares the statements it asked for.
+func (s *Store) begin(ctx context.Context) (*wtx, error) {
 	sqltx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &wtx{Tx: sqltx, stmts: &s.stmts}, nil
+}
+
+func (s *Store) end(ctx context.Context, tx *wtx) {
+	_ = tx.Rollback() // a no-op after Commit
+	// Once the transaction has ended, the connection is free to prepare
+	// the statements it used.
+	s.stmts.prepareWanted(ctx, s.w)
+}
+
+// runTogether runs a group's writes in one transaction, taking in first
+// writes on its way (joined counts them across runs). With savepoints, each
+// write runs in one and a failed write rolls back alone. Without, a write
+// runs bare unless it asked for a savepoint (writeSchema): one that fails
+// without having changed a row (total_changes() says) fails alone, and one
+// that fails after it did, or with an error of SQLite's that may have ended
+// the transaction, makes runTogether roll the transaction back and answer
+// undo, for the group to run again with savepoints.
+func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *int, savepoints bool) (_ []*groupWrite, undo bool) {
+	tx, err := s.begin(ctx)
 	if err != nil {
 		for _, g := range group {
 			g.err = err
 		}
-		return group
+		return group, false
 	}
-	tx := &wtx{Tx: sqltx, stmts: &s.stmts}
-	// Once the transaction has ended, the connection is free to prepare
-	// the statements it used.
-	defer func() {
-		_ = tx.Rollback() // a no-op after Commit
-		s.stmts.prepareWanted(ctx, s.w)
-	}()
-	if len(group) == 1 {
-		g := group[0]
-		if err := g.ctx.Err(); err != nil {
-			g.err = err
-			return group
-		}
-		err := g.run(tx, s.clock())
-		ce, keep := err.(*commitErr)
-		if err != nil && !keep {
-			g.err = err
-			return group
-		}
-		// The caller gave up while its write ran: nothing of it stands.
-		if err := g.ctx.Err(); err != nil {
-			g.err = err
-			return group
-		}
-		if err := tx.Commit(); err != nil {
-			g.err = err
-			return group
-		}
-		if keep {
-			g.err = ce.err
-		}
-		return group
-	}
+	defer s.end(ctx, tx)
 	var committed []*groupWrite // writes whose changes stand in the transaction
 	// abort fails what stood in the transaction and every write from i on:
 	// the transaction is lost.
@@ -234,11 +311,18 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite
 			g.err = err
 		}
 	}
-	joined := 0
+	// changes is total_changes() before the next bare write.
+	var changes int64
+	if !savepoints {
+		if changes, err = totalChanges(ctx, tx); err != nil {
+			abort(0, err)
+			return group, false
+		}
+	}
 	for i := 0; i < len(group); i++ {
-		if i > 0 && joined < maxJoined {
-			more := s.queue.takeFirst(maxJoined - joined)
-			joined += len(more)
+		if i > 0 && *joined < maxJoined {
+			more := s.queue.takeFirst(maxJoined - *joined)
+			*joined += len(more)
 			group = append(group, more...)
 		}
 		g := group[i]
@@ -246,9 +330,16 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite
 			g.err = err
 			continue
 		}
-		if _, err := tx.Tx.ExecContext(ctx, "SAVEPOINT grp"); err != nil {
-			abort(i, err)
-			return group
+		saved := savepoints || g.savepoint
+		// SAVEPOINT and RELEASE run prepared (wtx): parsed anew, the two
+		// cost the writer 7 % of its CPU in B3. A savepoint copies every
+		// page its write touches into the sub-journal, which the writer's
+		// temp_store=memory keeps in memory (see dsn).
+		if saved {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT grp"); err != nil {
+				abort(i, err)
+				return group, false
+			}
 		}
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
@@ -259,29 +350,70 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite
 				err, keep = cerr, false
 			}
 		}
-		if err != nil && !keep {
+		switch {
+		case err != nil && !keep && saved:
 			if _, rerr := tx.Tx.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
 				// SQLite may have rolled the whole transaction back (an I/O
 				// error, a full disk): nothing of the group stands.
 				abort(i, fmt.Errorf("group commit: roll back a failed write: %w", errors.Join(err, rerr)))
-				return group
+				return group, false
 			}
 			g.err = err
-			continue
+		case err != nil && !keep:
+			// A bare write failed: it fails alone only if it changed no row
+			// and the transaction is surely still open.
+			if g.panicked != nil || mayEndTransaction(err) {
+				return group, true
+			}
+			n, cerr := totalChanges(ctx, tx)
+			if cerr != nil || n != changes {
+				return group, true
+			}
+			g.err = err
+		default:
+			if saved {
+				if _, err := tx.ExecContext(ctx, "RELEASE grp"); err != nil {
+					abort(i, err)
+					return group, false
+				}
+			}
+			if !savepoints {
+				if changes, err = totalChanges(ctx, tx); err != nil {
+					abort(i+1, err)
+					return group, false
+				}
+			}
+			if keep {
+				g.err = ce.err
+			}
+			committed = append(committed, g)
 		}
-		if _, err := tx.Tx.ExecContext(ctx, "RELEASE grp"); err != nil {
-			abort(i, err)
-			return group
-		}
-		if keep {
-			g.err = ce.err
-		}
-		committed = append(committed, g)
 	}
 	if err := tx.Commit(); err != nil {
 		abort(len(group), err)
 	}
-	return group
+	return group, false
+}
+
+// totalChanges is the rows the writer's connection has inserted, updated
+// or deleted since it opened, triggers' included (SQLite's total_changes()):
+// a statement that fails adds none, its changes undone.
+func totalChanges(ctx context.Context, tx *wtx) (int64, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, "SELECT total_changes()").Scan(&n); err != nil {
+		return 0, fmt.Errorf("group commit: total_changes: %w", err)
+	}
+	return n, nil
+}
+
+// mayEndTransaction reports whether err is one of SQLite's that may have
+// rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY,
+// SQLITE_NOMEM, …): every code but a constraint's, which fails its statement
+// alone. Errors of this package's own (a refusal, a conflict found by
+// reading) leave the transaction as it was.
+func mayEndTransaction(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff != sqlite3.SQLITE_CONSTRAINT
 }
 
 // takeFirst takes out of the queue up to n of the first writes waiting at

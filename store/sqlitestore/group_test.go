@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,6 +128,116 @@ func TestGroupCommitIsolatesWrites(t *testing.T) {
 		if stored := hasMeta(t, s, key); stored != want.stored {
 			t.Errorf("write %s: stored %v, want %v", key, stored, want.stored)
 		}
+	}
+}
+
+// TestGroupCommitRerun checks when a group runs again with savepoints: a
+// group runs its writes bare, and only a write that fails after it changed
+// rows (which only a savepoint could undo alone) makes the group roll back
+// and run every write again, each in a savepoint. The writes that stand are
+// stored once whichever way, and the failed write's rows are not.
+func TestGroupCommitRerun(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name   string
+		schema bool // the failing write is a writeSchema
+		fail   func(tx *wtx) error
+		reruns int64
+	}{
+		{"refused before any change", false, func(*wtx) error { return boom }, 0},
+		{"failed on a constraint", false, func(tx *wtx) error {
+			// ok1's key: the statement fails and changes nothing.
+			_, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES ('ok1', x'00')`)
+			return err
+		}, 0},
+		{"failed after a change", false, func(tx *wtx) error {
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES ('failed', x'00')`); err != nil {
+				return err
+			}
+			return boom
+		}, 1},
+		{"panicked after a change", false, func(tx *wtx) error {
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES ('failed', x'00')`); err != nil {
+				return err
+			}
+			panic(boom)
+		}, 1},
+		{"schema write failed after its DDL", true, func(tx *wtx) error {
+			// total_changes() does not count a CREATE TABLE: the write's
+			// own savepoint undoes it.
+			if _, err := tx.ExecContext(context.Background(), `CREATE TABLE failed_table (x INTEGER)`); err != nil {
+				return err
+			}
+			return boom
+		}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := openInternal(t)
+			release, wait := queueBehind(t, s)
+			var runs sync.Map // key → *atomic.Int64
+			counted := func(key string, fn func(tx *wtx, now time.Time) error) func(tx *wtx, now time.Time) error {
+				n, _ := runs.LoadOrStore(key, new(atomic.Int64))
+				return func(tx *wtx, now time.Time) error {
+					n.(*atomic.Int64).Add(1)
+					return fn(tx, now)
+				}
+			}
+			ok := func() error { return nil }
+			failing := counted("failed", func(tx *wtx, _ time.Time) error { return c.fail(tx) })
+			writes := []func() error{
+				func() error { return s.write(context.Background(), counted("ok1", metaWrite("ok1", ok))) },
+				func() (err error) {
+					defer func() {
+						if r := recover(); r != nil {
+							err = fmt.Errorf("panicked: %v", r)
+						}
+					}()
+					if c.schema {
+						return s.writeSchema(context.Background(), failing)
+					}
+					return s.write(context.Background(), failing)
+				},
+				func() error { return s.write(context.Background(), counted("ok2", metaWrite("ok2", ok))) },
+			}
+			errs := make([]chan error, len(writes))
+			for i, w := range writes {
+				errs[i] = make(chan error, 1)
+				go func() { errs[i] <- w() }()
+				waitQueued(t, s, i+1)
+			}
+			release()
+			wait()
+			for i, want := range []bool{true, false, true} {
+				if err := <-errs[i]; (err == nil) != want {
+					t.Errorf("write %d: err %v, want success %v", i, err, want)
+				}
+			}
+			for _, key := range []string{"ok1", "ok2"} {
+				if !hasMeta(t, s, key) {
+					t.Errorf("%s not stored", key)
+				}
+			}
+			if hasMeta(t, s, "failed") {
+				t.Error("the failed write's row stands")
+			}
+			var tables int
+			if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'failed_table'`).Scan(&tables); err != nil || tables != 0 {
+				t.Errorf("the failed schema write's table: %d, %v", tables, err)
+			}
+			if got := s.groupReruns.Load(); got != c.reruns {
+				t.Errorf("group reruns %d, want %d", got, c.reruns)
+			}
+			// The group stops at the write that needs undoing: the writes
+			// before it run twice, those after it once.
+			for key, want := range map[string]int64{"ok1": 1 + c.reruns, "failed": 1 + c.reruns, "ok2": 1} {
+				n, _ := runs.Load(key)
+				if got := n.(*atomic.Int64).Load(); got != want {
+					t.Errorf("write %s ran %d times, want %d", key, got, want)
+				}
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -64,5 +65,35 @@ func TestWritePanic(t *testing.T) {
 	defer cancel()
 	if _, err := s.EnsureThread(ctx, &store.EnsureThreadParams{Tenant: "t", ID: "th"}); err != nil {
 		t.Fatalf("write after a panic: %v", err)
+	}
+}
+
+// TestConnectionPragmas checks that the pragmas dsn asks for hold on the
+// connections each pool opens: the writer durable, in WAL, with its
+// savepoints' sub-journal in memory; the readers read-only.
+func TestConnectionPragmas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openInternal(t)
+	for _, c := range []struct {
+		pool       string
+		db         *sql.DB
+		name, want string
+	}{
+		{"writer", s.w, "journal_mode", "wal"},
+		{"writer", s.w, "synchronous", "2"}, // FULL
+		{"writer", s.w, "temp_store", "2"},  // MEMORY
+		{"writer", s.w, "foreign_keys", "1"},
+		{"reader", s.r, "query_only", "1"},
+		{"reader", s.r, "synchronous", "2"},
+		{"reader", s.r, "temp_store", "0"}, // the default: a large sort may spill to a file
+	} {
+		var got string
+		if err := c.db.QueryRowContext(ctx, "PRAGMA "+c.name).Scan(&got); err != nil {
+			t.Fatalf("%s: PRAGMA %s: %v", c.pool, c.name, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: PRAGMA %s = %s, want %s", c.pool, c.name, got, c.want)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", classify(err))
 	}
-	err = s.write(ctx, func(tx *wtx, _ time.Time) error {
+	err = s.writeSchema(ctx, func(tx *wtx, _ time.Time) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
@@ -83,7 +83,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: migrate: %w", classify(err))
 	}
 	for _, m := range ms {
-		err := s.write(ctx, func(tx *wtx, now time.Time) error {
+		err := s.writeSchema(ctx, func(tx *wtx, now time.Time) error {
 			var current int
 			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 				return err
