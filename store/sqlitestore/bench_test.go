@@ -47,3 +47,30 @@ func BenchmarkListProposals(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimBatchLimits claims from an empty store with the same limit
+// every time and with a limit that changes every time, as the worker's free
+// slots do. The claim's LIMIT reaches the planner as a bound value only if
+// it is written `LIMIT ?`: SQLite then prepares the statement again
+// whenever the value changes (docs/profiles/scale.md, change 14).
+func BenchmarkClaimBatchLimits(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		limit func(i int) int
+	}{
+		{"same", func(int) int { return 8 }},
+		{"changing", func(i int) int { return 1 + i%8 }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _, _ := freshB(b)
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := s.ClaimBatch(ctx, &store.ClaimBatchParams{Owner: "w", Limit: c.limit(i), LeaseDuration: time.Minute}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

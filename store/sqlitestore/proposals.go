@@ -38,11 +38,15 @@ var (
 // claimWhere is store.Claimable in SQL, in claim order: the row that has
 // waited longest since its last change first. Its first term repeats
 // proposals_claim's verbatim, so SQLite can use that partial index.
-// Parameters: now, now, limit.
+// Parameters: now, now, limit. The limit is written `+?`: a bare `LIMIT ?`
+// hands its bound value to the planner, and SQLite then prepares the
+// statement again whenever the value changes, as the worker's free slots do
+// from one claim to the next (a claim of an empty store: 130 → 18 µs,
+// BenchmarkClaimBatchLimits).
 const claimWhere = `WHERE ((status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling'))
 		AND (status = 'approved' OR lease_expires_at IS NULL OR lease_expires_at <= ?)
 		AND (status = 'approved' OR next_attempt_at IS NULL OR next_attempt_at <= ?)
-		ORDER BY updated_at, rowid LIMIT ?`
+		ORDER BY updated_at, rowid LIMIT +?`
 
 // The queries whose plans matter; plan_test.go pins the index each uses.
 var (

@@ -342,18 +342,19 @@ func (s *Store) UpdateRun(ctx context.Context, params *store.UpdateRunParams) (*
 // when they parked on a proposal already decided (writeRun) — so a claim
 // costs the same whatever the number of parked runs. claimSweepSQL judges
 // every open run by its proposal (store.ClaimRunsParams.Sweep); the single
-// writer leaves no run unmarked here, so it is only a second look.
+// writer leaves no run unmarked here, so it is only a second look. Their
+// limit is written `+?2`, as the proposals' claim's is (see claimWhere).
 const (
 	claimReadySQL = `SELECT ` + runColumns + ` FROM runs r
 	WHERE (r.status = 'running' OR (r.status = 'parked' AND r.ready = 1))
 	AND (r.status = 'parked' OR r.lease_expires_at IS NULL OR r.lease_expires_at <= ?1)
-	ORDER BY r.updated_at, r.id LIMIT ?2`
+	ORDER BY r.updated_at, r.id LIMIT +?2`
 	claimSweepSQL = `SELECT ` + runColumns + ` FROM runs r
 	WHERE r.status IN ('running', 'parked')
 	AND ((r.status = 'parked' AND NOT EXISTS (
 			SELECT 1 FROM proposals p WHERE p.id = r.awaiting AND p.tenant = r.tenant AND p.status = 'pending'))
 		OR (r.status = 'running' AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= ?1)))
-	ORDER BY r.updated_at, r.id LIMIT ?2`
+	ORDER BY r.updated_at, r.id LIMIT +?2`
 	// readyRunsSQL marks the runs parked on a proposal ready. Parameters:
 	// proposal id, tenant.
 	readyRunsSQL = `UPDATE runs SET ready = 1 WHERE awaiting = ? AND tenant = ? AND status = 'parked' AND ready = 0`
