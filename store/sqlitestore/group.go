@@ -26,8 +26,9 @@ import (
 // then refuse) has nothing to roll back. The group runs its writes bare and
 // counts the rows each changed (total_changes()); only when a write fails
 // after changing rows does the group roll back and run again, each write in
-// a SAVEPOINT of its own (runGroup). Savepoints on every write cost the
-// writer a sixth of its CPU in B3 (docs/profiles/scale.md, change 14).
+// a SAVEPOINT of its own (runGroup). In B3 the savepoints on every write
+// had cost the writer over a fifth of its CPU (docs/profiles/scale.md,
+// change 14).
 //
 // The first caller to find the writer idle leads: it takes everything queued
 // (up to maxGroup writes, its own first), runs the group and, if more writes
@@ -332,7 +333,7 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		}
 		saved := savepoints || g.savepoint
 		// SAVEPOINT and RELEASE run prepared (wtx): parsed anew, the two
-		// cost the writer 7 % of its CPU in B3. A savepoint copies every
+		// cost the writer 6 % of its CPU in B3. A savepoint copies every
 		// page its write touches into the sub-journal, which the writer's
 		// temp_store=memory keeps in memory (see dsn).
 		if saved {
@@ -379,7 +380,8 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 			}
 			if !savepoints {
 				if changes, err = totalChanges(ctx, tx); err != nil {
-					abort(i+1, err)
+					// g's changes stand in the transaction, which is lost.
+					abort(i, err)
 					return group, false
 				}
 			}
