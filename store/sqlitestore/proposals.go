@@ -21,19 +21,8 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-var (
-	insertProposalSQL = `INSERT INTO proposals (` + proposalColumns + `) VALUES (` +
-		strings.TrimSuffix(strings.Repeat("?, ", proposalColumnCount), ", ") + `)`
-	// updateProposalSQL rewrites every column but id, guarded by the
-	// version the row was read at.
-	updateProposalSQL = func() string {
-		cols := strings.Split(proposalColumns, ",")[1:]
-		for i, c := range cols {
-			cols[i] = strings.TrimSpace(c) + " = ?"
-		}
-		return `UPDATE proposals SET ` + strings.Join(cols, ", ") + ` WHERE id = ? AND version = ?`
-	}()
-)
+var insertProposalSQL = `INSERT INTO proposals (` + proposalColumns + `) VALUES (` +
+	strings.TrimSuffix(strings.Repeat("?, ", proposalColumnCount), ", ") + `)`
 
 // claimWhere is store.Claimable in SQL, in claim order: the row that has
 // waited longest since its last change first. Its first term repeats
@@ -162,16 +151,57 @@ func insertProposal(ctx context.Context, tx *wtx, p *store.Proposal) error {
 	return err
 }
 
-// updateProposal writes p back over the row read at version old. It is the
-// first statement of a transition's write, so a mismatch (a remembered row
-// that another process changed since) leaves nothing written; a transition
-// never overwrites silently.
+// updateProposalSQL writes the columns a transition may change (the
+// rules of store/transition.go change no other: TestApplyRowWritesTheRule
+// holds a row read back to the rule's result), guarded by the version the
+// row was read at. Naming only these leaves alone every index that holds
+// none of them: the full-row write had SQLite rewrite the entries of all
+// the proposal's indexes, the listings' and the tool call's among them, on
+// every decision (docs/profiles/scale.md, change 15).
+const updateProposalSQL = `UPDATE proposals SET status = ?, decisions = ?, attempt = ?,
+	lease_owner = ?, lease_token = ?, lease_generation = ?, lease_expires_at = ?, consumed_by = ?,
+	next_attempt_at = ?, outcome = ?, approvers = ?, escalate_at = ?, remind_at = ?,
+	version = ?, updated_at = ?
+	WHERE id = ? AND version = ?`
+
+// updateProposal writes p's changes (updateProposalSQL) over the row read
+// at version old. It is the first statement of a transition's write, so a
+// mismatch (a remembered row that another process changed since) leaves
+// nothing written; a transition never overwrites silently.
 func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) error {
-	vals, err := proposalValues(p)
+	var err error
+	fail := func(what string, e error) {
+		if err == nil && e != nil {
+			err = fmt.Errorf("encode proposal %s: %s: %w", p.ID, what, e)
+		}
+	}
+	decisions, e := encodeDecisions(p.Decisions)
+	fail("decisions", e)
+	var leaseOwner, leaseToken, leaseGen, leaseExp any
+	if l := p.Lease; l != nil {
+		leaseOwner, leaseToken, leaseGen = l.Owner, l.Token, l.Generation
+		leaseExp, e = nanos("lease.expires_at", l.ExpiresAt)
+		fail("lease", e)
+	}
+	next, e := nullNanos("next_attempt_at", p.NextAttemptAt)
+	fail("next_attempt_at", e)
+	outcome, e := encodeOutcome(p.Outcome)
+	fail("outcome", e)
+	approvers, e := jsonList(p.Approvers)
+	fail("approvers", e)
+	escalateAt, e := nullNanos("escalate_at", p.EscalateAt)
+	fail("escalate_at", e)
+	remindAt, e := nullNanos("remind_at", p.RemindAt)
+	fail("remind_at", e)
+	updated, e := nanos("updated_at", p.UpdatedAt)
+	fail("updated_at", e)
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, updateProposalSQL, append(vals[1:], p.ID, old)...)
+	res, err := tx.ExecContext(ctx, updateProposalSQL, string(p.Status), decisions, p.Attempt,
+		leaseOwner, leaseToken, leaseGen, leaseExp, p.ConsumedBy,
+		next, outcome, approvers, escalateAt, remindAt,
+		p.Version, updated, p.ID, old)
 	if err != nil {
 		return err
 	}
