@@ -455,9 +455,13 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 				r.Superseded = append(r.Superseded, old)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO threads (tenant, id, owner, created_at) VALUES (?, ?, ?, ?)`,
-			n.Tenant, n.ThreadID, n.Requester, now.UnixNano()); err != nil {
-			return fmt.Errorf("ensure thread: %w", err)
+		// The thread is created by its first call; owner says whether it
+		// exists, read under the write lock.
+		if owner == nil {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO threads (tenant, id, owner, created_at) VALUES (?, ?, ?, ?)`,
+				n.Tenant, n.ThreadID, n.Requester, now.UnixNano()); err != nil {
+				return fmt.Errorf("ensure thread: %w", err)
+			}
 		}
 		if err := insertProposal(ctx, tx, n); err != nil {
 			if cols, ok := uniqueViolation(err); ok {
