@@ -307,8 +307,8 @@ type step struct {
 // guess, the row as this Store remembers it (internal/rowmemory), taken
 // before the writer's turn so that the single writer neither reads nor
 // decodes the row; or, with no guess, to the row read under the lock. A
-// change is written by write (applyRow, settleRow), guarded by the version
-// the transition started from, as its first statement. A guess is only a
+// change is written by applyRow, guarded by the version the transition
+// started from, as its first statement. A guess is only a
 // guess: a row that moved since (another process wrote it) fails that
 // guard having written nothing, and is read and the rule applied anew; and
 // an answer that writes nothing (rule returns no change) is given only on a
@@ -317,7 +317,6 @@ type step struct {
 // row's read, or its write), ErrNotFound included.
 func transit(ctx context.Context, tx *wtx, tenant, id string, guess *store.Proposal, now time.Time,
 	rule func(p *store.Proposal, now time.Time) (*store.Change, error),
-	write func(ctx context.Context, tx *wtx, p *store.Proposal, old int64, c *store.Change, now time.Time) error,
 ) (step, error) {
 	cur, fresh := guess, false
 	for {
@@ -344,7 +343,7 @@ func transit(ctx context.Context, tx *wtx, tenant, id string, guess *store.Propo
 			}
 			return step{p: cur, from: from, ferr: ferr}, nil
 		}
-		if err := write(ctx, tx, w, old, c, now); err != nil {
+		if err := applyRow(ctx, tx, w, old, c, now); err != nil {
 			if !fresh && errors.Is(err, errRowMoved) {
 				cur = nil // nothing was written: read the row and start again
 				continue
@@ -367,7 +366,7 @@ func (s *Store) mutate(ctx context.Context, tenant, id string, fn func(p *store.
 		g := guess
 		guess = nil // a second run of this write starts from the row as stored
 		var err error
-		if st, err = transit(ctx, tx, tenant, id, g, now, fn, applyRow); err != nil {
+		if st, err = transit(ctx, tx, tenant, id, g, now, fn); err != nil {
 			return err
 		}
 		if st.changed && st.ferr != nil {
