@@ -99,7 +99,14 @@ func newQueries(schema string) *queries {
 
 		claimBatch: strings.Replace(claimBatchSQL, "PCOLS", prefixed("p"), 1),
 
-		ensureThread: `INSERT INTO _S_.threads (tenant, id, owner, created_at) VALUES ($1, $2, $3, $4)
+		// ensureThread creates a thread unless it exists. The NOT EXISTS
+		// spares a thread that exists (every call but a thread's first) the
+		// speculative insertion of ON CONFLICT; one that a concurrent
+		// creation inserted and has not committed is not seen by it, and
+		// the insert then waits on ON CONFLICT as before.
+		ensureThread: `INSERT INTO _S_.threads (tenant, id, owner, created_at)
+			SELECT $1::text, $2::text, $3::text, $4::timestamptz
+			WHERE NOT EXISTS (SELECT 1 FROM _S_.threads WHERE tenant = $1::text AND id = $2::text)
 			ON CONFLICT (tenant, id) DO NOTHING`,
 		getThread:    `SELECT owner, run_id, created_at FROM _S_.threads WHERE tenant = $1 AND id = $2`,
 		deleteThread: `DELETE FROM _S_.threads WHERE tenant = $1 AND id = $2`,
