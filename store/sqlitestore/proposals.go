@@ -308,11 +308,11 @@ type step struct {
 // before the writer's turn so that the single writer neither reads nor
 // decodes the row; or, with no guess, to the row read under the lock. A
 // change is written by applyRow, guarded by the version the transition
-// started from, as its first statement. A guess is only a
-// guess: a row that moved since (another process wrote it) fails that
-// guard having written nothing, and is read and the rule applied anew; and
-// an answer that writes nothing (rule returns no change) is given only on a
-// row read under the lock. rule may therefore be called twice, so it keeps
+// started from, as its first statement. A guess is only a guess: a row that
+// moved since (another process wrote it) fails that guard having written
+// nothing, and is read and the rule applied anew; and an answer that writes
+// nothing (rule returns no change) is given only on a row read under the
+// lock. rule may therefore be called twice, so it keeps
 // nothing of a call but its answer. The error is the transaction's (the
 // row's read, or its write), ErrNotFound included.
 func transit(ctx context.Context, tx *wtx, tenant, id string, guess *store.Proposal, now time.Time,
