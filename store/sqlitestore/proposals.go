@@ -169,39 +169,14 @@ const updateProposalSQL = `UPDATE proposals SET status = ?, decisions = ?, attem
 // mismatch (a remembered row that another process changed since) leaves
 // nothing written; a transition never overwrites silently.
 func updateProposal(ctx context.Context, tx *wtx, p *store.Proposal, old int64) error {
-	var err error
-	fail := func(what string, e error) {
-		if err == nil && e != nil {
-			err = fmt.Errorf("encode proposal %s: %s: %w", p.ID, what, e)
-		}
-	}
-	decisions, e := encodeDecisions(p.Decisions)
-	fail("decisions", e)
-	var leaseOwner, leaseToken, leaseGen, leaseExp any
-	if l := p.Lease; l != nil {
-		leaseOwner, leaseToken, leaseGen = l.Owner, l.Token, l.Generation
-		leaseExp, e = nanos("lease.expires_at", l.ExpiresAt)
-		fail("lease", e)
-	}
-	next, e := nullNanos("next_attempt_at", p.NextAttemptAt)
-	fail("next_attempt_at", e)
-	outcome, e := encodeOutcome(p.Outcome)
-	fail("outcome", e)
-	approvers, e := jsonList(p.Approvers)
-	fail("approvers", e)
-	escalateAt, e := nullNanos("escalate_at", p.EscalateAt)
-	fail("escalate_at", e)
-	remindAt, e := nullNanos("remind_at", p.RemindAt)
-	fail("remind_at", e)
-	updated, e := nanos("updated_at", p.UpdatedAt)
-	fail("updated_at", e)
+	v, err := encodeChangeable(p)
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, updateProposalSQL, string(p.Status), decisions, p.Attempt,
-		leaseOwner, leaseToken, leaseGen, leaseExp, p.ConsumedBy,
-		next, outcome, approvers, escalateAt, remindAt,
-		p.Version, updated, p.ID, old)
+	res, err := tx.ExecContext(ctx, updateProposalSQL, string(p.Status), v.decisions, p.Attempt,
+		v.leaseOwner, v.leaseToken, v.leaseGen, v.leaseExp, p.ConsumedBy,
+		v.next, v.outcome, v.approvers, v.escalateAt, v.remindAt,
+		p.Version, v.updated, p.ID, old)
 	if err != nil {
 		return err
 	}

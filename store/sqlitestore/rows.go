@@ -295,61 +295,88 @@ var pcols = func() string {
 	return strings.Join(cols, ", ")
 }()
 
+// changeable are the columns of p that a transition may change
+// (updateProposalSQL's), encoded; status, attempt, consumed_by and version
+// need no encoding.
+type changeable struct {
+	decisions, outcome, approvers              any
+	leaseOwner, leaseToken, leaseGen, leaseExp any
+	next, escalateAt, remindAt, updated        any
+}
+
+// encoder encodes a proposal's columns, keeping the first error.
+type encoder struct {
+	id  string
+	err error
+}
+
+func (c *encoder) fail(what string, e error) {
+	if c.err == nil && e != nil {
+		c.err = fmt.Errorf("encode proposal %s: %s: %w", c.id, what, e)
+	}
+}
+
+// encodeChangeable encodes the columns of p a transition may change.
+func encodeChangeable(p *store.Proposal) (changeable, error) {
+	enc := &encoder{id: p.ID}
+	var v changeable
+	var e error
+	v.decisions, e = encodeDecisions(p.Decisions)
+	enc.fail("decisions", e)
+	if l := p.Lease; l != nil {
+		v.leaseOwner, v.leaseToken, v.leaseGen = l.Owner, l.Token, l.Generation
+		v.leaseExp, e = nanos("lease.expires_at", l.ExpiresAt)
+		enc.fail("lease", e)
+	}
+	v.next, e = nullNanos("next_attempt_at", p.NextAttemptAt)
+	enc.fail("next_attempt_at", e)
+	v.outcome, e = encodeOutcome(p.Outcome)
+	enc.fail("outcome", e)
+	v.approvers, e = jsonList(p.Approvers)
+	enc.fail("approvers", e)
+	v.escalateAt, e = nullNanos("escalate_at", p.EscalateAt)
+	enc.fail("escalate_at", e)
+	v.remindAt, e = nullNanos("remind_at", p.RemindAt)
+	enc.fail("remind_at", e)
+	v.updated, e = nanos("updated_at", p.UpdatedAt)
+	enc.fail("updated_at", e)
+	return v, enc.err
+}
+
 // proposalValues encodes p in proposalColumns order.
 func proposalValues(p *store.Proposal) ([]any, error) {
-	var err error
-	fail := func(what string, e error) {
-		if err == nil && e != nil {
-			err = fmt.Errorf("encode proposal %s: %s: %w", p.ID, what, e)
-		}
-	}
-	roles, e := jsonList(p.RequesterRoles)
-	fail("requester_roles", e)
-	confirmation, e := encodeConfirmation(p.Confirmation)
-	fail("confirmation", e)
-	approvers, e := jsonList(p.Approvers)
-	fail("approvers", e)
-	channels, e := jsonList(p.Channels)
-	fail("channels", e)
-	scopes, e := jsonList(p.RememberScopes)
-	fail("remember_scopes", e)
-	decisions, e := encodeDecisions(p.Decisions)
-	fail("decisions", e)
-	expires, e := nanos("expires_at", p.ExpiresAt)
-	fail("expires_at", e)
-	var leaseOwner, leaseToken, leaseGen, leaseExp any
-	if l := p.Lease; l != nil {
-		leaseOwner, leaseToken, leaseGen = l.Owner, l.Token, l.Generation
-		leaseExp, e = nanos("lease.expires_at", l.ExpiresAt)
-		fail("lease", e)
-	}
-	next, e := nullNanos("next_attempt_at", p.NextAttemptAt)
-	fail("next_attempt_at", e)
-	outcome, e := encodeOutcome(p.Outcome)
-	fail("outcome", e)
-	created, e := nanos("created_at", p.CreatedAt)
-	fail("created_at", e)
-	updated, e := nanos("updated_at", p.UpdatedAt)
-	fail("updated_at", e)
-	escalateAt, e := nullNanos("escalate_at", p.EscalateAt)
-	fail("escalate_at", e)
-	escalateTo, e := jsonList(p.EscalateTo)
-	fail("escalate_to", e)
-	remindAt, e := nullNanos("remind_at", p.RemindAt)
-	fail("remind_at", e)
-	notify, e := jsonList(p.Notify)
-	fail("notify", e)
+	v, err := encodeChangeable(p)
 	if err != nil {
 		return nil, err
+	}
+	enc := &encoder{id: p.ID}
+	roles, e := jsonList(p.RequesterRoles)
+	enc.fail("requester_roles", e)
+	confirmation, e := encodeConfirmation(p.Confirmation)
+	enc.fail("confirmation", e)
+	channels, e := jsonList(p.Channels)
+	enc.fail("channels", e)
+	scopes, e := jsonList(p.RememberScopes)
+	enc.fail("remember_scopes", e)
+	expires, e := nanos("expires_at", p.ExpiresAt)
+	enc.fail("expires_at", e)
+	created, e := nanos("created_at", p.CreatedAt)
+	enc.fail("created_at", e)
+	escalateTo, e := jsonList(p.EscalateTo)
+	enc.fail("escalate_to", e)
+	notify, e := jsonList(p.Notify)
+	enc.fail("notify", e)
+	if enc.err != nil {
+		return nil, enc.err
 	}
 	return []any{
 		p.ID, p.Tenant, p.Requester, roles, p.ThreadID, p.RunID, p.ToolCallID,
 		p.Action, p.ActionVersion, rawText(p.Input), rawText(p.RawInput), p.InputDigest, p.Preview, p.StateVersion,
-		string(confirmation), p.ConfirmationID, string(p.Mode), string(p.Status), approvers, p.Quorum, boolInt(p.ForbidSelfApproval),
-		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, decisions,
-		expires, p.OperationID, p.Attempt, leaseOwner, leaseToken, leaseGen,
-		leaseExp, p.ConsumedBy, next, outcome, p.Version, created, updated,
-		p.RuleFingerprint, escalateAt, escalateTo, remindAt, int64(p.RemindEvery),
+		string(confirmation), p.ConfirmationID, string(p.Mode), string(p.Status), v.approvers, p.Quorum, boolInt(p.ForbidSelfApproval),
+		channels, scopes, boolInt(p.GrantAnyInput), int64(p.GrantTTL), p.ReplacementKey, v.decisions,
+		expires, p.OperationID, p.Attempt, v.leaseOwner, v.leaseToken, v.leaseGen,
+		v.leaseExp, p.ConsumedBy, v.next, v.outcome, p.Version, created, v.updated,
+		p.RuleFingerprint, v.escalateAt, escalateTo, v.remindAt, int64(p.RemindEvery),
 		p.RuleMatch, p.RuleWhen, p.RequesterKind,
 		notify, p.StepUp, p.TraceParent,
 	}, nil
