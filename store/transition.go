@@ -242,7 +242,7 @@ func applyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 // for the scope it has (the completing one when it did). p must already hold
 // the completing decision, last.
 func CompleteGrant(p *Proposal, asked *Grant) *Grant {
-	if asked == nil {
+	if asked == nil || !mayHoldGrant(p) {
 		return nil
 	}
 	var counted []Decision
@@ -251,17 +251,10 @@ func CompleteGrant(p *Proposal, asked *Grant) *Grant {
 		if d.Decision != VerdictApproved {
 			continue
 		}
-		switch d.Remember {
-		case ScopeRun:
+		if d.Remember == ScopeRun {
 			scope = ScopeRun
-		case ScopeThread:
-		default:
-			return nil
 		}
 		counted = append(counted, d)
-	}
-	if len(counted) == 0 {
-		return nil // no approval: nothing to remember
 	}
 	g := asked.Clone()
 	g.Scope = scope
@@ -281,19 +274,19 @@ func CompleteGrant(p *Proposal, asked *Grant) *Grant {
 	return g
 }
 
-// mayHoldGrant reports whether a grant may originate in p: CompleteGrant
-// makes one only when p's approvals, at least one, all asked to remember a
-// scope. A success activates the proposal's grants only then; the others
-// have none, and their settlement writes no statement for it (on SQLite,
-// 11 µs of the single writer's time per settlement, docs/profiles/scale.md,
-// change 15).
+// mayHoldGrant reports whether a grant may originate in p: whether p's
+// approvals, at least one, all asked to remember a scope (run or thread).
+// CompleteGrant makes a grant only then, and a success activates the
+// proposal's grants only then; the others have none, and their settlement
+// writes no statement for it (on SQLite, 11 µs of the single writer's time
+// per settlement, docs/profiles/scale.md, change 15).
 func mayHoldGrant(p *Proposal) bool {
 	approvals := 0
 	for _, d := range p.Decisions {
 		if d.Decision != VerdictApproved {
 			continue
 		}
-		if d.Remember == "" {
+		if d.Remember != ScopeRun && d.Remember != ScopeThread {
 			return false
 		}
 		approvals++
