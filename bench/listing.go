@@ -377,9 +377,10 @@ type pgSeeder struct {
 func (s *pgSeeder) close() { _ = s.conn.Close(context.Background()) }
 
 func (s *pgSeeder) prepare(ctx context.Context) error {
-	// Generated columns (migration 0022) are the server's to compute. The
-	// seeded statuses (pending, rejected, succeeded) leave the claim queue
-	// empty, as the store would.
+	// Generated columns, should a migration add any, are the server's to
+	// compute. The seeded statuses (pending, rejected, succeeded) leave the
+	// claim queue empty, as the store would; the pending ones get their
+	// open rows (seed).
 	rows, err := s.conn.Query(ctx, `SELECT column_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'proposals' AND is_generated = 'NEVER'
 		ORDER BY ordinal_position`)
@@ -416,6 +417,16 @@ func (s *pgSeeder) seed(ctx context.Context, lo, hi, pend int, t0 time.Time) err
 	if _, err := s.conn.Exec(ctx, q, lo, hi, t0); err != nil {
 		return err
 	}
+	// The pending ones' open rows (pgstore's openproposals.go), as the
+	// store's creation writes them: the inbox reads them.
+	if _, err := s.conn.Exec(ctx, `INSERT INTO open_proposals (id, tenant, thread_id, requester, action, replacement_key,
+			created_at, expires_at, undecided, escalate_at, remind_at, remind_every)
+		SELECT id, tenant, thread_id, requester, action, replacement_key, created_at, expires_at, true, escalate_at, remind_at, remind_every
+		FROM proposals WHERE status = 'pending'
+		AND created_at >= $2::timestamptz + $1::bigint * interval '1 second'
+		AND created_at < $2::timestamptz + $3::bigint * interval '1 second'`, lo, t0, hi); err != nil {
+		return err
+	}
 	// Their threads, each owned by its requester.
 	_, err := s.conn.Exec(ctx, `INSERT INTO threads (tenant, id, owner, created_at)
 		SELECT $3, 'th_' || n, 'agent_' || (n % 200), $4::timestamptz + n * 16 * interval '1 second'
@@ -432,6 +443,9 @@ func (s *pgSeeder) analyze(ctx context.Context) error {
 		return err
 	}
 	if _, err := s.conn.Exec(ctx, `VACUUM (ANALYZE) threads`); err != nil {
+		return err
+	}
+	if _, err := s.conn.Exec(ctx, `VACUUM (ANALYZE) open_proposals`); err != nil {
 		return err
 	}
 	// CHECKPOINT needs superuser or pg_checkpoint; without it, the

@@ -325,7 +325,7 @@ upd AS (UPDATE `, S, `proposals p SET version = v.version, updated_at = v.update
 	}
 	q.w(`
 	FROM v WHERE p.id = v.id AND p.tenant = v.tenant AND p.version = v.old_version
-	RETURNING p.id, p.tenant, p.status, p.lease_expires_at, p.next_attempt_at, p.updated_at)`)
+	RETURNING p.id, p.tenant, p.status, p.lease_expires_at, p.next_attempt_at, p.updated_at, p.escalate_at, p.remind_at)`)
 
 	// The side rows, each only for a row written.
 	type event struct {
@@ -438,6 +438,7 @@ act AS (UPDATE `, S, `grants g SET activated_at = upd.updated_at FROM upd
 	WHERE g.origin_proposal_id = upd.id AND upd.id = ANY(`, q.arg(act, "text[]"), `) AND g.activated_at IS NULL)`)
 	}
 	claimQueueCTEs(q, S, ws)
+	openCTEs(q, S, ws)
 	// A proposal that leaves pending readies the runs parked on it
 	// (runs.go, claimReady), in the transaction that moves it.
 	var left []string

@@ -33,47 +33,31 @@ func openTestStore(t testing.TB, opts *pgstore.Options) (*pgstore.Store, string)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	// Runs before the store closes (cleanups run last first).
-	t.Cleanup(func() { checkClaimQueue(t, dsn, schema) })
+	t.Cleanup(func() { checkSideTables(t, dsn, schema) })
 	return s, dsn
 }
 
-// checkClaimQueue fails t unless the schema's claim queue holds exactly the
-// proposals of store.Claimable's statuses, each as the proposal stands
-// (claimqueue.go): every test that opens a store checks it at its end,
-// the conformance suite's workloads and races included.
-func checkClaimQueue(t testing.TB, dsn, schema string) {
+// checkSideTables fails t unless each of the schema's side tables
+// (pgstore.SideTables) holds exactly the rows its proposals call for, each
+// as the proposal stands: every test that opens a store checks them at its
+// end, the conformance suite's workloads and races included.
+func checkSideTables(t testing.TB, dsn, schema string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Errorf("claim queue check: %v", err)
+		t.Errorf("side table check: %v", err)
 		return
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	S := pgx.Identifier{schema}.Sanitize()
-	rows, err := conn.Query(ctx, `WITH want AS (
-		SELECT id, tenant, status, lease_expires_at, next_attempt_at, updated_at FROM `+S+`.proposals
-		WHERE (status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling')
-	), got AS (SELECT id, tenant, status, lease_expires_at, next_attempt_at, updated_at FROM `+S+`.claim_queue)
-	(SELECT 'missing', id, tenant FROM (SELECT * FROM want EXCEPT SELECT * FROM got) m)
-	UNION ALL
-	(SELECT 'stray', id, tenant FROM (SELECT * FROM got EXCEPT SELECT * FROM want) s)
-	LIMIT 10`)
-	if err != nil {
-		t.Errorf("claim queue check: %v", err)
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind, id, tenant string
-		if err := rows.Scan(&kind, &id, &tenant); err != nil {
-			t.Errorf("claim queue check: %v", err)
-			return
+	for _, st := range pgstore.SideTables {
+		wrong, err := pgstore.SideTableDiff(ctx, conn, pgx.Identifier{schema}.Sanitize(), st)
+		if err != nil {
+			t.Errorf("%s check: %v", st.Name, err)
 		}
-		t.Errorf("claim queue: %s or differing row %s/%s", kind, tenant, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Errorf("claim queue check: %v", err)
+		for _, w := range wrong {
+			t.Errorf("%s: %s", st.Name, w)
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 	if params.GrantID != "" {
 		b.Queue(s.q.lockGrant, n.Tenant, params.GrantID)
 	}
-	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, queued(n.Status, n.Mode), workNow)
+	insert, args := s.insertStatement(vals, leaseMicros, params.GrantID, c, queued(n.Status, n.Mode), open(n.Status, n.Mode), workNow)
 	b.Queue(insert, args...).QueryRow(func(row pgx.Row) error {
 		var exp *time.Time
 		dest := []any{&exp}
@@ -186,9 +186,10 @@ func (s *Store) createOnce(ctx context.Context, params *store.CreateProposalPara
 // the requester's and, with a grant id, the grant approves the proposal
 // (store.GrantApproves in SQL: TestGrantApprovesInSQL pins them together).
 // A proposal created in one of the claim queue's statuses (queue) gets its
-// queue row. It returns the lease expiry as stored, and the work
+// queue row, one that may expire (opened) its open row (openproposals.go).
+// It returns the lease expiry as stored, and the work
 // notification's count when notify.
-func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, c *store.Change, queue, notify bool) (string, []any) {
+func (s *Store) insertStatement(vals []any, leaseMicros *int64, grantID string, c *store.Change, queue, opened, notify bool) (string, []any) {
 	S := s.q.schema + "."
 	q := &sqlArgs{args: vals}
 	col := func(name string) string { return fmt.Sprintf("$%d", columnIndex(name)+1) }
@@ -233,6 +234,13 @@ ev AS (INSERT INTO `, S, `events (tenant, proposal_id, type, actor, actor_kind, 
 		q.w(`,
 cq AS (INSERT INTO `, S, `claim_queue (`, claimQueueColumns, `) SELECT `, claimQueueColumns, ` FROM ins)`)
 	}
+	if opened {
+		q.w(`,
+op AS (INSERT INTO `, S, `open_proposals (`, openColumns, `)
+	SELECT ins.id, ins.tenant, `, col("thread_id"), `, `, col("requester"), `, `, col("action"), `, `, col("replacement_key"), `, `,
+			col("created_at"), `, `, col("expires_at"), `, ins.status = 'pending', `,
+			col("escalate_at"), `, `, col("remind_at"), `, `, col("remind_every"), ` FROM ins)`)
+	}
 	notifyCol := ""
 	if notify {
 		q.w(`,
@@ -266,9 +274,9 @@ func columnIndex(name string) int {
 // when the new proposal was inserted by this transaction. It returns the
 // superseded rows as they now stand.
 const supersedeSQL = `WITH old AS (
-	SELECT p.id FROM _S_.proposals p
-	WHERE p.tenant = $1 AND p.thread_id = $2 AND p.requester = $3 AND p.action = $4 AND p.replacement_key = $5
-	AND p.undecided AND p.replacement_key <> '' AND p.id <> $6
+	SELECT p.id FROM _S_.open_proposals o JOIN _S_.proposals p ON p.id = o.id
+	WHERE o.tenant = $1 AND o.thread_id = $2 AND o.requester = $3 AND o.action = $4 AND o.replacement_key = $5
+	AND o.undecided AND o.replacement_key <> '' AND o.id <> $6 AND p.status = 'pending'
 	AND EXISTS (SELECT 1 FROM _S_.proposals n WHERE n.id = $6 AND n.tenant = $1)
 	ORDER BY p.created_at, p.id
 	FOR UPDATE OF p
@@ -289,6 +297,8 @@ const supersedeSQL = `WITH old AS (
 	ORDER BY sup.created_at, sup.id
 	FOR KEY SHARE OF t
 	ON CONFLICT (tenant, proposal_id, outcome_status) WHERE outcome_status <> '' DO NOTHING
+), opd AS (
+	DELETE FROM _S_.open_proposals o USING sup WHERE o.id = sup.id
 ), rdy AS (
 	UPDATE _S_.runs r SET ready = true FROM sup
 	WHERE r.awaiting = sup.id AND r.tenant = sup.tenant AND r.status = 'parked' AND NOT r.ready

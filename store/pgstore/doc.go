@@ -78,7 +78,10 @@
 // of its own, claim_queue (migration 0022, claimqueue.go): a row per
 // proposal of the claimable statuses, written by the same statement as the
 // proposal, so that no index of proposals names a column that a claim, a
-// renewal or a settlement changes, and those updates are HOT. The worker's
+// renewal or a settlement changes, and those updates are HOT. The inbox's,
+// the replacement's and the deadlines' indexes live likewise on
+// open_proposals (migration 0023, openproposals.go), a row per pending or
+// waiting proposal, so that a decision's update is HOT too. The worker's
 // settlements (SettleMany) and the expiry sweep (ExpireDue, bounded
 // batches) write their whole group in one compare-and-set statement, its
 // rows locked in id order so that two groups never wait for each other in

@@ -65,3 +65,9 @@ func firstColumn(rows pgx.Rows) ([]string, error) {
 		return id, nil
 	})
 }
+
+// SideTables and SideTableDiff check the side tables (sidetables_test.go).
+var (
+	SideTables    = sideTables
+	SideTableDiff = sideTableDiff
+)

@@ -40,6 +40,7 @@ var applied = map[string]string{
 	"0020_mcp_nonces.sql":          "0f87115e008c0bc166c8f1ce3c921b9aaa35f1ee18ead9e1bffb8dcaec9d9c7c",
 	"0021_statistics_targets.sql":  "79669e51a089d9591215f8730aa2d93d2267eb577b815deddf60f70d43bfe65a",
 	"0022_claim_queue.sql":         "835fb78491f890ae60f6914dde2b7357ecbd6d86fe9e061e2e704e0beafab1fc",
+	"0023_open_proposals.sql":      "0df7efce98cd08526c6dc5c717491ccba0807419a9c62d47a035b8752d1f43ac",
 }
 
 func TestMigrationsUnchanged(t *testing.T) {

@@ -182,35 +182,42 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	b.WriteString(s.q.listProposals)
+	// The inbox (pending alone) reads the open proposals' index
+	// open_proposals_pending, which gives its page in order: its rows, and
+	// so its order and keyset, are the open rows' (o), whose tenant,
+	// created_at and id are the proposal's.
+	st := params.Statuses
+	inbox := len(st) == 1 && st[0] == store.StatusPending
+	k := "p"
+	if inbox {
+		k = "o"
+		b.WriteString(s.q.listInbox)
+	} else {
+		b.WriteString(s.q.listProposals)
+	}
 	if params.ThreadID != "" {
 		b.WriteString(` AND p.thread_id = ` + arg(params.ThreadID))
 	}
 	if params.Action != "" {
 		b.WriteString(` AND p.action = ` + arg(params.Action))
 	}
-	switch st := params.Statuses; {
+	switch {
+	case inbox:
+		// listInbox's own terms.
 	case len(st) == 1 && st[0].Valid():
 		// One known status (a fixed identifier, never the caller's text) is
-		// written as a literal, so that every plan of the statement, generic
-		// ones too, can prove a partial index's predicate: the inbox's
-		// proposals_pending gives its page in order. With ANY($n) the
-		// planner read every pending row through proposals_expiry and sorted
-		// them (custom plans), or walked proposals_list past every settled
-		// row (generic ones).
+		// written as a literal, which every plan of the statement, generic
+		// ones too, can use: with ANY($n) the planner once read every row of
+		// a status through a partial index and sorted them (custom plans),
+		// or walked proposals_list past every settled row (generic ones).
 		b.WriteString(` AND p.status = '` + string(st[0]) + `'`)
-		if st[0] == store.StatusPending {
-			// proposals_pending's predicate, the generated column
-			// status = 'pending' (migration 0022).
-			b.WriteString(` AND p.undecided`)
-		}
 	case len(st) > 0:
 		b.WriteString(` AND p.status = ANY(` + arg(toStrings(st)) + `::text[])`)
 	}
 	if pos := after; pos != nil {
 		// A row comparison: a range scan of the (…, created_at DESC, id
 		// DESC) index.
-		b.WriteString(` AND (p.created_at, p.id) < (` + arg(dbTime(pos.CreatedAt)) + `, ` + arg(pos.ID) + `)`)
+		b.WriteString(` AND (` + k + `.created_at, ` + k + `.id) < (` + arg(dbTime(pos.CreatedAt)) + `, ` + arg(pos.ID) + `)`)
 	}
 	if v := params.Visible; v != nil {
 		// store.CanSee, in SQL: the requester, an approver naming one of
@@ -224,7 +231,7 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		b.WriteString(`)`)
 	}
 	// One row more than the page tells whether another page follows.
-	b.WriteString(` ORDER BY p.created_at DESC, p.id DESC LIMIT ` + arg(limit+1))
+	b.WriteString(` ORDER BY ` + k + `.created_at DESC, ` + k + `.id DESC LIMIT ` + arg(limit+1))
 	return b.String(), args
 }
 

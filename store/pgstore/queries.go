@@ -45,7 +45,7 @@ type queries struct {
 	ensureThread, getThread, deleteThread, listMessages                          string
 	findGrant, getGrant, lockGrant, revokeGrant                                  string
 	loadCursorKey                                                                string
-	listProposals, listGrants, listEvents                                        string // prefixes; the filters follow
+	listProposals, listInbox, listGrants, listEvents                             string // prefixes; the filters follow
 	lastEventID                                                                  string
 }
 
@@ -74,28 +74,26 @@ func newQueries(schema string) *queries {
 
 		supersede: strings.Replace(supersedeSQL, "PCOLS", prefixed("p"), 1),
 
-		// expireDue is store.Due in SQL, most overdue first. Its first
-		// WHERE term is proposals_expiry's predicate, the generated column
-		// expiring: status = 'pending' OR (status = 'approved' AND mode IN
-		// ('wait', 'two_phase')) (migration 0022). Parameters: now, limit.
-		expireDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE expiring
-			AND expires_at <= $1
-			ORDER BY expires_at, id LIMIT $2`,
+		// expireDue is store.Due in SQL, most overdue first: the open
+		// proposals (openproposals.go) are store.Due's statuses, so their
+		// expiry index holds exactly the proposals that may expire.
+		// Parameters: now, limit.
+		expireDue: `SELECT ` + prefixed("p") + ` FROM _S_.open_proposals o JOIN _S_.proposals p ON p.id = o.id
+			WHERE o.expires_at <= $1
+			ORDER BY o.expires_at, o.id LIMIT $2`,
 		// escalateDue and remindDue are store.Escalatable and
 		// store.Remindable in SQL, most overdue first, on the partial
-		// indexes proposals_escalation and proposals_reminder (the
-		// conformance suite pins each query to its rule). A reminder
+		// indexes open_proposals_escalation and open_proposals_reminder
+		// (the conformance suite pins each query to its rule). A reminder
 		// without a positive interval is never due: such a row, selected,
 		// would take a place in the batch that the sweep then skips.
-		// undecided is the generated column status = 'pending' (migration
-		// 0022). Parameters: now, limit.
-		escalateDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE undecided AND escalate_at IS NOT NULL AND escalate_at <= $1
-			ORDER BY escalate_at, id LIMIT $2`,
-		remindDue: `SELECT ` + proposalColumns + ` FROM _S_.proposals
-			WHERE undecided AND remind_at IS NOT NULL AND remind_at <= $1 AND remind_every > 0
-			ORDER BY remind_at, id LIMIT $2`,
+		// Parameters: now, limit.
+		escalateDue: `SELECT ` + prefixed("p") + ` FROM _S_.open_proposals o JOIN _S_.proposals p ON p.id = o.id
+			WHERE o.undecided AND o.escalate_at IS NOT NULL AND o.escalate_at <= $1
+			ORDER BY o.escalate_at, o.id LIMIT $2`,
+		remindDue: `SELECT ` + prefixed("p") + ` FROM _S_.open_proposals o JOIN _S_.proposals p ON p.id = o.id
+			WHERE o.undecided AND o.remind_at IS NOT NULL AND o.remind_at <= $1 AND o.remind_every > 0
+			ORDER BY o.remind_at, o.id LIMIT $2`,
 
 		claimBatch: strings.Replace(claimBatchSQL, "PCOLS", prefixed("p"), 1),
 
@@ -142,8 +140,14 @@ func newQueries(schema string) *queries {
 		loadCursorKey: `SELECT value FROM _S_.meta WHERE key = $1`,
 
 		listProposals: `SELECT ` + prefixed("p") + ` FROM _S_.proposals p WHERE p.tenant = $1`,
-		listGrants:    `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
-		listEvents:    `SELECT id, proposal_id, type, actor, actor_kind, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
+		// listInbox is listProposals for the pending proposals alone, read
+		// through the open proposals (openproposals.go). p.status is the
+		// truth; o.undecided, which says the same, is the partial index's
+		// predicate.
+		listInbox: `SELECT ` + prefixed("p") + ` FROM _S_.open_proposals o JOIN _S_.proposals p ON p.id = o.id
+			WHERE o.tenant = $1 AND o.undecided AND p.status = 'pending'`,
+		listGrants: `SELECT ` + grantColumns + ` FROM _S_.grants WHERE tenant = $1`,
+		listEvents: `SELECT id, proposal_id, type, actor, actor_kind, via, status, detail, at FROM _S_.events WHERE tenant = $1 AND id > $2`,
 		// The tenant's newest event, from the end of events_tenant.
 		// The range in place of tenant = $1 keeps tenant in the order, which
 		// only events_tenant gives: the generic plan cannot know that a
@@ -156,7 +160,7 @@ func newQueries(schema string) *queries {
 		&q.getMany, &q.getReplayed, &q.supersede, &q.expireDue, &q.claimBatch, &q.escalateDue, &q.remindDue,
 		&q.ensureThread, &q.getThread, &q.deleteThread, &q.listMessages,
 		&q.findGrant, &q.getGrant, &q.lockGrant, &q.revokeGrant, &q.loadCursorKey,
-		&q.listProposals, &q.listGrants, &q.listEvents, &q.lastEventID,
+		&q.listProposals, &q.listInbox, &q.listGrants, &q.listEvents, &q.lastEventID,
 	} {
 		*p = qualify(schema, *p)
 	}

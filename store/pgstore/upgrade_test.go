@@ -336,3 +336,68 @@ func TestClaimQueueUpgrade(t *testing.T) {
 		t.Errorf("the inbox lists %d pending proposals of t0 after the upgrade, want %d", len(list.Proposals), want)
 	}
 }
+
+// TestOpenProposalsUpgrade migrates a store of version 22 whose proposals
+// are pending, approved (waiting and independent), executing and settled:
+// migration 0023 must give the open proposals exactly the rows of those
+// that may expire, and the sweeps and the inbox must find them there.
+func TestOpenProposalsUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	s := storeAtVersion(t, 22, "2", func() time.Time { return now.Add(time.Hour) })
+	insertProposalRows(t, s, 600, 6, now)
+	count := func(where string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.proposals WHERE `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pending, waiting := count(`status = 'pending'`), count(`status = 'approved' AND mode = 'wait'`)
+	if pending == 0 || waiting == 0 || count(`status = 'approved' AND mode = 'independent'`) == 0 {
+		t.Fatal("the rows need pending, waiting and independent approved proposals")
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The rows were written into proposals alone, at a version that had
+	// the claim queue already: only the open proposals are the
+	// migration's.
+	for _, st := range sideTables {
+		if st.Table != "open_proposals" {
+			continue
+		}
+		wrong, err := sideTableDiff(ctx, s.pool, s.q.schema, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wrong) > 0 {
+			t.Errorf("%s after the upgrade: %v", st.Name, wrong)
+		}
+	}
+	var open int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.open_proposals`).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != pending+waiting {
+		t.Errorf("%d open proposals after the upgrade, want %d pending and %d waiting", open, pending, waiting)
+	}
+	list, err := s.ListProposals(ctx, &store.ListProposalsParams{Tenant: "t0", Statuses: []store.Status{store.StatusPending}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := count(`status = 'pending' AND tenant = 't0'`); len(list.Proposals) != want {
+		t.Errorf("the inbox lists %d pending proposals of t0 after the upgrade, want %d", len(list.Proposals), want)
+	}
+	// Every row expires within 600 seconds of now (insertProposalRows);
+	// the store's clock reads an hour later.
+	expired, err := s.ExpireDue(ctx, &store.ExpireDueParams{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expired) != pending+waiting {
+		t.Errorf("expired %d proposals after the upgrade, want %d", len(expired), pending+waiting)
+	}
+}
