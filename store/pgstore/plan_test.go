@@ -85,6 +85,7 @@ func TestQueryPlans(t *testing.T) {
 		{"inbox", store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, false, "open_proposals_pending"},
 		{"inbox after", store.ListProposalsParams{Statuses: []store.Status{store.StatusPending}, Visible: visible}, true, "open_proposals_pending"},
 		{"thread view", store.ListProposalsParams{ThreadID: "th1", Visible: visible}, false, "proposals_thread_list"},
+		{"thread's pending", store.ListProposalsParams{ThreadID: "th1", Statuses: []store.Status{store.StatusPending}}, true, "proposals_thread_list"},
 	} {
 		sql, args := list(l.params, l.after)
 		tests = append(tests, struct {

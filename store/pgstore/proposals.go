@@ -182,12 +182,14 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	// The inbox (pending alone) reads the open proposals' index
-	// open_proposals_pending, which gives its page in order: its rows, and
-	// so its order and keyset, are the open rows' (o), whose tenant,
-	// created_at and id are the proposal's.
+	// The inbox (pending alone, in no one thread) reads the open proposals'
+	// index open_proposals_pending, which gives its page in order: its
+	// rows, and so its order and keyset, are the open rows' (o), whose
+	// tenant, created_at and id are the proposal's. One thread's pending
+	// proposals are its listing's (proposals_thread_list) with the status
+	// filtered: a thread's rows are fewer than a tenant's pending ones.
 	st := params.Statuses
-	inbox := len(st) == 1 && st[0] == store.StatusPending
+	inbox := len(st) == 1 && st[0] == store.StatusPending && params.ThreadID == ""
 	k := "p"
 	if inbox {
 		k = "o"
