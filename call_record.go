@@ -77,6 +77,18 @@ func prepareErr(a *Action, err error) error {
 	return fmt.Errorf("call %s: prepare: %w", a.name, err)
 }
 
+// confirmationIDFor returns a new proposal's confirmation id in mode: a
+// fresh one in two-phase mode, none in the others. Only a two-phase caller
+// spends one (its evidence: call_evidence.go, resume), and a proposal
+// without one stays out of the confirmation's unique index, which the
+// store then need not write (docs/profiles/scale.md, change 17).
+func confirmationIDFor(m Mode) string {
+	if m != ModeTwoPhase {
+		return ""
+	}
+	return "cnf_" + newID()
+}
+
 // record stores the call's proposal in one transaction, creating the thread
 // if needed: a pending proposal; one approved by the grant findGrant found,
 // if the grant still approves it in that transaction (else the call asks
@@ -91,7 +103,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *cstype.Pro
 		return nil, false, fmt.Errorf("call %s: replacement key: %w", a.name, err)
 	}
 	now := e.clock()
-	rule, confirmationID := &r.m.rule, "cnf_"+newID()
+	rule, confirmationID := &r.m.rule, confirmationIDFor(r.mode)
 	var allowed *store.AllowedExecution
 	if !r.asked() {
 		// Nobody decides an allowed write, and its caller executes it now.
@@ -154,6 +166,7 @@ func (e *Engine) record(ctx context.Context, c *Call, r *callRun) (p *cstype.Pro
 		// Revoked (or expired, or its rule changed) since lookup read it.
 		r.approvedBy, r.grantID, r.mode = nil, "", askedMode(c, r)
 		params.ApprovedBy, params.GrantID, p.Mode = nil, "", r.mode
+		p.ConfirmationID = confirmationIDFor(r.mode)
 		cr, err = e.store.CreateProposal(ctx, params)
 	}
 	switch {

@@ -80,7 +80,9 @@ func (h *harness) engineWith(rule countersign.Rule) *countersign.Engine {
 // Calls that found a live grant before it was revoked, and are still
 // preparing when the revocation is answered, do not go through on it: the
 // grant is checked again when their proposals are created, and they ask a
-// human instead.
+// human instead, each in the mode it asked for: a two-phase call's
+// proposal, made in wait mode while the grant stood, is then two-phase,
+// with the confirmation id its evidence will carry (none in wait mode).
 func TestGrantRevokedWhileCallsPrepareIsNeverOutrun(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
@@ -120,7 +122,7 @@ func TestGrantRevokedWhileCallsPrepareIsNeverOutrun(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i], errs[i] = h.engine.Call(ctx, refundCall("racing_"+string(rune('a'+i)), countersign.ModeWait, grantInput))
+				results[i], errs[i] = h.engine.Call(ctx, refundCall("racing_"+string(rune('a'+i)), racingMode(i), grantInput))
 			}()
 		}
 		for range n {
@@ -136,18 +138,36 @@ func TestGrantRevokedWhileCallsPrepareIsNeverOutrun(t *testing.T) {
 		close(release)
 		wg.Wait()
 		for i := range n {
-			if errs[i] != nil || results[i].GrantID != "" || results[i].Status != countersign.ResultPending {
-				t.Fatalf("call %d after the revocation = %+v, %v; want pending, asking a human", i, results[i], errs[i])
+			want := countersign.ResultPending
+			if racingMode(i) == countersign.ModeTwoPhase {
+				want = countersign.ResultConfirmationRequired
+			}
+			if errs[i] != nil || results[i].GrantID != "" || results[i].Status != want {
+				t.Fatalf("call %d after the revocation = %+v, %v; want %s, asking a human", i, results[i], errs[i], want)
 			}
 			p, err := h.store.GetProposal(ctx, &store.GetProposalParams{Tenant: "acme", ID: results[i].ProposalID})
 			if err != nil || p.Status != cstype.StatusPending || len(p.Decisions) != 0 {
 				t.Fatalf("proposal of call %d = %+v, %v; want pending, undecided", i, p, err)
+			}
+			if p.Mode != racingMode(i) || p.ConfirmationID != results[i].ConfirmationID ||
+				(p.Mode == countersign.ModeTwoPhase) != (p.ConfirmationID != "") {
+				t.Fatalf("proposal of call %d: mode %s, confirmation id %q, the call's %q; want %s, one exactly in two-phase mode",
+					i, p.Mode, p.ConfirmationID, results[i].ConfirmationID, racingMode(i))
 			}
 		}
 		if got := h.backend.total(); got != executions {
 			t.Fatalf("%d executions after the revocation", got-executions)
 		}
 	})
+}
+
+// racingMode is the mode of TestGrantRevokedWhileCallsPrepareIsNeverOutrun's
+// racing call i: wait and two-phase in turn.
+func racingMode(i int) countersign.Mode {
+	if i%2 == 1 {
+		return countersign.ModeTwoPhase
+	}
+	return countersign.ModeWait
 }
 
 // Under a quorum a grant stands for a complete approval: one approver's

@@ -115,7 +115,7 @@ func SeedApproved(ctx context.Context, st store.Store, action, prefix string, n 
 				ID: id, Tenant: Tenant, Requester: "alice", ThreadID: fmt.Sprintf("t%d", i%16), ToolCallID: id,
 				Action: action, ActionVersion: "1", Input: []byte(`{}`), RawInput: []byte(`{}`), InputDigest: emptyDigest,
 				Mode: store.ModeIndependent, Approvers: []string{"requester"}, Quorum: 1,
-				ExpiresAt: time.Now().Add(24 * time.Hour), OperationID: "op_" + id, ConfirmationID: "cnf_" + id,
+				ExpiresAt: time.Now().Add(24 * time.Hour), OperationID: "op_" + id, // independent: no confirmation id, as the engine makes them
 			},
 			ApprovedBy: &store.Decision{Actor: "grant:seed", Via: "grant"},
 		})
