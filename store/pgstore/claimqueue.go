@@ -20,7 +20,7 @@ import (
 // inserts it, a write that stays in them updates it, one that leaves them
 // deletes it (casStatement, insertStatement, claimBatchSQL). Every pgstore
 // test's store is checked against the invariant when it closes
-// (checkClaimQueue, conformance_test.go), the conformance suite's included;
+// (checkSideTables, conformance_test.go), the conformance suite's included;
 // TestClaimQueueUpgrade checks the migration's rows.
 
 // claimQueueColumns are the claim queue's columns, all of them proposals'.
