@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestTransitionsAreHOT(t *testing.T) {
 	}
 	// The claim writes these too (claimBatchSQL), and a settlement.
 	for _, c := range []string{"status", "attempt", "lease_owner", "lease_token", "lease_generation", "lease_expires_at", "outcome"} {
-		if !strings.Contains(strings.Join(changing, " "), c) {
+		if !slices.Contains(changing, c) {
 			t.Fatalf("mutableColumns lacks %s", c)
 		}
 	}

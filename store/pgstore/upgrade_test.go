@@ -293,14 +293,7 @@ func TestClaimQueueUpgrade(t *testing.T) {
 	s := storeAtVersion(t, 21, "2", nil)
 	now := time.Now().UTC()
 	insertProposalRows(t, s, 600, 6, now)
-	count := func(where string) int {
-		t.Helper()
-		var n int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.proposals WHERE `+where).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func(where string) int { return countProposals(t, s, where) }
 	claimable := count(`(status = 'approved' AND mode = 'independent') OR (status = 'executing' AND lease_token IS NULL)`)
 	pending := count(`status = 'pending'`)
 	if claimable == 0 || pending == 0 {
@@ -309,18 +302,7 @@ func TestClaimQueueUpgrade(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var wrong int
-	if err := s.pool.QueryRow(ctx, qualify(s.q.schema, `WITH want AS (
-		SELECT `+claimQueueColumns+` FROM _S_.proposals
-		WHERE (status = 'approved' AND mode = 'independent') OR status IN ('executing', 'reconciling')
-	), got AS (SELECT `+claimQueueColumns+` FROM _S_.claim_queue)
-	SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT SELECT * FROM got) m)
-		+ (SELECT count(*) FROM (SELECT * FROM got EXCEPT SELECT * FROM want) s)`)).Scan(&wrong); err != nil {
-		t.Fatal(err)
-	}
-	if wrong != 0 {
-		t.Fatalf("after the upgrade, %d claim queue rows are missing, stray or differ from their proposals", wrong)
-	}
+	checkSideTable(t, s, "claim_queue")
 	got, err := s.ClaimBatch(ctx, &store.ClaimBatchParams{Owner: "w", LeaseDuration: time.Minute, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -347,14 +329,7 @@ func TestOpenProposalsUpgrade(t *testing.T) {
 	now := time.Now().UTC()
 	s := storeAtVersion(t, 22, "2", func() time.Time { return now.Add(time.Hour) })
 	insertProposalRows(t, s, 600, 6, now)
-	count := func(where string) int {
-		t.Helper()
-		var n int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.proposals WHERE `+where).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func(where string) int { return countProposals(t, s, where) }
 	pending, waiting := count(`status = 'pending'`), count(`status = 'approved' AND mode = 'wait'`)
 	if pending == 0 || waiting == 0 || count(`status = 'approved' AND mode = 'independent'`) == 0 {
 		t.Fatal("the rows need pending, waiting and independent approved proposals")
@@ -365,18 +340,7 @@ func TestOpenProposalsUpgrade(t *testing.T) {
 	// The rows were written into proposals alone, at a version that had
 	// the claim queue already: only the open proposals are the
 	// migration's.
-	for _, st := range sideTables {
-		if st.Table != "open_proposals" {
-			continue
-		}
-		wrong, err := sideTableDiff(ctx, s.pool, s.q.schema, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(wrong) > 0 {
-			t.Errorf("%s after the upgrade: %v", st.Name, wrong)
-		}
-	}
+	checkSideTable(t, s, "open_proposals")
 	var open int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.open_proposals`).Scan(&open); err != nil {
 		t.Fatal(err)
@@ -400,4 +364,34 @@ func TestOpenProposalsUpgrade(t *testing.T) {
 	if len(expired) != pending+waiting {
 		t.Errorf("expired %d proposals after the upgrade, want %d", len(expired), pending+waiting)
 	}
+}
+
+// countProposals counts s's proposals that where holds.
+func countProposals(t *testing.T, s *Store, where string) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+s.q.schema+`.proposals WHERE `+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkSideTable fails t unless the side table named table (sidetables_test.go)
+// holds exactly the rows s's proposals call for.
+func checkSideTable(t *testing.T, s *Store, table string) {
+	t.Helper()
+	for _, st := range sideTables {
+		if st.Table != table {
+			continue
+		}
+		wrong, err := sideTableDiff(t.Context(), s.pool, s.q.schema, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wrong) > 0 {
+			t.Fatalf("%s after the upgrade: %v", st.Name, wrong)
+		}
+		return
+	}
+	t.Fatalf("no side table %s", table)
 }
