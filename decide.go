@@ -90,15 +90,64 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 	if d.Remember != "" && (!d.Remember.Valid() || d.Verdict != Approve) {
 		return nil, fmt.Errorf("%w: remember %q: only run or thread, and only with an approval", ErrInvalidCall, d.Remember)
 	}
+	// The row the store remembers, if any, spares the decision a read: it
+	// is judged on that copy and applied to that version alone. A refusal,
+	// or a row that moved since, is judged again on the row as stored.
+	if p := e.rememberedForDecision(d, before); p != nil {
+		res, err := e.decideOn(ctx, d, p, via, before, p.Version)
+		if !errors.Is(err, errJudgeAgain) {
+			return res, err
+		}
+	}
 	p, err := e.Proposal(ctx, d.Identity, d.ProposalID)
 	if err != nil {
 		return nil, fmt.Errorf("decide: %w", err)
 	}
+	return e.decideOn(ctx, d, p, via, before, 0)
+}
+
+// errJudgeAgain says that a decision judged on a remembered row is to be
+// judged again on the row as stored: the remembered one refused it, or had
+// moved on by the time the decision was written. Nothing was written.
+var errJudgeAgain = errors.New("judge the decision again on the row as stored")
+
+// rememberedForDecision is the store's remembered copy of the proposal d
+// decides (store.Rememberer), or nil: none is remembered, or the decision
+// has a step of its own to take before it is written (a text decision's
+// check, a passkey assertion to spend), which must not run twice.
+func (e *Engine) rememberedForDecision(d *Decision, before func(context.Context) error) *cstype.Proposal {
+	r, ok := store.As[store.Rememberer](e.store)
+	if !ok || before != nil || !validID(d.ProposalID) {
+		return nil
+	}
+	p, ok := r.RememberedProposal(d.Identity.Tenant, d.ProposalID)
+	if !ok || p.StepUp != "" {
+		return nil
+	}
+	return p
+}
+
+// decideOn decides p, read or remembered: judged is its version when it
+// is the store's remembered copy (0 when it was read), and then every
+// refusal is errJudgeAgain.
+func (e *Engine) decideOn(ctx context.Context, d *Decision, p *cstype.Proposal, via string, before func(context.Context) error, judged int64) (*DecideResult, error) {
+	if judged != 0 && !canSee(d.Identity, p) {
+		return nil, errJudgeAgain
+	}
 	if err := mayDecide(ctx, p, d.Identity, d.Verdict, via, e.canDecideHook(p)); err != nil {
+		if judged != 0 {
+			return nil, errJudgeAgain
+		}
 		return nil, err
 	}
 	ctx, span := e.startSpan(ctx, spanDecide, p)
-	res, err := e.decideAllowed(ctx, d, p, via, before)
+	res, err := e.decideAllowed(ctx, d, p, via, before, judged)
+	if judged != 0 && errors.Is(err, store.ErrVersionMoved) {
+		// Nothing was written: the span ends as a try that gave way to the
+		// decision on the row as stored, with a span of its own.
+		span.End()
+		return nil, errJudgeAgain
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attrVerdict.String(string(d.Verdict)), attrVia.String(via))
 		if res != nil {
@@ -111,12 +160,13 @@ func (e *Engine) decide(ctx context.Context, d *Decision, before func(context.Co
 }
 
 // decideAllowed is decide once the decider is known to be allowed to
-// decide p.
-func (e *Engine) decideAllowed(ctx context.Context, d *Decision, p *cstype.Proposal, via string, before func(context.Context) error) (*DecideResult, error) {
+// decide p. A judged version other than 0 asks the store to apply the
+// decision to that version of p alone (store.DecideParams.Version).
+func (e *Engine) decideAllowed(ctx context.Context, d *Decision, p *cstype.Proposal, via string, before func(context.Context) error, judged int64) (*DecideResult, error) {
 	var err error
 	params := &store.DecideParams{
 		Tenant: d.Identity.Tenant, ID: p.ID, Actor: d.Identity.Actor, ActorKind: string(d.Identity.KindOrHuman()),
-		Verdict: d.Verdict, Via: via, Reason: d.Reason, Remember: d.Remember,
+		Verdict: d.Verdict, Via: via, Reason: d.Reason, Remember: d.Remember, Version: judged,
 	}
 	if d.Remember != "" {
 		if err := mayRemember(p, d.Remember); err != nil {

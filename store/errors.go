@@ -20,6 +20,11 @@ func (e *unavailableError) Error() string        { return "store unavailable: " 
 func (e *unavailableError) Unwrap() error        { return e.err }
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
 
+// ErrVersionMoved is the answer to a decision judged on a version of its
+// proposal that is no longer the stored one (DecideParams.Version): nothing
+// was written, and the decision is to be judged again on the row as stored.
+var ErrVersionMoved = errors.New("the proposal has moved on from the version the decision was judged on")
+
 func invalidParams(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
 }

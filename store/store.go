@@ -336,6 +336,11 @@ type DecideParams struct {
 	// StepUp is the step-up the engine verified for this approval
 	// ("passkey"), recorded on the decision (Decision.StepUp).
 	StepUp string
+	// Version, when not 0, is the version of the proposal the engine judged
+	// the decision on (a remembered row, see Rememberer): the decision
+	// applies to that version alone, and any other fails with an error
+	// wrapping ErrVersionMoved, having written nothing.
+	Version int64
 }
 
 // DecideResult reports a decision's answer and the proposal after it.
@@ -569,6 +574,18 @@ func As[T any](st Store) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// Rememberer is implemented by drivers that remember the last version of
+// each proposal they read or wrote, to start their compare-and-set
+// transitions from (internal/rowmemory). RememberedProposal returns a copy
+// of that version without reading the database, or false when none is
+// remembered. It is only a guess: the row may have moved since, in this
+// process or another. The engine judges a decision on it and has the
+// driver apply the decision to that version alone (DecideParams.Version);
+// it never answers a reader with it.
+type Rememberer interface {
+	RememberedProposal(tenant, id string) (*Proposal, bool)
 }
 
 // Statistics is implemented by drivers whose query planner chooses plans

@@ -178,6 +178,8 @@ func ApplyDecision(p *Proposal, d *DecideParams, now time.Time) (DecideOutcome, 
 		return "", nil, invalidParams("remember %q with verdict %s", d.Remember, d.Verdict)
 	case d.Actor == "":
 		return "", nil, invalidParams("a decision needs an actor")
+	case d.Version != 0 && p.Version != d.Version:
+		return "", nil, fmt.Errorf("proposal %s is at version %d, the decision was judged on version %d: %w", p.ID, p.Version, d.Version, ErrVersionMoved)
 	}
 	out, c := applyDecision(p, d, now)
 	return out, c, nil

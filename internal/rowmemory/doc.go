@@ -9,6 +9,11 @@
 // the database, never on a remembered one; and it remembers a row only once
 // the transaction that wrote it has committed, so that a version the
 // database rolled back can never match. Readers never get a remembered row.
+// The engine does, through the driver (store.Rememberer), for one purpose:
+// to judge a decision on it instead of reading the proposal first; the
+// decision is then written to that version alone (DecideParams.Version),
+// and a refusal, or a row that moved on, is judged again on the row as
+// stored (docs/decisions/0053-decisions-on-remembered-rows.md).
 //
 // The memory is bounded: past its size it forgets the row it learned of
 // first (a fixed ring of keys). It never replaces a row by an older version
@@ -16,5 +21,7 @@
 //
 // PostgreSQL (store/pgstore) saves a round trip per transition with it;
 // SQLite (store/sqlitestore) saves its single writer the read and the
-// decoding of the row inside the write transaction.
+// decoding of the row inside the write transaction. Both remember the
+// proposals they create, so that the decision that usually follows finds
+// them.
 package rowmemory

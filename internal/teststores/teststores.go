@@ -49,6 +49,56 @@ func Postgres(t *testing.T, now func() time.Time) store.Store {
 	return s
 }
 
+// PairOpener opens two stores on one empty database, as two processes
+// would share it, on the clock now; both are closed when t ends.
+type PairOpener func(t *testing.T, now func() time.Time) (store.Store, store.Store)
+
+// SQLitePair opens two SQLite stores on one file under t.TempDir().
+func SQLitePair(t *testing.T, now func() time.Time) (store.Store, store.Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	open := func() store.Store {
+		s, err := sqlitestore.Open(t.Context(), path, &sqlitestore.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
+// PostgresPair opens two PostgreSQL stores on one schema of the test's own.
+func PostgresPair(t *testing.T, now func() time.Time) (store.Store, store.Store) {
+	t.Helper()
+	_, schema := pgtest.NewSchema(t)
+	open := func() store.Store {
+		s, err := pgstore.Open(t.Context(), pgtest.PoolDSN(pgtest.DSN()), &pgstore.Options{Schema: schema, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
+// EachPair runs test on two SQLite stores sharing a file and on two
+// PostgreSQL stores sharing a schema, as parallel subtests named sqlite and
+// postgres: the stores that several processes share.
+func EachPair(t *testing.T, test func(t *testing.T, open PairOpener)) {
+	t.Helper()
+	for _, s := range []struct {
+		name string
+		open PairOpener
+	}{{"sqlite", SQLitePair}, {"postgres", PostgresPair}} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, s.open)
+		})
+	}
+}
+
 // Each runs test on memory, SQLite and PostgreSQL, as parallel subtests
 // named memory, sqlite and postgres.
 func Each(t *testing.T, test func(t *testing.T, open Opener)) {

@@ -237,6 +237,12 @@ func (s *Store) listQuery(params *store.ListProposalsParams, after *cursor.Posit
 	return b.String(), args
 }
 
+// RememberedProposal implements store.Rememberer.
+func (s *Store) RememberedProposal(tenant, id string) (*store.Proposal, bool) {
+	p := s.rows.Get(tenant, id)
+	return p, p != nil
+}
+
 // Decide implements store.Store.
 func (s *Store) Decide(ctx context.Context, params *store.DecideParams) (*store.DecideResult, error) {
 	var out store.DecideOutcome

@@ -471,6 +471,12 @@ func (s *Store) CreateProposal(ctx context.Context, params *store.CreateProposal
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: create proposal: %w", classify(err))
 	}
+	if res.Created {
+		// Committed: its decision may start from this copy (see mutate,
+		// and the engine's decision on a remembered row).
+		s.rows.Put(res.Proposal)
+		s.rows.PutAll(res.Superseded)
+	}
 	return res, nil
 }
 
@@ -553,6 +559,12 @@ func (s *Store) ListProposals(ctx context.Context, params *store.ListProposalsPa
 	}
 	page.Proposals = rows
 	return page, nil
+}
+
+// RememberedProposal implements store.Rememberer.
+func (s *Store) RememberedProposal(tenant, id string) (*store.Proposal, bool) {
+	p := s.rows.Get(tenant, id)
+	return p, p != nil
 }
 
 // Decide implements store.Store.

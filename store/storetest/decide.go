@@ -348,6 +348,48 @@ func testDecide(t *testing.T, newStore Factory) {
 		}
 	})
 
+	// A decision judged on a version (DecideParams.Version, the engine's
+	// remembered row) applies to that version alone; any other fails with
+	// ErrVersionMoved and writes nothing.
+	t.Run("JudgedVersion", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		p := fx.createNew(withQuorum(2))
+		judged := func(actor string, version int64) (*store.DecideResult, error) {
+			return fx.store.Decide(fx.ctx, &store.DecideParams{
+				Tenant: tenant, ID: p.ID, Actor: actor, Verdict: store.VerdictApproved, Via: "api", Version: version,
+			})
+		}
+		for _, v := range []int64{p.Version + 1, p.Version + 2} {
+			res, err := judged(approver, v)
+			requireErrorIs(t, err, store.ErrVersionMoved)
+			if res != nil {
+				t.Errorf("a decision judged on version %d of a version-%d row answered %+v", v, p.Version, res)
+			}
+		}
+		if got := fx.get(p); got.Version != p.Version || len(got.Decisions) != 0 {
+			t.Fatalf("after refused decisions: version %d with %d decisions, want version %d with none", got.Version, len(got.Decisions), p.Version)
+		}
+		res, err := judged(approver, p.Version)
+		if err != nil {
+			t.Fatalf("Decide on the stored version: %v", err)
+		}
+		requireDecision(t, res, store.DecideApplied, store.StatusPending, store.StatusPending)
+		// The version it was judged on is gone: carol's approval judged on
+		// it is refused, and nothing of it is written.
+		_, err = judged(approver2, p.Version)
+		requireErrorIs(t, err, store.ErrVersionMoved)
+		got := fx.get(p)
+		if got.Version != res.Proposal.Version || len(got.Decisions) != 1 {
+			t.Fatalf("after a decision judged on a past version: version %d with %d decisions, want version %d with 1", got.Version, len(got.Decisions), res.Proposal.Version)
+		}
+		res, err = judged(approver2, got.Version)
+		if err != nil {
+			t.Fatalf("Decide on the new version: %v", err)
+		}
+		requireDecision(t, res, store.DecideApplied, store.StatusPending, store.StatusApproved)
+	})
+
 	t.Run("NotFound", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)

@@ -91,6 +91,35 @@ func RememberedRowsAcrossStores(t *testing.T, s1, s2 store.Store) {
 	if got.Lease == nil || got.Lease.Owner != worker2 || got.Lease.Token != theirs.Lease.Token {
 		t.Errorf("%s's lease after s1's late settlement: %+v, want s2's", d.ID, got.Lease)
 	}
+
+	// A decision judged on a remembered row that another store moved on:
+	// s1 remembers e as it created it; s2 records carol's approval (quorum
+	// 2); bob's approval judged on s1's remembered version is refused with
+	// ErrVersionMoved, writing nothing, and applies once judged on the row
+	// as stored.
+	r1, ok := store.As[store.Rememberer](s1)
+	if !ok {
+		return // a driver that remembers nothing judges every decision on the row as stored
+	}
+	e := fx1.createNew(withQuorum(2))
+	mem, ok := r1.RememberedProposal(tenant, e.ID)
+	if !ok || mem.Version != e.Version {
+		t.Fatalf("RememberedProposal(%s) after its creation = %+v, %v; want version %d", e.ID, mem, ok, e.Version)
+	}
+	if _, ok := r1.RememberedProposal(otherTenant, e.ID); ok {
+		t.Errorf("RememberedProposal(%s) of another tenant found it", e.ID)
+	}
+	fx2.decide(e, approver2, store.VerdictApproved)
+	_, err = s1.Decide(ctx, &store.DecideParams{Tenant: tenant, ID: e.ID, Actor: approver, Verdict: store.VerdictApproved, Via: "api", Version: mem.Version})
+	requireErrorIs(t, err, store.ErrVersionMoved)
+	stored := fx1.get(e)
+	if len(stored.Decisions) != 1 || stored.Status != store.StatusPending {
+		t.Fatalf("%s after a decision judged on a past version: %s with %d decisions, want pending with carol's alone", e.ID, stored.Status, len(stored.Decisions))
+	}
+	res, err := s1.Decide(ctx, &store.DecideParams{Tenant: tenant, ID: e.ID, Actor: approver, Verdict: store.VerdictApproved, Via: "api", Version: stored.Version})
+	if err != nil || res.Outcome != store.DecideApplied || res.To != store.StatusApproved {
+		t.Fatalf("approve %s judged on the stored version: %+v, %v; want applied, approved", e.ID, res, err)
+	}
 }
 
 // claimedIn returns p as a batch claimed it, and fails the test if it did
