@@ -25,12 +25,22 @@ func (s *Store) LookupCall(ctx context.Context, params *store.LookupCallParams) 
 	return l, nil
 }
 
+// lookupSQL reads, in one statement, the thread (its columns NULL when it
+// does not exist) and the id of the proposal the tool call has, if any.
+// A new call, the common case, finds no proposal: reading its id alone
+// spares the statement the proposal's 47 columns, whose names and
+// declared types the driver builds for every query. A replay reads the
+// proposal by that id, in the same snapshot.
+const lookupSQL = `SELECT t.owner, t.run_id, t.created_at,
+		(SELECT id FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?)
+	FROM (SELECT 1) LEFT JOIN threads t ON t.tenant = ? AND t.id = ?`
+
 func (s *Store) lookupCall(ctx context.Context, params *store.LookupCallParams) (*store.CallLookup, error) {
 	// The statements are prepared on the pool before the transaction takes
 	// a connection of it: preparing needs one, and a pool of one
 	// connection would wait for itself.
 	q := &snapshot{stmts: map[string]*sql.Stmt{}}
-	for _, query := range []string{getThreadSQL, byToolCallSQL, findGrantSQL} {
+	for _, query := range []string{lookupSQL, findGrantSQL} {
 		if st := s.rq.stmt(ctx, query); st != nil {
 			q.stmts[query] = st
 		}
@@ -42,19 +52,19 @@ func (s *Store) lookupCall(ctx context.Context, params *store.LookupCallParams) 
 	defer func() { _ = tx.Rollback() }() // it wrote nothing
 	q.tx = tx
 	l := &store.CallLookup{}
-	l.Thread, err = getThread(ctx, q, params.Tenant, params.ThreadID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		l.Thread = nil
-	case err != nil:
-		return nil, fmt.Errorf("thread: %w", err)
+	var owner, runID, proposalID sql.NullString
+	var created sql.NullInt64
+	if err := q.QueryRowContext(ctx, lookupSQL, params.Tenant, params.ThreadID, params.ToolCallID, params.Tenant, params.ThreadID).
+		Scan(&owner, &runID, &created, &proposalID); err != nil {
+		return nil, fmt.Errorf("thread and tool call: %w", err)
 	}
-	l.Proposal, err = getProposalByToolCall(ctx, q, params.Tenant, params.ThreadID, params.ToolCallID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		l.Proposal = nil
-	case err != nil:
-		return nil, fmt.Errorf("tool call: %w", err)
+	if owner.Valid {
+		l.Thread = &store.Thread{Tenant: params.Tenant, ID: params.ThreadID, Owner: owner.String, RunID: runID.String, CreatedAt: fromNanos(created.Int64)}
+	}
+	if proposalID.Valid {
+		if l.Proposal, err = getProposal(ctx, q, params.Tenant, proposalID.String); err != nil {
+			return nil, fmt.Errorf("tool call: %w", err)
+		}
 	}
 	if params.Grant != nil {
 		l.Grant, err = findGrant(ctx, q, params.Grant, s.clock())

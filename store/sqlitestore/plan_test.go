@@ -55,6 +55,10 @@ func TestQueryPlans(t *testing.T) {
 		{"reminder", q(remindDueSQL, 1, 10), "USING INDEX proposals_reminder"},
 		{"replacement", q(replacementSQL, "t", "th", "r", "a", "k"), "USING INDEX proposals_replacement"},
 		{"confirmation", q(byConfirmationSQL, "t", "c"), "USING INDEX proposals_confirmation"},
+		// A call's lookup: the thread by its key, the tool call's proposal
+		// by the tool call's unique index, its id alone.
+		{"call lookup", q(lookupSQL, "t", "th", "c", "t", "th"), "SEARCH t USING PRIMARY KEY (tenant=? AND id=?) LEFT-JOIN; " +
+			"SCALAR SUBQUERY 1; SEARCH proposals USING INDEX proposals_tool_call (tenant=? AND thread_id=? AND tool_call_id=?)"},
 		// The sealer and the chain's readers.
 		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_blocks USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=?)"},
 		{"unsealed", q(unsealedSQL, 1, 10), "SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},

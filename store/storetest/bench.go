@@ -20,8 +20,10 @@ const claimBatchSize = 32
 const seedConcurrency = 8
 
 // Bench runs the store benchmarks against the driver newStore makes, as
-// sub-benchmarks: Create, Decide, Claim (one approved proposal) and
-// ClaimBatch (claimBatchSize approved independent proposals per operation).
+// sub-benchmarks: Create, Decide, Claim (one approved proposal),
+// ClaimBatch (claimBatchSize approved independent proposals per operation)
+// and LookupCall (a call's lookup: a new tool call in a thread of 1,000
+// proposals' store, with its grant query).
 // newStore returns a fresh, empty store on the real clock and registers its
 // own cleanup with b.Cleanup. A driver wires it in with
 //
@@ -37,6 +39,31 @@ func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
 	b.Run("Decide", func(b *testing.B) { benchDecide(b, newStore(b)) })
 	b.Run("Claim", func(b *testing.B) { benchClaim(b, newStore(b)) })
 	b.Run("ClaimBatch", func(b *testing.B) { benchClaimBatch(b, newStore(b)) })
+	b.Run("LookupCall", func(b *testing.B) { benchLookupCall(b, newStore(b)) })
+}
+
+// benchLookupCall times the lookup the engine makes before it creates a
+// proposal: the thread exists, the tool call is new (the common case: no
+// proposal, no grant).
+func benchLookupCall(b *testing.B, st store.Store) {
+	ps := benchProposals(1000, func(*store.Proposal) {})
+	benchSeed(b, st, ps, nil)
+	ctx := context.Background()
+	params := make([]*store.LookupCallParams, b.N)
+	for i := range params {
+		p := ps[i%len(ps)]
+		params[i] = &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(p)}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		l, err := st.LookupCall(ctx, params[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.Thread == nil || l.Proposal != nil || l.Grant != nil {
+			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread alone", params[i].ToolCallID, l.Thread, l.Proposal, l.Grant)
+		}
+	}
 }
 
 // benchProposals returns n new proposals spread over 16 threads, each made
