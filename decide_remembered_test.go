@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,27 +14,19 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// readCounter counts the proposals read through it; everything else passes
-// through, and Unwrap lets the engine find the driver's optional
-// interfaces (store.Rememberer among them).
-type readCounter struct {
-	store.Store
-	reads atomic.Int64
-}
+// readCounter is wait_test.go's countingStore with an Unwrap, so that the
+// engine still finds the driver's optional interfaces (store.Rememberer
+// among them) while the proposal reads are counted.
+type readCounter struct{ *countingStore }
 
-func (s *readCounter) GetProposal(ctx context.Context, params *store.GetProposalParams) (*store.Proposal, error) {
-	s.reads.Add(1)
-	return s.Store.GetProposal(ctx, params)
-}
-
-func (s *readCounter) Unwrap() store.Store { return s.Store }
+func (s readCounter) Unwrap() store.Store { return s.Store }
 
 // enginePair is two engines on two stores that share one database, as two
 // processes would, on one clock; the first engine's store counts its
 // proposal reads.
 type enginePair struct {
 	h1, h2 *harness
-	reads  *readCounter
+	reads  *countingStore
 }
 
 func newEnginePair(t *testing.T, open teststores.PairOpener, rules []countersign.Rule) *enginePair {
@@ -45,8 +36,8 @@ func newEnginePair(t *testing.T, open teststores.PairOpener, rules []countersign
 	ep.h1 = newHarness(t, harnessOpts{rules: rules, open: func(t *testing.T, now func() time.Time) store.Store {
 		s1, s2 := open(t, now)
 		second = s2
-		ep.reads = &readCounter{Store: s1}
-		return ep.reads
+		ep.reads = &countingStore{Store: s1}
+		return readCounter{ep.reads}
 	}})
 	ep.h2 = newHarness(t, harnessOpts{rules: rules,
 		open:       func(*testing.T, func() time.Time) store.Store { return second },

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -15,9 +14,9 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/teststores"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
-	"github.com/countersign/countersign/store/sqlitestore"
 	"go.uber.org/goleak"
 )
 
@@ -97,19 +96,7 @@ func TestWaiterWokenByAnotherEngine(t *testing.T) {
 	const poll = 100 * time.Millisecond
 	for name, open := range map[string]func(t *testing.T) (store.Store, store.Store){
 		"memory": func(t *testing.T) (store.Store, store.Store) { s := memstore.New(nil); return s, s },
-		"sqlite": func(t *testing.T) (store.Store, store.Store) {
-			path := filepath.Join(t.TempDir(), "wait.db")
-			var ss [2]store.Store
-			for i := range ss {
-				s, err := sqlitestore.Open(context.Background(), path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				ss[i] = s
-			}
-			return ss[0], ss[1]
-		},
+		"sqlite": func(t *testing.T) (store.Store, store.Store) { return teststores.SQLitePair(t, time.Now) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
