@@ -52,6 +52,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	rtrace "runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,6 +183,7 @@ func realMain() int {
 		jsonOut string
 		cpuProf string
 		memProf string
+		trcFile string
 	)
 	flag.IntVar(&cfg.N, "n", 10000, "B1 and river: approved proposals (jobs) to drain per run")
 	flag.IntVar(&cfg.Samples, "samples", 2000, "B2: approvals timed")
@@ -214,6 +216,7 @@ func realMain() int {
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
 	flag.StringVar(&cfg.WorkerProfiles, "worker-cpuprofiles", "", "B1: the folder where each worker process writes a CPU profile of its drain, worker-<store>-<processes>p-<n>.prof")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
+	flag.StringVar(&trcFile, "exectrace", "", "write an execution trace of the whole run (this process; runtime/trace, read with go tool trace) to this file")
 	flag.StringVar(&memProf, "memprofile", "", "write a heap profile (allocations of the whole run, this process) to this file when the run ends")
 	flag.Parse()
 	if spec := os.Getenv(workerEnv); spec != "" {
@@ -262,6 +265,18 @@ func realMain() int {
 			return 2
 		}
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
+	if trcFile != "" {
+		f, err := os.Create(trcFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		if err := rtrace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		defer func() { rtrace.Stop(); _ = f.Close() }()
 	}
 	if memProf != "" {
 		defer func() {

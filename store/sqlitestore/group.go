@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -24,11 +25,13 @@ import (
 //
 // A write that fails before it changed a row (most refusals: they read,
 // then refuse) has nothing to roll back. The group runs its writes bare and
-// counts the rows each changed (total_changes()); only when a write fails
-// after changing rows does the group roll back and run again, each write in
-// a SAVEPOINT of its own (runGroup). In B3 the savepoints on every write
-// had cost the writer over a fifth of its CPU (docs/profiles/scale.md,
-// change 14).
+// counts the rows each changed (wtx.changed, from what each statement
+// reports, at no cost; until change 20 of docs/profiles/scale.md a query of
+// total_changes() after every write, a fifth of the writer's statements);
+// only when a write fails after changing rows does the group roll back and
+// run again, each write in a SAVEPOINT of its own (runGroup). In B3 the
+// savepoints on every write had cost the writer over a fifth of its CPU
+// (docs/profiles/scale.md, change 14).
 //
 // The first caller to find the writer idle leads: it takes everything queued
 // (up to maxGroup writes, its own first), runs the group and, if more writes
@@ -105,9 +108,9 @@ func (s *Store) writeFirst(ctx context.Context, fn func(tx *wtx, now time.Time) 
 }
 
 // writeSchema is write for a write that changes the schema: statements
-// such as CREATE TABLE, which total_changes() does not count, so that a
-// group cannot tell whether such a write that failed changed anything. It
-// always runs in a savepoint of its own.
+// such as CREATE TABLE, which change no row and so count for nothing in
+// wtx.changed, so that a group cannot tell whether such a write that failed
+// changed anything. It always runs in a savepoint of its own.
 func (s *Store) writeSchema(ctx context.Context, fn func(tx *wtx, now time.Time) error) error {
 	return s.enqueue(ctx, &groupWrite{ctx: ctx, fn: fn, savepoint: true})
 }
@@ -154,7 +157,12 @@ func (s *Store) enqueue(ctx context.Context, w *groupWrite) error {
 	q.pending = q.pending[n:]
 	q.mu.Unlock()
 
+	// A region of the execution trace (runtime/trace; bench -exectrace):
+	// go tool trace shows how long the writer is held, group by group, and
+	// where its time goes (running, waiting for a processor, in fsync).
+	region := trace.StartRegion(ctx, "sqlitestore.group")
 	group = s.runGroup(ctx, group)
+	region.End()
 
 	q.mu.Lock()
 	if len(q.pending) > 0 {
@@ -274,7 +282,7 @@ func (s *Store) begin(ctx context.Context) (*wtx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wtx{Tx: sqltx, stmts: &s.stmts}, nil
+	return &wtx{tx: sqltx, stmts: &s.stmts}, nil
 }
 
 func (s *Store) end(ctx context.Context, tx *wtx) {
@@ -288,7 +296,7 @@ func (s *Store) end(ctx context.Context, tx *wtx) {
 // writes on its way (joined counts them across runs). With savepoints, each
 // write runs in one and a failed write rolls back alone. Without, a write
 // runs bare unless it asked for a savepoint (writeSchema): one that fails
-// without having changed a row (total_changes() says) fails alone, and one
+// without having changed a row (wtx.changed says) fails alone, and one
 // that fails after it did, or with an error of SQLite's that may have ended
 // the transaction, makes runTogether roll the transaction back and answer
 // undo, for the group to run again with savepoints.
@@ -310,14 +318,6 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		}
 		for _, g := range group[i:] {
 			g.err = err
-		}
-	}
-	// changes is total_changes() before the next bare write.
-	var changes int64
-	if !savepoints {
-		if changes, err = totalChanges(ctx, tx); err != nil {
-			abort(0, err)
-			return group, false
 		}
 	}
 	for i := 0; i < len(group); i++ {
@@ -342,6 +342,7 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 				return group, false
 			}
 		}
+		changed := tx.changed
 		err := g.run(tx, s.clock())
 		ce, keep := err.(*commitErr)
 		if err == nil || keep {
@@ -353,7 +354,7 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		}
 		switch {
 		case err != nil && !keep && saved:
-			if _, rerr := tx.Tx.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
+			if _, rerr := tx.tx.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
 				// SQLite may have rolled the whole transaction back (an I/O
 				// error, a full disk): nothing of the group stands.
 				abort(i, fmt.Errorf("group commit: roll back a failed write: %w", errors.Join(err, rerr)))
@@ -363,24 +364,13 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		case err != nil && !keep:
 			// A bare write failed: it fails alone only if it changed no row
 			// and the transaction is surely still open.
-			if g.panicked != nil || mayEndTransaction(err) {
-				return group, true
-			}
-			n, cerr := totalChanges(ctx, tx)
-			if cerr != nil || n != changes {
+			if g.panicked != nil || mayEndTransaction(err) || tx.changed != changed {
 				return group, true
 			}
 			g.err = err
 		default:
 			if saved {
 				if _, err := tx.ExecContext(ctx, "RELEASE grp"); err != nil {
-					abort(i, err)
-					return group, false
-				}
-			}
-			if !savepoints {
-				if changes, err = totalChanges(ctx, tx); err != nil {
-					// g's changes stand in the transaction, which is lost.
 					abort(i, err)
 					return group, false
 				}
@@ -395,17 +385,6 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		abort(len(group), err)
 	}
 	return group, false
-}
-
-// totalChanges is the rows the writer's connection has inserted, updated
-// or deleted since it opened, triggers' included (SQLite's total_changes()):
-// a statement that fails adds none, its changes undone.
-func totalChanges(ctx context.Context, tx *wtx) (int64, error) {
-	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT total_changes()").Scan(&n); err != nil {
-		return 0, fmt.Errorf("group commit: total_changes: %w", err)
-	}
-	return n, nil
 }
 
 // mayEndTransaction reports whether err is one of SQLite's that may have

@@ -163,9 +163,40 @@ func TestGroupCommitRerun(t *testing.T) {
 			}
 			panic(boom)
 		}, 1},
+		{"failed after a read", false, func(tx *wtx) error {
+			var n int
+			if err := tx.QueryRowContext(context.Background(), `SELECT count(*) FROM meta`).Scan(&n); err != nil {
+				return err
+			}
+			return boom
+		}, 0},
+		{"failed after an update of no row", false, func(tx *wtx) error {
+			if _, err := tx.ExecContext(context.Background(), `UPDATE meta SET value = x'01' WHERE key = 'none'`); err != nil {
+				return err
+			}
+			return boom
+		}, 0},
+		{"failed after an update that returns its rows", false, func(tx *wtx) error {
+			// A query that changes rows: wtx cannot read how many, and
+			// counts it as a change.
+			var key string
+			if err := tx.QueryRowContext(context.Background(), `UPDATE meta SET value = x'01' WHERE key = 'ok1' RETURNING key`).Scan(&key); err != nil {
+				return err
+			}
+			return boom
+		}, 1},
+		{"failed after two statements in one text", false, func(tx *wtx) error {
+			// The second statement changes no row, and SQLite reports the
+			// rows of the last: the first one's insert must count all the
+			// same.
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO meta (key, value) VALUES ('failed', x'00'); UPDATE meta SET value = x'01' WHERE key = 'none'`); err != nil {
+				return err
+			}
+			return boom
+		}, 1},
 		{"schema write failed after its DDL", true, func(tx *wtx) error {
-			// total_changes() does not count a CREATE TABLE: the write's
-			// own savepoint undoes it.
+			// A CREATE TABLE changes no row, so the group could not tell
+			// it from a refusal: the write's own savepoint undoes it.
 			if _, err := tx.ExecContext(context.Background(), `CREATE TABLE failed_table (x INTEGER)`); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 )
 
@@ -17,9 +18,43 @@ import (
 // the transaction has ended. Later transactions bind the prepared statement
 // to their connection (Tx.StmtContext), which reuses it: it was prepared on
 // that same, only connection.
+//
+// Every statement of a write goes through ExecContext, QueryContext or
+// QueryRowContext (the *sql.Tx is not embedded, so no other way reaches
+// it), and wtx counts what they may have changed (changed): a group tells
+// from it, without asking SQLite, whether a write that failed left a change
+// behind (runTogether).
 type wtx struct {
-	*sql.Tx
+	tx    *sql.Tx
 	stmts *stmtCache
+	// changed counts the rows the statements run so far reported changed
+	// (sqlite3_changes()), plus one for every statement whose changes wtx
+	// cannot read: a query that is not a SELECT (UPDATE … RETURNING),
+	// a text of several statements. It over-counts, never under: a row a
+	// trigger or a foreign key's action changes follows a row the statement
+	// itself changed, and a statement that fails changed nothing (SQLite
+	// undoes it, or the error may have ended the transaction, which the
+	// group checks apart).
+	changed int64
+}
+
+// Commit commits the transaction.
+func (t *wtx) Commit() error { return t.tx.Commit() }
+
+// Rollback rolls the transaction back; a no-op after Commit.
+func (t *wtx) Rollback() error { return t.tx.Rollback() }
+
+// mayChange reports whether a query's text may change rows: anything but a
+// single SELECT.
+func mayChange(query string) bool {
+	q := strings.TrimSpace(query)
+	return several(q) || len(q) < len("SELECT") || !strings.EqualFold(q[:len("SELECT")], "SELECT")
+}
+
+// several reports whether a text holds more than one statement (or a
+// semicolon inside a literal or a comment, which only over-counts).
+func several(query string) bool {
+	return strings.Contains(strings.TrimRight(query, "; \t\r\n"), ";")
 }
 
 type stmtCache struct {
@@ -79,30 +114,57 @@ func (c *stmtCache) close() {
 // cancellation (see write).
 func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = context.WithoutCancel(ctx)
+	var (
+		res sql.Result
+		err error
+	)
 	if st := t.stmts.get(query); st != nil {
-		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		res, err = t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	} else {
+		res, err = t.tx.ExecContext(ctx, query, args...)
 	}
-	return t.Tx.ExecContext(ctx, query, args...)
+	if err == nil {
+		t.count(res, query)
+	}
+	return res, err
+}
+
+// count adds what an Exec of query changed to t.changed. SQLite reports
+// the rows of the last statement that changed rows (sqlite3_changes()): a
+// statement that is not an INSERT, UPDATE or DELETE reports the one before
+// it, which over-counts.
+func (t *wtx) count(res sql.Result, query string) {
+	n, err := res.RowsAffected()
+	if err != nil || n < 0 || several(query) {
+		n = max(n, 1)
+	}
+	t.changed += n
 }
 
 // QueryContext runs query prepared when it can, without ctx's
 // cancellation (see write).
 func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = context.WithoutCancel(ctx)
-	if st := t.stmts.get(query); st != nil {
-		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	if mayChange(query) {
+		t.changed++
 	}
-	return t.Tx.QueryContext(ctx, query, args...)
+	if st := t.stmts.get(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs query prepared when it can, without ctx's
 // cancellation (see write).
 func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	ctx = context.WithoutCancel(ctx)
-	if st := t.stmts.get(query); st != nil {
-		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	if mayChange(query) {
+		t.changed++
 	}
-	return t.Tx.QueryRowContext(ctx, query, args...)
+	if st := t.stmts.get(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
 // readDB runs the read pool's queries prepared. A *sql.Stmt of a pool

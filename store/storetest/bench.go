@@ -21,9 +21,10 @@ const seedConcurrency = 8
 
 // Bench runs the store benchmarks against the driver newStore makes, as
 // sub-benchmarks: Create, Decide, Claim (one approved proposal),
-// ClaimBatch (claimBatchSize approved independent proposals per operation)
-// and LookupCall (a call's lookup: a new tool call in a thread of 1,000
-// proposals' store, with its grant query).
+// ClaimBatch (claimBatchSize approved independent proposals per operation),
+// LookupCall (a call's lookup: a new tool call in a thread of 1,000
+// proposals' store, with its grant query) and Lifecycles (lifecycleCallers
+// callers each writing a proposal's four steps, see benchLifecycles).
 // newStore returns a fresh, empty store on the real clock and registers its
 // own cleanup with b.Cleanup. A driver wires it in with
 //
@@ -40,6 +41,80 @@ func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
 	b.Run("Claim", func(b *testing.B) { benchClaim(b, newStore(b)) })
 	b.Run("ClaimBatch", func(b *testing.B) { benchClaimBatch(b, newStore(b)) })
 	b.Run("LookupCall", func(b *testing.B) { benchLookupCall(b, newStore(b)) })
+	b.Run("Lifecycles", func(b *testing.B) { benchLifecycles(b, newStore(b)) })
+}
+
+// lifecycleCallers is how many callers run proposals' lifecycles at once in
+// the Lifecycles benchmark: as many as B3 has agents and approvers.
+const lifecycleCallers = 64
+
+// benchLifecycles times the four writes of a proposal's life (create,
+// approve, claim, settle), lifecycleCallers proposals at a time, each
+// caller writing its proposal's next step as soon as the last one
+// returned: what a server's writes cost when many arrive together and a
+// driver may commit them in groups, with no HTTP, engine or worker around
+// them. An operation is one whole lifecycle; it reports lifecycles/s.
+func benchLifecycles(b *testing.B, st store.Store) {
+	ps := benchProposals(b.N, func(p *store.Proposal) { p.Mode = store.ModeIndependent })
+	ctx := context.Background()
+	var (
+		next = make(chan *store.Proposal)
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	b.ResetTimer()
+	for range lifecycleCallers {
+		wg.Go(func() {
+			for p := range next {
+				if err := lifecycle(ctx, st, p); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	for _, p := range ps {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	b.StopTimer()
+	if len(errs) > 0 {
+		b.Fatal(errs[0])
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lifecycles/s")
+}
+
+// lifecycle creates p, approves it, claims it and settles it succeeded.
+func lifecycle(ctx context.Context, st store.Store, p *store.Proposal) error {
+	if _, err := st.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
+		return fmt.Errorf("create %s: %w", p.ID, err)
+	}
+	res, err := st.Decide(ctx, &store.DecideParams{Tenant: p.Tenant, ID: p.ID, Actor: requester, Verdict: store.VerdictApproved, Via: "api"})
+	if err != nil {
+		return fmt.Errorf("approve %s: %w", p.ID, err)
+	}
+	if res.Outcome != store.DecideApplied || res.Proposal.Status != store.StatusApproved {
+		return fmt.Errorf("approve %s: outcome %s, status %s; want applied, approved", p.ID, res.Outcome, res.Proposal.Status)
+	}
+	c, err := st.Claim(ctx, &store.ClaimParams{Tenant: p.Tenant, ID: p.ID, Owner: worker, LeaseDuration: time.Minute})
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", p.ID, err)
+	}
+	if c.Lease == nil {
+		return fmt.Errorf("claim %s: no lease", p.ID)
+	}
+	sp := settleParams(c, store.StatusSucceeded)
+	sp.Executed = new(true)
+	if _, err := st.Settle(ctx, sp); err != nil {
+		return fmt.Errorf("settle %s: %w", p.ID, err)
+	}
+	return nil
 }
 
 // benchLookupCall times the lookup the engine makes before it creates a
