@@ -7,12 +7,14 @@
 // # One writer
 //
 // A Store holds two connection pools on the file. Every write runs on the
-// writer: one connection (database/sql's pool capped at one), every
-// transaction begun IMMEDIATE, so it holds SQLite's write lock from its first
-// statement. A transition applies the shared rule from store/transition.go to
-// the row and writes it back guarded by the version it started from
-// (UPDATE … WHERE id = ? AND version = ?), with its events, outcome message
-// and grants, in that one transaction: a compare-and-set.
+// writer: one connection (database/sql's pool capped at one), which the
+// writer holds for the Store's life, its statements prepared on it once
+// (writer.go); every transaction begun IMMEDIATE, so it holds SQLite's write
+// lock from its first statement. Concurrent writes share a transaction
+// (group commit, group.go). A transition applies the shared rule from
+// store/transition.go to the row and writes it back guarded by the version
+// it started from (UPDATE … WHERE id = ? AND version = ?), with its events,
+// outcome message and grants, in that one transaction: a compare-and-set.
 //
 // The row a transition starts from is the one this Store last read or wrote,
 // when it remembers it (internal/rowmemory: the engine reads a proposal before

@@ -245,12 +245,12 @@ func (s *Store) runGroup(ctx context.Context, group []*groupWrite) []*groupWrite
 // runAlone runs a write that found the writer idle: in a transaction of its
 // own, with no savepoint (its error rolls the transaction back).
 func (s *Store) runAlone(ctx context.Context, g *groupWrite) {
-	tx, err := s.begin(ctx)
+	tx, err := s.w.begin(ctx)
 	if err != nil {
 		g.err = err
 		return
 	}
-	defer s.end(ctx, tx)
+	defer tx.end()
 	if err := g.ctx.Err(); err != nil {
 		g.err = err
 		return
@@ -275,23 +275,6 @@ func (s *Store) runAlone(ctx context.Context, g *groupWrite) {
 	}
 }
 
-// begin starts the writer's transaction; end rolls it back if it is still
-// open and then prepares the statements it asked for.
-func (s *Store) begin(ctx context.Context) (*wtx, error) {
-	sqltx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &wtx{tx: sqltx, stmts: &s.stmts}, nil
-}
-
-func (s *Store) end(ctx context.Context, tx *wtx) {
-	_ = tx.Rollback() // a no-op after Commit
-	// Once the transaction has ended, the connection is free to prepare
-	// the statements it used.
-	s.stmts.prepareWanted(ctx, s.w)
-}
-
 // runTogether runs a group's writes in one transaction, taking in first
 // writes on its way (joined counts them across runs). With savepoints, each
 // write runs in one and a failed write rolls back alone. Without, a write
@@ -301,14 +284,14 @@ func (s *Store) end(ctx context.Context, tx *wtx) {
 // the transaction, makes runTogether roll the transaction back and answer
 // undo, for the group to run again with savepoints.
 func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *int, savepoints bool) (_ []*groupWrite, undo bool) {
-	tx, err := s.begin(ctx)
+	tx, err := s.w.begin(ctx)
 	if err != nil {
 		for _, g := range group {
 			g.err = err
 		}
 		return group, false
 	}
-	defer s.end(ctx, tx)
+	defer tx.end()
 	var committed []*groupWrite // writes whose changes stand in the transaction
 	// abort fails what stood in the transaction and every write from i on:
 	// the transaction is lost.
@@ -354,7 +337,7 @@ func (s *Store) runTogether(ctx context.Context, group []*groupWrite, joined *in
 		}
 		switch {
 		case err != nil && !keep && saved:
-			if _, rerr := tx.tx.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
+			if _, rerr := tx.conn.ExecContext(ctx, "ROLLBACK TO grp; RELEASE grp"); rerr != nil {
 				// SQLite may have rolled the whole transaction back (an I/O
 				// error, a full disk): nothing of the group stands.
 				abort(i, fmt.Errorf("group commit: roll back a failed write: %w", errors.Join(err, rerr)))

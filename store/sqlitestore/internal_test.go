@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -75,21 +74,30 @@ func TestConnectionPragmas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openInternal(t)
+	// The writer's connection is held by the writer: its pragmas are read
+	// in a write.
+	writer := func(q string) (got string, err error) {
+		err = s.write(ctx, func(tx *wtx, _ time.Time) error { return tx.QueryRowContext(ctx, q).Scan(&got) })
+		return got, err
+	}
+	reader := func(q string) (got string, err error) {
+		return got, s.r.QueryRowContext(ctx, q).Scan(&got)
+	}
 	for _, c := range []struct {
 		pool       string
-		db         *sql.DB
+		query      func(string) (string, error)
 		name, want string
 	}{
-		{"writer", s.w, "journal_mode", "wal"},
-		{"writer", s.w, "synchronous", "2"}, // FULL
-		{"writer", s.w, "temp_store", "2"},  // MEMORY
-		{"writer", s.w, "foreign_keys", "1"},
-		{"reader", s.r, "query_only", "1"},
-		{"reader", s.r, "synchronous", "2"},
-		{"reader", s.r, "temp_store", "0"}, // the default: a large sort may spill to a file
+		{"writer", writer, "journal_mode", "wal"},
+		{"writer", writer, "synchronous", "2"}, // FULL
+		{"writer", writer, "temp_store", "2"},  // MEMORY
+		{"writer", writer, "foreign_keys", "1"},
+		{"reader", reader, "query_only", "1"},
+		{"reader", reader, "synchronous", "2"},
+		{"reader", reader, "temp_store", "0"}, // the default: a large sort may spill to a file
 	} {
-		var got string
-		if err := c.db.QueryRowContext(ctx, "PRAGMA "+c.name).Scan(&got); err != nil {
+		got, err := c.query("PRAGMA " + c.name)
+		if err != nil {
 			t.Fatalf("%s: PRAGMA %s: %v", c.pool, c.name, err)
 		}
 		if got != c.want {

@@ -51,10 +51,10 @@ type Options struct {
 // Store is the SQLite driver of store.Store. It is safe for concurrent use,
 // and several Stores, in one process or many, may share one file.
 type Store struct {
-	// w is the one writer connection: every write transaction runs on it,
-	// begun IMMEDIATE, so writes in this process queue in database/sql
-	// and writes from other processes wait on SQLite's lock.
-	w *sql.DB
+	// w is the one writer connection (writer.go): every write transaction
+	// runs on it, begun IMMEDIATE, so writes in this process queue for it
+	// (group.go) and writes from other processes wait on SQLite's lock.
+	w writer
 	// r is the read pool, query_only. In WAL mode reads never block the
 	// writer, nor the writer them.
 	r   *sql.DB
@@ -65,8 +65,6 @@ type Store struct {
 	codecMu sync.Mutex
 	codec   *cursor.Codec
 
-	// stmts holds the write path's prepared statements (see wtx).
-	stmts stmtCache
 	// queue groups concurrent writes into one transaction (group.go).
 	queue writeQueue
 	// groupReruns counts the groups run again with savepoints, after a
@@ -129,7 +127,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(reads)
 	r.SetMaxIdleConns(reads)
-	s := &Store{w: w, r: r, now: opts.Now, rq: readDB{db: r}, rows: rowmemory.NewProposals(rowMemorySize)}
+	s := &Store{w: writer{db: w}, r: r, now: opts.Now, rq: readDB{db: r}, rows: rowmemory.NewProposals(rowMemorySize)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -156,9 +154,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 //     lost decision or settlement is exactly what this store must not lose.
 //   - foreign_keys=on: messages follow their thread.
 //   - busy_timeout: wait for, rather than fail on, another process's lock.
-//   - _txlock=immediate (writer): BEGIN takes the write lock at once, so two
-//     processes never both read under a shared lock and then deadlock
-//     upgrading it; the second waits (busy_timeout) at BEGIN instead.
+//   - _txlock=immediate (writer): a transaction begun through database/sql
+//     takes the write lock at once. The writer begins its own with BEGIN
+//     IMMEDIATE (writer.go), for the same reason: two processes never both
+//     read under a shared lock and then deadlock upgrading it; the second
+//     waits (busy_timeout) at BEGIN instead.
 //   - temp_store=memory (writer): the sub-journal of a group's savepoints
 //     (group.go), a copy of every page each write touches, stays in memory.
 //     With files for temporary data SQLite spills it to a temporary file
@@ -187,9 +187,8 @@ func dsn(path string, busy time.Duration, writer bool) string {
 
 // Close closes both connection pools. Calls after Close fail.
 func (s *Store) Close() error {
-	s.stmts.close()
 	s.rq.close()
-	return errors.Join(s.w.Close(), s.r.Close())
+	return errors.Join(s.w.close(), s.r.Close())
 }
 
 // clock returns the store's current time in UTC, without a monotonic

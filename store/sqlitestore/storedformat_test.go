@@ -82,7 +82,10 @@ func TestStoredFormat(t *testing.T) {
 		idx := columnIndex(t, col)
 		vals[idx] = []string{storedConfirmationJSON, storedDecisionsJSON, storedOutcomeJSON}[i]
 	}
-	if _, err := s.w.ExecContext(ctx, insertProposalSQL, vals...); err != nil {
+	if err := s.write(ctx, func(tx *wtx, _ time.Time) error {
+		_, err := tx.ExecContext(ctx, insertProposalSQL, vals...)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := getProposal(ctx, &s.rq, "acme", "prp_fmt")
