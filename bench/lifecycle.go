@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	rtrace "runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -137,6 +138,9 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 	errs := make(chan error, 2*agents)
 	before := rt.counts()
 	start := time.Now()
+	// The timed run is a region of the execution trace (-exectrace), so
+	// that go run ./internal/tracestat reads this window alone.
+	region := rtrace.StartRegion(ctx, "bench.B3")
 	for a := range agents {
 		wg.Add(1)
 		go func() {
@@ -204,6 +208,7 @@ func lifecycleAt(e *env, agents int) ([]Figure, error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
+	region.End()
 	trips := rt.counts().sub(before)
 	b.set(n)
 	b.done()
