@@ -15,12 +15,14 @@
 //     standard library's synchronisation), so that a run's hand-offs can
 //     be counted per operation (-per N divides by N).
 //
-//     go run ./internal/tracestat [-region sqlitestore.group] [-window bench.B3] [-per 10000] [-top 15] TRACE
+//     go run ./internal/tracestat [-region sqlitestore.group] [-window bench.B3 | -span] [-per 10000] [-top 15] TRACE
 //
 // Everything is measured inside a window: the longest region of the type
 // -window names, or by default of a type that begins "bench." (the bench
 // marks B3's timed run as a region, bench.B3), so that a run's set-up and
-// pauses are left out; the whole trace when there is none. docs/profiles/scale.md (change 20) reports what it
+// pauses are left out; the whole trace when there is none. With -span it
+// is the span from the first region of the -region type to the last, for
+// a trace the bench did not mark. docs/profiles/scale.md (change 20) reports what it
 // printed for B3.
 package main
 
@@ -35,6 +37,7 @@ func main() {
 	region := flag.String("region", "sqlitestore.group", "the region type to measure (empty: none)")
 	per := flag.Int("per", 0, "divide the wake-up counts by this many operations (0: do not)")
 	top := flag.Int("top", 15, "wake-up sources to list")
+	span := flag.Bool("span", false, "the window is the span from the first -region to the last (for a trace with no bench.* region)")
 	win := flag.String("window", "", `the region type whose longest region is the window (empty: the longest whose type begins "bench.", else the whole trace)`)
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./internal/tracestat [flags] TRACE")
@@ -51,7 +54,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer f.Close()
-	st, err := analyze(f, *region, *win)
+	st, err := analyze(f, *region, *win, *span)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tracestat:", err)
 		os.Exit(1)

@@ -53,12 +53,12 @@ func (st *stats) sources() []source {
 // analyze reads a trace twice: once for the window (see window) and the
 // processors, once to measure what falls inside it: region is the region
 // type to measure.
-func analyze(r io.Reader, region, windowType string) (*stats, error) {
+func analyze(r io.Reader, region, windowType string, span bool) (*stats, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	start, end, procs, err := window(data, windowType)
+	start, end, procs, err := window(data, windowType, region, span)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +171,10 @@ func analyze(r io.Reader, region, windowType string) (*stats, error) {
 // window returns the span of the longest complete region whose type is
 // windowType, or, when windowType is empty, begins with "bench." (the
 // bench marks its timed runs so); the whole trace when there is none.
-// procs is the number of processors the trace shows.
-func window(data []byte, windowType string) (start, end trace.Time, procs int, err error) {
+// With span set, it is instead the span from the first region of type
+// region to the last (for a trace the bench did not mark). procs is the
+// number of processors the trace shows.
+func window(data []byte, windowType, region string, span bool) (start, end trace.Time, procs int, err error) {
 	tr, err := trace.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("read trace: %w", err)
@@ -190,6 +192,7 @@ func window(data []byte, windowType string) (start, end trace.Time, procs int, e
 		typ string
 	}
 	begun := map[key]trace.Time{}
+	var spanFrom, spanTo trace.Time
 	for {
 		ev, err := tr.ReadEvent()
 		if err == io.EOF {
@@ -207,18 +210,30 @@ func window(data []byte, windowType string) (start, end trace.Time, procs int, e
 		}
 		switch ev.Kind() {
 		case trace.EventRegionBegin:
-			if typ := ev.Region().Type; matches(typ) {
+			typ := ev.Region().Type
+			if matches(typ) || span && typ == region {
 				begun[key{ev.Goroutine(), typ}] = ev.Time()
 			}
 		case trace.EventRegionEnd:
 			k := key{ev.Goroutine(), ev.Region().Type}
-			if b, ok := begun[k]; ok {
-				delete(begun, k)
-				if ev.Time()-b > end-start {
-					start, end = b, ev.Time()
+			b, ok := begun[k]
+			if !ok {
+				continue
+			}
+			delete(begun, k)
+			if span && k.typ == region {
+				if spanFrom == 0 {
+					spanFrom = b
 				}
+				spanTo = ev.Time()
+			}
+			if matches(k.typ) && ev.Time()-b > end-start {
+				start, end = b, ev.Time()
 			}
 		}
+	}
+	if span && spanTo > spanFrom {
+		return spanFrom, spanTo, len(seen), nil
 	}
 	if end > start {
 		return start, end, len(seen), nil

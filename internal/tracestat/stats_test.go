@@ -49,7 +49,7 @@ func TestAnalyze(t *testing.T) {
 	trace.Stop()
 	data := buf.Bytes()
 
-	st, err := analyze(bytes.NewReader(data), "test.group", "")
+	st, err := analyze(bytes.NewReader(data), "test.group", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestAnalyze(t *testing.T) {
 
 	// Without a region type the window is the whole trace, and there are
 	// no regions.
-	all, err := analyze(bytes.NewReader(data), "", "")
+	all, err := analyze(bytes.NewReader(data), "", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +129,20 @@ func TestWindow(t *testing.T) {
 	data := buf.Bytes()
 	for _, c := range []struct {
 		window string
+		span   bool
 		want   int
 	}{
-		{"", 20},           // the bench.* region
-		{"bench.test", 20}, // named
-		{"test.none", 30},  // no such region: the whole trace
+		{"", false, 20},           // the bench.* region
+		{"bench.test", false, 20}, // named
+		{"test.none", false, 30},  // no such region: the whole trace
+		{"", true, 30},            // from the first test.burst to the last
 	} {
-		st, err := analyze(bytes.NewReader(data), "test.burst", c.window)
+		st, err := analyze(bytes.NewReader(data), "test.burst", c.window, c.span)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(st.regions) != c.want {
-			t.Errorf("-window %q: %d regions, want %d", c.window, len(st.regions), c.want)
+			t.Errorf("-window %q -span=%v: %d regions, want %d", c.window, c.span, len(st.regions), c.want)
 		}
 	}
 }
@@ -149,7 +151,7 @@ func TestWindow(t *testing.T) {
 // execution trace gets an error, not a report.
 func TestAnalyzeRefusesWhatIsNotATrace(t *testing.T) {
 	for _, in := range []string{"", "not a trace", "go 1.26 trace\x00\x00\x00\x00garbage"} {
-		if _, err := analyze(strings.NewReader(in), "x", ""); err == nil {
+		if _, err := analyze(strings.NewReader(in), "x", "", false); err == nil {
 			t.Errorf("analyze(%q): no error", in)
 		}
 	}
