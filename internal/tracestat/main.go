@@ -1,29 +1,29 @@
 // Command tracestat says where a run's time went, from an execution trace
 // (runtime/trace; `go run ./bench -exectrace F` writes one):
 //
+//	go run ./internal/tracestat [-region sqlitestore.group] [-window bench.B3 | -span] [-per 10000] [-top 15] TRACE
+//
+// It reports:
+//
 //   - the processors: how long fewer goroutines ran than there are
 //     processors while others were ready to run (a processor asleep, or in
 //     the scheduler, with work waiting);
-//
 //   - a region type (-region, default sqlitestore.group, SQLite's writer):
 //     how many, how long, the share of the run some goroutine was inside
 //     one, the states of the goroutines inside (running, ready but waiting
 //     for a processor, in a system call, blocked), and the gaps between;
-//
 //   - the goroutines made ready, by the function that readied them (the
 //     first frame of the readying stack outside the runtime and the
 //     standard library's synchronisation), so that a run's hand-offs can
 //     be counted per operation (-per N divides by N).
-//
-//     go run ./internal/tracestat [-region sqlitestore.group] [-window bench.B3 | -span] [-per 10000] [-top 15] TRACE
 //
 // Everything is measured inside a window: the longest region of the type
 // -window names, or by default of a type that begins "bench." (the bench
 // marks B3's timed run as a region, bench.B3), so that a run's set-up and
 // pauses are left out; the whole trace when there is none. With -span it
 // is the span from the first region of the -region type to the last, for
-// a trace the bench did not mark. docs/profiles/scale.md (change 20) reports what it
-// printed for B3.
+// a trace the bench did not mark. docs/profiles/scale.md (change 20)
+// reports what it printed for B3.
 package main
 
 import (
