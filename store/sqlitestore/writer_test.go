@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -108,7 +107,7 @@ func TestWriterClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.write(context.Background(), metaWrite("late", func() error { return nil }))
-	if !errors.Is(err, errWriterClosed) && !errors.Is(err, sql.ErrConnDone) {
+	if !errors.Is(err, errWriterClosed) {
 		t.Errorf("a write after Close: %v, want %v", err, errWriterClosed)
 	}
 }
