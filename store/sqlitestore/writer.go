@@ -104,13 +104,19 @@ func (w *writer) discard(conn *sql.Conn) {
 	}
 }
 
-func (w *writer) dropLocked() {
+func (w *writer) dropLocked() { w.releaseLocked(true) }
+
+// releaseLocked closes the prepared statements and lets the connection go:
+// back to the pool, or, bad, closed by database/sql (driver.ErrBadConn).
+func (w *writer) releaseLocked(bad bool) {
 	for _, st := range w.stmts {
 		_ = st.Close()
 	}
 	w.stmts = nil
 	if w.conn != nil {
-		_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
+		if bad {
+			_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
 		_ = w.conn.Close()
 		w.conn = nil
 	}
@@ -121,14 +127,7 @@ func (w *writer) close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
-	for _, st := range w.stmts {
-		_ = st.Close()
-	}
-	w.stmts = nil
-	if w.conn != nil {
-		_ = w.conn.Close()
-		w.conn = nil
-	}
+	w.releaseLocked(false)
 	return w.db.Close()
 }
 
