@@ -198,6 +198,7 @@ func TestRatiosAndGoals(t *testing.T) {
 		Figure{Key: "limit.sqlite.serial", Scenario: "limit", Store: "sqlite", Value: 5000, Unit: "commits/s"},
 		Figure{Key: "b1.sqlite.procs1", Scenario: "B1", Store: "sqlite", Value: 9000, Unit: "proposals/s"},
 		Figure{Key: "b1.sqlite.procs4", Scenario: "B1", Store: "sqlite", Value: 7000, Unit: "proposals/s"},
+		Figure{Key: "b1.sqlite.procs4.wal_bytes", Scenario: "B1", Store: "sqlite", Value: 3000, Unit: "bytes"},
 		Figure{Key: "river.sqlite.tuned.drain", Scenario: "river", Store: "sqlite", Value: 4000, Unit: "jobs/s"},
 		Figure{Key: "b2.sqlite.p50", Scenario: "B2", Store: "sqlite", Value: 0.5, Unit: "ms"},
 		Figure{Key: "b2.sqlite.p99", Scenario: "B2", Store: "sqlite", Value: 6, Unit: "ms"},
@@ -216,6 +217,9 @@ func TestRatiosAndGoals(t *testing.T) {
 	note := func(key string) string { f, _ := r.figure(key); return f.Note }
 	if n := note("b1.sqlite.procs1"); !strings.Contains(n, "360 % of the commit limit") || !strings.Contains(n, "× 2.25 River tuned") {
 		t.Errorf("B1 note %q", n)
+	}
+	if n := note("b1.sqlite.procs4.wal_bytes"); n != "" {
+		t.Errorf("B1 log bytes note %q, want none (not a rate River's run has)", n)
 	}
 	if n := note("b2.sqlite.p50"); !strings.Contains(n, "× 0.010 River tuned") {
 		t.Errorf("B2 note %q", n)

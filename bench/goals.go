@@ -13,7 +13,7 @@ import (
 var commitsPerAction = map[string]float64{"B1": 2, "B3": 4}
 
 // annotate notes each B1 and B3 figure as a fraction of the store's commit
-// limit, and B1 and B2 against River tuned, after the note the scenario
+// limit, and B1's drain rates and B2 against River tuned, after the note the scenario
 // gave it, if any.
 func annotate(r *Report, limits map[string]float64) {
 	r.River = riverRun
@@ -29,7 +29,9 @@ func annotate(r *Report, limits map[string]float64) {
 			}
 		}
 		switch {
-		case f.Scenario == "B1":
+		case f.Scenario == "B1" && f.Unit == "proposals/s":
+			// A drain's rate against River's; not its round trips, log
+			// bytes or connections, which River's run does not measure.
 			if rv, ok := r.figure(fmt.Sprintf("river.%s.tuned.drain", f.Store)); ok && rv.Value > 0 {
 				notes = append(notes, fmt.Sprintf("× %.2f River tuned (%s jobs/s)", f.Value/rv.Value, format(rv.Value)))
 			}
