@@ -65,20 +65,28 @@ func (s *Store) FindGrant(ctx context.Context, params *store.FindGrantParams) (*
 // grant covers its thread, a run grant its thread's run; an empty digest any
 // input; only a call under the same rule. Of several live matches, the
 // newest wins.
-const findGrantSQL = `SELECT ` + grantColumns + ` FROM grants
-		WHERE tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
+const findGrantSQL = `SELECT ` + grantColumns + ` FROM grants WHERE ` + findGrantWhere
+
+// findGrantWhere chooses the grant of findGrantSQL; its arguments are
+// findGrantArgs. The call's lookup (lookup.go) asks for the grant's seq
+// with it.
+const findGrantWhere = `tenant = ? AND requester = ? AND action = ? AND action_version = ? AND thread_id = ?
 		AND rule_fingerprint = ?
 		AND (input_digest = '' OR input_digest = ?)
 		AND (scope = 'thread' OR (scope = 'run' AND run_id = ?))
 		AND activated_at IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
 		ORDER BY seq DESC LIMIT 1`
 
+// findGrantArgs are findGrantWhere's arguments: params, live at now.
+func findGrantArgs(params *store.FindGrantParams, now time.Time) []any {
+	return []any{params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
+		params.RuleFingerprint, params.InputDigest, params.RunID, now.UnixNano()}
+}
+
 // findGrant reads the grant FindGrant returns, live at now; sql.ErrNoRows
 // when none is.
 func findGrant(ctx context.Context, q querier, params *store.FindGrantParams, now time.Time) (*store.Grant, error) {
-	return scanGrant(q.QueryRowContext(ctx, findGrantSQL,
-		params.Tenant, params.Requester, params.Action, params.ActionVersion, params.ThreadID,
-		params.RuleFingerprint, params.InputDigest, params.RunID, now.UnixNano()))
+	return scanGrant(q.QueryRowContext(ctx, findGrantSQL, findGrantArgs(params, now)...))
 }
 
 // ListGrants implements store.Store.

@@ -59,6 +59,12 @@ func TestQueryPlans(t *testing.T) {
 		// by the tool call's unique index, its id alone.
 		{"call lookup", q(lookupSQL, "t", "th", "c", "t", "th"), "SEARCH t USING PRIMARY KEY (tenant=? AND id=?) LEFT-JOIN; " +
 			"SCALAR SUBQUERY 1; SEARCH proposals USING INDEX proposals_tool_call (tenant=? AND thread_id=? AND tool_call_id=?)"},
+		// With the grant query: the grant's seq through the match index, the
+		// newest first by its key (no sort), then its row by that key.
+		{"call lookup with grant", q(lookupGrantSQL, "t", "th", "c", "t", "th", "t", "r", "a", "1", "th", "f", "d", "run", 1),
+			"SEARCH t USING PRIMARY KEY (tenant=? AND id=?) LEFT-JOIN; SEARCH g USING INTEGER PRIMARY KEY (rowid=?) LEFT-JOIN; " +
+				"SCALAR SUBQUERY 3; SEARCH grants USING INDEX grants_match (tenant=? AND requester=? AND action=? AND action_version=? AND thread_id=?); " +
+				"SCALAR SUBQUERY 1; SEARCH proposals USING INDEX proposals_tool_call (tenant=? AND thread_id=? AND tool_call_id=?)"},
 		// The sealer and the chain's readers.
 		{"chain head", q(chainHeadSQL, "t"), "SEARCH audit_blocks USING INDEX sqlite_autoindex_audit_blocks_1 (tenant=?)"},
 		{"unsealed", q(unsealedSQL, 1, 10), "SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"},

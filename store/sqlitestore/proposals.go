@@ -109,8 +109,7 @@ func queryProposal(ctx context.Context, q querier, what, query string, args ...a
 }
 
 func getProposal(ctx context.Context, q querier, tenant, id string) (*store.Proposal, error) {
-	return queryProposal(ctx, q, "proposal "+id,
-		`SELECT `+proposalColumns+` FROM proposals WHERE id = ? AND tenant = ?`, id, tenant)
+	return queryProposal(ctx, q, "proposal "+id, getProposalSQL, id, tenant)
 }
 
 const byToolCallSQL = `SELECT ` + proposalColumns + ` FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?`

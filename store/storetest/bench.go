@@ -23,7 +23,8 @@ const seedConcurrency = 8
 // sub-benchmarks: Create, Decide, Claim (one approved proposal),
 // ClaimBatch (claimBatchSize approved independent proposals per operation),
 // LookupCall (a call's lookup: a new tool call in a thread of 1,000
-// proposals' store, with its grant query) and Lifecycles (lifecycleCallers
+// proposals' store, with its grant query), LookupCallGrant (the same, where
+// a live grant matches the call) and Lifecycles (lifecycleCallers
 // callers each writing a proposal's four steps, see benchLifecycles).
 // newStore returns a fresh, empty store on the real clock and registers its
 // own cleanup with b.Cleanup. A driver wires it in with
@@ -41,6 +42,8 @@ func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
 	b.Run("Claim", func(b *testing.B) { benchClaim(b, newStore(b)) })
 	b.Run("ClaimBatch", func(b *testing.B) { benchClaimBatch(b, newStore(b)) })
 	b.Run("LookupCall", func(b *testing.B) { benchLookupCall(b, newStore(b)) })
+	b.Run("LookupCallGrant", func(b *testing.B) { benchLookupCallGrant(b, newStore(b)) })
+	b.Run("LookupCallReplay", func(b *testing.B) { benchLookupCallReplay(b, newStore(b)) })
 	b.Run("Lifecycles", func(b *testing.B) { benchLifecycles(b, newStore(b)) })
 }
 
@@ -72,7 +75,7 @@ func benchLifecycles(b *testing.B, st store.Store) {
 	for range lifecycleCallers {
 		wg.Go(func() {
 			for p := range next {
-				if err := lifecycle(ctx, st, p); err != nil {
+				if err := lifecycle(ctx, st, p, nil); err != nil {
 					fail(err)
 				}
 			}
@@ -90,12 +93,17 @@ func benchLifecycles(b *testing.B, st store.Store) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lifecycles/s")
 }
 
-// lifecycle creates p, approves it, claims it and settles it succeeded.
-func lifecycle(ctx context.Context, st store.Store, p *store.Proposal) error {
+// lifecycle creates p, approves it (remembering g, when not nil), claims it
+// and settles it succeeded (which makes g live).
+func lifecycle(ctx context.Context, st store.Store, p *store.Proposal, g *store.Grant) error {
 	if _, err := st.CreateProposal(ctx, &store.CreateProposalParams{Proposal: p}); err != nil {
 		return fmt.Errorf("create %s: %w", p.ID, err)
 	}
-	res, err := st.Decide(ctx, &store.DecideParams{Tenant: p.Tenant, ID: p.ID, Actor: requester, Verdict: store.VerdictApproved, Via: "api"})
+	dp := &store.DecideParams{Tenant: p.Tenant, ID: p.ID, Actor: requester, Verdict: store.VerdictApproved, Via: "api"}
+	if g != nil {
+		dp.Remember, dp.Grant = g.Scope, g
+	}
+	res, err := st.Decide(ctx, dp)
 	if err != nil {
 		return fmt.Errorf("approve %s: %w", p.ID, err)
 	}
@@ -137,6 +145,56 @@ func benchLookupCall(b *testing.B, st store.Store) {
 		}
 		if l.Thread == nil || l.Proposal != nil || l.Grant != nil {
 			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread alone", params[i].ToolCallID, l.Thread, l.Proposal, l.Grant)
+		}
+	}
+}
+
+// benchLookupCallGrant times the lookup of a new tool call that a live
+// grant matches (an approval remembered for the thread): the lookup finds
+// the thread and the grant.
+func benchLookupCallGrant(b *testing.B, st store.Store) {
+	ps := benchProposals(1000, func(*store.Proposal) {})
+	benchSeed(b, st, ps, nil)
+	ctx := context.Background()
+	origin := NewProposal(tenant, ps[0].ThreadID, uniqueID("call"), func(*store.Proposal) {})
+	g := &store.Grant{ID: uniqueID("grt"), Tenant: origin.Tenant, Requester: origin.Requester, Scope: store.ScopeThread,
+		ThreadID: origin.ThreadID, Action: origin.Action, ActionVersion: origin.ActionVersion, InputDigest: origin.InputDigest,
+		OriginProposalID: origin.ID, GrantedBy: requester, CreatedAt: time.Now()}
+	if err := lifecycle(ctx, st, origin, g); err != nil {
+		b.Fatal(err)
+	}
+	params := make([]*store.LookupCallParams, b.N)
+	for i := range params {
+		params[i] = &store.LookupCallParams{Tenant: origin.Tenant, ThreadID: origin.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(origin)}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		l, err := st.LookupCall(ctx, params[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.Thread == nil || l.Proposal != nil || l.Grant == nil || l.Grant.ID != g.ID {
+			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread and grant %s", params[i].ToolCallID, l.Thread, l.Proposal, l.Grant, g.ID)
+		}
+	}
+}
+
+// benchLookupCallReplay times the lookup of a repeated tool call, as an
+// agent that resumes after a decision makes it: the lookup finds the
+// thread and the call's proposal.
+func benchLookupCallReplay(b *testing.B, st store.Store) {
+	ps := benchProposals(1000, func(*store.Proposal) {})
+	benchSeed(b, st, ps, nil)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		p := ps[i%len(ps)]
+		l, err := st.LookupCall(ctx, &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: p.ToolCallID, Grant: findParams(p)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.Thread == nil || l.Proposal == nil || l.Proposal.ID != p.ID || l.Grant != nil {
+			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread and proposal %s", p.ToolCallID, l.Thread, l.Proposal, l.Grant, p.ID)
 		}
 	}
 }
