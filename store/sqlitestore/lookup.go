@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/store"
@@ -34,22 +35,28 @@ const lookupSQL = `SELECT t.owner, t.run_id, t.created_at,
 		(SELECT id FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?)` + lookupFrom
 
 // lookupGrantSQL is lookupSQL with, after its columns, the seq of the
-// grant findGrantSQL would read and the grant's columns, NULL when none is
-// live: the 17 columns cost every such lookup less than a statement more
-// costs the one that finds a grant.
-const lookupGrantSQL = `SELECT t.owner, t.run_id, t.created_at,
+// grant findGrantSQL would read and the grant's columns (grantColumns),
+// NULL when none is live: the 17 columns cost every such lookup less than
+// a statement more costs the one that finds a grant.
+var lookupGrantSQL = `SELECT t.owner, t.run_id, t.created_at,
 		(SELECT id FROM proposals WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?),
-		g.seq, g.id, g.tenant, g.requester, g.scope, g.thread_id, g.run_id, g.action, g.action_version,
-		g.input_digest, g.origin_proposal_id, g.granted_by, g.created_at, g.activated_at, g.expires_at,
-		g.revoked_at, g.revoked_by, g.rule_fingerprint` + lookupFrom + `
+		g.seq, ` + qualified("g", grantColumns) + lookupFrom + `
 	LEFT JOIN grants g ON g.seq = (SELECT seq FROM grants WHERE ` + findGrantWhere + `)`
 
-// lookupColumns and lookupGrantColumns count the columns of lookupSQL and
-// lookupGrantSQL.
-const (
-	lookupColumns      = 4
-	lookupGrantColumns = lookupColumns + 1 + 17
-)
+// lookupColumns counts the columns of lookupSQL, lookupGrantColumns those
+// of lookupGrantSQL.
+const lookupColumns = 4
+
+var lookupGrantColumns = lookupColumns + 1 + len(strings.Split(grantColumns, ","))
+
+// qualified names each of columns (a comma-separated list) by alias.
+func qualified(alias, columns string) string {
+	names := strings.Split(columns, ",")
+	for i, c := range names {
+		names[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(names, ", ")
+}
 
 const lookupFrom = `
 	FROM (SELECT 1) LEFT JOIN threads t ON t.tenant = ? AND t.id = ?`
