@@ -29,7 +29,11 @@
 //
 // Reads run on a separate pool of query_only connections. The file is in
 // WAL mode, so readers see the last committed state and never wait for the
-// writer, nor it for them.
+// writer, nor it for them. A statement reads one snapshot: a read that must
+// see several rows of one state asks in one statement where it can (a
+// call's lookup reads the thread, the tool call's record id and the grant
+// together, lookup.go) and opens a read transaction only when a second
+// statement must follow (a repeated tool call's proposal).
 //
 // Commits are durable when they return: synchronous=FULL. (WAL with NORMAL
 // keeps the file consistent but may lose the last commits on power loss; a
