@@ -131,22 +131,12 @@ func lifecycle(ctx context.Context, st store.Store, p *store.Proposal, g *store.
 func benchLookupCall(b *testing.B, st store.Store) {
 	ps := benchProposals(1000, func(*store.Proposal) {})
 	benchSeed(b, st, ps, nil)
-	ctx := context.Background()
 	params := make([]*store.LookupCallParams, b.N)
 	for i := range params {
 		p := ps[i%len(ps)]
 		params[i] = &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(p)}
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		l, err := st.LookupCall(ctx, params[i])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if l.Thread == nil || l.Proposal != nil || l.Grant != nil {
-			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread alone", params[i].ToolCallID, l.Thread, l.Proposal, l.Grant)
-		}
-	}
+	timeLookups(b, st, params, func(int) string { return "" }, "")
 }
 
 // benchLookupCallGrant times the lookup of a new tool call that a live
@@ -155,28 +145,18 @@ func benchLookupCall(b *testing.B, st store.Store) {
 func benchLookupCallGrant(b *testing.B, st store.Store) {
 	ps := benchProposals(1000, func(*store.Proposal) {})
 	benchSeed(b, st, ps, nil)
-	ctx := context.Background()
 	origin := NewProposal(tenant, ps[0].ThreadID, uniqueID("call"), func(*store.Proposal) {})
 	g := &store.Grant{ID: uniqueID("grt"), Tenant: origin.Tenant, Requester: origin.Requester, Scope: store.ScopeThread,
 		ThreadID: origin.ThreadID, Action: origin.Action, ActionVersion: origin.ActionVersion, InputDigest: origin.InputDigest,
 		OriginProposalID: origin.ID, GrantedBy: requester, CreatedAt: time.Now()}
-	if err := lifecycle(ctx, st, origin, g); err != nil {
+	if err := lifecycle(context.Background(), st, origin, g); err != nil {
 		b.Fatal(err)
 	}
 	params := make([]*store.LookupCallParams, b.N)
 	for i := range params {
 		params[i] = &store.LookupCallParams{Tenant: origin.Tenant, ThreadID: origin.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(origin)}
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		l, err := st.LookupCall(ctx, params[i])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if l.Thread == nil || l.Proposal != nil || l.Grant == nil || l.Grant.ID != g.ID {
-			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread and grant %s", params[i].ToolCallID, l.Thread, l.Proposal, l.Grant, g.ID)
-		}
-	}
+	timeLookups(b, st, params, func(int) string { return "" }, g.ID)
 }
 
 // benchLookupCallReplay times the lookup of a repeated tool call, as an
@@ -185,16 +165,33 @@ func benchLookupCallGrant(b *testing.B, st store.Store) {
 func benchLookupCallReplay(b *testing.B, st store.Store) {
 	ps := benchProposals(1000, func(*store.Proposal) {})
 	benchSeed(b, st, ps, nil)
+	params := make([]*store.LookupCallParams, b.N)
+	for i := range params {
+		params[i] = lookupOf(ps[i%len(ps)], findParams(ps[i%len(ps)]))
+	}
+	timeLookups(b, st, params, func(i int) string { return ps[i%len(ps)].ID }, "")
+}
+
+// timeLookups times LookupCall of each of params, and fails on a lookup
+// that does not find the thread with exactly the proposal (proposal(i))
+// and the grant wanted, "" for none.
+func timeLookups(b *testing.B, st store.Store, params []*store.LookupCallParams, proposal func(i int) string, grant string) {
 	ctx := context.Background()
 	b.ResetTimer()
-	for i := range b.N {
-		p := ps[i%len(ps)]
-		l, err := st.LookupCall(ctx, &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: p.ToolCallID, Grant: findParams(p)})
+	for i, lp := range params {
+		l, err := st.LookupCall(ctx, lp)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if l.Thread == nil || l.Proposal == nil || l.Proposal.ID != p.ID || l.Grant != nil {
-			b.Fatalf("LookupCall(%s): thread %v, proposal %v, grant %v; want the thread and proposal %s", p.ToolCallID, l.Thread, l.Proposal, l.Grant, p.ID)
+		gotP, gotG := "", ""
+		if l.Proposal != nil {
+			gotP = l.Proposal.ID
+		}
+		if l.Grant != nil {
+			gotG = l.Grant.ID
+		}
+		if l.Thread == nil || gotP != proposal(i) || gotG != grant {
+			b.Fatalf("LookupCall(%s): thread %v, proposal %q, grant %q; want the thread, proposal %q, grant %q", lp.ToolCallID, l.Thread, gotP, gotG, proposal(i), grant)
 		}
 	}
 }
