@@ -17,7 +17,10 @@
 //
 // The memory is bounded: past its size it forgets the row it learned of
 // first (a fixed ring of keys). It never replaces a row by an older version
-// of it. Get and Put copy, so no caller shares a remembered row.
+// of it. Get and Put copy, so no caller changes a remembered row. Shared
+// spares the copy to a caller that only reads the row, or copies it before
+// changing it: it hands out the remembered row itself, which stays
+// unchanged, since a newer version replaces a row rather than changing it.
 //
 // PostgreSQL (store/pgstore) saves a round trip per transition with it;
 // SQLite (store/sqlitestore) saves its single writer the read and the

@@ -44,6 +44,18 @@ func (m *Memory[R]) Get(tenant, id string) (R, bool) {
 	return r.Clone(), true
 }
 
+// Shared returns the remembered row itself, not a copy, if there is one.
+// It stays the memory's: the caller reads it and must neither modify it nor
+// hand it to code that may. A remembered row is never changed once put (a
+// newer version replaces it), so reading it needs no lock, and a caller
+// that copies it before changing it saves Get's copy.
+func (m *Memory[R]) Shared(tenant, id string) (R, bool) {
+	m.mu.Lock()
+	r, ok := m.rows[Key{tenant, id}]
+	m.mu.Unlock()
+	return r, ok
+}
+
 // Put remembers a copy of r, unless a newer version of it is remembered.
 func (m *Memory[R]) Put(r R) {
 	c := r.Clone()
@@ -97,6 +109,13 @@ func (pm Proposals) Get(tenant, id string) *store.Proposal {
 	if !ok {
 		return nil
 	}
+	return r.Proposal
+}
+
+// Shared returns the remembered proposal itself, or nil: read it, never
+// modify it (see Memory.Shared).
+func (pm Proposals) Shared(tenant, id string) *store.Proposal {
+	r, _ := pm.m.Shared(tenant, id)
 	return r.Proposal
 }
 

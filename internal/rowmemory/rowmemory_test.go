@@ -54,8 +54,37 @@ func TestCopies(t *testing.T) {
 	}
 }
 
-// TestConcurrent: many goroutines putting and getting the same keys keep
-// each key at its newest version (run with -race).
+// TestShared: Shared hands out the remembered row itself, which a later Put
+// of a newer version replaces without changing.
+func TestShared(t *testing.T) {
+	t.Parallel()
+	m := NewProposals(2)
+	if got := m.Shared("acme", "a"); got != nil {
+		t.Fatalf("Shared of a row never put: %+v, want nil", got)
+	}
+	p := &store.Proposal{Tenant: "acme", ID: "a", Version: 3, Status: store.StatusPending}
+	m.Put(p)
+	first := m.Shared("acme", "a")
+	if first == nil || first == p || first.Version != 3 {
+		t.Fatalf("Shared after Put: %p %+v, want the memory's copy of version 3 (not %p)", first, first, p)
+	}
+	if again := m.Shared("acme", "a"); again != first {
+		t.Errorf("two Shared calls gave %p and %p, want the same remembered row", first, again)
+	}
+	if got := m.Get("acme", "a"); got == first {
+		t.Error("Get returned the remembered row itself, want a copy")
+	}
+	m.Put(&store.Proposal{Tenant: "acme", ID: "a", Version: 4, Status: store.StatusApproved})
+	if first.Version != 3 || first.Status != store.StatusPending {
+		t.Errorf("a newer Put changed the row Shared had handed out: %+v", first)
+	}
+	if got := m.Shared("acme", "a"); got.Version != 4 {
+		t.Errorf("Shared after the newer Put: version %d, want 4", got.Version)
+	}
+}
+
+// TestConcurrent: many goroutines putting, getting and reading shared rows
+// of the same keys keep each key at its newest version (run with -race).
 func TestConcurrent(t *testing.T) {
 	t.Parallel()
 	m := NewProposals(16)
@@ -69,6 +98,10 @@ func TestConcurrent(t *testing.T) {
 				m.Put(&store.Proposal{Tenant: "acme", ID: id, Version: int64(v*8 + g)})
 				if p := m.Get("acme", id); p == nil {
 					t.Errorf("%s forgotten in a memory of 16 holding 8", id)
+					return
+				}
+				if p := m.Shared("acme", id); p == nil || p.ID != id {
+					t.Errorf("Shared(%s) = %+v", id, p)
 					return
 				}
 			}

@@ -44,7 +44,8 @@ type transitionFunc func(p *store.Proposal, now time.Time) (*store.Change, error
 // writes, which then runs on the database's clock. It returns the proposal
 // as it now stands, the status it was in and whether anything was written.
 func (s *Store) mutate(ctx context.Context, tenant, id string, lease time.Duration, fn transitionFunc) (*store.Proposal, store.Status, bool, error) {
-	cur, fresh := s.rows.Get(tenant, id), false
+	// The remembered row is only read here: the rule works on a copy.
+	cur, fresh := s.rows.Shared(tenant, id), false
 	for range maxCASAttempts {
 		if cur == nil {
 			p, err := s.readProposal(ctx, tenant, id)

@@ -54,11 +54,12 @@ func (s *Store) SettleMany(ctx context.Context, params []*store.SettleParams) ([
 		items[k] = append(items[k], i)
 	}
 	// cur holds each proposal as last known (nil: to be read); fresh marks
-	// those read from the database in this call.
+	// those read from the database in this call. A remembered row is the
+	// memory's own (rowmemory's Shared): settleRow only reads it.
 	cur := make(map[rowKey]*store.Proposal, len(keys))
 	fresh := make(map[rowKey]bool, len(keys))
 	for _, k := range keys {
-		cur[k] = s.rows.Get(k.tenant, k.id)
+		cur[k] = s.rows.Shared(k.tenant, k.id)
 	}
 	todo := keys
 	for range maxCASAttempts {
@@ -154,7 +155,10 @@ func (s *Store) settleRow(base *store.Proposal, fresh bool, params []*store.Sett
 		for range ch.Events {
 			seq, statuses = append(seq, i), append(statuses, w.Status)
 		}
-		p = w.Clone()
+		// The next item works on a copy of w, so w, now its result, stays
+		// as this item left it; the last w is also the row written, as
+		// mutate's is.
+		p = w
 	}
 	if c != nil {
 		if rw, err = newRowWrite(base, p, c, 0); err != nil {
