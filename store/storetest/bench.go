@@ -24,8 +24,12 @@ const seedConcurrency = 8
 // ClaimBatch (claimBatchSize approved independent proposals per operation),
 // LookupCall (a call's lookup: a new tool call in a thread of 1,000
 // proposals' store, with its grant query), LookupCallGrant (the same, where
-// a live grant matches the call) and Lifecycles (lifecycleCallers
-// callers each writing a proposal's four steps, see benchLifecycles).
+// a live grant matches the call), LookupCallReplay (a repeated tool call),
+// LookupCallAfterWrite (LookupCall with a creation committed before each
+// lookup; it reports the lookups alone as ns/lookup),
+// LookupCallAfterOtherWrite (its control: the creations go to another
+// store) and Lifecycles (lifecycleCallers callers each writing a
+// proposal's four steps, see benchLifecycles).
 // newStore returns a fresh, empty store on the real clock and registers its
 // own cleanup with b.Cleanup. A driver wires it in with
 //
@@ -33,7 +37,8 @@ const seedConcurrency = 8
 //
 // and `go test -run '^$' -bench Store -benchtime 2000x -count 10` gives
 // benchstat samples to compare commits. Each benchmark creates the rows it
-// works on before its timer starts, so only the measured call is timed. The
+// works on before its timer starts, so only the measured call is timed
+// (but for the AfterWrite pair, whose operation is a write and a lookup). The
 // durable drivers commit once per call, so their figures include an fsync
 // and depend on the disk.
 func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
@@ -44,6 +49,11 @@ func Bench(b *testing.B, newStore func(b *testing.B) store.Store) {
 	b.Run("LookupCall", func(b *testing.B) { benchLookupCall(b, newStore(b)) })
 	b.Run("LookupCallGrant", func(b *testing.B) { benchLookupCallGrant(b, newStore(b)) })
 	b.Run("LookupCallReplay", func(b *testing.B) { benchLookupCallReplay(b, newStore(b)) })
+	b.Run("LookupCallAfterWrite", func(b *testing.B) {
+		st := newStore(b)
+		benchLookupCallAfterWrite(b, st, st)
+	})
+	b.Run("LookupCallAfterOtherWrite", func(b *testing.B) { benchLookupCallAfterWrite(b, newStore(b), newStore(b)) })
 	b.Run("Lifecycles", func(b *testing.B) { benchLifecycles(b, newStore(b)) })
 }
 
@@ -136,7 +146,7 @@ func benchLookupCall(b *testing.B, st store.Store) {
 		p := ps[i%len(ps)]
 		params[i] = &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(p)}
 	}
-	timeLookups(b, st, params, func(int) string { return "" }, "")
+	timeLookups(b, st, params, func(int) string { return "" }, "", nil)
 }
 
 // benchLookupCallGrant times the lookup of a new tool call that a live
@@ -156,7 +166,7 @@ func benchLookupCallGrant(b *testing.B, st store.Store) {
 	for i := range params {
 		params[i] = &store.LookupCallParams{Tenant: origin.Tenant, ThreadID: origin.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(origin)}
 	}
-	timeLookups(b, st, params, func(int) string { return "" }, g.ID)
+	timeLookups(b, st, params, func(int) string { return "" }, g.ID, nil)
 }
 
 // benchLookupCallReplay times the lookup of a repeated tool call, as an
@@ -169,17 +179,55 @@ func benchLookupCallReplay(b *testing.B, st store.Store) {
 	for i := range params {
 		params[i] = lookupOf(ps[i%len(ps)], findParams(ps[i%len(ps)]))
 	}
-	timeLookups(b, st, params, func(i int) string { return ps[i%len(ps)].ID }, "")
+	timeLookups(b, st, params, func(i int) string { return ps[i%len(ps)].ID }, "", nil)
+}
+
+// benchLookupCallAfterWrite times benchLookupCall's lookups on st with a
+// creation (in a thread of its own) committed to writeTo before each
+// (ns/lookup: the lookups alone): as in a server, where other callers' writes commit between one
+// call's lookups. With writeTo st, a driver whose readers keep a cache of
+// the database's pages pays for what the writes made stale (SQLite in WAL
+// mode discards a read connection's whole page cache when another
+// connection has committed since its last read; docs/profiles/scale.md,
+// change 23). With writeTo another store of the driver, the control: the
+// same pause and work between the lookups, none of it in st's database.
+func benchLookupCallAfterWrite(b *testing.B, st, writeTo store.Store) {
+	ps := benchProposals(1000, func(*store.Proposal) {})
+	benchSeed(b, st, ps, nil)
+	writes := make([]*store.Proposal, b.N)
+	params := make([]*store.LookupCallParams, b.N)
+	for i := range params {
+		p := ps[i%len(ps)]
+		params[i] = &store.LookupCallParams{Tenant: p.Tenant, ThreadID: p.ThreadID, ToolCallID: uniqueID("call"), Grant: findParams(p)}
+		writes[i] = NewProposal(tenant, "bench_writes", uniqueID("call"), func(*store.Proposal) {})
+	}
+	ctx := context.Background()
+	write := func(i int) {
+		if _, err := writeTo.CreateProposal(ctx, &store.CreateProposalParams{Proposal: writes[i]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timeLookups(b, st, params, func(int) string { return "" }, "", write)
 }
 
 // timeLookups times LookupCall of each of params, and fails on a lookup
 // that does not find the thread with exactly the proposal (proposal(i))
-// and the grant wanted, "" for none.
-func timeLookups(b *testing.B, st store.Store, params []*store.LookupCallParams, proposal func(i int) string, grant string) {
+// and the grant wanted, "" for none. before, when set, runs before each
+// lookup: an operation is then both, and the lookups alone are reported as
+// ns/lookup (each timed by itself: stopping the benchmark's timer around
+// before would stop the world to read the memory statistics, which costs
+// the next lookup more than the commit does).
+func timeLookups(b *testing.B, st store.Store, params []*store.LookupCallParams, proposal func(i int) string, grant string, before func(i int)) {
 	ctx := context.Background()
 	b.ResetTimer()
+	var looking time.Duration
 	for i, lp := range params {
+		if before != nil {
+			before(i)
+		}
+		start := time.Now()
 		l, err := st.LookupCall(ctx, lp)
+		looking += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -193,6 +241,9 @@ func timeLookups(b *testing.B, st store.Store, params []*store.LookupCallParams,
 		if l.Thread == nil || gotP != proposal(i) || gotG != grant {
 			b.Fatalf("LookupCall(%s): thread %v, proposal %q, grant %q; want the thread, proposal %q, grant %q", lp.ToolCallID, l.Thread, gotP, gotG, proposal(i), grant)
 		}
+	}
+	if before != nil {
+		b.ReportMetric(float64(looking.Nanoseconds())/float64(len(params)), "ns/lookup")
 	}
 }
 
