@@ -185,12 +185,13 @@ func benchLookupCallReplay(b *testing.B, st store.Store) {
 // benchLookupCallAfterWrite times benchLookupCall's lookups on st with a
 // creation (in a thread of its own) committed to writeTo before each
 // (ns/lookup: the lookups alone), as in a server, where other callers'
-// writes commit between one call's lookups. With writeTo st, a driver whose readers keep a cache of
-// the database's pages pays for what the writes made stale (SQLite in WAL
-// mode discards a read connection's whole page cache when another
-// connection has committed since its last read; docs/profiles/scale.md,
-// change 23). With writeTo another store of the driver, the control: the
-// same pause and work between the lookups, none of it in st's database.
+// writes commit between one call's lookups. With writeTo st, a driver whose
+// readers keep a cache of the database's pages pays for what the writes made
+// stale (SQLite in WAL mode discards a read connection's whole page cache
+// when another connection has committed since its last read;
+// docs/profiles/scale.md, change 23). With writeTo another store of the
+// driver, the control: the same pause and work between the lookups, none of
+// it in st's database.
 func benchLookupCallAfterWrite(b *testing.B, st, writeTo store.Store) {
 	ps := benchProposals(1000, func(*store.Proposal) {})
 	benchSeed(b, st, ps, nil)
