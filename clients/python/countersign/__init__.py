@@ -42,7 +42,7 @@ from .gated import (
     gated,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 __all__ = [
     "Client",

@@ -322,3 +322,30 @@ class ServerTest(unittest.TestCase):
             if time.monotonic() > deadline:
                 self.fail(f"proposal {proposal_id} is {p['status']} after {within}s, want {want}")
             time.sleep(0.05)
+
+
+class WebhookServerTest(unittest.TestCase):
+    """A test class with a server of its own on ``config`` (a template whose
+    ``{backend}`` names the Backend it starts for the webhook and read
+    actions; its webhook secret is in PY_WEBHOOK_SECRET), and clients for
+    agent and bob."""
+
+    config: str
+    server: Server
+    backend: Backend
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.backend = Backend()
+        try:
+            cls.server = Server(cls.config.format(backend=cls.backend.url), env={"PY_WEBHOOK_SECRET": "py-test-webhook-secret"})
+        except BaseException:
+            cls.backend.close()
+            raise
+        cls.agent = cls.server.client("agent")
+        cls.bob = cls.server.client("bob")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+        cls.backend.close()

@@ -13,7 +13,7 @@ import time
 import unittest
 from typing import Any, Dict, List
 
-from server import LEASE, Backend, CountingProxy, Server, ServerTest  # noqa: F401  (sets sys.path)
+from server import LEASE, CountingProxy, ServerTest, WebhookServerTest  # noqa: F401  (sets sys.path)
 
 from countersign import (
     Client,
@@ -251,25 +251,11 @@ actions:
 """
 
 
-class ServerExecutedActions(unittest.TestCase):
+class ServerExecutedActions(WebhookServerTest):
     """@gated over actions the server runs: it says so, and never runs the
     function or hands back the server's result as the function's."""
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.backend = Backend()
-        try:
-            cls.server = Server(SERVER_CONFIG.format(backend=cls.backend.url), env={"PY_WEBHOOK_SECRET": "py-test-webhook-secret"})
-        except BaseException:
-            cls.backend.close()
-            raise
-        cls.agent = cls.server.client("agent")
-        cls.bob = cls.server.client("bob")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-        cls.backend.close()
+    config = SERVER_CONFIG
 
     def thread(self, name: str) -> str:
         return f"{name}_{os.getpid()}_{time.monotonic_ns()}"

@@ -67,7 +67,7 @@ class Install(unittest.TestCase):
              "--wheel-dir", wheels, src], cwd=self.tmp)
         built = os.listdir(wheels)
         self.assertEqual(len(built), 1, built)
-        self.assertTrue(built[0].startswith("countersign-0.2.0-py3-none-any"), built)
+        self.assertTrue(built[0].startswith("countersign-0.2.1-py3-none-any"), built)
 
         venv = os.path.join(self.tmp, "venv")
         run([sys.executable, "-m", "venv", venv], cwd=self.tmp)
@@ -81,6 +81,7 @@ class Install(unittest.TestCase):
         probe = (
             "import json, importlib.metadata as md, os, countersign\n"
             "from countersign import Client, Pacing, ServerExecuted, gated\n"
+            "from countersign.toolgate import ToolGate\n"
             "d = md.distribution('countersign')\n"
             "pkg = os.path.dirname(countersign.__file__)\n"
             "print(json.dumps({'version': countersign.__version__, 'dist': d.version, 'file': countersign.__file__,\n"
@@ -89,8 +90,8 @@ class Install(unittest.TestCase):
         )
         out = run([py, "-I", "-c", probe], cwd=outside)
         got = json.loads(out.stdout)
-        self.assertEqual(got["version"], "0.2.0")
-        self.assertEqual(got["dist"], "0.2.0")
+        self.assertEqual(got["version"], "0.2.1")
+        self.assertEqual(got["dist"], "0.2.1")
         self.assertTrue(os.path.realpath(got["file"]).startswith(os.path.realpath(venv)), got["file"])
         self.assertTrue(got["typed"], "py.typed is installed (PEP 561)")
         self.assertIn(got["requires"], (None, []), "no runtime dependency")

@@ -98,7 +98,7 @@ class AdapterInstall:
             run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation", "--wheel-dir", wheels, copy], cwd=self.tmp)
         built = sorted(os.listdir(wheels))
         self.assertEqual(len(built), 2, built)
-        self.assertTrue(built[1].startswith(f"{self.module}-0.1.0-py3-none-any"), built)
+        self.assertTrue(built[1].startswith(f"{self.module}-0.1.1-py3-none-any"), built)
 
         venv = os.path.join(self.tmp, "venv")
         run([sys.executable, "-m", "venv", venv], cwd=self.tmp)
@@ -120,11 +120,11 @@ class AdapterInstall:
             "  'extra': extra}))\n"
         )
         got = json.loads(run([py, "-I", "-c", probe], cwd=outside).stdout)
-        self.assertEqual((got["version"], got["client_version"]), ("0.1.0", "0.2.0"))
+        self.assertEqual((got["version"], got["client_version"]), ("0.1.1", "0.2.1"))
         for key in ("file", "client"):
             self.assertTrue(os.path.realpath(got[key]).startswith(os.path.realpath(venv)), got[key])
         self.assertTrue(got["typed"])
         self.check_extra(got["extra"])
-        self.assertIn("countersign<0.3,>=0.2", got["requires"])
+        self.assertIn("countersign<0.3,>=0.2.1", got["requires"])
         self.assertTrue(any(r.startswith(self.framework_requirement) for r in got["requires"]), got["requires"])
         run([py, "-m", "pip", "check"], cwd=outside)

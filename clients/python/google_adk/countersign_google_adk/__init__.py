@@ -21,7 +21,7 @@ from ._gate import PAYLOAD_KEY, current_execution
 from .confirm import CONFIRMATION_CALL, ConfirmationRequest, UnknownConfirmation, confirm, pending_confirmations
 from .tools import ActionTool, GatedTool, action_tool, gated, session_thread
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "gated",

@@ -23,7 +23,7 @@ from ._gate import REQUEST_TYPE, Answer, ApproveAnswer, RejectAnswer, current_ex
 from .resume import UnknownInterrupt, resume
 from .tools import ActionTool, GatedTool, action_tool, gated
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "gated",

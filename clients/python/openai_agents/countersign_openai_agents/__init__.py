@@ -21,7 +21,7 @@ from countersign import LeaseLost, NotAnAgent, NotApplied, Running, Uncertain
 from ._gate import CONTEXT_KEY, ForgedResume, NotDecided, current_execution, proposal_id
 from .tools import Thread, action_tool, gated
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "gated",

@@ -14,7 +14,6 @@ recorded. ``state.reject(item)`` of a proposal still pending cancels it
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import threading
 from dataclasses import dataclass
@@ -23,9 +22,8 @@ from typing import Any, Awaitable, Callable, Dict, Mapping, MutableMapping, Opti
 from agents.exceptions import UserError
 
 from countersign import CallResult, Client, Conflict, CountersignError, Invalid, LeaseLost, NotAnAgent, NotApplied, NotFound, Proposal, Running
-from countersign import polling as _polling
-from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
-from countersign.lease import _lease_seconds
+from countersign.lease import CALLER_OWNER, _lease_seconds, await_holder
+from countersign.toolgate import EXECUTION, Claim, Pending, ToolCall, ToolGate, current_execution, lease_lost, not_applied, uncertain
 
 __all__ = [
     "CONTEXT_KEY",
@@ -65,16 +63,6 @@ class ForgedResume(UserError):
     def __init__(self, message: str, proposal_id: Optional[str] = None) -> None:
         super().__init__(message)
         self.proposal_id = proposal_id
-
-
-_EXECUTION: contextvars.ContextVar[Optional[Running]] = contextvars.ContextVar("countersign_execution", default=None)
-
-
-def current_execution() -> Optional[Running]:
-    """Inside a gated tool, the claim it runs under (operation_id: the
-    idempotency key for the backend; proposal_id; attempt; lost); None
-    elsewhere."""
-    return _EXECUTION.get()
 
 
 def _record_map(context: Any, create: bool) -> Optional[MutableMapping[str, Any]]:
@@ -124,17 +112,8 @@ def _call_id_of(item: Any) -> Optional[str]:
     return cid if isinstance(cid, str) else None
 
 
-@dataclass(frozen=True)
-class ToolCallRef:
-    """One tool call, as Countersign names it."""
-
-    thread_id: str
-    tool_call_id: str
-    #: The tool's name (what the model called).
-    name: str
-    #: The Countersign action.
-    action: str
-    args: Any
+#: One tool call, as Countersign names it.
+ToolCallRef = ToolCall
 
 
 @dataclass
@@ -156,13 +135,11 @@ class _Done:
 Execute = Callable[[Running], Awaitable[Tuple[Any, Any]]]
 
 
-class Gate:
-    """Makes a tool call a Countersign call; see the module's comment.
+class Gate(ToolGate):
+    """Makes a tool call a Countersign call; see the module's comment and
+    countersign.toolgate, which holds what every adapter's gate shares."""
 
-    ``local``: the tool runs in this process (a caller-executed action);
-    False: the server executes the action (a webhook action), and the gate
-    only reports its outcome.
-    """
+    package = "countersign_openai_agents"
 
     def __init__(
         self,
@@ -172,16 +149,7 @@ class Gate:
         executing_timeout: float = 120,
         local: bool = True,
     ) -> None:
-        if not isinstance(client, Client):
-            raise TypeError("countersign_openai_agents: client must be a countersign.Client")
-        if not (0 <= wait_seconds <= _polling.MAX_WAIT_SECONDS):
-            raise ValueError(f"countersign_openai_agents: wait_seconds must be from 0 to {_polling.MAX_WAIT_SECONDS}")
-        if not (executing_timeout >= 0):
-            raise ValueError("countersign_openai_agents: executing_timeout must be >= 0")
-        self.client = client
-        self.wait_seconds = wait_seconds
-        self.executing_timeout = executing_timeout
-        self.local = local
+        super().__init__(client, wait_seconds=wait_seconds, executing_timeout=executing_timeout, local=local)
         self._lock = threading.Lock()
         # Claims needs_approval received (an allowed or granted call's answer
         # is the claim), for the execution that follows it in this process.
@@ -205,7 +173,7 @@ class Gate:
             # errors of needs_approval with a pause).
             raise UserError(f"{call.name}: {e}") from e
         try:
-            ans = self._submit(call, self.wait_seconds)
+            ans = self.submit(call, self.wait_seconds)
         except Invalid:
             return False  # the execution asks again and tells the model why
         if ans.proposal_id:
@@ -290,7 +258,7 @@ class Gate:
                 if isinstance(text, str) and text:
                     reason = text
             try:
-                self._retry(lambda: self.client.cancel(pid, reason=reason))
+                self.retry(lambda: self.client.cancel(pid, reason=reason))
             except CountersignError:
                 pass  # not this agent's, or past deciding: the reject never decides
             with self._lock:
@@ -313,7 +281,7 @@ class Gate:
                 return step.value
             ans = step.answer
         if execute is None or not self.local:
-            return await asyncio.to_thread(self._not_ours, call, ans)
+            return (await asyncio.to_thread(self.unrunnable, call, ans)).text
         return await self._run_claim(call, ans, execute)
 
     def _resolve(self, call: ToolCallRef, context: Any, runnable: bool) -> Union[_Claim, _Done]:
@@ -328,7 +296,7 @@ class Gate:
         while True:
             if p.status == "pending":
                 if self.local and p.mode == "independent":
-                    return _Done(self._server_executed(call, p))
+                    return _Done(self.server_executed(call, p).text)
                 raise NotDecided(
                     f"{call.name}: not executed: proposal {p.id} is still pending in Countersign. "
                     "state.approve() records a decision Countersign holds, and it holds none yet: "
@@ -351,7 +319,7 @@ class Gate:
                 if p.status == "executing":
                     return _Done(f"{call.name}: still executing under another holder's lease; its outcome is not known yet")
                 continue
-            return _Done(self._settled(call, p))
+            return _Done(self.settled(call, p).text)
 
     def _locate(self, call: ToolCallRef, context: Any) -> Optional[Proposal]:
         """The call's proposal: the one the run context names, checked to be
@@ -359,11 +327,11 @@ class Gate:
         props = _record_map(context, False)
         pid = props.get(call.tool_call_id) if props is not None else None
         if pid is None:
-            return self._retry(lambda: self.client.find_call(call.thread_id, call.tool_call_id))
+            return self.find(call)
         if not isinstance(pid, str) or not pid:
             raise ForgedResume(f"{call.name}: the run's state names no valid proposal for call {call.tool_call_id}; nothing was run")
         try:
-            p: Proposal = self._retry(lambda: self.client.proposal(pid))
+            p: Proposal = self.read(pid)
         except NotFound:
             raise ForgedResume(
                 f"{call.name}: the run's state names proposal {pid} for call {call.tool_call_id}, which this agent "
@@ -382,7 +350,7 @@ class Gate:
         """The call, made on resume: arguments that differ from the proposal's
         (CALL_MISMATCH) are a forged resume; invalid input is the model's to hear."""
         try:
-            return self._submit(call, wait)
+            return self.submit(call, wait)
         except Conflict as e:
             if e.code == "CALL_MISMATCH":
                 raise ForgedResume(
@@ -399,93 +367,41 @@ class Gate:
         proposal to look at again."""
         if isinstance(ans, _Done):
             return ans
-        s = ans.status
-        if s == "execute":
-            return _Claim(ans)
-        if s in ("pending", "executing"):
-            return ans.proposal or self._retry(lambda: self.client.proposal(ans.proposal_id or ""))
-        if s == "denied":
-            return _Done(f"{call.name} was denied ({ans.code}): {ans.reason}; it was not executed")
-        if s in ("confirmation_required", "confirmation_invalid"):
-            return _Done(f"{call.name}: the rule is two-phase ({s}), which this adapter does not drive; it was not executed")
-        if ans.proposal is None:
-            # A read action leaves no record: the server ran it.
-            if self.local:
-                return _Done(self._server_executed(call, None))
-            return _Done(_content(ans.result) if s == "succeeded" else f"{call.name} {s}: {ans.error or ans.reason or ''}")
-        return _Done(self._settled(call, ans.proposal))
-
-    def _settled(self, call: ToolCallRef, p: Proposal) -> str:
-        """A proposal that is past running: its recorded outcome, or why it never ran."""
-        # A success nobody here could have produced is the server's, not the
-        # tool's (a failure may have come before any execution, so it is
-        # reported as it is).
-        if p.status == "succeeded" and self.local and not self._caller_claimed(p):
-            return self._server_executed(call, p)
-        if p.status == "succeeded":
-            out = p.outcome
-            if out is None or out.result is None:
-                # Reconciled, or settled without a result: what is known.
-                receipt = out.receipt if out is not None else None
-                return f"{call.name} succeeded" + (f" (receipt {receipt})" if receipt else "")
-            return _content(out.result)
-        if p.status == "failed":
-            return f"{call.name} failed: {p.why()}"
-        if p.uncertain:
-            return f"{call.name}: {p.why()}. Do not call it again: it may have been applied"
-        return f"{call.name} was {p.why()}; it was not executed"
+        step = self.classify(call, ans, runnable=runnable)
+        if isinstance(step, Claim):
+            return _Claim(step.answer)
+        if isinstance(step, Pending):
+            return step.proposal
+        return _Done(step.text)
 
     async def _run_claim(self, call: ToolCallRef, claim: CallResult, execute: Execute) -> Any:
         """Runs the tool once under the claim's lease (countersign.lease):
         settled on success or NotApplied, left uncertain on anything else."""
         lease = self.client.lease(claim)
         run = lease.__enter__()
-        token = _EXECUTION.set(run)
+        token = EXECUTION.set(run)
         try:
             output, result = await execute(run)
         except BaseException as e:  # noqa: BLE001 - each kind is answered below
-            _EXECUTION.reset(token)
+            EXECUTION.reset(token)
             try:
                 await asyncio.to_thread(lease.__exit__, type(e), e, e.__traceback__)
             except LeaseLost:
                 pass
             if isinstance(e, NotApplied):
-                return f"{call.name} failed: not applied: {e}"
+                return not_applied(call.name, e)
             if not isinstance(e, Exception):
                 raise  # cancelled or exiting: nothing was settled, the lease lapses
             # Anything but NotApplied: nothing was settled, and the lease
             # lapses; the server reconciles it or records it unknown.
-            return (
-                f"{call.name}: the outcome is uncertain ({type(e).__name__}: {e}); nothing was recorded, and "
-                "Countersign reconciles it. Do not call it again: it may have been applied"
-            )
-        _EXECUTION.reset(token)
+            return uncertain(call.name, e)
+        EXECUTION.reset(token)
         run.succeeded(result=result)
         try:
             await asyncio.to_thread(lease.__exit__, None, None, None)
         except LeaseLost:
-            return f"{call.name} ran, but its lease was lost before the outcome was recorded; Countersign reconciles it"
+            return lease_lost(call.name)
         return output
-
-    def _not_ours(self, call: ToolCallRef, claim: CallResult) -> str:
-        """A claim this gate cannot run (no tool here): settled failed at
-        once, which is certain, since nothing ran."""
-        why = f"{call.action} is executed by its caller, and {call.name} has no tool here to run it: wrap the tool with gated()"
-        pid, token = claim.proposal_id or "", claim.lease.token if claim.lease else ""
-        self._retry(lambda: self.client.settle(pid, token, "failed", error=why))
-        return why
-
-    def _server_executed(self, call: ToolCallRef, p: Optional[Proposal]) -> str:
-        return (
-            f"{call.action} is executed by the server, not by this process, so {call.name} was not run here"
-            + (f" (proposal {p.id}, {p.status})" if p is not None else "")
-            + ": gate only actions configured execute: {by: caller}; use action_tool() for a server-executed action"
-        )
-
-    def _caller_claimed(self, p: Proposal) -> bool:
-        """Whether a caller ran p: its audit trail shows a claim by
-        ``caller:<requester>`` (a worker's or the server's own claim is not one)."""
-        return claimed_by_caller(self._retry(lambda: self.client.proposal_events(p.id)))
 
     # -- requests -------------------------------------------------------------
 
@@ -494,9 +410,6 @@ class Gate:
             raise UserError(f"{call.name}: no thread: pass thread= to gated(), or run with a context that has a thread_id")
         if not call.tool_call_id:
             raise UserError(f"{call.name}: no tool call id: a gated tool runs as the model's tool call")
-
-    def _submit(self, call: ToolCallRef, wait: float) -> CallResult:
-        return self._retry(lambda: self.client.submit(call.thread_id, call.tool_call_id, call.action, call.args, wait_seconds=wait))
 
     def _await_settled(self, p: Proposal) -> Proposal:
         """Waits while the proposal is approved or executing (another holder's
@@ -508,23 +421,8 @@ class Gate:
             statuses=("executing", "approved"), done=lambda q: q.status == "approved" and self.local,
         )
 
-    def _retry(self, fn: Callable[[], Any]) -> Any:
-        """fn, asked again on the client's schedule while the server answers
-        429 or 5xx or cannot be reached; other errors are verdicts."""
-        return _polling.retried(self.client.pacing, fn)
-
 
 def _record(context: Any, call_id: str, pid: str) -> None:
     props = _record_map(context, True)
     if props is not None:
         props[call_id] = pid
-
-
-def _content(result: Any) -> str:
-    """A recorded result as the tool's output: a string as it is, anything
-    else as JSON."""
-    if isinstance(result, str):
-        return result
-    if result is None:
-        return ""
-    return json.dumps(result)

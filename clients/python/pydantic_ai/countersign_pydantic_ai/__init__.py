@@ -19,7 +19,7 @@ from countersign import LeaseLost, NotAnAgent, NotApplied, Running, Uncertain
 from ._gate import METADATA_KEY, ResumeRefused, current_execution
 from .capability import Countersign
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "Countersign",

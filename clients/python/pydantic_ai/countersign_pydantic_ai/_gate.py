@@ -14,13 +14,24 @@ arguments are exactly those of the proposal (what the approvers saw).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 from typing import Any, Callable, Dict, Optional
 
-from countersign import CallResult, Client, Invalid, LeaseLost, NotApplied, Proposal, Running
-from countersign import polling as _polling
-from countersign.lease import CALLER_OWNER, await_holder, claimed_by_caller
+from countersign import CallResult, Client, Invalid, LeaseLost, NotApplied, Proposal
+from countersign.lease import CALLER_OWNER
+from countersign.toolgate import (
+    EXECUTION,
+    Claim,
+    Pending,
+    ToolGate,
+    Verdict,
+    current_execution,
+    lease_lost,
+    not_applied,
+    still_executing,
+    summary,
+    uncertain,
+)
 
 from pydantic_ai import ApprovalRequired, ModelRetry, ToolFailed
 
@@ -30,16 +41,6 @@ __all__ = ["Gate", "ToolCallRef", "ResumeRefused", "current_execution", "same_in
 
 #: The key of DeferredToolRequests.metadata[tool_call_id] that carries the proposal.
 METADATA_KEY = "countersign"
-
-_EXECUTION: contextvars.ContextVar[Optional[Running]] = contextvars.ContextVar("countersign_pydantic_ai_execution", default=None)
-
-
-def current_execution() -> Optional[Running]:
-    """Inside a gated tool, the claim it runs under (``operation_id``: the
-    idempotency key for the backend; ``proposal_id``; ``attempt``;
-    ``lost``); None elsewhere."""
-    return _EXECUTION.get()
-
 
 class ResumeRefused(Exception):
     """A resume that asks for something Countersign did not approve: a
@@ -68,11 +69,6 @@ class ToolCallRef:
         self.approved = approved
 
 
-class _Pending:
-    def __init__(self, proposal: Proposal) -> None:
-        self.proposal = proposal
-
-
 #: handler(args) runs the tool (Pydantic AI's wrap_tool_execute handler).
 Handler = Callable[[Any], Any]
 
@@ -99,23 +95,19 @@ def jsonable(v: Any) -> Any:
     return json.loads(json.dumps(to_jsonable_python(v, fallback=str)))
 
 
-class Gate:
-    """Makes a tool call a Countersign call; see the module's comment.
+class Gate(ToolGate):
+    """Makes a tool call a Countersign call; see the module's comment and
+    countersign.toolgate, which holds what every adapter's gate shares.
+    Whether the tool runs here (``local``) is said by each call to run():
+    one gate serves a capability's caller-executed tools and its
+    server-executed actions."""
 
-    ``local``: the tool runs in this process (a caller-executed action);
-    False: the server executes the action (a webhook action), and the gate
-    only reports its outcome."""
+    package = "countersign_pydantic_ai"
+    gate_hint = "gate it with tools={...}"
+    action_hint = "offer a server-executed action with actions=[...]"
 
     def __init__(self, client: Client, *, wait_seconds: float = 0, executing_timeout: float = 120) -> None:
-        if not isinstance(client, Client):
-            raise TypeError("countersign_pydantic_ai: client must be a countersign.Client")
-        if not (0 <= wait_seconds <= _polling.MAX_WAIT_SECONDS):
-            raise ValueError(f"countersign_pydantic_ai: wait_seconds must be from 0 to {_polling.MAX_WAIT_SECONDS}")
-        if not (executing_timeout >= 0):
-            raise ValueError("countersign_pydantic_ai: executing_timeout must be >= 0")
-        self.client = client
-        self.wait_seconds = wait_seconds
-        self.executing_timeout = executing_timeout
+        super().__init__(client, wait_seconds=wait_seconds, executing_timeout=executing_timeout)
 
     # -- the path -------------------------------------------------------------
 
@@ -129,11 +121,11 @@ class Gate:
             raise TypeError(f"{call.name}: no thread id (the run's conversation_id): run the agent as Agent.run does")
         if not call.tool_call_id:
             raise TypeError(f"{call.name}: no tool call id")
-        await self._io(self.client.require_agent)
-        p: Optional[Proposal] = await self._io(lambda: self.client.find_call(call.thread_id, call.tool_call_id))
+        await asyncio.to_thread(self.retry, self.client.require_agent)
+        p: Optional[Proposal] = await asyncio.to_thread(self.find, call)
         if p is None:
             got = await self._answer(call, await self._submit(call, self.wait_seconds), handler, local)
-            if not isinstance(got, _Pending):
+            if not isinstance(got, Pending):
                 return got
             p = got.proposal
         elif not same_input(p.input, call.args):
@@ -147,74 +139,43 @@ class Gate:
         while True:
             if p.status == "pending":
                 if local and p.mode == "independent":
-                    raise ToolFailed(self._server_executed(call, p))
+                    raise ToolFailed(self.server_executed(call, p).text)
                 note = None
                 if call.approved:
                     note = "still pending: a resume does not approve; the approvers decide in Countersign, then resume again"
                 raise ApprovalRequired(metadata={METADATA_KEY: self._request(call, p, note)})
             if p.status == "approved":
                 got = await self._answer(call, await self._submit(call, 0), handler, local)
-                if not isinstance(got, _Pending):
+                if not isinstance(got, Pending):
                     return got
                 p = got.proposal
                 continue
             if p.status == "executing":
-                p = await self._io(lambda: self._await_holder(p))  # type: ignore[arg-type]
+                p = await asyncio.to_thread(self.await_holder, p)
                 if p.status == "executing":
-                    raise ToolFailed(f"{call.name}: still executing under another holder's lease; its outcome is not known yet")
+                    raise ToolFailed(still_executing(call.name))
                 continue
-            return await self._settled(call, p, local)
+            return _deliver(await asyncio.to_thread(lambda: self.settled(call, p, local=local)))  # type: ignore[arg-type]
 
     # -- answers --------------------------------------------------------------
 
     async def _answer(self, call: ToolCallRef, ans: CallResult, handler: Optional[Handler], local: bool) -> Any:
-        s = ans.status
-        if s == "execute":
-            if not local or handler is None:
-                return await self._not_ours(call, ans)
-            return await self._run_claim(call, ans, handler)
-        if s == "pending":
-            p = ans.proposal or await self._io(lambda: self.client.proposal(ans.proposal_id or ""))
-            return _Pending(p)
-        if s == "executing":
-            p = ans.proposal or await self._io(lambda: self.client.proposal(ans.proposal_id or ""))
-            p = await self._io(lambda: self._await_holder(p))
-            if p.status == "executing":
-                raise ToolFailed(f"{call.name}: still executing under another holder's lease; its outcome is not known yet")
-            if p.status == "approved":
-                return _Pending(p)  # an idempotent action's lapsed lease: claim it again
-            return await self._settled(call, p, local)
-        if s == "denied":
-            raise ToolFailed(f"{call.name} was denied ({ans.code}): {ans.reason}; it was not executed")
-        if s in ("confirmation_required", "confirmation_invalid"):
-            raise ToolFailed(f"{call.name}: the rule is two-phase ({s}), which this adapter does not drive; it was not executed")
-        if ans.proposal is None:
-            # A read action leaves no record: the server ran it.
-            if local:
-                raise ToolFailed(self._server_executed(call, None))
-            if s != "succeeded":
-                raise ToolFailed(f"{call.name}: {s}: {_content(ans.result) or ans.error or ''}")
-            return ans.result
-        return await self._settled(call, ans.proposal, local)
-
-    async def _settled(self, call: ToolCallRef, p: Proposal, local: bool) -> Any:
-        """A proposal that is past running: its recorded result, or why it never ran."""
-        if p.status == "succeeded" and local and not await self._io(lambda: self._caller_claimed(p)):
-            raise ToolFailed(self._server_executed(call, p))
-        if p.status == "succeeded":
-            return p.outcome.result if p.outcome is not None else None
-        if p.status == "failed":
-            raise ToolFailed(f"{call.name} failed: {p.why()}")
-        if p.uncertain:
-            raise ToolFailed(f"{call.name}: {p.why()}. Do not call it again: it may have been applied")
-        raise ToolFailed(f"{call.name} was {p.why()}; it was not executed")
+        """The call's answer: Pending, or the tool's result for the model
+        (raising ToolFailed with why it did not run)."""
+        step = await asyncio.to_thread(lambda: self.classify(call, ans, runnable=handler is not None, local=local))
+        if isinstance(step, Claim):
+            assert handler is not None
+            return await self._run_claim(call, step.answer, handler)
+        if isinstance(step, Pending):
+            return step
+        return _deliver(step)
 
     async def _run_claim(self, call: ToolCallRef, claim: CallResult, handler: Handler) -> Any:
         """Runs the tool once under the claim's lease (countersign.lease):
         settled on success or NotApplied, left uncertain on anything else."""
         lease = self.client.lease(claim)
         run = lease.__enter__()
-        token = _EXECUTION.set(run)
+        token = EXECUTION.set(run)
         err: Optional[BaseException] = None
         try:
             out = await handler(call.validated)
@@ -226,7 +187,7 @@ class Gate:
             lease.__exit__(type(e), e, e.__traceback__)
             raise
         finally:
-            _EXECUTION.reset(token)
+            EXECUTION.reset(token)
         try:
             if err is None:
                 run.succeeded(result=jsonable(out))
@@ -234,45 +195,18 @@ class Gate:
                 return out
             await asyncio.to_thread(lease.__exit__, type(err), err, err.__traceback__)
         except LeaseLost:
-            raise ToolFailed(
-                f"{call.name} ran, but its lease was lost before the outcome was recorded; Countersign reconciles it"
-            ) from None
+            raise ToolFailed(lease_lost(call.name)) from None
         if isinstance(err, NotApplied):
-            raise ToolFailed(f"{call.name} failed: not applied: {err}") from None
+            raise ToolFailed(not_applied(call.name, err)) from None
         # Anything but NotApplied: the lease context settled nothing, and the
         # lease lapses; the server reconciles it or records it unknown.
-        raise ToolFailed(
-            f"{call.name}: the outcome is uncertain ({type(err).__name__}: {err}); nothing was recorded, and "
-            "Countersign reconciles it. Do not call it again: it may have been applied"
-        ) from None
-
-    async def _not_ours(self, call: ToolCallRef, claim: CallResult) -> Any:
-        """A claim this gate cannot run (no tool here): settled failed at
-        once, which is certain, since nothing ran."""
-        why = f"{call.action} is executed by its caller, and {call.name} has no tool here to run it: gate it with tools={{...}}"
-        pid, token = claim.proposal_id or "", claim.lease.token if claim.lease else ""
-        await self._io(lambda: self.client.settle(pid, token, "failed", error=why))
-        raise ToolFailed(why)
-
-    def _server_executed(self, call: ToolCallRef, p: Optional[Proposal]) -> str:
-        return (
-            f"{call.action} is executed by the server, not by this process, so {call.name} was not run here"
-            + (f" (proposal {p.id}, {p.status})" if p is not None else "")
-            + ": gate only actions configured execute: {by: caller}; offer a server-executed action with actions=[...]"
-        )
-
-    def _caller_claimed(self, p: Proposal) -> bool:
-        """Whether a caller ran p: its audit trail shows a claim by
-        ``caller:<requester>`` (a worker's or the server's own claim is not one)."""
-        return claimed_by_caller(self._retry(lambda: self.client.proposal_events(p.id)))
+        raise ToolFailed(uncertain(call.name, err)) from None
 
     # -- requests -------------------------------------------------------------
 
     async def _submit(self, call: ToolCallRef, wait: float) -> CallResult:
         try:
-            return await self._io(
-                lambda: self.client.submit(call.thread_id, call.tool_call_id, call.action, call.args, wait_seconds=wait)
-            )
+            return await asyncio.to_thread(self.submit, call, wait)
         except Invalid as e:
             if e.code != "INVALID_INPUT":
                 raise
@@ -285,49 +219,21 @@ class Gate:
         pending, is cancelled (the requester's withdrawal); a decision that
         came first stands. The proposal as it is now, or None if the call
         has none."""
-        p = self._retry(lambda: self.client.find_call(thread_id, tool_call_id))
+        p = self.retry(lambda: self.client.find_call(thread_id, tool_call_id))
         if p is None or p.status != "pending":
             return p
-        reason = message or "denied in the agent's run (DeferredToolResults)"
-        res = self._retry(lambda: self.client.cancel(p.id, reason=reason))
-        doc = res.get("proposal")
-        return Proposal.from_json(doc) if doc else self._retry(lambda: self.client.proposal(p.id))
-
-    def _await_holder(self, p: Proposal) -> Proposal:
-        """Waits while another holder's lease runs (a concurrent resume, or
-        an earlier attempt), at most executing_timeout."""
-        return await_holder(self.client, p, self.executing_timeout)
-
-    async def _io(self, fn: Callable[[], Any]) -> Any:
-        """A blocking request of the client, off the event loop, retried."""
-        return await asyncio.to_thread(self._retry, fn)
-
-    def _retry(self, fn: Callable[[], Any]) -> Any:
-        """fn, asked again on the client's schedule while the server answers
-        429 or 5xx or cannot be reached; other errors are verdicts."""
-        return _polling.retried(self.client.pacing, fn)
+        return self.withdraw(p, message or "denied in the agent's run (DeferredToolResults)")
 
     # -- what the caller sees ---------------------------------------------------
 
     def _request(self, call: ToolCallRef, p: Proposal, note: Optional[str]) -> Dict[str, Any]:
         """DeferredToolRequests.metadata[tool_call_id]["countersign"]."""
-        return {
-            "proposal_id": p.id,
-            "action": p.action,
-            "thread_id": p.thread_id,
-            "status": p.status,
-            "preview": p.preview,
-            "approvers": p.approvers,
-            "expires_at": p.expires_at,
-            "input_digest": p.input_digest,
-            "note": note,
-            "proposal": p.raw,
-        }
+        return {**summary(p), "note": note}
 
 
-def _content(result: Any) -> str:
-    if isinstance(result, str):
-        return result
-    if result is None:
-        return ""
-    return json.dumps(result)
+def _deliver(v: Verdict) -> Any:
+    """A verdict as the tool's result for the model: a success's recorded
+    result; anything else raises ToolFailed with why."""
+    if v.error:
+        raise ToolFailed(v.text)
+    return v.result

@@ -158,7 +158,7 @@ class Countersign(AbstractCapability[Any]):
             elif isinstance(res, ToolApproved):
                 if res.override_args is None:
                     continue
-                p = await asyncio.to_thread(self.gate._retry, lambda: self.client.find_call(thread, tcid))
+                p = await asyncio.to_thread(self.gate.retry, lambda: self.client.find_call(thread, tcid))
                 if p is None or not same_input(p.input, jsonable(res.override_args)):
                     raise ResumeRefused(
                         tcid,
@@ -194,7 +194,7 @@ class Countersign(AbstractCapability[Any]):
         """GET /v1/actions once: the server's description of each action."""
         if self._specs is None:
             await asyncio.to_thread(self.client.require_agent)
-            listed = await asyncio.to_thread(self.gate._retry, self.client.list_actions)
+            listed = await asyncio.to_thread(self.gate.retry, self.client.list_actions)
             by_name = {a.get("name"): a for a in listed}
             missing = [a for a in self.actions.values() if a not in by_name]
             if missing:
