@@ -77,6 +77,9 @@ func TestSuiteRuns(t *testing.T) {
 				// loaded run): present is all it must be. What each
 				// connection holds for certain is a goroutine.
 				"b8." + st + ".goroutines_per_longpoll", "b8." + st + ".goroutines_per_stream", "b8." + st + ".server_fds", "b8." + st + ".client_fds", "b8." + st + ".events",
+				// An approval sent precedes its call's return and its
+				// tenant's events: per-call and per-stream percentiles.
+				"b8." + st + ".release_p50_ms", "b8." + st + ".release_p99_ms", "b8." + st + ".stream_done_p50_ms", "b8." + st + ".stream_done_p99_ms",
 				"b9." + st + ".decisions", "b9." + st + ".executions", "b9." + st + ".p50", "b9." + st + ".p99",
 			} {
 				f, ok := r.figure(key)

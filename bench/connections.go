@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,6 +267,7 @@ type connPoll struct {
 	result   callAnswer
 	receipt  string
 	returned atomic.Int64 // unix ns
+	approved atomic.Int64 // unix ns: its approval was sent (the try that succeeded)
 }
 
 // connTransport is a client transport that keeps every connection it
@@ -532,10 +534,14 @@ func connections(e *env) ([]Figure, error) {
 	approving := newBar(n, "B8 %s: approve", e.target.title)
 	approveStart := time.Now()
 	var lastApproved, decideRetries atomic.Int64
+	tenantApproved := make([]atomic.Int64, T) // each tenant's last approval, sent
 	err = parallel(n, connDeciders, func(_, i int) error {
 		for try := 0; ; try++ {
+			sent := time.Now().UnixNano()
 			err := decide(ctx, polls[i].tenant, want[polls[i].tool], try > 0)
 			if err == nil {
+				polls[i].approved.Store(sent)
+				storeMax(&tenantApproved[polls[i].tenant], sent)
 				break
 			}
 			errs.add("%v", err)
@@ -567,10 +573,14 @@ func connections(e *env) ([]Figure, error) {
 	}
 	var lastReturned int64
 	repolls, callRetries := 0, 0
+	var release []time.Duration // each call: its approval sent → it returned
 	for _, p := range polls {
 		repolls += p.repolls
 		callRetries += p.retries
 		lastReturned = max(lastReturned, p.returned.Load())
+		if r, a := p.returned.Load(), p.approved.Load(); r != 0 && a != 0 {
+			release = append(release, time.Duration(r-a))
+		}
 		switch {
 		case p.returned.Load() == 0:
 			// Its error is counted.
@@ -587,9 +597,13 @@ func connections(e *env) ([]Figure, error) {
 		case <-deadline:
 		}
 	}
+	var streamDone []time.Duration // each stream: its tenant's last approval sent → it had every event
 	for j, st := range streams {
 		got := int(st.got.Load())
 		lastStream = max(lastStream, st.doneAt.Load())
+		if d, a := st.doneAt.Load(), tenantApproved[st.tenant].Load(); d != 0 && a != 0 {
+			streamDone = append(streamDone, time.Duration(d-a))
+		}
 		if got != st.want {
 			errs.add("stream %d (tenant %d): %d events, want %d", j, st.tenant, got, st.want)
 		}
@@ -639,6 +653,8 @@ func connections(e *env) ([]Figure, error) {
 		return nil, err
 	}
 
+	slices.Sort(release)
+	slices.Sort(streamDone)
 	k := "b8." + e.target.name
 	nn, ss := thousands(fmt.Sprint(n)), thousands(fmt.Sprint(s))
 	per := func(a, b uint64, count int) float64 { return (float64(a) - float64(b)) / float64(max(count, 1)) }
@@ -668,6 +684,8 @@ func connections(e *env) ([]Figure, error) {
 		{Key: k + ".retries", Label: "requests repeated after a 503 or 429, as docs/api.md asks (calls, decisions; each is also an error)", Value: float64(callRetries) + float64(decideRetries.Load()), Unit: "requests"},
 		{Key: k + ".approve_s", Label: fmt.Sprintf("first approval sent → last of %s approved (%d clients)", nn, connDeciders), Value: time.Duration(lastApproved.Load() - approveStart.UnixNano()).Seconds(), Unit: "s"},
 		{Key: k + ".release_ms", Label: "last approval → last call returned succeeded", Value: ms(time.Duration(lastReturned - lastApproved.Load())), Unit: "ms"},
+		{Key: k + ".release_p50_ms", Label: "an approval sent → its call returned succeeded, p50 over the calls", Value: ms(pct(release, 50)), Unit: "ms"},
+		{Key: k + ".release_p99_ms", Label: "the same, p99", Value: ms(pct(release, 99)), Unit: "ms"},
 		{Key: k + ".reads_per_approval", Label: "server store reads (proposals, events) from the first approval until every call returned and every stream is complete, ÷ N",
 			Value: perOp(readsAfter.Reads-readsBefore.Reads, n), Unit: "reads"},
 		{Key: k + ".released_s", Label: "first approval → every call returned and every stream complete", Value: released.Seconds(), Unit: "s"},
@@ -681,6 +699,8 @@ func connections(e *env) ([]Figure, error) {
 			{Key: k + ".goroutines_per_stream", Label: "server goroutines per event stream", Value: float64(withStreams.goroutines-base.goroutines) / float64(max(s, 1)), Unit: "goroutines"},
 			{Key: k + ".streams_open_s", Label: fmt.Sprintf("open %s streams (%d at a time)", ss, connOpeners), Value: streamsOpen.Seconds(), Unit: "s"},
 			{Key: k + ".streams_complete_ms", Label: "last approval → last stream has all its events", Value: ms(time.Duration(lastStream - lastApproved.Load())), Unit: "ms"},
+			{Key: k + ".stream_done_p50_ms", Label: "its tenant's last approval sent → a stream has all its events, p50 over the streams", Value: ms(pct(streamDone, 50)), Unit: "ms"},
+			{Key: k + ".stream_done_p99_ms", Label: "the same, p99", Value: ms(pct(streamDone, 99)), Unit: "ms"},
 			{Key: k + ".events", Label: "events the streams received", Value: float64(events), Unit: "events"},
 		}...)
 	}
