@@ -24,6 +24,12 @@ import (
 // LISTEN/NOTIFY) the watcher listens too, so other processes' changes wake
 // waiters at once; the poll is what guarantees them.
 //
+// Every open Feed (an event stream) registers its tenant too (watchFeed): a
+// scan that finds a tenant's new events wakes its feeds as well
+// (tenantChangesKey), which then read their own tails. So the store is read
+// once per WaitPoll for each tenant that anyone follows, however many
+// waiters and streams follow it.
+//
 // No change can slip between a waiter's read and its wake-up:
 //   - a waiter registers before it re-reads its proposal;
 //   - a tenant's cursor is taken from the store's events (the latest event of
@@ -46,8 +52,9 @@ type waitWatch struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantWatch
 	waiters int
+	feeds   int           // open feeds, in every tenant
 	running bool          // a watch loop runs
-	idle    chan struct{} // told when the last waiter leaves
+	idle    chan struct{} // told when the last waiter or feed leaves
 	// out follows the store's outages for the loop's log (the loop's own).
 	out maintenance.Outage
 	// calls counts the wait-mode calls waiting in this process, by tenant
@@ -95,11 +102,85 @@ func (e *Engine) CallWaiting(tenant, proposalID string) bool {
 	return w.calls[callKey(tenant, proposalID)] > 0
 }
 
-// tenantWatch follows one tenant's events for its waiting proposals. Only
-// waiters is shared (under waitWatch.mu); the rest belongs to the loop.
+// tenantWatch follows one tenant's events for its waiting proposals and its
+// open feeds. Only waiters and feeds are shared (under waitWatch.mu); the
+// rest belongs to the loop.
 type tenantWatch struct {
 	waiters map[string]int // proposal id → registered waits
-	tail    *auditTail     // nil until the cursor is set
+	feeds   int            // open feeds of the tenant
+	// from is the lowest position of the feeds registered before the
+	// cursor was set (hasFrom): the cursor starts no later.
+	from    int64
+	hasFrom bool
+	tail    *auditTail // nil until the cursor is set; written under waitWatch.mu
+}
+
+// tenant is the tenant's watch, made if it has none. w.mu must be held.
+func (w *waitWatch) tenant(name string) *tenantWatch {
+	if w.tenants == nil {
+		w.tenants = map[string]*tenantWatch{}
+	}
+	tw := w.tenants[name]
+	if tw == nil {
+		tw = &tenantWatch{waiters: map[string]int{}}
+		w.tenants[name] = tw
+	}
+	return tw
+}
+
+// startWatch starts the watch loop if it does not run. e.waits.mu must be
+// held.
+func (e *Engine) startWatch() {
+	w := &e.waits
+	if !w.running {
+		w.running = true
+		w.idle = make(chan struct{}, 1)
+		go e.watchLoop(w.idle)
+	}
+}
+
+// left forgets tw if nobody follows it any more, and tells the loop when
+// nobody follows anything. w.mu must be held.
+func (w *waitWatch) left(name string, tw *tenantWatch) {
+	if len(tw.waiters) == 0 && tw.feeds == 0 && w.tenants[name] == tw {
+		delete(w.tenants, name)
+	}
+	if w.waiters == 0 && w.feeds == 0 && w.running {
+		select {
+		case w.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watchFeed registers an open feed of tenant until the returned function is
+// called: while it is open, the watcher's scans wake the tenant's feeds
+// (tenantChangesKey) when they find new events, which is how a feed learns
+// of what other processes did when no notification told it. from is an
+// event id the feed reads beyond (the tenant's newest when the feed was
+// made, before its first read): the watcher's cursor starts no later, so
+// every change the feed's first read misses is after the cursor.
+func (e *Engine) watchFeed(tenant string, from int64) func() {
+	w := &e.waits
+	w.mu.Lock()
+	tw := w.tenant(tenant)
+	tw.feeds++
+	w.feeds++
+	if tw.tail == nil && (!tw.hasFrom || from < tw.from) {
+		tw.from, tw.hasFrom = from, true
+	}
+	e.startWatch()
+	w.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			tw.feeds--
+			w.feeds--
+			w.left(tenant, tw)
+			w.mu.Unlock()
+		})
+	}
 }
 
 // watch registers a wait on p and returns its wake-up channel and the
@@ -109,21 +190,10 @@ func (e *Engine) watch(p *cstype.Proposal) (<-chan struct{}, func()) {
 	wake, unsubscribe := e.hub.Subscribe(p.ID)
 	w := &e.waits
 	w.mu.Lock()
-	if w.tenants == nil {
-		w.tenants = map[string]*tenantWatch{}
-	}
-	tw := w.tenants[p.Tenant]
-	if tw == nil {
-		tw = &tenantWatch{waiters: map[string]int{}}
-		w.tenants[p.Tenant] = tw
-	}
+	tw := w.tenant(p.Tenant)
 	tw.waiters[p.ID]++
 	w.waiters++
-	if !w.running {
-		w.running = true
-		w.idle = make(chan struct{}, 1)
-		go e.watchLoop(w.idle)
-	}
+	e.startWatch()
 	w.mu.Unlock()
 	return wake, func() {
 		w.mu.Lock()
@@ -131,15 +201,7 @@ func (e *Engine) watch(p *cstype.Proposal) (<-chan struct{}, func()) {
 			delete(tw.waiters, p.ID)
 		}
 		w.waiters--
-		if len(tw.waiters) == 0 && w.tenants[p.Tenant] == tw {
-			delete(w.tenants, p.Tenant)
-		}
-		if w.waiters == 0 && w.running {
-			select {
-			case w.idle <- struct{}{}:
-			default:
-			}
-		}
+		w.left(p.Tenant, tw)
 		w.mu.Unlock()
 		unsubscribe()
 	}
@@ -153,10 +215,10 @@ func (e *Engine) recheck() time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// watchLoop scans for the waiters every WaitPoll, and listens to the store's
-// notifications if it has them, until nobody has waited for a moment (the
-// smaller of WaitPoll and 100ms, so that a process whose calls wait one at a
-// time does not restart it for each).
+// watchLoop scans for the waiters and feeds every WaitPoll, and listens to
+// the store's notifications if it has them, until nobody has waited or
+// followed a feed for a moment (the smaller of WaitPoll and 100ms, so that a
+// process whose calls wait one at a time does not restart it for each).
 func (e *Engine) watchLoop(idle <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -190,27 +252,27 @@ func (e *Engine) watchLoop(idle <-chan struct{}) {
 	}
 }
 
-// stopIfIdle marks the loop stopped if nobody waits.
+// stopIfIdle marks the loop stopped if nobody waits and no feed is open.
 func (e *Engine) stopIfIdle() bool {
 	w := &e.waits
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.waiters == 0 {
+	if w.waiters == 0 && w.feeds == 0 {
 		w.running = false
 		return true
 	}
 	return false
 }
 
-// scanWaits reads every waiting tenant's new events and wakes the waiters of
-// the proposals they name. It returns false, and marks the loop stopped, when
-// nobody waits.
+// scanWaits reads every followed tenant's new events and wakes the waiters
+// of the proposals they name and the tenant's feeds. It returns false, and
+// marks the loop stopped, when nobody waits and no feed is open.
 func (e *Engine) scanWaits(ctx context.Context) bool {
 	w := &e.waits
 	type job struct {
 		tenant string
 		tw     *tenantWatch
-		probe  string // a waiting proposal, to set the cursor from
+		probe  string // a waiting proposal, to set the cursor from ("": none waits)
 	}
 	if e.stopIfIdle() {
 		return false
@@ -239,12 +301,14 @@ func (e *Engine) scanWaits(ctx context.Context) bool {
 }
 
 // startCursor sets a tenant's cursor at the latest event of one of its
-// waiting proposals, then wakes all its waiters to re-read: a change they
-// might have missed before the cursor existed is in that re-read, and every
-// later one comes after the cursor.
+// waiting proposals, or lower, at the position of a feed registered before
+// it (watchFeed), then wakes all its waiters to re-read: a change they might
+// have missed before the cursor existed is in that re-read, and every later
+// one comes after the cursor; a feed reads everything up to its position
+// itself.
 func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch, probe string) {
 	var last int64
-	for {
+	for probe != "" {
 		evs, err := e.store.ListEvents(ctx, &store.ListEventsParams{Tenant: tenant, ProposalID: probe, AfterID: last})
 		if err != nil {
 			e.waitScanFailed(tenant, err)
@@ -255,8 +319,16 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 		}
 		last = evs[len(evs)-1].ID
 	}
-	tw.tail = newAuditTail(e.store, tenant, last, e.clock)
 	e.waits.mu.Lock()
+	switch {
+	case tw.hasFrom && (probe == "" || tw.from < last):
+		last = tw.from
+	case probe == "":
+		// Followed by nobody any more: it is set when someone comes.
+		e.waits.mu.Unlock()
+		return
+	}
+	tw.tail = newAuditTail(e.store, tenant, last, e.clock)
 	ids := make([]string, 0, len(tw.waiters))
 	for id := range tw.waiters {
 		ids = append(ids, id)
@@ -267,13 +339,17 @@ func (e *Engine) startCursor(ctx context.Context, tenant string, tw *tenantWatch
 	}
 }
 
-// scanTenant reads a tenant's new events and wakes the waiters they name.
+// scanTenant reads a tenant's new events and wakes the waiters they name
+// and, if there are any, the tenant's feeds.
 func (e *Engine) scanTenant(ctx context.Context, tenant string, tw *tenantWatch) {
 	evs, _, err := tw.tail.next(ctx, 0)
 	if err != nil {
 		e.waitScanFailed(tenant, err)
 	} else {
 		e.waits.out.OK()
+	}
+	if len(evs) > 0 {
+		e.hub.Publish(tenantChangesKey(tenant))
 	}
 	for _, ev := range evs {
 		// A creation is never news to a waiter: it read its proposal after

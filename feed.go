@@ -140,6 +140,7 @@ type Feed struct {
 	tail        *auditTail
 	changes     <-chan struct{}
 	unsubscribe func()
+	unwatch     func()
 }
 
 // Feed starts a feed for id after the event id after (0: from the first
@@ -153,39 +154,45 @@ func (e *Engine) Feed(ctx context.Context, id Identity, after int64) (*Feed, err
 	if after < FeedFromNow {
 		return nil, fmt.Errorf("feed after %d: %w", after, cstype.ErrInvalidCursor)
 	}
-	// Subscribed before the first read, so that no change falls between a
-	// read and the wait that follows it.
+	// Subscribed, and the tenant watched from the newest event, before the
+	// first read, so that no change falls between a read and the wait that
+	// follows it.
 	changes, unsubscribe := e.hub.Subscribe(tenantChangesKey(id.Tenant), unnamedChangesKey)
-	if after != 0 {
-		newest, err := e.store.LastEventID(ctx, &store.LastEventIDParams{Tenant: id.Tenant})
-		if err != nil {
-			unsubscribe()
-			return nil, fmt.Errorf("feed: find the newest event: %w", err)
-		}
-		switch {
-		case after == FeedFromNow:
-			after = newest
-		case after > newest:
-			unsubscribe()
-			return nil, fmt.Errorf("feed after %d: the newest event is %d: %w", after, newest, cstype.ErrInvalidCursor)
-		}
+	newest, err := e.store.LastEventID(ctx, &store.LastEventIDParams{Tenant: id.Tenant})
+	if err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("feed: find the newest event: %w", err)
 	}
-	return &Feed{e: e, id: id, tail: newAuditTail(e.store, id.Tenant, after, e.clock), changes: changes, unsubscribe: unsubscribe}, nil
+	switch {
+	case after == FeedFromNow:
+		after = newest
+	case after > newest:
+		unsubscribe()
+		return nil, fmt.Errorf("feed after %d: the newest event is %d: %w", after, newest, cstype.ErrInvalidCursor)
+	}
+	return &Feed{e: e, id: id, tail: newAuditTail(e.store, id.Tenant, after, e.clock), changes: changes,
+		unsubscribe: unsubscribe, unwatch: e.watchFeed(id.Tenant, newest)}, nil
 }
 
 // Changes receives a value (coalesced) after a change to one of the feed's
-// tenant's proposals that this process made or, while it listens to the
-// store, learned of: the moment to call Next again. Changes in other
-// tenants do not wake it. Notifications can be lost, so a stream also calls
-// Next now and then without one.
+// tenant's proposals: one this process made or learned of from the store's
+// notifications at once, and, for every other, within a WaitPoll, when the
+// engine's watcher (one read per followed tenant per WaitPoll, however many
+// feeds follow it) finds the tenant's new events. It is the moment to call
+// Next again. Changes in other tenants do not wake it. A stream may still
+// call Next now and then without one, as a last resort.
 func (f *Feed) Changes() <-chan struct{} { return f.changes }
 
-// Close ends the feed's subscription to changes. It is safe to call more
-// than once.
+// Close ends the feed's subscription to changes and its place in the
+// engine's watcher. It is safe to call more than once.
 func (f *Feed) Close() {
 	if f.unsubscribe != nil {
 		f.unsubscribe()
 		f.unsubscribe = nil
+	}
+	if f.unwatch != nil {
+		f.unwatch()
+		f.unwatch = nil
 	}
 }
 

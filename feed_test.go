@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/store"
 )
 
 // drainFeed reads f until it has nothing new, and returns the event ids.
@@ -56,6 +58,7 @@ func TestFeedDeliversEachVisibleEventOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(f.Close)
 			feeds[who.Actor] = f
 		}
 		want := map[string]int{"alice": 3, "bob": 4, "dave": 1, "eve": 0}
@@ -102,6 +105,7 @@ func TestFeedPositions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(all.Close)
 		ids := drainFeed(t, all)
 		if len(ids) != 1 {
 			t.Fatalf("history: %v", ids)
@@ -116,10 +120,12 @@ func TestFeedPositions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(now.Close)
 		resumed, err := e.Feed(ctx, tBob, newest)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(resumed.Close)
 		if got := drainFeed(t, now); len(got) != 0 {
 			t.Fatalf("a feed from now replays %v", got)
 		}
@@ -145,12 +151,14 @@ func woken(ch <-chan struct{}) bool {
 
 // A feed's Changes wakes for its own tenant's changes only: with many
 // tenants' streams open on one server, a change must not make every stream
-// read the store.
+// read the store. (The engine's watcher, which finds other processes'
+// changes, scans once an hour here, so that only this engine's own changes
+// wake the feeds; TestFeedWatcher is the watcher's.)
 func TestFeedChangesWakeItsTenantOnly(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		ctx := context.Background()
-		e := readEngine(t, open)
+		e := readEngine(t, open, func(o *countersign.Options) { o.WaitPoll = time.Hour })
 		acme, err := e.Feed(ctx, tBob, countersign.FeedFromNow)
 		if err != nil {
 			t.Fatal(err)
@@ -198,6 +206,43 @@ func TestFeedChangesWakeItsTenantOnly(t *testing.T) {
 		pendingRefund(t, e, "call_2")
 		if woken(acme.Changes()) {
 			t.Error("a closed feed was woken")
+		}
+	})
+}
+
+// The engine's watcher wakes a feed for a change another engine on the same
+// store made (another process: its changes wake none of this one's feeds
+// directly), and wakes the feeds of the changed tenant only.
+func TestFeedWatcher(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		ctx := context.Background()
+		st := open(t, nil)
+		same := func(*testing.T, func() time.Time) store.Store { return st }
+		e := readEngine(t, same)
+		other := readEngine(t, same, func(o *countersign.Options) { o.WaitPoll = time.Hour })
+		acme, err := e.Feed(ctx, tBob, countersign.FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(acme.Close)
+		elsewhere, err := e.Feed(ctx, countersign.Identity{Tenant: "other", Actor: "oscar"}, countersign.FeedFromNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(elsewhere.Close)
+
+		p := pendingRefund(t, other, "call_w")
+		select {
+		case <-acme.Changes():
+		case <-time.After(10 * time.Second):
+			t.Fatal("another engine's change did not wake the feed within 10 s")
+		}
+		if evs, err := acme.Next(ctx, 0); err != nil || len(evs) != 1 || evs[0].Proposal.ID != p.ID {
+			t.Fatalf("after the wake-up: %d events, %v", len(evs), err)
+		}
+		if woken(elsewhere.Changes()) {
+			t.Error("a change in acme woke another tenant's feed")
 		}
 	})
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // readEngine is an engine on a store of open whose refunds finance approves
-// and may remember for the thread.
-func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
+// and may remember for the thread; each of with changes its options.
+func readEngine(t *testing.T, open storeOpener, with ...func(*countersign.Options)) *countersign.Engine {
 	t.Helper()
-	e, err := countersign.New(countersign.Options{
+	o := countersign.Options{
 		Store:   open(t, nil),
 		Actions: []*countersign.Action{mustAction(t, refundSpec(newBackend()))},
 		Policy: &countersign.Policy{Rules: []countersign.Rule{{
@@ -24,7 +24,11 @@ func readEngine(t *testing.T, open storeOpener) *countersign.Engine {
 			Remember: []countersign.Scope{countersign.ScopeThread},
 		}}},
 		WaitPoll: 5 * time.Millisecond,
-	})
+	}
+	for _, f := range with {
+		f(&o)
+	}
+	e, err := countersign.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

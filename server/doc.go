@@ -62,8 +62,11 @@
 // resolutions), proposal.expired and proposal.superseded, each with the
 // proposal object as data and the store's audit event id as id, so a client
 // resumes with Last-Event-ID. The stream wakes on the engine's change
-// notifications and polls the store's audit events as a fallback, so changes
-// made by other processes arrive too. The stream reads the engine's feed
+// notifications, which include the engine's watcher: it reads each tenant
+// that streams (or waiting calls) follow once per WaitPoll for all of them,
+// so changes made by other processes arrive too, without a poll per stream
+// (docs/worker.md, "Event streams share the watcher"). The stream reads the
+// engine's feed
 // ([countersign.Engine.Feed]), which sends each event once and only to those
 // who may see its proposal; PostgreSQL may commit an event after one with a
 // higher id, so such a late event can arrive after a higher id. A stream

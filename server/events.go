@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,13 +76,20 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	if err := st.write("retry: 2000\n\n"); err != nil {
 		return nil
 	}
-	poll := time.NewTicker(s.pollEvery)
-	defer poll.Stop()
+	// The feed's Changes wake the stream for this process's changes, the
+	// store's notifications and the engine's watcher (which reads each
+	// followed tenant once per WaitPoll, for all its streams): the stream
+	// reads on its own only after a failed read, and now and then as a last
+	// resort (at a random phase, so that streams opened together do not
+	// read together).
+	recheck := time.NewTicker(s.recheckEvery/2 + rand.N(s.recheckEvery/2+1))
+	defer recheck.Stop()
 	keepAlive := time.NewTicker(s.keepAliveEvery)
 	defer keepAlive.Stop()
 	outage := false // the store could not be reached at the last drain
 	for {
 		err := st.drain(ctx, feed)
+		var retry <-chan time.Time // nil: no failed read to retry
 		switch {
 		case err == nil:
 			outage = false
@@ -89,16 +97,19 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 			return nil
 		case errors.Is(err, cstype.ErrUnavailable) && outage:
 			// Logged when the outage began; the stream holds on.
+			retry = time.After(s.retryEvery)
 		default:
-			// The store failed: log it and try again at the next tick.
+			// The store failed: log it and try again shortly.
 			outage = errors.Is(err, cstype.ErrUnavailable)
 			s.log.LogAttrs(ctx, slog.LevelWarn, "event stream: read events", slog.String("tenant", id.Tenant), slog.Any("err", err))
+			retry = time.After(s.retryEvery)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-feed.Changes():
-		case <-poll.C:
+		case <-retry:
+		case <-recheck.C:
 		case <-keepAlive.C:
 			if st.write(": keep-alive\n\n") != nil {
 				return nil
@@ -106,6 +117,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 		}
 	}
 }
+
+// streamRecheck is how often, on average, an event stream reads its feed
+// with nothing waking it: a last resort, since the engine's watcher wakes it
+// for every change it finds.
+const streamRecheck = 30 * time.Second
 
 // errEventCursor is the 400 of a Last-Event-ID this store never issued
 // (malformed, or ahead of the newest event): the client reconnects without

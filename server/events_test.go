@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,20 +186,87 @@ func TestEventStream(t *testing.T) {
 	})
 }
 
+// tenantReads counts the store's reads of a tenant's audit log (ListEvents
+// without a proposal): what following the tenant costs.
+type tenantReads struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *tenantReads) ListEvents(ctx context.Context, p *store.ListEventsParams) ([]*cstype.Event, error) {
+	if p.ProposalID == "" {
+		s.n.Add(1)
+	}
+	return s.Store.ListEvents(ctx, p)
+}
+
+// TestEventStreamsShareTheWatcher: idle streams of one tenant cost the store
+// one read of the tenant per WaitPoll between them (the engine's watcher),
+// not one each, and the watcher still wakes every one of them for a change
+// another engine made (which cannot notify them); the streams' own recheck
+// is off.
+func TestEventStreamsShareTheWatcher(t *testing.T) {
+	t.Parallel()
+	const poll, streams = 50 * time.Millisecond, 30
+	st := &tenantReads{Store: newStore(t, "sqlite", nil)}
+	h := newHarness(t, "sqlite", harnessOptions{
+		store:  st,
+		engine: func(o *countersign.Options) { o.WaitPoll = poll },
+		server: func(o *Options) { o.MaxStreamsPerActor = streams },
+	})
+	h.srv.recheckEvery = time.Hour
+	chs := make([]<-chan sseEvent, streams)
+	for i := range chs {
+		chs[i] = h.stream(t, "bob", "")
+	}
+	// Every stream has read, delivered and gone idle.
+	first := h.pending("sw1", "c_sw1")
+	for _, ch := range chs {
+		want(t, "id", next(t, ch).proposal(t)["id"], first)
+	}
+	time.Sleep(4 * poll) // the watcher's own scan of that change woke them once more
+
+	st.n.Store(0)
+	began := time.Now()
+	time.Sleep(20 * poll)
+	reads, elapsed := st.n.Load(), time.Since(began)
+	// A ticker fires at most once per period: at most one scan per poll,
+	// and one read of the tenant per scan (fewer than a page of events).
+	if limit := int64(elapsed/poll) + 2; reads > limit {
+		t.Errorf("%d idle streams made %d reads of their tenant in %s, want at most %d (one per WaitPoll)", streams, reads, elapsed, limit)
+	}
+
+	other, err := countersign.New(countersign.Options{Store: h.store, Policy: &testPolicy, Actions: testActions(t), Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := other.Call(context.Background(), &countersign.Call{
+		Identity: identities["alice"], ThreadID: "t1", ToolCallID: "sw2", Action: "payments.refund",
+		Input: json.RawMessage(`{"amount":1,"customer":"c_sw2"}`), WaitTimeout: time.Nanosecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range chs {
+		want(t, "id", next(t, ch).proposal(t)["id"], res.ProposalID)
+	}
+}
+
 func idOf(e sseEvent) int64 {
 	n, _ := strconv.ParseInt(e.id, 10, 64)
 	return n
 }
 
-// TestEventStreamWakeAndPoll: the stream wakes on the engine's notification
-// (with polling practically off), and polls for changes made by another
-// engine on the same store (which cannot notify it).
+// TestEventStreamWakeAndPoll: the stream wakes on the engine's notification,
+// and for changes made by another engine on the same store (which cannot
+// notify it) on the engine's watcher, which reads the tenant every WaitPoll
+// for all its streams: the stream's own recheck is off in both.
 func TestEventStreamWakeAndPoll(t *testing.T) {
 	t.Parallel()
 	t.Run("wake", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, "mem", harnessOptions{})
-		h.srv.pollEvery = time.Hour
+		h.srv.recheckEvery = time.Hour
 		ch := h.stream(t, "bob", "")
 		id := h.pending("wk1", "c_wk")
 		ev := next(t, ch)
@@ -208,6 +276,7 @@ func TestEventStreamWakeAndPoll(t *testing.T) {
 	t.Run("poll", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, "sqlite", harnessOptions{})
+		h.srv.recheckEvery = time.Hour
 		other, err := countersign.New(countersign.Options{Store: h.store, Policy: &testPolicy, Actions: testActions(t), Logger: discard()})
 		if err != nil {
 			t.Fatal(err)

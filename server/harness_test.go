@@ -282,7 +282,7 @@ func newHarness(t testing.TB, kind string, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.pollEvery = 50 * time.Millisecond
+	srv.retryEvery = 50 * time.Millisecond
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config = srv.HTTPServer("")
 	if ho.http != nil {

@@ -133,9 +133,12 @@ type Server struct {
 	base     context.Context
 	shutdown context.CancelFunc
 
-	// Test knobs: the event stream's polling and keep-alive periods, and a
-	// cap on every long-poll.
-	pollEvery      time.Duration
+	// Test knobs: how soon an event stream reads again after a failed read
+	// (retryEvery), how often it reads with nothing waking it (recheckEvery,
+	// a last resort: the engine's watcher wakes it for other processes'
+	// changes), its keep-alive period, and a cap on every long-poll.
+	retryEvery     time.Duration
+	recheckEvery   time.Duration
 	keepAliveEvery time.Duration
 	// recheck is how often a stream checks its credential (credentialguard.go).
 	recheck time.Duration
@@ -159,7 +162,8 @@ func New(opts Options) (*Server, error) {
 		streams:        newStreamLimit(cmp.Or(opts.MaxStreamsPerActor, DefaultMaxStreamsPerActor)),
 		agents:         opts.Agents,
 		defaultAgent:   opts.DefaultAgent,
-		pollEvery:      500 * time.Millisecond,
+		retryEvery:     500 * time.Millisecond,
+		recheckEvery:   streamRecheck,
 		recheck:        credentialRecheck,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,
