@@ -118,9 +118,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	}
 }
 
-// streamRecheck is how often, on average, an event stream reads its feed
-// with nothing waking it: a last resort, since the engine's watcher wakes it
-// for every change it finds.
+// streamRecheck bounds how long an event stream goes without reading its
+// feed when nothing wakes it (each stream's period is drawn between half of
+// it and all of it): a last resort, since the engine's watcher wakes it for
+// every change it finds.
 const streamRecheck = 30 * time.Second
 
 // errEventCursor is the 400 of a Last-Event-ID this store never issued
