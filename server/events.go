@@ -86,24 +86,29 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 	defer recheck.Stop()
 	keepAlive := time.NewTicker(s.keepAliveEvery)
 	defer keepAlive.Stop()
-	outage := false // the store could not be reached at the last drain
+	outage := false            // the store could not be reached at the last drain
+	read := true               // false after a keep-alive: nothing asked for a read
+	var retry <-chan time.Time // nil: no failed read to retry
 	for {
-		err := st.drain(ctx, feed)
-		var retry <-chan time.Time // nil: no failed read to retry
-		switch {
-		case err == nil:
-			outage = false
-		case ctx.Err() != nil || errors.Is(err, errClientGone):
-			return nil
-		case errors.Is(err, cstype.ErrUnavailable) && outage:
-			// Logged when the outage began; the stream holds on.
-			retry = time.After(s.retryEvery)
-		default:
-			// The store failed: log it and try again shortly.
-			outage = errors.Is(err, cstype.ErrUnavailable)
-			s.log.LogAttrs(ctx, slog.LevelWarn, "event stream: read events", slog.String("tenant", id.Tenant), slog.Any("err", err))
-			retry = time.After(s.retryEvery)
+		if read {
+			err := st.drain(ctx, feed)
+			retry = nil
+			switch {
+			case err == nil:
+				outage = false
+			case ctx.Err() != nil || errors.Is(err, errClientGone):
+				return nil
+			case errors.Is(err, cstype.ErrUnavailable) && outage:
+				// Logged when the outage began; the stream holds on.
+				retry = time.After(s.retryEvery)
+			default:
+				// The store failed: log it and try again shortly.
+				outage = errors.Is(err, cstype.ErrUnavailable)
+				s.log.LogAttrs(ctx, slog.LevelWarn, "event stream: read events", slog.String("tenant", id.Tenant), slog.Any("err", err))
+				retry = time.After(s.retryEvery)
+			}
 		}
+		read = true
 		select {
 		case <-ctx.Done():
 			return nil
@@ -114,6 +119,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, id counter
 			if st.write(": keep-alive\n\n") != nil {
 				return nil
 			}
+			read = false
 		}
 	}
 }

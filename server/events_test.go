@@ -204,7 +204,7 @@ func (s *tenantReads) ListEvents(ctx context.Context, p *store.ListEventsParams)
 // one read of the tenant per WaitPoll between them (the engine's watcher),
 // not one each, and the watcher still wakes every one of them for a change
 // another engine made (which cannot notify them); the streams' own recheck
-// is off.
+// is off, and their keep-alives, frequent here, read nothing.
 func TestEventStreamsShareTheWatcher(t *testing.T) {
 	t.Parallel()
 	const poll, streams = 50 * time.Millisecond, 30
@@ -215,6 +215,7 @@ func TestEventStreamsShareTheWatcher(t *testing.T) {
 		server: func(o *Options) { o.MaxStreamsPerActor = streams },
 	})
 	h.srv.recheckEvery = time.Hour
+	h.srv.keepAliveEvery = poll
 	chs := make([]<-chan sseEvent, streams)
 	for i := range chs {
 		chs[i] = h.stream(t, "bob", "")
