@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func init() {
 	flag.IntVar(&b8Sizes.LongPolls, "longpolls", b8Sizes.LongPolls, "B8: concurrent wait-mode calls (long-polls) on one server")
 	flag.IntVar(&b8Sizes.Streams, "streams", b8Sizes.Streams, "B8: concurrent event streams (GET /v1/events) on the same server")
 	flag.IntVar(&b8Sizes.Tenants, "conn-tenants", b8Sizes.Tenants, "B8: tenants the calls and streams are spread over")
+	flag.DurationVar(&b8Sizes.Idle, "b8-idle", b8Sizes.Idle, "B8: how long the server is watched with everything open and nothing happening")
 	register(scenario{ID: "B8", order: 80, perStore: true,
 		Title: "Connections: long-polls and event streams on one server",
 		Method: fmt.Sprintf("The server is a process of its own (this binary re-executed: the real server.New and its http.Server, API keys, metrics, "+
@@ -141,7 +143,13 @@ func (s *connServer) ask(cmd string) (connStat, error) {
 	if !s.out.Scan() {
 		return st, fmt.Errorf("the server process ended: %v", s.out.Err())
 	}
-	return st, json.Unmarshal(s.out.Bytes(), &st)
+	if err := json.Unmarshal(s.out.Bytes(), &st); err != nil {
+		return st, err
+	}
+	if st.Error != "" {
+		return st, fmt.Errorf("the server process: %s: %s", cmd, st.Error)
+	}
+	return st, nil
 }
 
 // stop ends the server process: its standard input closes and it shuts
@@ -293,7 +301,13 @@ func connections(e *env) ([]Figure, error) {
 		return nil, err
 	}
 	defer cleanup()
-	srv, err := startConnServer(e, connServerSpec{Store: spec, MaxConns: e.cfg.PGMaxConns, Tenants: sz.Tenants, Approvers: max(1, sz.Streams/sz.Tenants)})
+	cs := connServerSpec{Store: spec, MaxConns: e.cfg.PGMaxConns, Tenants: sz.Tenants, Approvers: max(1, sz.Streams/sz.Tenants)}
+	idleStat, idleStatEnd := "stat", "stat"
+	if dir := e.cfg.IdleProfiles; dir != "" {
+		cs.IdleProfile, _ = filepath.Abs(filepath.Join(dir, "b8-"+e.target.name+"-idle.prof"))
+		idleStat, idleStatEnd = "profile", "unprofile"
+	}
+	srv, err := startConnServer(e, cs)
 	if err != nil {
 		return nil, err
 	}
@@ -501,13 +515,13 @@ func connections(e *env) ([]Figure, error) {
 	clientPeak := countFDs(0)
 	// Nothing happens for a while: what do the blocked calls and the open
 	// streams cost?
-	idle0, err := srv.ask("stat")
+	idle0, err := srv.ask(idleStat)
 	if err != nil {
 		return nil, err
 	}
 	idleStart := time.Now()
 	time.Sleep(sz.Idle)
-	idle1, err := srv.ask("stat")
+	idle1, err := srv.ask(idleStatEnd)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -39,6 +41,9 @@ type connServerSpec struct {
 	MaxConns  int    `json:"max_conns"`
 	Tenants   int    `json:"tenants"`
 	Approvers int    `json:"approvers"` // per tenant, each with its own key
+	// IdleProfile is the file "profile" writes a CPU profile to, from
+	// that command to "unprofile" (empty: neither is accepted).
+	IdleProfile string `json:"idle_profile,omitempty"`
 }
 
 // The API keys of B8, per tenant t: one agent (alice), Approvers stream
@@ -73,6 +78,7 @@ type connStat struct {
 	Stacks     uint64 `json:"stacks,omitempty"`    // the stacks alone, read right after`
 	PoolTotal  int    `json:"pool_total"`          // PostgreSQL: connections open in the pool
 	PoolInUse  int    `json:"pool_in_use"`         // PostgreSQL: connections acquired now
+	Error      string `json:"error,omitempty"`     // the command was refused
 }
 
 // creationCounter counts the proposals the store created (not replays)
@@ -174,12 +180,31 @@ func connServerMain(specJSON string) int {
 	fmt.Printf("READY http://%s\n", ln.Addr())
 	in := bufio.NewScanner(os.Stdin)
 	out := json.NewEncoder(os.Stdout)
+	stopProfile := func() {}
+	defer func() { stopProfile() }()
 	for in.Scan() {
 		switch in.Text() {
 		case "stat":
 			_ = out.Encode(stat(false))
 		case "mem":
 			_ = out.Encode(stat(true))
+		case "profile", "unprofile":
+			// The profile starts after the answer's stat and stops
+			// before it, so that it holds the window between them.
+			s := stat(false)
+			if in.Text() == "profile" {
+				stop, err := startRunProfile(filepath.Dir(spec.IdleProfile), strings.TrimSuffix(filepath.Base(spec.IdleProfile), ".prof"))
+				if err != nil || spec.IdleProfile == "" {
+					_ = out.Encode(map[string]string{"error": fmt.Sprintf("profile %q: %v", spec.IdleProfile, err)})
+					break
+				}
+				stopProfile = stop
+			} else {
+				stopProfile()
+				stopProfile = func() {}
+				s = stat(false)
+			}
+			_ = out.Encode(s)
 		default:
 			_ = out.Encode(map[string]string{"error": "unknown command " + in.Text()})
 		}

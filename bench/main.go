@@ -97,6 +97,10 @@ type config struct {
 	// WorkerProfiles, when set, is the folder where each worker process of
 	// B1 writes a CPU profile of its drain (from the go-ahead to its exit).
 	WorkerProfiles string
+	// IdleProfiles, when set, is the folder where B8's server process
+	// writes a CPU profile of its idle window (everything open, nothing
+	// happening), b8-<store>-idle.prof.
+	IdleProfiles string
 	// audit: rounds of B3 and B6, each with and without the sealer
 	AuditRounds int
 	// tracing: rounds of B3 and B6, each with and without tracing
@@ -214,6 +218,7 @@ func realMain() int {
 	flag.BoolVar(&cfg.Quick, "quick", false, "small sizes for a smoke run (the report says so)")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "Markdown report: its generated part is replaced (empty: stdout only)")
 	flag.StringVar(&jsonOut, "json", "docs/benchmarks.json", "JSON report (empty: none)")
+	flag.StringVar(&cfg.IdleProfiles, "b8-idle-cpuprofiles", "", "B8: the folder where the server process writes a CPU profile of the idle window (everything open, nothing happening), b8-<store>-idle.prof")
 	flag.StringVar(&cfg.WorkerProfiles, "worker-cpuprofiles", "", "B1: the folder where each worker process writes a CPU profile of its drain, worker-<store>-<processes>p-<n>.prof")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (this process; not worker processes, not the peer) to this file")
 	flag.StringVar(&trcFile, "exectrace", "", "write an execution trace of the whole run (this process; runtime/trace, read with go tool trace) to this file")
