@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -32,20 +31,21 @@ type APIKey struct {
 }
 
 // APIKeys authenticates configured API keys. It is safe for concurrent use.
+//
+// A key is found by the SHA-256 of the token presented, in a map: the time
+// taken does not grow with the number of keys, and what it could tell is
+// about that digest, never about a configured key: knowing all of a key's
+// digest (which a configuration with key_sha256 holds in plain sight) gives
+// no way to a token that has it (docs/decisions/0057-api-keys-by-digest.md).
 type APIKeys struct {
-	keys []apiKey
-}
-
-type apiKey struct {
-	digest [sha256.Size]byte
-	id     countersign.Identity
+	keys map[[sha256.Size]byte]countersign.Identity
 }
 
 // NewAPIKeys validates keys and returns an Authenticator for them. Errors
 // name the offending entry with the configuration's field names
 // (api_keys[i].key_sha256). An empty list is valid and authenticates nobody.
 func NewAPIKeys(keys []APIKey) (*APIKeys, error) {
-	a := &APIKeys{keys: make([]apiKey, 0, len(keys))}
+	a := &APIKeys{keys: make(map[[sha256.Size]byte]countersign.Identity, len(keys))}
 	seen := make(map[[sha256.Size]byte]int, len(keys))
 	for i, k := range keys {
 		field := fmt.Sprintf("api_keys[%d]", i)
@@ -85,10 +85,7 @@ func NewAPIKeys(keys []APIKey) (*APIKeys, error) {
 			return nil, fmt.Errorf("%s: same key as api_keys[%d]", field, j)
 		}
 		seen[digest] = i
-		a.keys = append(a.keys, apiKey{
-			digest: digest,
-			id:     countersign.Identity{Tenant: k.Tenant, Actor: k.Actor, Roles: slices.Clone(k.Roles), Kind: cmp.Or(k.Kind, countersign.KindHuman)},
-		})
+		a.keys[digest] = countersign.Identity{Tenant: k.Tenant, Actor: k.Actor, Roles: slices.Clone(k.Roles), Kind: cmp.Or(k.Kind, countersign.KindHuman)}
 	}
 	return a, nil
 }
@@ -125,18 +122,10 @@ func (a *APIKeys) LookupSHA256(_ context.Context, digest string) (countersign.Id
 
 // byDigest returns the identity of the key with this digest.
 func (a *APIKeys) byDigest(digest [sha256.Size]byte) (countersign.Identity, error) {
-	// Compare with every key, without stopping at a match, so the time taken
-	// says nothing about which key (or how many bytes of one) matched.
-	found, index := 0, 0
-	for i := range a.keys {
-		eq := subtle.ConstantTimeCompare(digest[:], a.keys[i].digest[:])
-		index = subtle.ConstantTimeSelect(eq, i, index)
-		found |= eq
-	}
-	if found == 0 {
+	id, ok := a.keys[digest]
+	if !ok {
 		return countersign.Identity{}, errUnknownAPIKey
 	}
-	id := a.keys[index].id
 	id.Roles = slices.Clone(id.Roles) // callers may not change the configuration
 	return id, nil
 }

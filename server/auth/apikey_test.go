@@ -163,19 +163,27 @@ func TestNewAPIKeysInvalid(t *testing.T) {
 	}
 }
 
+// BenchmarkAPIKeysAuthenticate authenticates one key among n configured:
+// a server of many tenants holds thousands (B8's, 1,200), and every
+// request and every stream's recheck asks.
 func BenchmarkAPIKeysAuthenticate(b *testing.B) {
-	cfg := make([]APIKey, 100)
-	for i := range cfg {
-		cfg[i] = APIKey{Key: fmt.Sprintf("ck_%03d", i), Tenant: "t", Actor: "a"}
-	}
-	keys, err := NewAPIKeys(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	for b.Loop() {
-		if _, err := keys.Authenticate(ctx, "ck_050"); err != nil {
-			b.Fatal(err)
-		}
+	for _, n := range []int{1, 100, 1000, 10000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			cfg := make([]APIKey, n)
+			for i := range cfg {
+				cfg[i] = APIKey{Key: fmt.Sprintf("ck_%05d", i), Tenant: "t", Actor: "a"}
+			}
+			keys, err := NewAPIKeys(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			token := fmt.Sprintf("ck_%05d", n/2)
+			for b.Loop() {
+				if _, err := keys.Authenticate(ctx, token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
