@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/countersign/countersign/store"
@@ -121,6 +122,41 @@ func (e *Engine) Session(ctx context.Context, token string) (*Session, error) {
 		return nil, fmt.Errorf("session: expired: %w", ErrNotFound)
 	}
 	return sessionFrom(rec), nil
+}
+
+// Sessions returns the live sessions among tokens, by token: a token that
+// opens none, or one that has expired by the engine's clock, is left out,
+// as Session would answer ErrNotFound. It reads the store once for every
+// store.MaxGetSessions distinct tokens: the inbox asks it, twice a
+// second, about every session whose event stream is open.
+func (e *Engine) Sessions(ctx context.Context, tokens []string) (map[string]*Session, error) {
+	byDigest := make(map[string]string, len(tokens))
+	ids := make([]string, 0, len(tokens))
+	for _, token := range tokens {
+		if token == "" || len(token) > maxSessionToken {
+			continue
+		}
+		id := sessionDigest(token)
+		if _, dup := byDigest[id]; !dup {
+			byDigest[id] = token
+			ids = append(ids, id)
+		}
+	}
+	live := make(map[string]*Session, len(ids))
+	now := e.clock()
+	for chunk := range slices.Chunk(ids, store.MaxGetSessions) {
+		recs, err := e.store.GetSessions(ctx, &store.GetSessionsParams{IDs: chunk})
+		if err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
+		}
+		for _, rec := range recs {
+			token, ok := byDigest[rec.ID]
+			if ok && now.Before(rec.ExpiresAt) {
+				live[token] = sessionFrom(rec)
+			}
+		}
+	}
+	return live, nil
 }
 
 // EndSession ends the session a token opens, in every process. Ending one

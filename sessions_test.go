@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -295,6 +296,55 @@ func TestSweeperRemovesExpiredSessions(t *testing.T) {
 		stop()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)
+		}
+	})
+}
+
+// TestSessions: Engine.Sessions answers, by token, exactly the sessions
+// Session would: not one ended, expired by the engine's clock, unknown or
+// malformed; each token once however often it is named; and as many tokens
+// as it is given, across the store's bound on one read.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		e, _, clock := sessionEngine(t, open)
+		ctx := t.Context()
+		start := func(ttl time.Duration) string {
+			t.Helper()
+			token, _, err := e.StartSession(ctx, &countersign.StartSessionParams{Identity: sessionUser, Credential: "k", Revocable: true, TTL: ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return token
+		}
+		long, short, ended := start(time.Hour), start(time.Minute), start(time.Hour)
+		if err := e.EndSession(ctx, ended); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		tokens := []string{long, short, ended, long, "", "unknown", strings.Repeat("x", 200)}
+		// More tokens than one store read takes: the live one last.
+		for i := range store.MaxGetSessions + 10 {
+			tokens = append(tokens, fmt.Sprintf("no-such-token-%d", i))
+		}
+		later := start(time.Hour)
+		tokens = append(tokens, later)
+		live, err := e.Sessions(ctx, tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(live) != 2 || live[long] == nil || live[later] == nil {
+			t.Fatalf("live sessions: %d (long %v, later %v), want long and later", len(live), live[long] != nil, live[later] != nil)
+		}
+		want, err := e.Session(ctx, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := live[long]; got.Identity.Actor != want.Identity.Actor || got.CSRF != want.CSRF || !got.ExpiresAt.Equal(want.ExpiresAt) || !got.Revocable {
+			t.Errorf("Sessions answered %+v, Session %+v", got, want)
+		}
+		if live, err := e.Sessions(ctx, nil); err != nil || len(live) != 0 {
+			t.Errorf("no tokens: %v, %v; want none", live, err)
 		}
 	})
 }

@@ -75,7 +75,7 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 	t.Parallel()
 	a := &changingAuth{revoked: map[string]bool{}, life: time.Second}
 	h := newHarness(t, "sqlite", harnessOptions{server: func(o *Options) { o.Auth = a }})
-	h.srv.recheck = 20 * time.Millisecond
+	h.srv.creds.SetPeriod(20 * time.Millisecond)
 
 	short := h.stream(t, "short_alice", "")
 	revocable := h.stream(t, "alice", "")
@@ -111,5 +111,116 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 		case <-deadline:
 			t.Fatal("bob's stream never carried the new proposal")
 		}
+	}
+}
+
+// recheckAuth counts the questions asked about each token. A token in
+// fixed is a JWT's kind: it expires in an hour and cannot be withdrawn
+// before; any other is revocable, and stands for whoever as says now.
+type recheckAuth struct {
+	mu    sync.Mutex
+	asks  map[string]int
+	as    map[string]countersign.Identity
+	fixed map[string]bool
+}
+
+func (a *recheckAuth) Authenticate(ctx context.Context, token string) (countersign.Identity, error) {
+	c, err := a.AuthenticateCredential(ctx, token)
+	return c.Identity, err
+}
+
+func (a *recheckAuth) AuthenticateCredential(_ context.Context, token string) (auth.Credential, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asks[token]++
+	id, ok := a.as[token]
+	if !ok {
+		return auth.Credential{}, fmt.Errorf("%w: unknown token", auth.ErrUnauthenticated)
+	}
+	if a.fixed[token] {
+		return auth.Credential{Identity: id, ExpiresAt: time.Now().Add(time.Hour)}, nil
+	}
+	return auth.Credential{Identity: id, Revocable: true}, nil
+}
+
+func (a *recheckAuth) count(token string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.asks[token]
+}
+
+// TestCredentialRecheckShared: the server asks about each revocable token
+// once a round, however many streams it opened; never again about a
+// credential that cannot be withdrawn before it expires; ends every stream
+// of a token that now stands for someone else, and no other; and runs no
+// goroutine for it once no guarded stream is open.
+func TestCredentialRecheckShared(t *testing.T) {
+	t.Parallel()
+	a := &recheckAuth{
+		asks:  map[string]int{},
+		as:    map[string]countersign.Identity{"alice": identities["alice"], "bob": identities["bob"], "jwt_carol": identities["carol"]},
+		fixed: map[string]bool{"jwt_carol": true},
+	}
+	h := newHarness(t, "sqlite", harnessOptions{server: func(o *Options) { o.Auth, o.MaxStreamsPerActor = a, 20 }})
+	h.srv.creds.SetPeriod(20 * time.Millisecond)
+
+	t.Run("open", func(t *testing.T) {
+		var alice []<-chan sseEvent
+		for range 10 {
+			alice = append(alice, h.stream(t, "alice", ""))
+		}
+		bob := h.stream(t, "bob", "")
+		carol := h.stream(t, "jwt_carol", "")
+		carolOpened := a.count("jwt_carol")
+
+		// bob's one stream is asked about once a round: wait for a few
+		// rounds, then alice's ten must have been asked about as often.
+		bob0, alice0 := a.count("bob"), a.count("alice")
+		deadline := time.Now().Add(10 * time.Second)
+		for a.count("bob")-bob0 < 5 {
+			if time.Now().After(deadline) {
+				t.Fatalf("bob's credential asked about %d times in 10 s, want a round every 20 ms", a.count("bob")-bob0)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		rounds, asked := a.count("bob")-bob0, a.count("alice")-alice0
+		if asked < rounds-1 || asked > rounds+1 {
+			t.Fatalf("alice's token, 10 streams, asked about %d times in %d rounds: want once a round", asked, rounds)
+		}
+		if n := a.count("jwt_carol"); n != carolOpened {
+			t.Fatalf("a credential that cannot be withdrawn was asked about %d times after its stream opened", n-carolOpened)
+		}
+
+		// alice's token now stands for dave: her streams end, the others
+		// go on.
+		a.mu.Lock()
+		a.as["alice"] = identities["dave"]
+		a.mu.Unlock()
+		for i, ch := range alice {
+			if !closedWithin(ch, 10*time.Second) {
+				t.Fatalf("alice's stream %d did not end when her token came to stand for dave", i)
+			}
+		}
+		for name, ch := range map[string]<-chan sseEvent{"bob": bob, "jwt_carol": carol} {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					t.Fatalf("%s's stream ended with alice's", name)
+				}
+			default:
+			}
+		}
+	})
+	// The subtest's streams are closed: the watch's goroutine ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, open := h.srv.creds.Running()
+		if !running && open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after every stream closed: the guard is running %v, holds %d tokens", running, open)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/recheck"
 	"github.com/countersign/countersign/server/auth"
 )
 
@@ -123,6 +124,7 @@ type Server struct {
 	ready        func(ctx context.Context) error
 	metrics      *Metrics
 	streams      *streamLimit
+	creds        *recheck.Guard[string, countersign.Identity] // credentialguard.go
 	agents       Agents
 	defaultAgent string
 	handler      http.Handler
@@ -140,9 +142,7 @@ type Server struct {
 	retryEvery     time.Duration
 	recheckEvery   time.Duration
 	keepAliveEvery time.Duration
-	// recheck is how often a stream checks its credential (credentialguard.go).
-	recheck time.Duration
-	waitCap time.Duration
+	waitCap        time.Duration
 }
 
 // New validates opts and returns a Server.
@@ -164,11 +164,11 @@ func New(opts Options) (*Server, error) {
 		defaultAgent:   opts.DefaultAgent,
 		retryEvery:     500 * time.Millisecond,
 		recheckEvery:   streamRecheck,
-		recheck:        credentialRecheck,
 		keepAliveEvery: 15 * time.Second,
 		waitCap:        MaxWait,
 	}
 	s.base, s.shutdown = context.WithCancel(context.Background())
+	s.creds = recheck.New[string, countersign.Identity](credentialRecheck, s.recheckCredentials)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

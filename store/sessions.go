@@ -19,6 +19,12 @@ type Sessions interface {
 	// GetSession returns a session by ID, or ErrNotFound.
 	GetSession(ctx context.Context, params *GetSessionParams) (*Session, error)
 
+	// GetSessions returns the sessions stored among params.IDs, in no
+	// order, each once; an ID that names none is left out (the inbox asks
+	// which of its open streams' sessions still stand, in one read). At
+	// most MaxGetSessions IDs, or ErrInvalidParams.
+	GetSessions(ctx context.Context, params *GetSessionsParams) ([]*Session, error)
+
 	// DeleteSession removes a session. Removing one that is not stored is
 	// not an error: signing out twice is signing out.
 	DeleteSession(ctx context.Context, params *DeleteSessionParams) error
@@ -66,6 +72,25 @@ type CreateSessionParams struct {
 // GetSessionParams names one session.
 type GetSessionParams struct {
 	ID string
+}
+
+// MaxGetSessions bounds the IDs of one GetSessions.
+const MaxGetSessions = 1000
+
+// GetSessionsParams names sessions; repeats are allowed.
+type GetSessionsParams struct {
+	IDs []string
+}
+
+// ValidateGetSessions checks GetSessions' bound.
+func ValidateGetSessions(p *GetSessionsParams) error {
+	if p == nil {
+		return invalidParams("get sessions: params required")
+	}
+	if len(p.IDs) > MaxGetSessions {
+		return invalidParams("get sessions: %d ids, at most %d", len(p.IDs), MaxGetSessions)
+	}
+	return nil
 }
 
 // DeleteSessionParams names one session.

@@ -70,6 +70,13 @@ func (in *Inbox) sessionByToken(ctx context.Context, token string) (*countersign
 	if err != nil {
 		return nil, err
 	}
+	return in.standing(ctx, token, sess)
+}
+
+// standing returns sess, the live session token opens, if the credential
+// it was opened with still stands; otherwise it ends the session, in every
+// process, and returns nil.
+func (in *Inbox) standing(ctx context.Context, token string, sess *countersign.Session) (*countersign.Session, error) {
 	ok, err := in.credentialStands(ctx, sess)
 	if err != nil {
 		return nil, err
@@ -295,7 +302,7 @@ func (in *Inbox) handleLogout(w http.ResponseWriter, r *http.Request) error {
 // handleEvents streams the API's proposal events to a signed-in browser,
 // for no longer than the session lasts: the stream ends at the session's
 // expiry, and within sessionRecheck of the session ending otherwise (signed
-// out, or its key withdrawn).
+// out, or its key withdrawn; recheckSessions).
 func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sess, err := in.session(r)
 	if errors.Is(err, cstype.ErrUnavailable) {
@@ -315,37 +322,43 @@ func (in *Inbox) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), sess.ExpiresAt)
 	defer cancel()
-	go in.watchSession(ctx, cancel, sessionToken(r))
+	defer in.streams.Add(sessionToken(r), struct{}{}, cancel)()
 	in.api.StreamEvents(w, r.WithContext(ctx), sess.Identity)
 }
 
-// sessionRecheck is how often a live event stream checks that its session
-// still stands: docs/api.md asks that a stream end within a second of its
-// credential being revoked (a sign-out, a key removed). One indexed session
-// read per open inbox stream twice a second.
+// sessionRecheck is how often the inbox checks that the sessions of its
+// open event streams still stand: docs/api.md asks that a stream end within
+// a second of its credential being revoked (a sign-out, a key removed).
+// One store read a round for all of them (Engine.Sessions), however many
+// streams are open.
 const sessionRecheck = 500 * time.Millisecond
 
-// watchSession calls end once the session token opens has ended, looking
-// every in.recheck until ctx ends. A check that fails (the store is down)
-// leaves the stream be until the next.
-func (in *Inbox) watchSession(ctx context.Context, end context.CancelFunc, token string) {
-	t := time.NewTicker(in.recheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// sessionAskTimeout bounds a round's reads.
+const sessionAskTimeout = 10 * time.Second
+
+// recheckSessions is a round of the inbox's stream guard (in.streams,
+// internal/recheck): it reads the sessions of the open streams at once and
+// ends the streams of each session that has ended (signed out, expired, its
+// credential withdrawn). A round that cannot read (the store is down)
+// leaves the streams be until the next.
+func (in *Inbox) recheckSessions(tokens []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionAskTimeout)
+	defer cancel()
+	live, err := in.engine.Sessions(ctx, tokens)
+	if err != nil {
+		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: event streams: check the sessions", slog.Any("err", err))
+		return
+	}
+	for _, token := range tokens {
+		sess := live[token]
+		if sess != nil {
+			if sess, err = in.standing(ctx, token, sess); err != nil {
+				in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: event stream: check the session", slog.Any("err", err))
+				continue
+			}
 		}
-		sess, err := in.sessionByToken(ctx, token)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: event stream: check the session", slog.Any("err", err))
-		case sess == nil:
-			end()
-			return
+		if sess == nil {
+			in.streams.End(token, nil)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/cstype"
+	"github.com/countersign/countersign/internal/recheck"
 	"github.com/countersign/countersign/server"
 	"github.com/countersign/countersign/server/auth"
 )
@@ -127,7 +128,7 @@ type Inbox struct {
 	secure  SecureCookies
 	proxies []netip.Prefix
 	limiter *limiter
-	recheck time.Duration // sessionRecheck; tests shorten it
+	streams *recheck.Guard[string, struct{}] // open event streams by session token (session.go)
 	now     func() time.Time
 	log     *slog.Logger
 	pages   map[string]*template.Template
@@ -160,14 +161,14 @@ func New(opts Options) (*Inbox, error) {
 		proxies: proxies,
 		limiter: newLimiter(cmpOr(opts.SignInBurst, DefaultSignInBurst), cmpOr(opts.SignInInterval, DefaultSignInInterval),
 			DefaultSignInClients, now),
-		recheck: sessionRecheck,
-		now:     now,
-		log:     opts.Logger,
-		pages:   pages,
+		now:   now,
+		log:   opts.Logger,
+		pages: pages,
 	}
 	if in.log == nil {
 		in.log = slog.Default()
 	}
+	in.streams = recheck.New[string, struct{}](sessionRecheck, in.recheckSessions)
 	in.handler = in.routes()
 	return in, nil
 }

@@ -20,6 +20,9 @@ type Credential struct {
 	// Revocable: the token can be withdrawn before it expires (an API key
 	// removed from the configuration) and is found again by its SHA-256
 	// with a KeyLookup, which a session opened with it asks on every use.
+	// A credential with an ExpiresAt that is not Revocable (a JWT) is
+	// bounded by its expiry alone: the server's streams do not ask about it
+	// again. One without an ExpiresAt they ask about every half second.
 	Revocable bool
 	// Issuer, Subject and Party are a JWT's "iss", "sub" and "azp" claims
 	// (each empty when the token has none, and for an API key): who issued

@@ -43,6 +43,26 @@ func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) 
 	return sess.Clone(), nil
 }
 
+// GetSessions implements store.Store.
+func (s *Store) GetSessions(ctx context.Context, params *store.GetSessionsParams) ([]*store.Session, error) {
+	if err := store.ValidateGetSessions(params); err != nil {
+		return nil, fmt.Errorf("memstore: get sessions: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []*store.Session
+	seen := make(map[string]bool, len(params.IDs))
+	for _, id := range params.IDs {
+		if sess, ok := s.sessions[id]; ok && !seen[id] {
+			seen[id] = true
+			out = append(out, sess.Clone())
+		}
+	}
+	return out, nil
+}
+
 // DeleteSession implements store.Store.
 func (s *Store) DeleteSession(ctx context.Context, params *store.DeleteSessionParams) error {
 	if err := s.lock(ctx); err != nil {

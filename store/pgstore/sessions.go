@@ -15,6 +15,7 @@ const sessionColumns = `id, tenant, actor, roles, credential_sha256, revocable, 
 const (
 	insertSessionSQL = `INSERT INTO _S_.sessions (` + sessionColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	getSessionSQL    = `SELECT ` + sessionColumns + ` FROM _S_.sessions WHERE id = $1`
+	getSessionsSQL   = `SELECT ` + sessionColumns + ` FROM _S_.sessions WHERE id = ANY ($1)`
 	deleteSessionSQL = `DELETE FROM _S_.sessions WHERE id = $1`
 	// The oldest expired first; SKIP LOCKED lets concurrent sweeps share
 	// the work instead of queueing on the same rows.
@@ -38,14 +39,48 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 
 // GetSession implements store.Store.
 func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) (*store.Session, error) {
-	var sess store.Session
-	err := s.pool.QueryRow(ctx, qualify(s.q.schema, getSessionSQL), params.ID).Scan(
-		&sess.ID, &sess.Tenant, &sess.Actor, &sess.Roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt)
+	sess, err := scanSession(s.pool.QueryRow(ctx, qualify(s.q.schema, getSessionSQL), params.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, wrap("get session", store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, wrap("get session", err)
+	}
+	return sess, nil
+}
+
+// GetSessions implements store.Store.
+func (s *Store) GetSessions(ctx context.Context, params *store.GetSessionsParams) ([]*store.Session, error) {
+	if err := store.ValidateGetSessions(params); err != nil {
+		return nil, wrap("get sessions", err)
+	}
+	if len(params.IDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, qualify(s.q.schema, getSessionsSQL), params.IDs)
+	if err != nil {
+		return nil, wrap("get sessions", err)
+	}
+	defer rows.Close()
+	var out []*store.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, wrap("get sessions", err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("get sessions", err)
+	}
+	return out, nil
+}
+
+// scanSession reads one row of sessionColumns.
+func scanSession(row pgx.Row) (*store.Session, error) {
+	var sess store.Session
+	if err := row.Scan(&sess.ID, &sess.Tenant, &sess.Actor, &sess.Roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &sess.CreatedAt, &sess.ExpiresAt); err != nil {
+		return nil, err
 	}
 	sess.CreatedAt, sess.ExpiresAt = sess.CreatedAt.UTC(), sess.ExpiresAt.UTC()
 	return &sess, nil

@@ -46,21 +46,61 @@ func (s *Store) CreateSession(ctx context.Context, params *store.CreateSessionPa
 
 // GetSession implements store.Store.
 func (s *Store) GetSession(ctx context.Context, params *store.GetSessionParams) (*store.Session, error) {
-	var (
-		sess             store.Session
-		roles            sql.NullString
-		created, expires int64
-	)
-	err := s.rq.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, params.ID).
-		Scan(&sess.ID, &sess.Tenant, &sess.Actor, &roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &created, &expires)
+	sess, err := scanSession(s.rq.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, params.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlitestore: get session: %w", store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get session: %w", classify(err))
 	}
+	return sess, nil
+}
+
+// GetSessions implements store.Store: the IDs go as one JSON array, read
+// with json_each, whose whole elements IN compares.
+func (s *Store) GetSessions(ctx context.Context, params *store.GetSessionsParams) ([]*store.Session, error) {
+	if err := store.ValidateGetSessions(params); err != nil {
+		return nil, fmt.Errorf("sqlitestore: get sessions: %w", err)
+	}
+	if len(params.IDs) == 0 {
+		return nil, nil
+	}
+	ids, err := jsonList(params.IDs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
+	}
+	rows, err := s.rq.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id IN (SELECT value FROM json_each(?))`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*store.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
+	}
+	return out, nil
+}
+
+// scanSession reads one row of sessionColumns.
+func scanSession(row interface{ Scan(...any) error }) (*store.Session, error) {
+	var (
+		sess             store.Session
+		roles            sql.NullString
+		created, expires int64
+	)
+	if err := row.Scan(&sess.ID, &sess.Tenant, &sess.Actor, &roles, &sess.CredentialSHA256, &sess.Revocable, &sess.CSRF, &created, &expires); err != nil {
+		return nil, err
+	}
+	var err error
 	if sess.Roles, err = fromJSONList[string](roles); err != nil {
-		return nil, fmt.Errorf("sqlitestore: get session: roles: %w", classify(err))
+		return nil, fmt.Errorf("roles: %w", err)
 	}
 	sess.CreatedAt, sess.ExpiresAt = fromNanos(created), fromNanos(expires)
 	return &sess, nil

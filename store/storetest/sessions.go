@@ -135,6 +135,73 @@ func testSessions(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("GetSessions", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, newStore)
+		now := fx.clock.Now()
+		a, b, c := newSession(now, time.Hour), newSession(now, time.Hour), newSession(now, time.Minute)
+		b.Roles, b.Revocable = nil, false
+		for _, s := range []*store.Session{a, b, c} {
+			fx.createSession(s.Clone())
+		}
+		get := func(ids ...string) map[string]*store.Session {
+			t.Helper()
+			got, err := fx.store.GetSessions(fx.ctx, &store.GetSessionsParams{IDs: ids})
+			if err != nil {
+				t.Fatalf("get sessions %v: %v", ids, err)
+			}
+			byID := map[string]*store.Session{}
+			for _, s := range got {
+				if byID[s.ID] != nil {
+					t.Fatalf("get sessions %v: %s twice", ids, s.ID)
+				}
+				byID[s.ID] = s
+			}
+			return byID
+		}
+		// Unknown and malformed IDs are left out; a repeat is answered once.
+		got := get(a.ID, sessionID(), b.ID, "x", "", a.ID, `"]`)
+		if len(got) != 2 {
+			t.Fatalf("got %d sessions, want a and b", len(got))
+		}
+		requireSameSession(t, got[a.ID], a)
+		requireSameSession(t, got[b.ID], b)
+		if len(get()) != 0 || len(get(sessionID())) != 0 {
+			t.Error("no ids, or only unknown ones: want no session")
+		}
+		// What GetSessions answers is the caller's to change.
+		got[a.ID].Roles[0] = "admin"
+		requireSameSession(t, get(a.ID)[a.ID], a)
+
+		// An ended session is gone from the answer; expiry is the caller's
+		// to judge.
+		if err := fx.store.DeleteSession(fx.ctx, &store.DeleteSessionParams{ID: a.ID}); err != nil {
+			t.Fatal(err)
+		}
+		fx.clock.Advance(2 * time.Minute)
+		got = get(a.ID, b.ID, c.ID)
+		if len(got) != 2 || got[a.ID] != nil || got[b.ID] == nil || got[c.ID] == nil {
+			t.Fatalf("after a ended and c expired: %d sessions (a %v, b %v, c %v), want b and c", len(got), got[a.ID] != nil, got[b.ID] != nil, got[c.ID] != nil)
+		}
+
+		// The bound: as many IDs as allowed is an answer, one more is
+		// refused.
+		many := make([]string, store.MaxGetSessions)
+		for i := range many {
+			many[i] = sessionID()
+		}
+		many[len(many)-1] = b.ID
+		if got := get(many...); len(got) != 1 || got[b.ID] == nil {
+			t.Fatalf("%d ids, the last b's: %d sessions, want b", len(many), len(got))
+		}
+		if _, err := fx.store.GetSessions(fx.ctx, &store.GetSessionsParams{IDs: append(many, c.ID)}); !errors.Is(err, store.ErrInvalidParams) {
+			t.Errorf("%d ids: %v, want invalid params", len(many)+1, err)
+		}
+		if _, err := fx.store.GetSessions(fx.ctx, nil); !errors.Is(err, store.ErrInvalidParams) {
+			t.Errorf("no params: %v, want invalid params", err)
+		}
+	})
+
 	t.Run("DuplicateID", func(t *testing.T) {
 		t.Parallel()
 		fx := setup(t, newStore)
