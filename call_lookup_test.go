@@ -376,6 +376,11 @@ func (s *callCounter) GetSession(ctx context.Context, params *store.GetSessionPa
 	return s.Store.GetSession(ctx, params)
 }
 
+func (s *callCounter) GetSessions(ctx context.Context, params *store.GetSessionsParams) ([]*store.Session, error) {
+	s.count("GetSessions")
+	return s.Store.GetSessions(ctx, params)
+}
+
 func (s *callCounter) DeleteSession(ctx context.Context, params *store.DeleteSessionParams) error {
 	s.count("DeleteSession")
 	return s.Store.DeleteSession(ctx, params)
