@@ -110,10 +110,11 @@ func (e *Engine) StartSession(ctx context.Context, params *StartSessionParams) (
 // opens none, or opens one that has expired by the engine's clock, is
 // ErrNotFound.
 func (e *Engine) Session(ctx context.Context, token string) (*Session, error) {
-	if token == "" || len(token) > maxSessionToken {
+	id, ok := sessionID(token)
+	if !ok {
 		return nil, fmt.Errorf("session: %w", ErrNotFound)
 	}
-	rec, err := e.store.GetSession(ctx, &store.GetSessionParams{ID: sessionDigest(token)})
+	rec, err := e.store.GetSession(ctx, &store.GetSessionParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
@@ -133,11 +134,8 @@ func (e *Engine) Sessions(ctx context.Context, tokens []string) (map[string]*Ses
 	byDigest := make(map[string]string, len(tokens))
 	ids := make([]string, 0, len(tokens))
 	for _, token := range tokens {
-		if token == "" || len(token) > maxSessionToken {
-			continue
-		}
-		id := sessionDigest(token)
-		if _, dup := byDigest[id]; !dup {
+		id, ok := sessionID(token)
+		if _, dup := byDigest[id]; ok && !dup {
 			byDigest[id] = token
 			ids = append(ids, id)
 		}
@@ -162,10 +160,11 @@ func (e *Engine) Sessions(ctx context.Context, tokens []string) (map[string]*Ses
 // EndSession ends the session a token opens, in every process. Ending one
 // that does not exist is not an error.
 func (e *Engine) EndSession(ctx context.Context, token string) error {
-	if token == "" || len(token) > maxSessionToken {
+	id, ok := sessionID(token)
+	if !ok {
 		return nil
 	}
-	if err := e.store.DeleteSession(ctx, &store.DeleteSessionParams{ID: sessionDigest(token)}); err != nil {
+	if err := e.store.DeleteSession(ctx, &store.DeleteSessionParams{ID: id}); err != nil {
 		return fmt.Errorf("end session: %w", err)
 	}
 	return nil
@@ -176,6 +175,16 @@ func (e *Engine) EndSession(ctx context.Context, token string) error {
 func CredentialSHA256(credential string) string {
 	d := sha256.Sum256([]byte(credential))
 	return hex.EncodeToString(d[:])
+}
+
+// sessionID is the store's id of a presented session token; ok is false
+// for a token no session can have (empty, or longer than StartSession
+// makes).
+func sessionID(token string) (id string, ok bool) {
+	if token == "" || len(token) > maxSessionToken {
+		return "", false
+	}
+	return sessionDigest(token), true
 }
 
 // sessionDigest is the store's id of a session token.
