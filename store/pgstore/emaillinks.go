@@ -178,20 +178,8 @@ func (s *Store) SpendEmailLink(ctx context.Context, params *store.SpendEmailLink
 
 // ListEmailLinks implements store.Store.
 func (s *Store) ListEmailLinks(ctx context.Context, params *store.ListEmailLinksParams) ([]*store.EmailLink, error) {
-	rows, err := s.pool.Query(ctx, qualify(s.q.schema, listEmailLinksSQL), params.Tenant, params.ProposalID)
+	out, err := queryAll(ctx, s.pool, scanEmailLink, qualify(s.q.schema, listEmailLinksSQL), params.Tenant, params.ProposalID)
 	if err != nil {
-		return nil, wrap("list email links", err)
-	}
-	defer rows.Close()
-	var out []*store.EmailLink
-	for rows.Next() {
-		l, err := scanEmailLink(rows)
-		if err != nil {
-			return nil, wrap("list email links", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, wrap("list email links", err)
 	}
 	return out, nil

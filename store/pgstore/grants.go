@@ -12,16 +12,7 @@ import (
 
 // collectGrants reads every row of rows.
 func collectGrants(rows pgx.Rows) ([]*store.Grant, error) {
-	defer rows.Close()
-	var out []*store.Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return collect(rows, scanGrant)
 }
 
 // FindGrant implements store.Store. Grant expiry is judged by the

@@ -76,20 +76,7 @@ func scanNotification(row pgx.Row) (*store.OutboxEntry, error) {
 }
 
 func (s *Store) queryNotifications(ctx context.Context, query string, args ...any) ([]*store.OutboxEntry, error) {
-	rows, err := s.pool.Query(ctx, qualify(s.q.schema, query), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.OutboxEntry
-	for rows.Next() {
-		e, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.pool, scanNotification, qualify(s.q.schema, query), args...)
 }
 
 // notificationStatus reads a notification's status, to tell a refused

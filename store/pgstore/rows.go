@@ -1,11 +1,13 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/countersign/countersign/store"
 )
@@ -290,16 +292,22 @@ func scanProposal(row pgx.Row, extra ...any) (*store.Proposal, error) {
 
 // collectProposals reads every row of rows.
 func collectProposals(rows pgx.Rows) ([]*store.Proposal, error) {
-	defer rows.Close()
-	var out []*store.Proposal
-	for rows.Next() {
-		p, err := scanProposal(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
+	return collect(rows, func(row pgx.Row) (*store.Proposal, error) { return scanProposal(row) })
+}
+
+// collect reads every row of rows with scan, and closes rows. No row gives
+// nil.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (*T, error)) ([]*T, error) {
+	return pgx.AppendRows([]*T(nil), rows, func(row pgx.CollectableRow) (*T, error) { return scan(row) })
+}
+
+// queryAll reads every row that query selects on pool, each with scan.
+func queryAll[T any](ctx context.Context, pool *pgxpool.Pool, scan func(pgx.Row) (*T, error), query string, args ...any) ([]*T, error) {
+	rows, err := pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return collect(rows, scan)
 }
 
 // grantColumns lists the columns of a grant row, in scanGrant's order.

@@ -325,21 +325,9 @@ func (s *Store) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*
 	if params.Limit > 0 {
 		limit = &params.Limit
 	}
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+runColumns+` FROM _S_.runs WHERE tenant = $1 AND thread_id = $2
+	out, err := queryAll(ctx, s.pool, scanRun, s.sql(`SELECT `+runColumns+` FROM _S_.runs WHERE tenant = $1 AND thread_id = $2
 		ORDER BY seq DESC LIMIT $3`), params.Tenant, params.ThreadID, limit)
 	if err != nil {
-		return nil, wrap("list runs", err)
-	}
-	defer rows.Close()
-	var out []*store.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, wrap("list runs", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, wrap("list runs", err)
 	}
 	return out, nil

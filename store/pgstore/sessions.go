@@ -57,20 +57,8 @@ func (s *Store) GetSessions(ctx context.Context, params *store.GetSessionsParams
 	if len(params.IDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, qualify(s.q.schema, getSessionsSQL), params.IDs)
+	out, err := queryAll(ctx, s.pool, scanSession, qualify(s.q.schema, getSessionsSQL), params.IDs)
 	if err != nil {
-		return nil, wrap("get sessions", err)
-	}
-	defer rows.Close()
-	var out []*store.Session
-	for rows.Next() {
-		sess, err := scanSession(rows)
-		if err != nil {
-			return nil, wrap("get sessions", err)
-		}
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, wrap("get sessions", err)
 	}
 	return out, nil

@@ -181,18 +181,9 @@ func (s *Store) GetSlackAnnouncement(ctx context.Context, params *store.GetSlack
 
 // ListSlackAnnouncements implements store.Store.
 func (s *Store) ListSlackAnnouncements(ctx context.Context, params *store.ListSlackAnnouncementsParams) ([]*store.SlackAnnouncement, error) {
-	rows, err := s.pool.Query(ctx, qualify(s.q.schema, listSlackSQL), params.Tenant, params.ProposalID)
+	out, err := queryAll(ctx, s.pool, scanSlack, qualify(s.q.schema, listSlackSQL), params.Tenant, params.ProposalID)
 	if err != nil {
 		return nil, wrap("list slack announcements", err)
 	}
-	defer rows.Close()
-	var out []*store.SlackAnnouncement
-	for rows.Next() {
-		a, err := scanSlack(rows)
-		if err != nil {
-			return nil, wrap("list slack announcements", err)
-		}
-		out = append(out, a)
-	}
-	return out, wrap("list slack announcements", rows.Err())
+	return out, nil
 }

@@ -127,22 +127,17 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		query += ` AND proposal_id = $3`
 	}
 	args = append(args, limit)
-	rows, err := s.pool.Query(ctx, query+fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
-	if err != nil {
-		return nil, wrap("list events", err)
-	}
-	defer rows.Close()
-	var out []*store.Event
-	for rows.Next() {
+	scan := func(row pgx.Row) (*store.Event, error) {
 		e := &store.Event{Tenant: params.Tenant}
 		var typ, status string
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &e.At); err != nil {
-			return nil, wrap("list events", err)
+		if err := row.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &e.At); err != nil {
+			return nil, err
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), e.At.UTC()
-		out = append(out, e)
+		return e, nil
 	}
-	if err := rows.Err(); err != nil {
+	out, err := queryAll(ctx, s.pool, scan, query+fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
+	if err != nil {
 		return nil, wrap("list events", err)
 	}
 	return out, nil

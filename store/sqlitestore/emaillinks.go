@@ -26,7 +26,7 @@ const listEmailLinksSQL = `SELECT l.token_sha256, l.tenant, l.proposal_id, l.act
 	WHERE l.tenant = ? AND l.proposal_id = ?
 	ORDER BY l.actor, l.created_at, l.verdict, l.token_sha256`
 
-func scanEmailLink(row rowScanner) (*store.EmailLink, error) {
+func scanEmailLink(row scanner) (*store.EmailLink, error) {
 	var (
 		l                      store.EmailLink
 		created, expires       int64
@@ -188,20 +188,8 @@ func (s *Store) SpendEmailLink(ctx context.Context, params *store.SpendEmailLink
 
 // ListEmailLinks implements store.Store.
 func (s *Store) ListEmailLinks(ctx context.Context, params *store.ListEmailLinksParams) ([]*store.EmailLink, error) {
-	rows, err := s.rq.QueryContext(ctx, listEmailLinksSQL, params.Tenant, params.ProposalID)
+	out, err := queryAll(ctx, &s.rq, scanEmailLink, listEmailLinksSQL, params.Tenant, params.ProposalID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list email links: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*store.EmailLink
-	for rows.Next() {
-		l, err := scanEmailLink(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: list email links: %w", classify(err))
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: list email links: %w", classify(err))
 	}
 	return out, nil

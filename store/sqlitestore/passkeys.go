@@ -129,29 +129,27 @@ func (s *Store) CreatePasskey(ctx context.Context, params *store.CreatePasskeyPa
 
 // ListPasskeys implements store.Store.
 func (s *Store) ListPasskeys(ctx context.Context, params *store.ListPasskeysParams) ([]*store.Passkey, error) {
-	rows, err := s.rq.QueryContext(ctx, `SELECT id, tenant, actor, name, credential, created_at, last_used_at FROM passkeys
+	out, err := queryAll(ctx, &s.rq, scanPasskey, `SELECT id, tenant, actor, name, credential, created_at, last_used_at FROM passkeys
 		WHERE tenant = ? AND actor = ? ORDER BY created_at, id`, params.Tenant, params.Actor)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list passkeys: %w", classify(err))
 	}
-	defer rows.Close()
-	var out []*store.Passkey
-	for rows.Next() {
-		var (
-			p       store.Passkey
-			created int64
-			used    sql.NullInt64
-		)
-		if err := rows.Scan(&p.ID, &p.Tenant, &p.Actor, &p.Name, &p.Credential, &created, &used); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list passkeys: %w", classify(err))
-		}
-		p.CreatedAt, p.LastUsedAt = fromNanos(created), fromNullNanos(used)
-		out = append(out, &p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: list passkeys: %w", classify(err))
-	}
 	return out, nil
+}
+
+// scanPasskey reads a row of id, tenant, actor, name, credential,
+// created_at, last_used_at.
+func scanPasskey(row scanner) (*store.Passkey, error) {
+	var (
+		p       store.Passkey
+		created int64
+		used    sql.NullInt64
+	)
+	if err := row.Scan(&p.ID, &p.Tenant, &p.Actor, &p.Name, &p.Credential, &created, &used); err != nil {
+		return nil, err
+	}
+	p.CreatedAt, p.LastUsedAt = fromNanos(created), fromNullNanos(used)
+	return &p, nil
 }
 
 // UpdatePasskey implements store.Store.

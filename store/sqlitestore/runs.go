@@ -193,9 +193,7 @@ func nonNil(ids []string) []string {
 	return ids
 }
 
-type rowScanner interface{ Scan(dest ...any) error }
-
-func scanRun(row rowScanner) (*store.Run, error) {
+func scanRun(row scanner) (*store.Run, error) {
 	r := &store.Run{}
 	var (
 		status, ids, roles sql.NullString
@@ -257,21 +255,9 @@ func (s *Store) ListRuns(ctx context.Context, params *store.ListRunsParams) ([]*
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := s.rq.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE tenant = ? AND thread_id = ? ORDER BY seq DESC LIMIT ?`,
+	out, err := queryAll(ctx, &s.rq, scanRun, `SELECT `+runColumns+` FROM runs WHERE tenant = ? AND thread_id = ? ORDER BY seq DESC LIMIT ?`,
 		params.Tenant, params.ThreadID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*store.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: list runs: %w", classify(err))
 	}
 	return out, nil

@@ -69,27 +69,15 @@ func (s *Store) GetSessions(ctx context.Context, params *store.GetSessionsParams
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
 	}
-	rows, err := s.rq.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id IN (SELECT value FROM json_each(?))`, ids)
+	out, err := queryAll(ctx, &s.rq, scanSession, `SELECT `+sessionColumns+` FROM sessions WHERE id IN (SELECT value FROM json_each(?))`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*store.Session
-	for rows.Next() {
-		sess, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
-		}
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: get sessions: %w", classify(err))
 	}
 	return out, nil
 }
 
 // scanSession reads one row of sessionColumns.
-func scanSession(row interface{ Scan(...any) error }) (*store.Session, error) {
+func scanSession(row scanner) (*store.Session, error) {
 	var (
 		sess             store.Session
 		roles            sql.NullString

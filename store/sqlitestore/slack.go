@@ -16,11 +16,7 @@ import (
 
 const slackColumns = `tenant, proposal_id, actor, slack_user, channel, ts, nonce, nonce_version, prev_nonce, post_token, post_until, created_at, updated_at`
 
-type slackRow interface {
-	Scan(dest ...any) error
-}
-
-func scanSlack(row slackRow) (*store.SlackAnnouncement, error) {
+func scanSlack(row scanner) (*store.SlackAnnouncement, error) {
 	var (
 		a                store.SlackAnnouncement
 		token            sql.NullString
@@ -216,21 +212,9 @@ func (s *Store) GetSlackAnnouncement(ctx context.Context, params *store.GetSlack
 
 // ListSlackAnnouncements implements store.Store.
 func (s *Store) ListSlackAnnouncements(ctx context.Context, params *store.ListSlackAnnouncementsParams) ([]*store.SlackAnnouncement, error) {
-	rows, err := s.rq.QueryContext(ctx, `SELECT `+slackColumns+` FROM slack_announcements
+	out, err := queryAll(ctx, &s.rq, scanSlack, `SELECT `+slackColumns+` FROM slack_announcements
 		WHERE tenant = ? AND proposal_id = ? ORDER BY actor`, params.Tenant, params.ProposalID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list slack announcements: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*store.SlackAnnouncement
-	for rows.Next() {
-		a, err := scanSlack(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: list slack announcements: %w", classify(err))
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: list slack announcements: %w", classify(err))
 	}
 	return out, nil

@@ -171,23 +171,18 @@ func (s *Store) ListEvents(ctx context.Context, params *store.ListEventsParams) 
 		query += ` AND proposal_id = ?`
 		args = append(args, params.ProposalID)
 	}
-	rows, err := s.rq.QueryContext(ctx, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*store.Event
-	for rows.Next() {
+	scan := func(row scanner) (*store.Event, error) {
 		e := &store.Event{Tenant: params.Tenant}
 		var typ, status string
 		var at int64
-		if err := rows.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &at); err != nil {
-			return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
+		if err := row.Scan(&e.ID, &e.ProposalID, &typ, &e.Actor, &e.ActorKind, &e.Via, &status, &e.Detail, &at); err != nil {
+			return nil, err
 		}
 		e.Type, e.Status, e.At = store.EventType(typ), store.Status(status), fromNanos(at)
-		out = append(out, e)
+		return e, nil
 	}
-	if err := rows.Err(); err != nil {
+	out, err := queryAll(ctx, &s.rq, scan, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list events: %w", classify(err))
 	}
 	return out, nil
