@@ -70,8 +70,10 @@ type ModelSpec struct {
 	// Empty: the provider's own API.
 	BaseURL string
 	// APIKeyEnv names the environment variable holding the API key, which
-	// never lives in the file. Required for openai and anthropic; read by
-	// the composition root when it builds the model.
+	// never lives in the file; read by the composition root when it builds
+	// the model. Required for openai and anthropic on the provider's own
+	// API; with a BaseURL it may be left out, for a local endpoint that
+	// wants no key (then none is sent).
 	APIKeyEnv string
 	// Scripted is a scripted model's rules and after_tool, written in the
 	// model section itself.
@@ -245,7 +247,9 @@ func (v *validator) model(path string, a *AgentSpec, actions []Action) {
 		if m.BaseURL != "" {
 			v.baseURL(path+".base_url", m.BaseURL)
 		}
-		v.apiKeyEnv(path+".api_key_env", m.APIKeyEnv)
+		if m.APIKeyEnv != "" || m.BaseURL == "" {
+			v.apiKeyEnv(path+".api_key_env", m.APIKeyEnv)
+		}
 		if m.Scripted.Rules != nil {
 			v.fail(path+".rules", "only a scripted model has rules (this one's provider is %s)", m.Provider)
 		}
@@ -311,7 +315,7 @@ func (v *validator) baseURL(path, s string) {
 func (v *validator) apiKeyEnv(path, name string) {
 	switch {
 	case name == "":
-		v.fail(path, "is required: the environment variable that holds the API key, such as OPENAI_API_KEY")
+		v.fail(path, "is required: the environment variable that holds the API key, such as OPENAI_API_KEY (only a model with a base_url, such as a local server's, may have none)")
 	case looksLikeKey(name):
 		v.fail(path, "looks like an API key, not the name of an environment variable: put the key in the environment and name the variable here (and revoke the key if this file was shared)")
 	case !envName.MatchString(name):

@@ -211,7 +211,7 @@ func TestAgentsBuiltInCode(t *testing.T) {
 		"agents[0].model.rules: at least one rule is needed",
 		`agents[1].name: "a" is already the name of agents[0]`,
 		"agents[1].model.name: is required: the provider's model name, such as gpt-4.1-mini",
-		"agents[1].model.api_key_env: is required: the environment variable that holds the API key, such as OPENAI_API_KEY",
+		"agents[1].model.api_key_env: is required: the environment variable that holds the API key, such as OPENAI_API_KEY (only a model with a base_url, such as a local server's, may have none)",
 		"agents[1].max_steps: -2: must be positive, or 0 for the default (8)",
 		`default_agent: "nobody" names no agent (want one of a)`,
 	}
@@ -222,6 +222,27 @@ func TestAgentsBuiltInCode(t *testing.T) {
 	for i, e := range errs {
 		if e.Reason != want[i] || e.Line != 0 || e.File != "" {
 			t.Errorf("problem %d = %q (line %d), want %q", i, e.Reason, e.Line, want[i])
+		}
+	}
+}
+
+// TestAPIKeyEnvOptionalWithBaseURL: a model with a base_url (a local
+// server's) may name no key variable; on the provider's own API it must,
+// and a variable named beside a base_url is checked as any other.
+func TestAPIKeyEnvOptionalWithBaseURL(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{ProviderOpenAI, ProviderAnthropic} {
+		c := parseOK(t, "agents:\n  - name: a\n    model: {provider: "+provider+", name: m, base_url: \"http://127.0.0.1:11434/v1\"}\n")
+		if m := c.Agents[0].Model; m.APIKeyEnv != "" || m.BaseURL != "http://127.0.0.1:11434/v1" {
+			t.Errorf("%s: model %+v, want a base_url and no api_key_env", provider, m)
+		}
+		_, err := Parse("test.yaml", []byte("agents:\n  - name: a\n    model: {provider: "+provider+", name: m}\n"))
+		if err == nil || !strings.Contains(err.Error(), "agents[0].model.api_key_env: is required") {
+			t.Errorf("%s without base_url or api_key_env: %v, want api_key_env required", provider, err)
+		}
+		_, err = Parse("test.yaml", []byte("agents:\n  - name: a\n    model: {provider: "+provider+", name: m, base_url: \"http://127.0.0.1:1/v1\", api_key_env: sk-proj-0123456789abcdef}\n"))
+		if err == nil || !strings.Contains(err.Error(), "looks like an API key") {
+			t.Errorf("%s with base_url and a key for a variable: %v, want it refused", provider, err)
 		}
 	}
 }

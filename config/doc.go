@@ -69,7 +69,7 @@
 //	      provider: openai                # openai | anthropic | scripted
 //	      name: gpt-4.1-mini              # required for openai and anthropic
 //	      base_url: http://127.0.0.1:11434/v1   # optional; http or https
-//	      api_key_env: OPENAI_API_KEY     # required for openai and anthropic: names the variable
+//	      api_key_env: OPENAI_API_KEY     # names the variable; required for openai and anthropic without a base_url
 //	    actions: ["payments.*", "crm.lookup"]  # globs; default: every action
 //	    max_steps: 8                      # model calls per run; default 8 (0 means it too)
 //	  - name: demo
@@ -130,7 +130,8 @@
 // fields of its provider: name, base_url and api_key_env for openai and
 // anthropic, rules and after_tool for scripted. api_key_env must be the
 // name of a variable: a value that looks like a key (sk-…, or a long run
-// of mixed letters and digits) is refused without being repeated.
+// of mixed letters and digits) is refused without being repeated. A model
+// with a base_url may leave it out (a local server that wants no key).
 //
 // An agent's actions are globs, "*" standing for any run of characters as
 // in policy rules. When the file configures actions, each glob must match

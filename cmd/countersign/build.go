@@ -25,7 +25,8 @@ import (
 // configuredAgents builds cfg's agents, in file order, each with its
 // model: a scripted model from its rules; an openai or anthropic model with
 // the API key read, through getenv (os.Getenv when nil), from the variable
-// its api_key_env names. A variable that is empty or unset is an error
+// its api_key_env names (none without api_key_env, which config allows only
+// with a base_url: no key is sent). A variable that is empty or unset is an error
 // naming it and wrapping config.ErrSecretUnset; no error repeats a key.
 // Every problem is reported, each a *config.Error at its field's line,
 // several joined. It makes no request: a wrong key shows at the first run.
@@ -84,8 +85,12 @@ func agentModel(cfg *config.Config, path string, m *config.ModelSpec, getenv fun
 		}
 		return sm, nil
 	}
-	key := getenv(m.APIKeyEnv)
+	var key string
+	if m.APIKeyEnv != "" {
+		key = getenv(m.APIKeyEnv)
+	}
 	switch {
+	case m.APIKeyEnv == "":
 	case key == "":
 		return nil, cfg.FieldError(path+".api_key_env", config.ErrSecretUnset,
 			fmt.Sprintf("environment variable %s is empty or unset: it must hold the %s API key", m.APIKeyEnv, m.Provider))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -208,27 +209,38 @@ func TestConfiguredAgentsProviders(t *testing.T) {
 			path:     "/v1/messages",
 		},
 	} {
-		t.Run(tt.provider, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeProvider(t, tt.reply)
-			c := parseConfig(t, "c.yaml", "agents:\n  - name: a\n    model: {provider: "+tt.provider+", name: m-1, base_url: \""+f.srv.URL+"\", api_key_env: KEY}\n")
-			agents, err := configuredAgents(c, getenvOf(map[string]string{"KEY": "sk-test-key"}))
-			if err != nil {
-				t.Fatalf("configuredAgents: %v", err)
-			}
-			reply, err := agents[0].Model.Generate(context.Background(), &agent.Request{
-				Instructions: "Be brief.",
-				Messages:     []agent.Message{{Role: agent.RoleUser, Text: "hi"}},
+		// With api_key_env, the variable's key is sent; a model with a
+		// base_url and no api_key_env (a local server) sends none.
+		for _, keyed := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/key=%t", tt.provider, keyed), func(t *testing.T) {
+				t.Parallel()
+				f := newFakeProvider(t, tt.reply)
+				keyField, wantKey := "", ""
+				if keyed {
+					keyField, wantKey = ", api_key_env: KEY", "sk-test-key"
+				}
+				c := parseConfig(t, "c.yaml", "agents:\n  - name: a\n    model: {provider: "+tt.provider+", name: m-1, base_url: \""+f.srv.URL+"\""+keyField+"}\n")
+				agents, err := configuredAgents(c, getenvOf(map[string]string{"KEY": "sk-test-key"}))
+				if err != nil {
+					t.Fatalf("configuredAgents: %v", err)
+				}
+				reply, err := agents[0].Model.Generate(context.Background(), &agent.Request{
+					Instructions: "Be brief.",
+					Messages:     []agent.Message{{Role: agent.RoleUser, Text: "hi"}},
+				})
+				if err != nil {
+					t.Fatalf("Generate: %v", err)
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if reply.Text != "hello" || f.path != tt.path || sentKey(f.header) != wantKey || f.body["model"] != "m-1" {
+					t.Errorf("reply %+v; request %s, key %q (want %q), model %v", reply, f.path, sentKey(f.header), wantKey, f.body["model"])
+				}
+				if !keyed && (f.header.Get("Authorization") != "" || f.header.Get("X-Api-Key") != "") {
+					t.Errorf("no api_key_env, yet the request carried a credential: %v", f.header)
+				}
 			})
-			if err != nil {
-				t.Fatalf("Generate: %v", err)
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if reply.Text != "hello" || f.path != tt.path || sentKey(f.header) != "sk-test-key" || f.body["model"] != "m-1" {
-				t.Errorf("reply %+v; request %s, key %q, model %v", reply, f.path, sentKey(f.header), f.body["model"])
-			}
-		})
+		}
 	}
 }
 
