@@ -11,7 +11,8 @@
 //     yet (notYetServed, a commented list), which no code may serve until
 //     the OpenAPI document has them; the server's own routes are exactly the
 //     OpenAPI operations; and every error code of the OpenAPI document is in
-//     the contract's error-code table.
+//     the contract's error-code table;
+//   - README.md's Layout table names every folder that holds Go code.
 //
 // The files come from git ls-files at the repository's root; without git the
 // tests skip, except in CI (CI set), where they fail.
