@@ -257,3 +257,13 @@ func ValidateSealParams(owner, token string, lease time.Duration, limit int) err
 func SealLeaseLost() error {
 	return fmt.Errorf("seal audit events: the sealing lease is another's: %w", ErrLeaseLost)
 }
+
+// PageLimit is how many rows a list read returns at most for the Limit
+// asked, where its contract says "1..MaxPageSize; 0 means MaxPageSize":
+// MaxPageSize for 0 (or less), and for more than MaxPageSize.
+func PageLimit(limit int) int {
+	if limit <= 0 || limit > MaxPageSize {
+		return MaxPageSize
+	}
+	return limit
+}

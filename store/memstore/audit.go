@@ -81,10 +81,7 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 
 // ListAudit implements store.Store.
 func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -102,10 +99,7 @@ func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([
 
 // ListProposalAudit implements store.Store.
 func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -129,10 +123,7 @@ func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposa
 
 // ListChainHeads implements store.Store.
 func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -187,10 +178,7 @@ func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpo
 
 // ListCheckpoints implements store.Store.
 func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}

@@ -225,10 +225,7 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 // events it chains. An event deleted from events leaves a hole in the seqs
 // read, which verification names.
 func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	return s.listAudit(ctx, "list audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at, c.seq, c.prev_hash, c.hash
 		FROM _S_.audit_chain c JOIN _S_.events e ON e.id = c.event_id
 		WHERE c.tenant = $1 AND c.seq > $2 ORDER BY c.seq LIMIT $3`, params.Tenant, params.Tenant, params.After, limit)
@@ -237,10 +234,7 @@ func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([
 // ListProposalAudit implements store.Store: the proposal's events, each
 // with its place in the chain where it has one.
 func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	return s.listAudit(ctx, "list a proposal's audit events", `SELECT e.id, e.proposal_id, e.type, e.actor, e.actor_kind, e.via, e.status, e.detail, e.at,
 			COALESCE(c.seq, 0), COALESCE(c.prev_hash, ''), COALESCE(c.hash, '')
 		FROM _S_.events e LEFT JOIN _S_.audit_chain c ON c.event_id = e.id
@@ -313,10 +307,7 @@ const (
 
 // ListChainHeads implements store.Store.
 func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	rows, err := s.pool.Query(ctx, s.sql(chainHeadsSQL), params.AfterTenant, limit)
 	if err != nil {
 		return nil, wrap("list chain heads", err)
@@ -369,10 +360,7 @@ func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpo
 
 // ListCheckpoints implements store.Store.
 func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	rows, err := s.pool.Query(ctx, s.sql(listCheckpointsSQL), params.Tenant, params.After, limit)
 	if err != nil {
 		return nil, wrap("list audit checkpoints", err)

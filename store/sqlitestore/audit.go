@@ -259,19 +259,13 @@ func (s *Store) ReleaseSealLease(ctx context.Context, params *store.ReleaseSealL
 // its events. A chain row whose event is gone, or moved to another tenant,
 // is left out, for verification to find the gap.
 func (s *Store) ListAudit(ctx context.Context, params *store.ListAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	return s.listAudit(ctx, "list audit events", params.Tenant, listAuditSQL, params.Tenant, params.After, limit)
 }
 
 // ListProposalAudit implements store.Store.
 func (s *Store) ListProposalAudit(ctx context.Context, params *store.ListProposalAuditParams) ([]*store.AuditEvent, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	return s.listAudit(ctx, "list a proposal's audit events", params.Tenant, listProposalAuditSQL, params.Tenant, params.ProposalID, params.AfterID, limit)
 }
 
@@ -356,10 +350,7 @@ const (
 
 // ListChainHeads implements store.Store.
 func (s *Store) ListChainHeads(ctx context.Context, params *store.ListChainHeadsParams) ([]*store.TenantChain, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	rows, err := s.rq.QueryContext(ctx, chainHeadsSQL, params.AfterTenant, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list chain heads: %w", classify(err))
@@ -419,10 +410,7 @@ func (s *Store) WriteCheckpoints(ctx context.Context, params *store.WriteCheckpo
 
 // ListCheckpoints implements store.Store.
 func (s *Store) ListCheckpoints(ctx context.Context, params *store.ListCheckpointsParams) ([]*store.Checkpoint, error) {
-	limit := params.Limit
-	if limit <= 0 || limit > store.MaxPageSize {
-		limit = store.MaxPageSize
-	}
+	limit := store.PageLimit(params.Limit)
 	rows, err := s.rq.QueryContext(ctx, listCheckpointsSQL, params.Tenant, params.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list audit checkpoints: %w", classify(err))
