@@ -227,3 +227,70 @@ func TestListenReconnects(t *testing.T) {
 	}
 	l.waitFor(t, "p:"+p.ID+" after the reconnection", func(r received) bool { return r.ProposalID == p.ID })
 }
+
+// TestListenTellsItsOwnNotifications: a listener marks Local the change
+// notifications its own Store sent (the echoes of this process's changes),
+// and not those of another Store on the same schema (another process),
+// even when both announce the same proposal.
+func TestListenTellsItsOwnNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, dsn := openTestStore(t, nil)
+	other, err := pgstore.Open(ctx, withPoolSize(dsn), &pgstore.Options{Schema: s.Schema(), SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	l := listen(t, s, dsn)
+	count := func(id string) (local, foreign int) {
+		for _, r := range l.all() {
+			switch {
+			case r.ProposalID != id:
+			case r.Local:
+				local++
+			default:
+				foreign++
+			}
+		}
+		return local, foreign
+	}
+	settled := func(id string, local, foreign int) {
+		t.Helper()
+		l.waitFor(t, "p:"+id, func(received) bool {
+			gotLocal, gotForeign := count(id)
+			return gotLocal == local && gotForeign == foreign
+		})
+		time.Sleep(100 * time.Millisecond) // nothing more arrives
+		if gotLocal, gotForeign := count(id); gotLocal != local || gotForeign != foreign {
+			t.Errorf("%s: %d local and %d foreign notifications, want %d and %d", id, gotLocal, gotForeign, local, foreign)
+		}
+	}
+	reject := func(st *pgstore.Store, id string) {
+		t.Helper()
+		if _, err := st.Decide(ctx, &store.DecideParams{Tenant: tenant, ID: id, Actor: "bob", Verdict: store.VerdictRejected, Via: "api"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// This Store's change: its echo is Local.
+	p := create(t, s, newProposal(time.Now()), nil)
+	reject(s, p.ID)
+	settled(p.ID, 1, 0)
+
+	// Another Store's change: not Local, though this Store sees the row.
+	q := create(t, other, newProposal(time.Now()), nil)
+	reject(other, q.ID)
+	settled(q.ID, 0, 1)
+
+	// Both announce the same proposal (an approval here, the claim there):
+	// one of the two identical notifications is this Store's.
+	r := create(t, s, newProposal(time.Now(), independent), nil)
+	if _, err := s.Decide(ctx, &store.DecideParams{Tenant: tenant, ID: r.ID, Actor: "bob", Verdict: store.VerdictApproved, Via: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	settled(r.ID, 1, 0)
+	if claimed, err := other.ClaimBatch(ctx, &store.ClaimBatchParams{Owner: "w", LeaseDuration: time.Minute, Limit: 10}); err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimBatch = %v, %v", claimed, err)
+	}
+	settled(r.ID, 1, 1)
+}

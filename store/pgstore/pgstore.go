@@ -99,7 +99,8 @@ type Store struct {
 	now     func() time.Time
 	q       *queries
 	work    *workNotifier
-	notes   *sender // sends notifications after their transactions commit
+	notes   *sender  // sends notifications after their transactions commit
+	echoes  echoBook // what notes sent, for the listeners (echoes.go)
 	// rows remembers recent proposals, for the transitions that follow
 	// their reads (see internal/rowmemory).
 	rows rowmemory.Proposals
