@@ -215,49 +215,6 @@ func TestFeedChangesWakeItsTenantOnly(t *testing.T) {
 	})
 }
 
-// A change this engine makes wakes its tenant's feeds once: on PostgreSQL
-// the store's notification of it comes back to this process too (LISTEN),
-// and the engine skips that echo (store.Notification.Local) rather than
-// make every feed read the store a second time.
-func TestFeedWokenOncePerOwnChange(t *testing.T) {
-	t.Parallel()
-	eachStore(t, func(t *testing.T, open storeOpener) {
-		ctx := context.Background()
-		e := readEngine(t, open, func(o *countersign.Options) { o.WaitPoll = time.Hour })
-		f, err := e.Feed(ctx, tBob, countersign.FeedFromNow)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var ids []string
-		for i := range 5 {
-			ids = append(ids, pendingRefund(t, e, fmt.Sprint("call_", i)).ID)
-		}
-		// The creations' wake-ups (and on PostgreSQL their echoes, were
-		// there any) are over before the decisions begin.
-		time.Sleep(300 * time.Millisecond)
-		for woken(f.Changes()) {
-		}
-		extra := 0
-		for _, id := range ids {
-			if _, err := e.Decide(ctx, &countersign.Decision{Identity: tBob, ProposalID: id, Verdict: countersign.Reject, Reason: "no"}); err != nil {
-				t.Fatal(err)
-			}
-			if !woken(f.Changes()) {
-				t.Fatalf("deciding %s did not wake its tenant's feed", id)
-			}
-			select {
-			case <-f.Changes():
-				extra++
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		if extra > 0 {
-			t.Errorf("%d of %d decisions woke the feed a second time", extra, len(ids))
-		}
-	})
-}
-
 // unnotified is a store whose notifications (store.Notifier) the engine
 // cannot find: it has no Unwrap, so none of the store's optional
 // interfaces is in reach.

@@ -469,17 +469,12 @@ func (w *Worker) SweepOnce(ctx context.Context) (SweepCounts, error) {
 	return c, nil
 }
 
-// notified turns a store notification into in-process wake-ups. A change
-// this engine's store handle announced itself (Local) was published in
-// process when it was made (changed): every change the engine makes goes
-// through changed, so its echo would wake the same waiters and feeds a
-// second time, each to read the store again. Another engine on the same
-// store handle learns of this one's changes by its watcher's scans.
+// notified turns a store notification into in-process wake-ups.
 func (e *Engine) notified(n store.Notification) {
 	if n.Work {
 		e.hub.Publish(workKey)
 	}
-	if n.ProposalID != "" && !n.Local {
+	if n.ProposalID != "" {
 		e.hub.Publish(n.ProposalID)
 		e.hub.Publish(changesKey)
 		if n.Tenant != "" {

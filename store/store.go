@@ -536,12 +536,6 @@ type Notification struct {
 	// event streams wake. Empty when the sender did not say (a process of
 	// an earlier version): every tenant's streams should wake.
 	Tenant string
-	// Local is set when the store handle that delivers the notification
-	// sent it itself: the echo of a change made through this handle, in
-	// this process. The engine announces its own changes in process when
-	// it makes them, and skips these echoes (of the change notifications;
-	// Work is honoured wherever it comes from).
-	Local bool
 }
 
 // Notifier is implemented by drivers that can wake other processes when the

@@ -74,9 +74,7 @@ func (s *Store) Listen(ctx context.Context, fn func(store.Notification)) error {
 				fn(store.Notification{Work: true})
 			}
 			backoff = listenMinBackoff
-			log := s.echoes.open()
-			_ = s.receive(ctx, conn, log, fn)
-			s.echoes.close(log)
+			_ = s.receive(ctx, conn, fn)
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = conn.Close(closeCtx)
 			cancel()
@@ -113,17 +111,14 @@ func (s *Store) listenConn(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn,
 	return conn, nil
 }
 
-// receive delivers notifications until the connection fails or ctx ends,
-// each marked Local when log says this Store sent it (echoes.go).
-func (s *Store) receive(ctx context.Context, conn *pgx.Conn, log *echoLog, fn func(store.Notification)) error {
+// receive delivers notifications until the connection fails or ctx ends.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(store.Notification)) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.listenCheck)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err == nil {
-			local := s.echoes.received(log, n.Payload)
 			if note, ok := parsePayload(n.Payload); ok {
-				note.Local = local
 				fn(note)
 			}
 			continue
@@ -188,13 +183,7 @@ func (s *Store) sendNotifications(ctx context.Context, payloads []string) error 
 	b.Queue("SET LOCAL synchronous_commit TO off")
 	b.Queue(`SELECT count(pg_notify($1, x)) FROM unnest($2::text[]) AS x`, s.channel, payloads)
 	b.Queue("COMMIT")
-	// Recorded before they can arrive, and taken back if they may not.
-	s.echoes.sending(payloads)
-	err := s.pool.SendBatch(ctx, b).Close()
-	if err != nil {
-		s.echoes.failed(payloads)
-	}
-	return err
+	return s.pool.SendBatch(ctx, b).Close()
 }
 
 // sender delivers a Store's notifications after their transactions

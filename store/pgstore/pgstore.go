@@ -99,8 +99,7 @@ type Store struct {
 	now     func() time.Time
 	q       *queries
 	work    *workNotifier
-	notes   *sender  // sends notifications after their transactions commit
-	echoes  echoBook // what notes sent, for the listeners (echoes.go)
+	notes   *sender // sends notifications after their transactions commit
 	// rows remembers recent proposals, for the transitions that follow
 	// their reads (see internal/rowmemory).
 	rows rowmemory.Proposals
