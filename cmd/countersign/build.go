@@ -85,18 +85,18 @@ func agentModel(cfg *config.Config, path string, m *config.ModelSpec, getenv fun
 		}
 		return sm, nil
 	}
+	// No api_key_env (config allows it only with a base_url): no key.
 	var key string
 	if m.APIKeyEnv != "" {
 		key = getenv(m.APIKeyEnv)
-	}
-	switch {
-	case m.APIKeyEnv == "":
-	case key == "":
-		return nil, cfg.FieldError(path+".api_key_env", config.ErrSecretUnset,
-			fmt.Sprintf("environment variable %s is empty or unset: it must hold the %s API key", m.APIKeyEnv, m.Provider))
-	case strings.ContainsFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return nil, cfg.FieldError(path+".api_key_env", nil,
-			fmt.Sprintf("environment variable %s holds spaces or control characters, which no API key has", m.APIKeyEnv))
+		switch {
+		case key == "":
+			return nil, cfg.FieldError(path+".api_key_env", config.ErrSecretUnset,
+				fmt.Sprintf("environment variable %s is empty or unset: it must hold the %s API key", m.APIKeyEnv, m.Provider))
+		case strings.ContainsFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+			return nil, cfg.FieldError(path+".api_key_env", nil,
+				fmt.Sprintf("environment variable %s holds spaces or control characters, which no API key has", m.APIKeyEnv))
+		}
 	}
 	// Each branch returns its own nil on error: a nil *Model in an
 	// agent.Model would not be a nil agent.Model.
